@@ -1,0 +1,2 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Compiled kernels (Cython / C++). Internal: use the public wrappers."""

@@ -1,0 +1,46 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Thread-count control shared by every parallel kernel."""
+
+import os
+
+from ._openmp import openmp_max_threads
+
+
+def _cpu_count():
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - non-Linux
+        n = os.cpu_count() or 1
+    # cgroup v2 CPU quota (containers)
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as fh:
+            quota, period = fh.read().split()[:2]
+        if quota != "max":
+            n = min(n, max(1, int(int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, n)
+
+
+def effective_n_threads(n_threads=None):
+    """Number of OpenMP threads a kernel should use.
+
+    Parameters
+    ----------
+    n_threads : int or None
+        ``None`` uses ``omp_get_max_threads()`` (which honours ``OMP_NUM_THREADS`` and
+        ``threadpoolctl.threadpool_limits``), capped by the CPUs available to this process.
+        A positive value is used as given; ``-1`` means all available CPUs, ``-2`` all but one, ...
+
+    Returns
+    -------
+    n : int, >= 1
+    """
+    if n_threads is None:
+        return max(1, min(openmp_max_threads(), _cpu_count()))
+    n_threads = int(n_threads)
+    if n_threads == 0:
+        raise ValueError("n_threads must be a non-zero integer or None, got 0.")
+    if n_threads < 0:
+        return max(1, _cpu_count() + 1 + n_threads)
+    return n_threads
