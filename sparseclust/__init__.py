@@ -1,0 +1,29 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""sparseclust: fast clustering and topic models through sparse posteriors.
+
+Estimators follow scikit-learn's API:
+
+- :class:`SparseGaussianMixture` -- variational Gaussian mixture with L-sparse responsibilities;
+- :class:`SparseLDA` -- latent Dirichlet allocation with the L-sparse document local step.
+"""
+
+import importlib
+
+__version__ = "0.1.0"
+
+_LAZY = {
+    "SparseGaussianMixture": "sparseclust.mixture",
+    "SparseLDA": "sparseclust.topics",
+}
+
+__all__ = sorted(_LAZY) + ["__version__"]
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'sparseclust' has no attribute {name!r}")
+
+
+def __dir__():
+    return __all__

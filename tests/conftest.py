@@ -1,0 +1,32 @@
+# SPDX-License-Identifier: BSD-3-Clause
+import os
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(
+    os.environ.get("SPARSECLUST_SHARED_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
+).resolve()
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--runslow", action="store_true", default=False, help="run slow tests on real corpora"
+    )
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--runslow"):
+        return
+    skip_slow = pytest.mark.skip(reason="slow: opt in with --runslow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip_slow)
+
+
+@pytest.fixture(scope="session")
+def shared_data():
+    """Path to ../shared/data (real corpora and images); slow tests only."""
+    if not SHARED_DATA.is_dir():
+        pytest.fail(f"shared data folder not found at {SHARED_DATA}")
+    return SHARED_DATA
