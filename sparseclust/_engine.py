@@ -1,0 +1,464 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The learning-algorithm engine shared by every model.
+
+Every model in sparseclust is *local step + global step* (see ``doc/engine.md``):
+
+- the **local step** maps a batch of data and the current global parameters to additive
+  sufficient statistics (:class:`SuffStats`), including the ELBO terms that depend on the local
+  posteriors; the posteriors themselves are discarded;
+- the **global step** maps statistics to global parameters;
+- ``model.elbo(stats, params)`` evaluates the whole-data objective from statistics alone.
+
+This module drives the two under three algorithms and knows nothing model-specific:
+
+``batch``
+    exact coordinate ascent: one local step over all data, then one global step.
+``memoized``
+    memoized variational inference (Hughes & Sudderth 2013; paper 000 §4): the data are split
+    once into B fixed batches whose statistics are cached. Visiting batch b replaces its cached
+    statistics in the whole-data total, ``S <- S - S_b^old + S_b^new``, followed by a global step.
+    During the first pass no batch has cached statistics yet, so the pass accumulates all batches
+    under the initial parameters and runs a single global step at its end: the first memoized
+    pass therefore equals one batch iteration.
+``stochastic``
+    stochastic variational inference (Hoffman et al. 2013; paper 001 Alg. 1): a minibatch's
+    statistics are scaled by ``total_samples / batch size`` and blended,
+    ``S_t = (1 - rho_t) S_{t-1} + rho_t * scale * S_batch`` with ``rho_t = (delta + t)^(-kappa)``,
+    ``t = 1, 2, ...``. For the conjugate-exponential models here the global natural parameters are
+    affine in the statistics (``lambda = prior + S``), so blending statistics *is* the natural-
+    gradient step on the global parameters.
+"""
+
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+from sklearn.utils import check_random_state
+
+__all__ = [
+    "SuffStats",
+    "VariationalModel",
+    "EngineResult",
+    "StochasticState",
+    "fit_engine",
+    "stochastic_step",
+    "learning_rate",
+]
+
+
+class SuffStats:
+    """An additive bundle of named sufficient statistics.
+
+    Values are numpy arrays or Python floats. ``+``, ``-`` and multiplication by a scalar act
+    entry-wise on every field; both operands of ``+``/``-`` must have the same fields.
+
+    Examples
+    --------
+    >>> s = SuffStats(N=np.ones(3), entropy=0.5)
+    >>> (s + 2.0 * s)["N"]
+    array([3., 3., 3.])
+    """
+
+    __slots__ = ("_d",)
+
+    def __init__(self, **fields):
+        self._d = dict(fields)
+
+    def __getitem__(self, key):
+        return self._d[key]
+
+    def __setitem__(self, key, value):
+        self._d[key] = value
+
+    def __contains__(self, key):
+        return key in self._d
+
+    def keys(self):
+        return self._d.keys()
+
+    def items(self):
+        return self._d.items()
+
+    def get(self, key, default=None):
+        return self._d.get(key, default)
+
+    def copy(self):
+        return SuffStats(
+            **{k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in self._d.items()}
+        )
+
+    def _check_same(self, other):
+        if not isinstance(other, SuffStats):
+            return NotImplemented
+        if self._d.keys() != other._d.keys():
+            raise ValueError(
+                f"cannot combine statistics with fields {sorted(self._d)} and {sorted(other._d)}"
+            )
+        return None
+
+    def __add__(self, other):
+        bad = self._check_same(other)
+        if bad is NotImplemented:
+            return bad
+        return SuffStats(**{k: v + other._d[k] for k, v in self._d.items()})
+
+    def __sub__(self, other):
+        bad = self._check_same(other)
+        if bad is NotImplemented:
+            return bad
+        return SuffStats(**{k: v - other._d[k] for k, v in self._d.items()})
+
+    def __mul__(self, c):
+        if not np.isscalar(c):
+            return NotImplemented
+        return SuffStats(**{k: v * c for k, v in self._d.items()})
+
+    __rmul__ = __mul__
+
+    def __getstate__(self):
+        return self._d
+
+    def __setstate__(self, state):
+        self._d = state
+
+    def __repr__(self):
+        parts = []
+        for k, v in self._d.items():
+            parts.append(f"{k}={getattr(v, 'shape', v)}")
+        return f"SuffStats({', '.join(parts)})"
+
+
+class VariationalModel:
+    """Interface a model implements to be trained by :func:`fit_engine`.
+
+    Subclasses implement :meth:`local_step`, :meth:`global_step` and :meth:`elbo`; the other
+    methods have defaults suitable for array-like data with samples along the first axis.
+    """
+
+    def n_samples(self, X):
+        """Number of samples (rows, documents) in ``X``."""
+        return X.shape[0]
+
+    def take(self, X, idx):
+        """Rows ``idx`` of ``X`` (works for numpy arrays and scipy CSR)."""
+        return X[idx]
+
+    def local_step(self, X, params):  # pragma: no cover - interface
+        """Pure map ``(batch, global params) -> SuffStats``."""
+        raise NotImplementedError
+
+    def global_step(self, stats):  # pragma: no cover - interface
+        """Map whole-data (or SVI-blended) statistics to global parameters."""
+        raise NotImplementedError
+
+    def elbo(self, stats, params):  # pragma: no cover - interface
+        """Whole-data objective for ``stats`` and ``params = global_step(stats)``."""
+        raise NotImplementedError
+
+    def after_pass(self, stats, params, state):
+        """Hook run after every complete pass (e.g. merge/delete moves). Identity by default."""
+        return stats, params
+
+
+def learning_rate(t, kappa, delta):
+    """SVI step size ``rho_t = (delta + t)^(-kappa)`` (paper 001, Sec. 2), ``t >= 1``.
+
+    With ``kappa`` in (0.5, 1] and ``delta >= 0`` the Robbins-Monro conditions
+    ``sum rho_t = inf``, ``sum rho_t^2 < inf`` hold. The first step may be 1 (``delta = 0``),
+    in which case the initial statistics are forgotten entirely.
+    """
+    return min(1.0, float(delta + t) ** (-float(kappa)))
+
+
+@dataclass
+class StochasticState:
+    """What stochastic training carries between steps (``partial_fit`` keeps one)."""
+
+    stats: SuffStats
+    t: int = 0
+    rho: float = None
+    params: object = None  # global_step(stats), cached to avoid recomputing it every step
+
+
+@dataclass
+class EngineResult:
+    """Output of :func:`fit_engine`."""
+
+    params: object
+    stats: SuffStats
+    lower_bounds: list
+    n_iter: int
+    converged: bool
+    trace: list
+    state: object = None
+    batch_stats: list = field(default=None, repr=False)
+
+    @property
+    def lower_bound(self):
+        return self.lower_bounds[-1] if self.lower_bounds else -np.inf
+
+
+def _scale(stats, c):
+    return stats if c == 1.0 else stats * c
+
+
+def stochastic_step(model, state, X_batch, *, kappa, delta, total_samples, timings=None):
+    """One SVI step on ``X_batch``; updates ``state`` in place and returns the new params.
+
+    The minibatch statistics are scaled by ``total_samples / n_batch`` (an unbiased estimate
+    of whole-data statistics) and blended into ``state.stats`` with ``rho_t``.
+    ``state.t`` counts the steps taken and ``state.rho`` holds the last step size.
+    ``timings``, if a dict, accumulates seconds under ``"local"`` and ``"global"``.
+    """
+    n = model.n_samples(X_batch)
+    if n == 0:
+        raise ValueError("stochastic_step needs a non-empty minibatch.")
+    ta = time.perf_counter()
+    params = state.params if state.params is not None else model.global_step(state.stats)
+    tb = time.perf_counter()
+    batch_stats = model.local_step(X_batch, params)
+    tc = time.perf_counter()
+    state.t += 1
+    rho = learning_rate(state.t, kappa, delta)
+    state.stats = (1.0 - rho) * state.stats + rho * _scale(batch_stats, float(total_samples) / n)
+    state.rho = rho
+    params = state.params = model.global_step(state.stats)
+    if timings is not None:
+        timings["local"] = timings.get("local", 0.0) + (tc - tb)
+        timings["global"] = timings.get("global", 0.0) + (tb - ta) + (time.perf_counter() - tc)
+    return params
+
+
+def _split_batches(n, n_batches, rng):
+    if n_batches > n:
+        raise ValueError(f"n_batches={n_batches} exceeds the number of samples {n}.")
+    perm = rng.permutation(n)
+    return [np.sort(b) for b in np.array_split(perm, n_batches)]
+
+
+def _rel_change(new, old):
+    if not np.isfinite(old):
+        return np.inf
+    return abs(new - old) / max(abs(new), abs(old), 1e-300)
+
+
+def fit_engine(
+    model,
+    X,
+    init_stats,
+    *,
+    algorithm="memoized",
+    max_iter=100,
+    tol=1e-6,
+    n_batches=10,
+    batch_size=256,
+    kappa=0.6,
+    delta=1.0,
+    total_samples=None,
+    random_state=None,
+    verbose=0,
+    callback=None,
+    heldout_score=None,
+    state=None,
+):
+    """Train ``model`` on ``X`` from ``init_stats`` with the chosen learning algorithm.
+
+    Parameters
+    ----------
+    model : VariationalModel
+    X : array-like or sparse matrix
+        Training data, samples along the first axis.
+    init_stats : SuffStats
+        Whole-data statistics the first global step starts from (e.g. from initial
+        responsibilities); for ``memoized``/``batch`` they only define the initial parameters.
+    algorithm : {'batch', 'memoized', 'stochastic'}
+    max_iter : int
+        Number of passes over the data.
+    tol : float
+        Stop when the relative change of the ELBO between passes ``|L_t - L_{t-1}| / |L_t|``
+        falls below ``tol`` (batch and memoized; stochastic runs ``max_iter`` passes unless
+        ``tol`` is met by its running objective estimate).
+    n_batches : int
+        Number of fixed batches for ``memoized``.
+    batch_size : int
+        Minibatch size for ``stochastic``.
+    kappa, delta : float
+        Learning-rate decay and delay, ``rho_t = (delta + t)^(-kappa)``.
+    total_samples : int or None
+        Size of the (possibly conceptual) whole dataset the minibatch statistics are scaled to;
+        defaults to the number of samples in ``X``.
+    random_state : int, RandomState or None
+        Batch split and minibatch order.
+    verbose : int
+        0 silent; 1 one line per pass; 2 also per batch/step.
+    callback : callable or None
+        ``callback(info)`` after every pass, ``info`` a dict with the pass number, elapsed time,
+        ELBO, params and stats; returning ``True`` stops training.
+    heldout_score : callable or None
+        ``heldout_score(params) -> float`` recorded in the trace after every pass; its cost is
+        excluded from ``elapsed``.
+    state : StochasticState or None
+        Continue stochastic training from this state (its ``t`` and blended statistics).
+
+    Returns
+    -------
+    EngineResult
+    """
+    if algorithm not in ("batch", "memoized", "stochastic"):
+        raise ValueError(f"unknown algorithm {algorithm!r}")
+    rng = check_random_state(random_state)
+    n = model.n_samples(X)
+    if n == 0:
+        raise ValueError("cannot fit on an empty dataset.")
+    trace = []
+    lower_bounds = []
+    clock = {"elapsed": 0.0, "t0": time.perf_counter()}
+
+    def _pause():
+        clock["elapsed"] += time.perf_counter() - clock["t0"]
+
+    def _resume():
+        clock["t0"] = time.perf_counter()
+
+    def _record(entry, params, stats):
+        _pause()
+        entry["elapsed"] = clock["elapsed"]
+        if heldout_score is not None:
+            entry["heldout"] = float(heldout_score(params))
+        trace.append(entry)
+        stop = False
+        if verbose:
+            msg = (
+                f"[sparseclust] pass {entry['pass']:4d}  elbo {entry['elbo']: .6e}  "
+                f"elapsed {entry['elapsed']:8.2f}s"
+            )
+            if "heldout" in entry:
+                msg += f"  heldout {entry['heldout']: .5f}"
+            if "rho" in entry:
+                msg += f"  rho {entry['rho']:.4f}"
+            print(msg, file=sys.stderr, flush=True)
+        if callback is not None:
+            info = dict(entry)
+            info.update(params=params, stats=stats, n_passes=max_iter)
+            stop = bool(callback(info))
+        _resume()
+        return stop
+
+    converged = False
+    n_iter = 0
+    batch_stats = None
+
+    if algorithm == "stochastic":
+        total = float(n if total_samples is None else total_samples)
+        if state is None:
+            state = StochasticState(stats=init_stats.copy(), t=0)
+        steps_per_pass = max(1, math.ceil(n / batch_size))
+        prev = -np.inf
+        for it in range(max_iter):
+            perm = rng.permutation(n)
+            timings = {}
+            for s in range(steps_per_pass):
+                idx = np.sort(perm[s * batch_size : (s + 1) * batch_size])
+                if idx.size == 0:
+                    continue
+                params = stochastic_step(
+                    model,
+                    state,
+                    model.take(X, idx),
+                    kappa=kappa,
+                    delta=delta,
+                    total_samples=total,
+                    timings=timings,
+                )
+            state.stats, params = model.after_pass(state.stats, params, state)
+            state.params = params
+            elbo = float(model.elbo(state.stats, params))
+            lower_bounds.append(elbo)
+            n_iter = it + 1
+            entry = {
+                "pass": n_iter,
+                "step": state.t,
+                "elbo": elbo,
+                "rho": state.rho,
+                "time_local": timings.get("local", 0.0),
+                "time_global": timings.get("global", 0.0),
+            }
+            stop = _record(entry, params, state.stats)
+            if tol > 0 and _rel_change(elbo, prev) < tol:
+                converged = True
+            prev = elbo
+            if converged or stop:
+                break
+        return EngineResult(
+            params=params,
+            stats=state.stats,
+            lower_bounds=lower_bounds,
+            n_iter=n_iter,
+            converged=converged,
+            trace=trace,
+            state=state,
+        )
+
+    # batch and memoized
+    if algorithm == "batch":
+        batches = [np.arange(n)]
+    else:
+        batches = _split_batches(n, int(n_batches), rng)
+    Xb_list = [X if len(batches) == 1 else model.take(X, b) for b in batches]
+    params = model.global_step(init_stats)
+    total = None
+    batch_stats = [None] * len(batches)
+    prev = -np.inf
+    for it in range(max_iter):
+        t_local = t_global = 0.0
+        if total is None or algorithm == "batch":
+            # full sweep under fixed params, one global step at the end
+            acc = None
+            for b, Xb in enumerate(Xb_list):
+                ta = time.perf_counter()
+                s_b = model.local_step(Xb, params)
+                t_local += time.perf_counter() - ta
+                batch_stats[b] = s_b
+                acc = s_b if acc is None else acc + s_b
+            total = acc
+            ta = time.perf_counter()
+            params = model.global_step(total)
+            t_global += time.perf_counter() - ta
+        else:
+            for b, Xb in enumerate(Xb_list):
+                ta = time.perf_counter()
+                s_b = model.local_step(Xb, params)
+                tb = time.perf_counter()
+                total = total - batch_stats[b] + s_b
+                batch_stats[b] = s_b
+                params = model.global_step(total)
+                t_local += tb - ta
+                t_global += time.perf_counter() - tb
+        total, params = model.after_pass(total, params, {"batch_stats": batch_stats})
+        elbo = float(model.elbo(total, params))
+        lower_bounds.append(elbo)
+        n_iter = it + 1
+        entry = {
+            "pass": n_iter,
+            "step": n_iter * len(batches),
+            "elbo": elbo,
+            "time_local": t_local,
+            "time_global": t_global,
+        }
+        stop = _record(entry, params, total)
+        if _rel_change(elbo, prev) < tol:
+            converged = True
+        prev = elbo
+        if converged or stop:
+            break
+    return EngineResult(
+        params=params,
+        stats=total,
+        lower_bounds=lower_bounds,
+        n_iter=n_iter,
+        converged=converged,
+        trace=trace,
+        batch_stats=batch_stats,
+    )
