@@ -1,0 +1,24 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Data for the examples, tests and benchmarks.
+
+- :func:`load_kos` -- the KOS blog corpus (UCI "Bag of Words", CC BY 4.0), bundled;
+- :func:`load_uci_bow`, :func:`save_uci_bow`, :func:`load_ldac`,
+  :func:`load_text_folder` -- bag-of-words readers and writer;
+- :func:`extract_patches`, :func:`load_sample_patches`, :func:`load_image_patches` --
+  image patches on a regular grid, the data of the Gaussian-mixture experiments.
+"""
+
+from ._base import load_kos
+from ._bow import load_ldac, load_text_folder, load_uci_bow, save_uci_bow
+from ._images import extract_patches, load_image_patches, load_sample_patches
+
+__all__ = [
+    "extract_patches",
+    "load_image_patches",
+    "load_kos",
+    "load_ldac",
+    "load_sample_patches",
+    "load_text_folder",
+    "load_uci_bow",
+    "save_uci_bow",
+]

@@ -1,0 +1,369 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Image patches on a regular grid: the observations of the zero-mean Gaussian mixture.
+
+The sparse-posteriors paper (Hughes & Sudderth, Sec. 4) models 8x8 grayscale patches
+taken from overlapping regular grids of stride 4 pixels, each patch with its own mean
+removed, :math:`x_n \\in \\mathbb{R}^{64}`, following Zoran & Weiss (2012).
+"""
+
+import numbers
+import os
+from pathlib import Path
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+from sklearn.utils import Bunch, check_random_state
+
+__all__ = ["extract_patches", "load_sample_patches", "load_image_patches"]
+
+# ITU-R BT.601 luma weights for (R, G, B)
+_LUMA = np.array([0.299, 0.587, 0.114])
+_IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
+
+
+def _check_positive_int(value, name):
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value}")
+    return int(value)
+
+
+def _to_float_image(image, index, grayscale):
+    """Image ``index`` as a float64 array of shape (H, W, C), C in {1, 3}.
+
+    uint8 pixels are divided by 255; floating pixels are kept. The caller's array is
+    never written to.
+    """
+    image = np.asarray(image)
+    if image.ndim == 3 and image.shape[2] == 1:
+        image = image[:, :, 0]
+    if not (image.ndim == 2 or (image.ndim == 3 and image.shape[2] == 3)):
+        raise ValueError(f"image {index} has shape {image.shape}; expected (H, W) or (H, W, 3)")
+    if image.dtype == np.uint8:
+        image = image.astype(np.float64) / 255.0
+    elif image.dtype.kind == "f":
+        image = image.astype(np.float64, copy=False)
+        if not np.isfinite(image).all():
+            raise ValueError(f"image {index} contains NaN or infinite values")
+    else:
+        raise ValueError(
+            f"image {index} has dtype {image.dtype}; expected uint8 (scaled to [0, 1]) "
+            "or floating point"
+        )
+    if image.ndim == 2:
+        return image[:, :, np.newaxis]
+    if grayscale:
+        return (image @ _LUMA)[:, :, np.newaxis]
+    return image
+
+
+def _as_image_list(images):
+    if isinstance(images, np.ndarray):
+        if images.ndim not in (3, 4):
+            raise ValueError(
+                f"an array of images must have 3 (n, H, W) or 4 (n, H, W, 3) dimensions, "
+                f"got shape {images.shape}; wrap a single image in a list"
+            )
+        return list(images)
+    if isinstance(images, (str, bytes, os.PathLike)):
+        raise ValueError("images must be a sequence of arrays; see load_image_patches for files")
+    return list(images)
+
+
+def _patches(
+    images,
+    patch_size,
+    stride,
+    remove_mean,
+    grayscale,
+    dtype,
+    max_patches=None,
+    random_state=None,
+):
+    """Grid patches of ``images``; returns ``(patches, image_index, positions)``."""
+    patch_size = _check_positive_int(patch_size, "patch_size")
+    stride = _check_positive_int(stride, "stride")
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    if max_patches is not None:
+        max_patches = _check_positive_int(max_patches, "max_patches")
+    images = _as_image_list(images)
+    if not images:
+        raise ValueError("no images given")
+
+    shapes = []
+    for i, image in enumerate(images):
+        shape = np.shape(image)
+        if len(shape) < 2:
+            raise ValueError(f"image {i} has shape {shape}; expected (H, W) or (H, W, 3)")
+        if shape[0] < patch_size or shape[1] < patch_size:
+            raise ValueError(f"patch_size={patch_size} is larger than image {i} of shape {shape}")
+        shapes.append(shape)
+    grid = [
+        ((h - patch_size) // stride + 1, (w - patch_size) // stride + 1) for h, w, *_ in shapes
+    ]
+    counts = np.array([gh * gw for gh, gw in grid], dtype=np.int64)
+    offsets = np.concatenate(([0], np.cumsum(counts)))
+    total = int(offsets[-1])
+
+    if max_patches is None or max_patches >= total:
+        chosen = None
+        n_out = total
+    else:
+        rng = check_random_state(random_state)
+        chosen = np.sort(rng.choice(total, size=max_patches, replace=False))
+        n_out = max_patches
+
+    n_channels = None
+    out = None
+    image_index = np.empty(n_out, dtype=np.intp)
+    positions = np.empty((n_out, 2), dtype=np.intp)
+    start = 0
+    for i, image in enumerate(images):
+        if chosen is None:
+            local = np.arange(counts[i])
+        else:
+            lo, hi = np.searchsorted(chosen, offsets[i : i + 2])
+            local = chosen[lo:hi] - offsets[i]
+        pixels = _to_float_image(image, i, grayscale)
+        if n_channels is None:
+            n_channels = pixels.shape[2]
+            out = np.empty((n_out, patch_size * patch_size * n_channels), dtype=dtype)
+        elif pixels.shape[2] != n_channels:
+            raise ValueError(
+                f"image {i} has {pixels.shape[2]} channel(s) but image 0 has {n_channels}; "
+                "with grayscale=False all images must be RGB or all grayscale"
+            )
+        if local.size == 0:
+            continue
+        # windows[r, c, ch, i, j] = pixels[r * stride + i, c * stride + j, ch]
+        windows = sliding_window_view(pixels, (patch_size, patch_size), axis=(0, 1))
+        windows = windows[::stride, ::stride]
+        rows, cols = np.divmod(local, grid[i][1])
+        block = windows[rows, cols]  # (k, C, p, p), a copy
+        block = block.transpose(0, 2, 3, 1).reshape(local.size, -1)
+        if remove_mean:
+            block = block - block.mean(axis=1, keepdims=True)
+        stop = start + local.size
+        out[start:stop] = block
+        image_index[start:stop] = i
+        positions[start:stop, 0] = rows * stride
+        positions[start:stop, 1] = cols * stride
+        start = stop
+    return out, image_index, positions
+
+
+def extract_patches(
+    images,
+    patch_size=8,
+    stride=4,
+    remove_mean=True,
+    grayscale=True,
+    dtype=np.float64,
+    *,
+    max_patches=None,
+    random_state=None,
+):
+    """All ``patch_size x patch_size`` patches of images on a regular grid, as rows.
+
+    For each image (in order) the patches whose top-left corners are ``(r * stride,
+    c * stride)``, ``r, c = 0, 1, ...``, that fit inside the image are taken in row-major
+    grid order, and flattened in (row, column, channel) order.
+
+    Pixels: uint8 images are scaled to [0, 1] by dividing by 255, floating-point images
+    are used as they are. With ``grayscale=True`` an RGB image is converted to its luma
+    :math:`Y = 0.299 R + 0.587 G + 0.114 B` (ITU-R BT.601). With ``remove_mean=True``
+    each patch :math:`x_n` is replaced by :math:`x_n - \\bar{x}_n \\mathbf{1}`, its mean
+    :math:`\\bar{x}_n` taken over all its entries (all channels), as in the paper's
+    image-patch experiments (Hughes & Sudderth, Sec. 4).
+
+    Parameters
+    ----------
+    images : sequence of ndarray, or ndarray of shape (n, H, W) or (n, H, W, 3)
+        Images of shape ``(H, W)`` or ``(H, W, 3)``, dtype uint8 or floating; sizes may
+        differ. An ndarray is a stack of images along its first axis (a single image
+        must be wrapped in a list). Not modified.
+    patch_size : int, default=8
+        Side of the square patches, at most the height and width of every image.
+    stride : int, default=4
+        Step between grid positions, in pixels.
+    remove_mean : bool, default=True
+        Subtract each patch's own mean.
+    grayscale : bool, default=True
+        Convert RGB images to luma. With ``False``, RGB images keep their three channels
+        (all images must then be RGB, or all grayscale).
+    dtype : {np.float64, np.float32}, default=np.float64
+        Dtype of the result (computations are done in float64).
+    max_patches : int, default=None
+        If given and smaller than the number of grid patches, keep only this many,
+        drawn uniformly without replacement over all images (kept in grid order).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the draw of ``max_patches``.
+
+    Returns
+    -------
+    patches : ndarray of shape (n_patches, patch_size * patch_size * n_channels)
+        ``n_channels`` is 1 for grayscale output, 3 otherwise. An image of size
+        ``H x W`` contributes ``((H - patch_size) // stride + 1) * ((W - patch_size) //
+        stride + 1)`` patches.
+    """
+    return _patches(
+        images, patch_size, stride, remove_mean, grayscale, dtype, max_patches, random_state
+    )[0]
+
+
+def _patch_bunch(
+    images,
+    filenames,
+    descr,
+    patch_size,
+    stride,
+    remove_mean,
+    grayscale,
+    dtype,
+    max_patches,
+    random_state,
+):
+    data, image_index, positions = _patches(
+        images, patch_size, stride, remove_mean, grayscale, dtype, max_patches, random_state
+    )
+    return Bunch(
+        data=data,
+        image_index=image_index,
+        positions=positions,
+        filenames=np.asarray(filenames),
+        DESCR=descr,
+    )
+
+
+def load_sample_patches(
+    patch_size=8,
+    stride=4,
+    remove_mean=True,
+    grayscale=True,
+    dtype=np.float64,
+    *,
+    max_patches=None,
+    random_state=None,
+):
+    """Grid patches of the two photographs shipped with scikit-learn.
+
+    The images are those of :func:`sklearn.datasets.load_sample_images` (``china.jpg``
+    and ``flower.jpg``, 427 x 640 RGB, no download); reading them requires Pillow. The
+    parameters are those of :func:`extract_patches`; the defaults (8 x 8 grayscale
+    patches, stride 4, mean removed) give 2 x 105 x 159 = 33,390 patches.
+
+    Returns
+    -------
+    bunch : :class:`~sklearn.utils.Bunch`
+        ``data``: patches, one per row, as returned by :func:`extract_patches`;
+        ``image_index``: index (into ``filenames``) of the image of each patch;
+        ``positions``: ``(n_patches, 2)`` top-left ``(row, column)`` of each patch;
+        ``filenames``: the image files; ``DESCR``: a short description.
+    """
+    from sklearn.datasets import load_sample_images
+
+    sample = load_sample_images()
+    names = [os.path.basename(f) for f in sample.filenames]
+    descr = (
+        f"{patch_size}x{patch_size} patches (stride {stride}) of scikit-learn's sample "
+        f"images {', '.join(names)}."
+    )
+    return _patch_bunch(
+        sample.images,
+        sample.filenames,
+        descr,
+        patch_size,
+        stride,
+        remove_mean,
+        grayscale,
+        dtype,
+        max_patches,
+        random_state,
+    )
+
+
+def _read_image(path):
+    from PIL import Image
+
+    with Image.open(path) as image:
+        mode = image.mode
+        if mode in ("L", "LA", "1"):
+            image = image.convert("L")
+        elif mode in ("I", "I;16", "I;16B", "I;16L", "F"):
+            raise ValueError(f"{path}: unsupported high bit-depth image mode {mode!r}")
+        elif mode != "RGB":
+            image = image.convert("RGB")
+        return np.asarray(image, dtype=np.uint8)
+
+
+def load_image_patches(
+    folder,
+    patch_size=8,
+    stride=4,
+    remove_mean=True,
+    grayscale=True,
+    dtype=np.float64,
+    *,
+    max_images=None,
+    max_patches=None,
+    random_state=None,
+):
+    """Grid patches of the JPEG and PNG images of a folder, read with Pillow.
+
+    Files with suffix ``.jpg``, ``.jpeg`` or ``.png`` (any case) directly in ``folder``
+    are read in sorted name order, as 8-bit RGB (palette, CMYK and alpha images are
+    converted to RGB, the alpha channel dropped) or 8-bit grayscale; 16-bit and
+    floating-point images are rejected. The other parameters are those of
+    :func:`extract_patches`.
+
+    Parameters
+    ----------
+    folder : str or path-like
+        The image folder, e.g. the BSDS500 ``images/train`` folder.
+    max_images : int, default=None
+        Read only the first ``max_images`` files (in sorted order).
+
+    Returns
+    -------
+    bunch : :class:`~sklearn.utils.Bunch`
+        ``data``: patches, one per row, as returned by :func:`extract_patches`;
+        ``image_index``: index (into ``filenames``) of the image of each patch;
+        ``positions``: ``(n_patches, 2)`` top-left ``(row, column)`` of each patch;
+        ``filenames``: the image files; ``DESCR``: a short description.
+    """
+    try:
+        import PIL  # noqa: F401
+    except ImportError:
+        raise ImportError(
+            "load_image_patches reads images with Pillow; install it with 'pip install pillow'"
+        ) from None
+    folder = Path(os.fspath(folder))
+    if not folder.is_dir():
+        raise ValueError(f"{folder} is not a directory")
+    files = sorted(
+        p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in _IMAGE_SUFFIXES
+    )
+    if max_images is not None:
+        files = files[: _check_positive_int(max_images, "max_images")]
+    if not files:
+        raise ValueError(f"{folder}: no .jpg, .jpeg or .png images found")
+    images = [_read_image(f) for f in files]
+    descr = (
+        f"{patch_size}x{patch_size} patches (stride {stride}) of {len(files)} images "
+        f"from {folder}."
+    )
+    return _patch_bunch(
+        images,
+        [str(f) for f in files],
+        descr,
+        patch_size,
+        stride,
+        remove_mean,
+        grayscale,
+        dtype,
+        max_patches,
+        random_state,
+    )
