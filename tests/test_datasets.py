@@ -572,3 +572,14 @@ def test_load_image_patches_bsds(shared_data):
     image = np.asarray(Image.open(bunch.filenames[0]).convert("RGB"))
     ref = _naive_patches([image[:12, :12]], 8, 4, True, True)
     np.testing.assert_allclose(bunch.data[0], ref[0], atol=1e-5)
+
+
+def test_empty_corpora(tmp_path):
+    uci, ldac = tmp_path / "d.txt", tmp_path / "c.ldac"
+    uci.write_text("2\n3\n0\n")
+    assert load_uci_bow(uci).data.shape == (2, 3) and load_uci_bow(uci).data.nnz == 0
+    ldac.write_text("0\n0\n")
+    assert load_ldac(ldac).data.shape == (2, 0)
+    assert load_ldac(ldac, n_features=4).data.nnz == 0
+    ldac.write_text("")
+    assert load_ldac(ldac).data.shape == (0, 0)
