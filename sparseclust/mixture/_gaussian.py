@@ -1,0 +1,324 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Conjugate Gaussian likelihood math for :class:`SparseGaussianMixture`.
+
+Everything here is a pure function of sufficient statistics, prior and global parameters; no
+responsibilities are ever stored. Notation follows paper 000, App. A-B and Bishop (2006, §10.2):
+
+- mixture weights: ``pi ~ Dir(alpha0, ..., alpha0)``, ``q(pi) = Dir(theta)``, ``theta = alpha0 + N``;
+- ``'full'`` with mean: Normal-Wishart, ``Lambda_k ~ W(W0, nu0)``, ``mu_k | Lambda_k ~ N(m0,
+  (beta0 Lambda_k)^-1)``; the *covariance prior* ``Psi0 = W0^-1`` is the inverse scale matrix
+  (scikit-learn's ``covariance_prior``). Posterior ``beta = beta0 + N``,
+  ``m = (beta0 m0 + Sx) / beta``, ``nu = nu0 + N``,
+  ``W^-1 = Psi0 + Sxx - N xbar xbar^T + beta0 N / beta (xbar - m0)(xbar - m0)^T``;
+- ``'full'`` zero mean (the image-patch model, paper 000 App. B.1): ``mu_k = 0``,
+  ``Lambda_k ~ W(W0, nu0)``, posterior ``nu = nu0 + N``, ``W^-1 = Psi0 + Sxx`` (Eq. 31);
+- ``'diag'``: independent Normal-Gamma per dimension, ``lambda_kd ~ Gamma(nu0 / 2, psi0_d / 2)``
+  (shape, rate), ``mu_kd | lambda_kd ~ N(m0_d, (beta0 lambda_kd)^-1)``; posterior shape
+  ``a = (nu0 + N) / 2``, rate ``b_d = (psi0_d + scatter_d + beta0 N / beta (xbar_d - m0_d)^2) / 2``.
+  The expected precision ``a / b_d`` equals the one of scikit-learn's ``'diag'`` model; the
+  expected log precision is the exact Gamma one, ``psi(a) - log b_d``.
+
+``reg_covar`` is an isotropic pseudo-scatter ``reg I`` added to every sample's ``x x^T``: it enters
+the global step as ``Sxx + reg N I`` *and* the weights ``W`` as ``-reg/2 tr E[Lambda_k]``, so the
+objective stays exact and coordinate ascent on it stays monotone.
+"""
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.linalg import lapack
+from scipy.special import digamma, gammaln
+
+LOG_2PI = math.log(2.0 * math.pi)
+
+
+@dataclass
+class GaussianPrior:
+    """Hyper-parameters of the conjugate prior (float64)."""
+
+    covariance_type: str  # 'full' or 'diag'
+    zero_mean: bool
+    alpha0: float  # Dirichlet concentration per component (alpha / K)
+    beta0: float  # mean precision prior (unused when zero_mean)
+    m0: np.ndarray  # (D,) mean prior (zeros when zero_mean)
+    nu0: float  # degrees of freedom prior
+    psi0: np.ndarray  # (D, D) inverse scale matrix ('full') or (D,) rates x 2 ('diag')
+    reg: float  # reg_covar
+
+    @property
+    def n_features(self):
+        return self.m0.shape[0]
+
+
+@dataclass
+class GaussianParams:
+    """Global variational parameters (float64) plus the factors the local step needs.
+
+    Attributes
+    ----------
+    theta : (K,) Dirichlet parameters of q(pi).
+    elog_pi : (K,) E[log pi_k] = psi(theta_k) - psi(sum theta).
+    beta : (K,) mean precisions (inf for zero_mean).
+    means : (K, D) posterior means m_k (zeros for zero_mean).
+    nu : (K,) degrees of freedom (Wishart nu_k, or 2 a_k for 'diag').
+    scale_inv : (K, D, D) W_k^-1 ('full') or (K, D) 2 b_kd ('diag').
+    prec_chol : (K, D, D) upper-triangular C_k with E[Lambda_k] = C_k C_k^T ('full'),
+        or (K, D) sqrt(E[lambda_kd]) ('diag').
+    elog_det : (K,) E[log |Lambda_k|].
+    const : (K,) the part of W_nk that does not depend on x_n:
+        E[log pi_k] - D/2 log 2 pi + E[log|Lambda_k|]/2 - D / (2 beta_k) - reg/2 tr E[Lambda_k].
+    """
+
+    theta: np.ndarray
+    elog_pi: np.ndarray
+    beta: np.ndarray
+    means: np.ndarray
+    nu: np.ndarray
+    scale_inv: np.ndarray
+    prec_chol: np.ndarray
+    elog_det: np.ndarray
+    const: np.ndarray
+    # dtype-cast copies for the local step (set lazily by the model)
+    _cache: dict = None
+
+
+def _log_multigamma(a, D):
+    """log Gamma_D(a) for an array ``a``."""
+    a = np.asarray(a, dtype=np.float64)
+    i = np.arange(D)
+    return 0.25 * D * (D - 1) * math.log(math.pi) + gammaln(a[..., None] - 0.5 * i).sum(-1)
+
+
+def _multi_digamma_sum(a, D):
+    """sum_{i=0}^{D-1} psi(a - i/2) for an array ``a``."""
+    a = np.asarray(a, dtype=np.float64)
+    return digamma(a[..., None] - 0.5 * np.arange(D)).sum(-1)
+
+
+def _centered(N, Sx, prior):
+    """Posterior mean quantities: beta, m, xbar and clipped counts (with-mean models)."""
+    Nc = np.maximum(N, 0.0)
+    beta = prior.beta0 + N
+    xbar = Sx / (Nc + 10.0 * np.finfo(np.float64).eps)[:, None]
+    means = (prior.beta0 * prior.m0[None, :] + Sx) / beta[:, None]
+    return Nc, beta, xbar, means
+
+
+def global_step(stats, prior):
+    """Conjugate posterior updates from whole-data statistics (paper 000, App. A-B).
+
+    Parameters
+    ----------
+    stats : mapping with ``N`` (K,), ``Sx`` (K, D) (unless zero mean) and ``Sxx`` (K, D, D)
+        ('full') or ``Sxx_diag`` (K, D) ('diag').
+    prior : GaussianPrior
+
+    Returns
+    -------
+    GaussianParams
+    """
+    N = np.asarray(stats["N"], dtype=np.float64)
+    K = N.shape[0]
+    D = prior.n_features
+    theta = prior.alpha0 + N
+    elog_pi = digamma(theta) - digamma(theta.sum())
+    nu = prior.nu0 + N
+    reg = prior.reg
+    if prior.zero_mean:
+        beta = np.full(K, np.inf)
+        means = np.zeros((K, D))
+    if prior.covariance_type == "full":
+        Sxx = np.asarray(stats["Sxx"], dtype=np.float64)
+        scale_inv = prior.psi0[None, :, :] + Sxx
+        if not prior.zero_mean:
+            Nc, beta, xbar, means = _centered(N, np.asarray(stats["Sx"], dtype=np.float64), prior)
+            scale_inv = scale_inv - Nc[:, None, None] * xbar[:, :, None] * xbar[:, None, :]
+            diff = xbar - prior.m0[None, :]
+            w = prior.beta0 * Nc / beta
+            scale_inv = scale_inv + w[:, None, None] * diff[:, :, None] * diff[:, None, :]
+        if reg:
+            scale_inv = scale_inv + (reg * np.maximum(N, 0.0))[:, None, None] * np.eye(D)
+        scale_inv = 0.5 * (scale_inv + np.swapaxes(scale_inv, 1, 2))
+        try:
+            Lchol = np.linalg.cholesky(scale_inv)
+        except np.linalg.LinAlgError as exc:
+            raise ValueError(
+                "A posterior scale matrix is not positive definite; increase reg_covar or "
+                "check covariance_prior."
+            ) from exc
+        logdet_scale_inv = 2.0 * np.log(np.diagonal(Lchol, axis1=1, axis2=2)).sum(1)
+        # E[Lambda] = nu W = nu L^-T L^-1 = C C^T with the upper-triangular C = sqrt(nu) L^-T
+        prec_chol = np.empty_like(scale_inv)
+        for k in range(K):
+            Linv, info = lapack.dtrtri(Lchol[k], lower=1)
+            if info != 0:
+                raise ValueError(f"Singular posterior scale matrix for component {k}.")
+            prec_chol[k] = math.sqrt(nu[k]) * Linv.T
+        elog_det = _multi_digamma_sum(0.5 * nu, D) + D * math.log(2.0) - logdet_scale_inv
+        tr_prec = np.einsum("kij,kij->k", prec_chol, prec_chol)
+    else:
+        Sxx = np.asarray(stats["Sxx_diag"], dtype=np.float64)
+        scale_inv = prior.psi0[None, :] + Sxx
+        if not prior.zero_mean:
+            Nc, beta, xbar, means = _centered(N, np.asarray(stats["Sx"], dtype=np.float64), prior)
+            diff = xbar - prior.m0[None, :]
+            scale_inv = scale_inv - Nc[:, None] * xbar**2 + (prior.beta0 * Nc / beta)[:, None] * diff**2
+        if reg:
+            scale_inv = scale_inv + (reg * np.maximum(N, 0.0))[:, None]
+        if not np.all(scale_inv > 0):
+            raise ValueError(
+                "A posterior variance is not positive; increase reg_covar or check covariance_prior."
+            )
+        # Gamma(a, b) with a = nu / 2, b = scale_inv / 2: E[lambda] = nu / scale_inv
+        prec = nu[:, None] / scale_inv
+        prec_chol = np.sqrt(prec)
+        elog_det = D * digamma(0.5 * nu) - np.log(0.5 * scale_inv).sum(1)
+        tr_prec = prec.sum(1)
+    const = elog_pi - 0.5 * D * LOG_2PI + 0.5 * elog_det - 0.5 * reg * tr_prec
+    if not prior.zero_mean:
+        const = const - 0.5 * D / beta
+    return GaussianParams(
+        theta=theta,
+        elog_pi=elog_pi,
+        beta=beta,
+        means=means,
+        nu=nu,
+        scale_inv=scale_inv,
+        prec_chol=prec_chol,
+        elog_det=elog_det,
+        const=const,
+    )
+
+
+def _c_dir(a):
+    return gammaln(np.sum(a)) - np.sum(gammaln(a))
+
+
+def elbo(stats, params, prior):
+    """Whole-data ELBO (paper 000, Eq. 18-24 and 31) from statistics and global parameters.
+
+    ``L = L_data + L_entropy + L_alloc`` where
+
+    - ``L_alloc = c_Dir(alpha0) - c_Dir(theta) + sum_k (N_k + alpha0 - theta_k) E[log pi_k]`` (Eq. 22);
+    - ``L_entropy = sum_k entropy_k = -sum_nk r_nk log r_nk`` (Eq. 24), from the local step;
+    - ``L_data = sum_k E[log p(x | phi_k)] weighted by r + E[log p(phi_k) - log q(phi_k)]`` (Eq. 31),
+      written with the statistics ``N_k, Sx_k, Sxx_k`` only.
+
+    Valid for any ``params`` (not only ``global_step(stats)``), which is what makes the
+    stochastic/memoized bookkeeping and the monotonicity tests meaningful. Returns nats (a sum over
+    samples, not a mean).
+    """
+    N = np.asarray(stats["N"], dtype=np.float64)
+    K = N.shape[0]
+    D = prior.n_features
+    a0 = prior.alpha0
+    theta, elog_pi = params.theta, params.elog_pi
+    L_alloc = _c_dir(np.full(K, a0)) - _c_dir(theta) + np.sum((N + a0 - theta) * elog_pi)
+    L_ent = float(np.sum(stats["entropy"]))
+    nu, nu0, reg = params.nu, prior.nu0, prior.reg
+    elog_det = params.elog_det
+    if prior.covariance_type == "full":
+        C = params.prec_chol
+        P = C @ np.swapaxes(C, 1, 2)  # E[Lambda_k]
+        Sxx = np.asarray(stats["Sxx"], dtype=np.float64)
+        quad = np.einsum("kij,kij->k", P, Sxx) + reg * np.maximum(N, 0.0) * np.trace(P, axis1=1, axis2=2)
+        if not prior.zero_mean:
+            m = params.means
+            Sx = np.asarray(stats["Sx"], dtype=np.float64)
+            Pm = np.einsum("kij,kj->ki", P, m)
+            quad = quad - 2.0 * np.einsum("ki,ki->k", Pm, Sx) + N * np.einsum("ki,ki->k", Pm, m)
+        L_lik = N * (-0.5 * D * LOG_2PI + 0.5 * elog_det) - 0.5 * quad
+        # Wishart log normalizers log B(W, nu) = -nu/2 log|W| - nu D/2 log 2 - log Gamma_D(nu/2)
+        _, logdet_psi0 = np.linalg.slogdet(prior.psi0)
+        logB0 = 0.5 * nu0 * logdet_psi0 - 0.5 * nu0 * D * math.log(2.0) - _log_multigamma(0.5 * nu0, D)
+        logdet_scale_inv = D * math.log(2.0) + _multi_digamma_sum(0.5 * nu, D) - elog_det
+        logB = 0.5 * nu * logdet_scale_inv - 0.5 * nu * D * math.log(2.0) - _log_multigamma(0.5 * nu, D)
+        tr_psi0_P = np.einsum("ij,kij->k", prior.psi0, P)
+        L_prior = logB0 - logB + 0.5 * (nu0 - nu) * elog_det - 0.5 * tr_psi0_P + 0.5 * nu * D
+        if not prior.zero_mean:
+            beta, beta0 = params.beta, prior.beta0
+            dm = params.means - prior.m0[None, :]
+            L_prior = L_prior + (
+                0.5 * D * np.log(beta0 / beta)
+                - 0.5 * beta0 * np.einsum("ki,kij,kj->k", dm, P, dm)
+                - 0.5 * D * beta0 / beta
+                + 0.5 * D
+            )
+            L_lik = L_lik - 0.5 * N * D / beta
+    else:
+        prec = params.prec_chol**2  # E[lambda_kd] = a / b_d
+        a = 0.5 * nu
+        b = 0.5 * params.scale_inv
+        elog_lam = digamma(a)[:, None] - np.log(b)
+        Sxx = np.asarray(stats["Sxx_diag"], dtype=np.float64)
+        Q = Sxx + reg * np.maximum(N, 0.0)[:, None]
+        if not prior.zero_mean:
+            m = params.means
+            Sx = np.asarray(stats["Sx"], dtype=np.float64)
+            Q = Q - 2.0 * m * Sx + N[:, None] * m**2
+        L_lik = N * (-0.5 * D * LOG_2PI + 0.5 * elog_lam.sum(1)) - 0.5 * (prec * Q).sum(1)
+        a0v = 0.5 * nu0
+        b0 = 0.5 * prior.psi0[None, :]
+        L_prior = (
+            a0v * np.log(b0) - gammaln(a0v) + (a0v - 1.0) * elog_lam - b0 * prec
+            - (a[:, None] * np.log(b) - gammaln(a)[:, None] + (a[:, None] - 1.0) * elog_lam - a[:, None])
+        ).sum(1)
+        if not prior.zero_mean:
+            beta, beta0 = params.beta, prior.beta0
+            dm = params.means - prior.m0[None, :]
+            L_prior = L_prior + (
+                0.5 * D * np.log(beta0 / beta)
+                - 0.5 * beta0 * (prec * dm**2).sum(1)
+                - 0.5 * D * beta0 / beta
+                + 0.5 * D
+            )
+            L_lik = L_lik - 0.5 * N * D / beta
+    return float(L_alloc + L_ent + np.sum(L_lik) + np.sum(L_prior))
+
+
+def weighted_quadratic(X, means, prec_chol, covariance_type, zero_mean, out, chunk_floats=1 << 21):
+    """Squared Mahalanobis norms ``out[n, k] = ||(x_n - m_k)^T C_k||^2`` by BLAS in row chunks.
+
+    For 'full', ``C_k`` is the (D, D) upper-triangular factor of the precision
+    (``Lambda_k = C_k C_k^T``) and each chunk does one matmul ``X_chunk @ [C_1 ... C_K]``
+    (D, K D) followed by row-wise squared norms over groups of D columns; for 'diag',
+    ``C_k`` is the vector of root precisions and the form expands into two matmuls,
+    ``(x^2) @ (c^2)^T - 2 x @ (c^2 m)^T + sum_d c^2 m^2``. Computation stays in ``X.dtype``.
+
+    Parameters
+    ----------
+    X : (n, D) float32 or float64, C-contiguous.
+    means : (K, D) same dtype (ignored when zero_mean).
+    prec_chol : (K, D, D) or (K, D) same dtype.
+    out : (n, K) same dtype, written in place.
+    """
+    n, D = X.shape
+    K = out.shape[1]
+    if covariance_type == "diag":
+        prec = prec_chol * prec_chol  # (K, D)
+        rows = max(1, chunk_floats // max(D, K))
+        for s in range(0, n, rows):
+            Xc = X[s : s + rows]
+            o = out[s : s + rows]
+            np.matmul(Xc * Xc, prec.T, out=o)
+            if not zero_mean:
+                pm = prec * means
+                o -= 2.0 * (Xc @ pm.T)
+                o += (pm * means).sum(1)
+        return out
+    # 'full': stack the factors as (D, K*D) once; the offsets m_k^T C_k as (K*D,)
+    Cstack = np.ascontiguousarray(np.transpose(prec_chol, (1, 0, 2)).reshape(D, K * D))
+    offset = None if zero_mean else np.einsum("ki,kij->kj", means, prec_chol).reshape(K * D)
+    rows = max(1, min(n, chunk_floats // (K * D)))
+    buf = np.empty((rows, K * D), dtype=X.dtype)
+    for s in range(0, n, rows):
+        Xc = X[s : s + rows]
+        m = Xc.shape[0]
+        Y = buf[:m]
+        np.matmul(Xc, Cstack, out=Y)
+        if offset is not None:
+            Y -= offset
+        Y3 = Y.reshape(m, K, D)
+        np.einsum("nkd,nkd->nk", Y3, Y3, out=out[s : s + m])
+    return out
