@@ -1,0 +1,427 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Command-line interface: ``sparseclust topics [PATH] ...``.
+
+Fits :class:`sparseclust.SparseLDA` to a corpus, then prints each topic's top words, the
+held-out document-completion score (paper 000, App. E) on a fraction of the documents kept
+out of training, the mean UMass coherence (paper 001, Eq. 13) on the training documents,
+and timings. See ``doc/cli.md``.
+"""
+
+import argparse
+import inspect
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["main"]
+
+_UCI_DOCWORD = re.compile(r"^docword\.(?P<name>.+)\.txt(\.gz)?$")
+_LDAC_SUFFIXES = (".ldac", ".lda-c", ".dat")
+
+
+class CLIError(Exception):
+    """A user error: reported on stderr, exit status 2."""
+
+
+# ---------------------------------------------------------------------------------------
+# argument parsing
+
+
+def _positive_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def _nonzero_int(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected a non-zero integer (-1 = all CPUs)")
+    return value
+
+
+def _fraction(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}") from None
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number in [0, 1), got {text!r}")
+    return value
+
+
+def _build_parser():
+    parser = argparse.ArgumentParser(
+        prog="sparseclust",
+        description="Fast clustering and topic models through sparse posteriors.",
+    )
+    from sparseclust import __version__
+
+    parser.add_argument("--version", action="version", version=f"sparseclust {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    t = sub.add_parser(
+        "topics",
+        help="fit an L-sparse LDA topic model to a corpus and report its topics and scores",
+        description=(
+            "Fit SparseLDA to a corpus; print each topic's top words, the held-out "
+            "document-completion log-likelihood per token on documents kept out of "
+            "training, the mean UMass coherence on the training documents, and timings."
+        ),
+    )
+    t.add_argument(
+        "path",
+        nargs="?",
+        metavar="PATH",
+        help=(
+            "corpus: a UCI bag-of-words file docword.NAME.txt[.gz] (vocabulary from --vocab "
+            "or the sibling vocab.NAME.txt), an LDA-C file (.ldac, .lda-c, .dat; vocabulary "
+            "from --vocab), or a folder of .txt files (one document each). "
+            "Default: the bundled KOS blog corpus."
+        ),
+    )
+    t.add_argument("--vocab", metavar="FILE", help="vocabulary file, one word per line")
+    t.add_argument("--n-topics", "-k", type=_positive_int, default=20, help="number of topics K (default 20)")
+    t.add_argument("--L", type=_positive_int, default=8, help="topics kept per word type (default 8; L >= K is dense)")
+    t.add_argument(
+        "--algorithm",
+        choices=("memoized", "stochastic", "batch"),
+        default="memoized",
+        help="learning algorithm (default memoized)",
+    )
+    t.add_argument("--max-iter", type=_positive_int, default=30, help="passes over the training documents (default 30)")
+    t.add_argument("--n-batches", type=_positive_int, default=None, help="batches of the memoized algorithm")
+    t.add_argument("--batch-size", type=_positive_int, default=None, help="minibatch size of the stochastic algorithm")
+    t.add_argument(
+        "--heldout-fraction",
+        type=_fraction,
+        default=0.1,
+        help="fraction of documents kept out of training for the document-completion score "
+        "(default 0.1; 0 skips it)",
+    )
+    t.add_argument("--top-n", type=_positive_int, default=10, help="words shown per topic, also used for coherence (default 10)")
+    t.add_argument("--min-df", type=_positive_int, default=1, help="folder input only: drop words in fewer documents (default 1)")
+    t.add_argument("--threads", type=_nonzero_int, default=None, help="threads (default: all available; -1 all, -2 all but one)")
+    t.add_argument("--seed", type=int, default=0, help="random seed of the split and the fit (default 0)")
+    t.add_argument("--quiet", "-q", action="store_true", help="no progress bar or status messages")
+    t.add_argument("--output", "-o", metavar="JSON", help="also write topics, scores and timings to this JSON file")
+    return parser
+
+
+# ---------------------------------------------------------------------------------------
+# corpus loading
+
+
+def _load_corpus(path, vocab=None, min_df=1):
+    """Returns ``(X csr, feature_names, description)``; unreadable input raises CLIError."""
+    try:
+        return _load_corpus_unchecked(path, vocab, min_df)
+    except (ValueError, OSError, UnicodeDecodeError) as exc:
+        raise CLIError(f"cannot read corpus: {exc}") from None
+
+
+def _load_corpus_unchecked(path, vocab, min_df):
+    from sparseclust import datasets
+
+    if path is None:
+        if vocab is not None:
+            raise CLIError("--vocab needs a corpus PATH")
+        bunch = datasets.load_kos()
+        return bunch.data, bunch.feature_names, "KOS blog posts (bundled)"
+
+    p = Path(path)
+    if not p.exists():
+        raise CLIError(f"{path}: no such file or directory")
+    if vocab is not None and not Path(vocab).is_file():
+        raise CLIError(f"{vocab}: vocabulary file not found")
+
+    if p.is_dir():
+        if vocab is not None:
+            raise CLIError("--vocab is not used with a folder of text files")
+        bunch = datasets.load_text_folder(p, min_df=min_df, decode_error="replace")
+        return bunch.data, bunch.feature_names, f"text files under {p}"
+
+    m = _UCI_DOCWORD.match(p.name)
+    if m is not None:
+        if vocab is None:
+            sibling = p.with_name(f"vocab.{m.group('name')}.txt")
+            vocab = sibling if sibling.is_file() else None
+        bunch = datasets.load_uci_bow(p, vocab)
+        return bunch.data, bunch.feature_names, f"UCI bag of words {p.name}"
+
+    name = p.name.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    if name.endswith(_LDAC_SUFFIXES):
+        bunch = datasets.load_ldac(p, vocab)
+        return bunch.data, bunch.feature_names, f"LDA-C {p.name}"
+
+    raise CLIError(
+        f"{path}: unrecognised corpus format; expected a UCI docword.NAME.txt[.gz] file, "
+        f"an LDA-C file ({', '.join(_LDAC_SUFFIXES)}) or a folder of .txt files"
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# progress
+
+
+class _Progress:
+    """A text progress bar on a stream, fed by the engine's per-pass callback.
+
+    On a terminal the bar is redrawn in place; otherwise one plain line per pass.
+    """
+
+    def __init__(self, total, stream=None, enabled=True, width=28):
+        self.total = max(1, int(total))
+        self.stream = sys.stderr if stream is None else stream
+        self.enabled = enabled
+        self.width = width
+        isatty = getattr(self.stream, "isatty", None)
+        self.tty = bool(isatty and isatty())
+        self._drawn = False
+
+    def __call__(self, info):
+        if not self.enabled:
+            return False
+        done = int(info.get("pass", 0))
+        total = int(info.get("n_passes", self.total)) or self.total
+        elbo = info.get("elbo", float("nan"))
+        elapsed = info.get("elapsed", 0.0)
+        if self.tty:
+            filled = int(round(self.width * min(done, total) / total))
+            bar = "#" * filled + "-" * (self.width - filled)
+            self.stream.write(
+                f"\r  fit [{bar}] {done:>{len(str(total))}}/{total} passes  "
+                f"ELBO {elbo: .5e}  {elapsed:6.1f}s"
+            )
+            self._drawn = True
+        else:
+            self.stream.write(f"  pass {done}/{total}  ELBO {elbo: .6e}  {elapsed:.2f}s\n")
+        self.stream.flush()
+        return False
+
+    def close(self):
+        if self.enabled and self.tty and self._drawn:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _say(args, message):
+    if not args.quiet:
+        print(message, file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------------------
+# the topics command
+
+
+def _split_documents(n_docs, fraction, seed):
+    """Seeded (train_idx, test_idx) with round(fraction * n_docs) test documents."""
+    if fraction == 0:
+        return np.arange(n_docs), np.arange(0)
+    n_test = int(round(fraction * n_docs))
+    n_test = min(max(n_test, 1), n_docs - 1)
+    perm = np.random.RandomState(seed).permutation(n_docs)
+    return np.sort(perm[n_test:]), np.sort(perm[:n_test])
+
+
+def _fit_accepts_callback(model):
+    try:
+        return "callback" in inspect.signature(model.fit).parameters
+    except (TypeError, ValueError):  # pragma: no cover
+        return False
+
+
+def _run_topics(args):
+    t0 = time.perf_counter()
+    X, feature_names, description = _load_corpus(args.path, args.vocab, args.min_df)
+    X = X.tocsr()
+    n_docs, n_words = X.shape
+    if feature_names is None:
+        feature_names = np.array([f"word{j}" for j in range(n_words)], dtype=object)
+    if n_docs < 2 or X.nnz == 0:
+        raise CLIError(f"the corpus has {n_docs} documents and {X.nnz} nonzero counts: too few to fit")
+    if args.n_topics > n_docs:
+        raise CLIError(f"--n-topics {args.n_topics} exceeds the number of documents ({n_docs})")
+    if args.top_n < 2:
+        raise CLIError("--top-n must be at least 2 (coherence scores word pairs)")
+    if args.output:
+        parent = Path(args.output).resolve().parent
+        if not parent.is_dir():
+            raise CLIError(f"cannot write {args.output}: directory {parent} does not exist")
+    train_idx, test_idx = _split_documents(n_docs, args.heldout_fraction, args.seed)
+    X_train, X_test = X[train_idx], X[test_idx]
+    t_load = time.perf_counter() - t0
+    _say(
+        args,
+        f"corpus: {description}: {n_docs} documents, {n_words} words, {int(X.sum())} tokens; "
+        f"training on {len(train_idx)}, {len(test_idx)} held out",
+    )
+
+    from sparseclust.metrics import document_completion_score, top_words, umass_coherence
+    from sparseclust.topics import SparseLDA
+
+    params = dict(
+        n_components=args.n_topics,
+        L=min(args.L, args.n_topics),
+        algorithm=args.algorithm,
+        max_iter=args.max_iter,
+        random_state=args.seed,
+        n_threads=args.threads,
+    )
+    if args.n_batches is not None:
+        params["n_batches"] = args.n_batches
+    if args.batch_size is not None:
+        params["batch_size"] = args.batch_size
+    try:
+        model = SparseLDA(**params)
+    except TypeError as exc:  # pragma: no cover - estimator contract
+        raise CLIError(f"SparseLDA does not accept these options: {exc}") from None
+    _say(
+        args,
+        f"fitting SparseLDA: K={args.n_topics}, L={params['L']}, algorithm={args.algorithm}, "
+        f"up to {args.max_iter} passes",
+    )
+    progress = _Progress(args.max_iter, enabled=not args.quiet)
+    t0 = time.perf_counter()
+    try:
+        if _fit_accepts_callback(model):
+            model.fit(X_train, callback=progress)
+        else:
+            model.fit(X_train)
+    except ValueError as exc:
+        raise CLIError(f"cannot fit: {exc}") from None
+    finally:
+        progress.close()
+    t_fit = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    words = top_words(model, feature_names, n=args.top_n)
+    top_n = min(args.top_n, n_words)
+    coherence = umass_coherence(model, X_train, top_n=top_n) if top_n >= 2 else None
+    heldout = None
+    if X_test.shape[0] > 0:
+        try:
+            heldout = document_completion_score(
+                model, X_test, heldout_fraction=0.2, random_state=args.seed,
+                n_threads=args.threads,
+            )
+        except ValueError as exc:
+            _say(args, f"no held-out score: {exc}")
+    t_eval = time.perf_counter() - t0
+
+    # topics ordered by their share of the training tokens
+    lam = np.asarray(model.components_, dtype=np.float64)
+    prior = float(getattr(model, "topic_word_prior", 0.0) or 0.0)
+    mass = np.maximum(lam.sum(axis=1) - prior * n_words, 0.0)
+    share = mass / mass.sum() if mass.sum() > 0 else np.full(len(mass), 1.0 / len(mass))
+    order = np.argsort(-share, kind="stable")
+
+    out = sys.stdout
+    print(f"\nTopics (K={args.n_topics}, L={params['L']}), by share of training tokens:", file=out)
+    width = len(str(args.n_topics - 1))
+    for k in order:
+        coh = f"  [coherence {coherence[k]:7.1f}]" if coherence is not None else ""
+        print(f"  {k:>{width}} {100 * share[k]:5.1f}%  {' '.join(words[k])}{coh}", file=out)
+    print("", file=out)
+    if heldout is not None:
+        print(
+            f"held-out document completion: {heldout:.4f} nats per token "
+            f"({len(test_idx)} documents, 20% of each one's word types held out)",
+            file=out,
+        )
+    if coherence is not None:
+        print(f"UMass coherence (top {top_n} words, training documents): mean {coherence.mean():.2f}", file=out)
+    n_iter = getattr(model, "n_iter_", None)
+    iters = f" ({n_iter} passes)" if n_iter is not None else ""
+    print(f"timings: load {t_load:.2f}s, fit {t_fit:.2f}s{iters}, evaluate {t_eval:.2f}s", file=out)
+
+    if args.output:
+        trace = getattr(model, "trace_", None)
+        payload = {
+            "corpus": {
+                "description": description,
+                "path": None if args.path is None else os.fspath(args.path),
+                "n_documents": n_docs,
+                "n_words": n_words,
+                "n_tokens": float(X.sum()),
+                "n_train": int(len(train_idx)),
+                "n_heldout": int(len(test_idx)),
+            },
+            "params": {k: v for k, v in params.items()},
+            "topics": [
+                {
+                    "index": int(k),
+                    "share": float(share[k]),
+                    "words": words[k],
+                    "coherence": None if coherence is None else float(coherence[k]),
+                }
+                for k in order
+            ],
+            "scores": {
+                "heldout_document_completion": heldout,
+                "umass_coherence_mean": None if coherence is None else float(coherence.mean()),
+                "coherence_top_n": top_n,
+            },
+            "timings": {"load": t_load, "fit": t_fit, "evaluate": t_eval},
+            "n_iter": None if n_iter is None else int(n_iter),
+            "trace": _plain_trace(trace),
+        }
+        try:
+            with open(args.output, "w") as fh:
+                json.dump(payload, fh, indent=1)
+                fh.write("\n")
+        except OSError as exc:
+            raise CLIError(f"cannot write {args.output}: {exc}") from None
+        _say(args, f"wrote {args.output}")
+    return 0
+
+
+def _plain_trace(trace):
+    if not trace:
+        return None
+    out = []
+    for entry in trace:
+        row = {}
+        for key, value in dict(entry).items():
+            if isinstance(value, (bool, int, float, str, np.integer, np.floating)):
+                value = value.item() if isinstance(value, np.generic) else value
+                if isinstance(value, float) and not np.isfinite(value):
+                    value = None
+                row[key] = value
+        out.append(row)
+    return out
+
+
+def main(argv=None):
+    """Entry point of the ``sparseclust`` console command; returns the exit status."""
+    parser = _build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse: --help, --version (0) or a usage error (2)
+        return exc.code if isinstance(exc.code, int) else 2
+    try:
+        if args.command == "topics":
+            return _run_topics(args)
+    except CLIError as exc:
+        print(f"sparseclust: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nsparseclust: interrupted", file=sys.stderr)
+        return 130
+    parser.print_usage(sys.stderr)  # pragma: no cover - subcommand is required
+    return 2
