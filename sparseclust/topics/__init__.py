@@ -1,0 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Topic models with L-sparse document local steps (paper 000, Sec. 5-6)."""
+
+__all__ = []

@@ -1,0 +1,360 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The LDA document local step (paper 000, Sec. 5, Alg. 2, App. C-D): Python boundary.
+
+:func:`local_step` runs the compiled per-document iterations (``sparseclust._kernels._lda_local``)
+over a batch of documents and reduces the responsibilities at once to additive statistics;
+:func:`infer_doc_topics` is the dense local step with given topics, used for ``transform`` and
+held-out document completion.
+
+Regimes (one compiled routine):
+
+- **dense** (``L is None`` or ``L >= K``): every word type spreads its mass over all K topics;
+  the inner loop is a dot product with the precomputed ``exp(E[log phi])`` (App. D.2).
+- **L-sparse** (``L < K``): top-L responsibilities among the document's active topics
+  A_d = {k : N_dk > eps}, eps = ``1e-8 * N_d``; selection at the first ``n_select_first``
+  iterations and every ``select_every``-th after, reweighting of the kept topics in between
+  (App. D.3).
+
+Restart proposals (App. D.4): after convergence the ``restarts`` used topics of smallest mass
+(N_dk > ``restart_min``; never the last one) are each proposed for removal: N_dk = 0, topic k is
+forbidden, up to ``restart_max_iter`` iterations are run, and the proposal is kept iff the
+document ELBO increases.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from .._kernels import _lda_local
+from ..utils import effective_n_threads
+
+__all__ = ["LocalResult", "TopicTables", "local_step", "infer_doc_topics"]
+
+#: relative threshold of the active set: topic k leaves document d when N_dk <= EPS_REL * N_d
+EPS_REL = 1e-8
+#: a topic is a restart candidate when it carries more than this many tokens
+RESTART_MIN = 1e-3
+#: documents per kernel call (bounds the (D, K) per-document buffers); fixed, so results do
+#: not depend on the thread count
+_CHUNK_ELEMS = 1 << 22
+
+
+@dataclass
+class LocalResult:
+    """Statistics of one local step over a batch of documents.
+
+    Attributes
+    ----------
+    topic_word_stats : ndarray (K, V)
+        S_kv = sum_d sum_u c_du r_duk [v_du = v].
+    elbo_local : float
+        sum_d [c_Dir(alpha) - c_Dir(theta_d) - sum_u c_du sum_k r_duk log r_duk]: the ELBO
+        terms of the documents that do not involve the topics (paper 000 Eq. 46-48 with
+        theta_d = N_d + alpha).
+    elbo_data : float
+        sum_d sum_u c_du sum_k r_duk C_{v_du k} with the C = E[log phi] used by the step, so
+        ``elbo_local + elbo_data`` is sum_d L_d under fixed topics.
+    doc_topic : ndarray (D, K) or None
+        N_dk (``return_doc_topic=True``); theta_d = N_d + alpha.
+    sum_Elogpi : ndarray (K,)
+        sum_d E[log pi_dk] = sum_d psi(theta_dk) - psi(sum_l theta_dl).
+    n_restarts_tried, n_restarts_accepted : int
+    n_iter_total : int
+        Local iterations over all documents, restart proposals included.
+    n_tokens : float
+        sum_d N_d.
+    """
+
+    topic_word_stats: np.ndarray
+    elbo_local: float
+    elbo_data: float
+    doc_topic: np.ndarray
+    sum_Elogpi: np.ndarray
+    n_restarts_tried: int
+    n_restarts_accepted: int
+    n_iter_total: int
+    n_tokens: float
+
+
+class TopicTables:
+    """Topic tables the local step reads, built once per set of topics.
+
+    Parameters
+    ----------
+    log_topic_word : ndarray (K, V)
+        C^T: E[log phi_kv] (or the log of a point estimate), finite.
+
+    Attributes
+    ----------
+    CT : ndarray (V, K), C-contiguous
+        C_vk = log_topic_word[k, v]; a document's word types are contiguous rows.
+    ET, rowmax : ndarray (V, K), (V,)
+        ``exp(C - C.max(1))`` and ``C.max(1)``, built on first use (dense regime only).
+    """
+
+    def __init__(self, log_topic_word):
+        C = np.asarray(log_topic_word, dtype=np.float64)
+        if C.ndim != 2 or C.shape[0] < 1 or C.shape[1] < 1:
+            raise ValueError(
+                f"log_topic_word must be a 2-D (n_topics, n_words) array, got shape {C.shape}."
+            )
+        if not np.all(np.isfinite(C)):
+            raise ValueError("log_topic_word must be finite (no NaN, no +-inf).")
+        self.n_topics, self.n_words = C.shape
+        self.CT = np.ascontiguousarray(C.T)
+        self._ET = None
+        self._rowmax = None
+
+    def dense_tables(self):
+        if self._ET is None:
+            rowmax = self.CT.max(axis=1)
+            self._ET = np.exp(self.CT - rowmax[:, None])
+            self._rowmax = rowmax
+        return self._ET, self._rowmax
+
+
+def _check_alpha(alpha, K):
+    a = np.asarray(alpha, dtype=np.float64)
+    if a.ndim == 0:
+        a = np.full(K, float(a))
+    if a.shape != (K,):
+        raise ValueError(f"alpha must be a scalar or have shape ({K},), got shape {a.shape}.")
+    if not np.all(np.isfinite(a)) or np.any(a <= 0):
+        raise ValueError("alpha must be positive and finite.")
+    return np.ascontiguousarray(a)
+
+
+def _check_counts(X, V):
+    if not sp.issparse(X):
+        X = np.asarray(X)
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-D, got shape {X.shape}.")
+        X = sp.csr_array(X)
+    X = sp.csr_array(X)  # a CSR view (copies only when the format changes)
+    if X.shape[1] != V:
+        raise ValueError(
+            f"X has {X.shape[1]} features (word types), but the topics have {V} words."
+        )
+    data = X.data
+    if data.dtype not in (np.float32, np.float64):
+        data = data.astype(np.float64)
+    if data.size and (not np.all(np.isfinite(data)) or data.min() < 0):
+        raise ValueError("Counts must be finite and non-negative.")
+    indptr, indices = X.indptr, X.indices
+    if not X.has_canonical_format or (data.size and data.min() == 0):
+        Y = sp.csr_array((data.copy(), indices.copy(), indptr.copy()), shape=X.shape)
+        Y.sum_duplicates()
+        Y.eliminate_zeros()
+        indptr, indices, data = Y.indptr, Y.indices, Y.data
+    return (
+        np.ascontiguousarray(indptr, dtype=np.int64),
+        np.ascontiguousarray(indices, dtype=np.int32),
+        np.ascontiguousarray(data),
+        X.shape[0],
+    )
+
+
+def _columns(indptr, indices, V):
+    """Entries grouped by word type, in document order within each (a stable counting sort)."""
+    order = np.argsort(indices, kind="stable").astype(np.int64)
+    col_ptr = np.zeros(V + 1, dtype=np.int64)
+    np.cumsum(np.bincount(indices, minlength=V), out=col_ptr[1:])
+    doc = np.repeat(np.arange(indptr.shape[0] - 1, dtype=np.int64), np.diff(indptr))
+    return col_ptr, order, np.ascontiguousarray(doc[order])
+
+
+def _run(indptr, indices, data, tables, alpha, Lk, opts, ST, sum_elogpi, n_threads, doc_N):
+    """Phase 1 + phase 2 on one chunk of documents; returns the per-document outputs."""
+    dense = Lk == 0
+    K = tables.n_topics
+    if dense:
+        ET, rowmax = tables.dense_tables()
+    else:
+        ET, rowmax = np.empty((0, K)), np.empty(0)
+    out = _lda_local.lda_local_docs(
+        indptr, indices, data, tables.CT, ET, rowmax, alpha, Lk,
+        opts["max_iter"], opts["tol"], opts["n_select_first"], opts["select_every"],
+        opts["restarts"], opts["restart_max_iter"], RESTART_MIN, EPS_REL, n_threads,
+    )
+    uflow = out["underflow"]
+    col_ptr, col_pos, col_doc = _columns(indptr, indices, tables.n_words)
+    _lda_local.lda_summary(
+        col_ptr, col_pos, col_doc, data, out["N"], out["expP"], out["zs"], out["r"],
+        out["idx"], ET, alpha, out["psi_sum"], uflow, ST, sum_elogpi, int(dense), n_threads,
+    )
+    if dense and uflow.any():
+        # exp(E[log phi]) underflowed for some word type of these documents: redo them with
+        # the log-space routine over all K topics (the sparse regime with L = K)
+        bad = np.flatnonzero(uflow)
+        sub_ptr = np.zeros(bad.size + 1, dtype=np.int64)
+        np.cumsum(indptr[bad + 1] - indptr[bad], out=sub_ptr[1:])
+        take = np.concatenate([np.arange(indptr[d], indptr[d + 1]) for d in bad])
+        sub = _run(sub_ptr, indices[take], data[take], tables, alpha, K, opts, ST,
+                   sum_elogpi, n_threads, doc_N)
+        for key in ("N", "elbo", "data", "n_iter", "tried", "accepted"):
+            out[key][bad] = sub[key]
+    return out
+
+
+def local_step(
+    X_csr,
+    Elogphi,
+    alpha,
+    *,
+    L=None,
+    max_iter=100,
+    tol=0.05,
+    n_select_first=5,
+    select_every=10,
+    restarts=4,
+    restart_max_iter=5,
+    return_doc_topic=False,
+    n_threads=None,
+    force_sparse=False,
+):
+    """Local step of LDA over a batch of documents, reduced to statistics (paper 000 Alg. 2).
+
+    For each document d (word types v_du, counts c_du), from uniform document weights,
+    alternate r_du = TopL-exp-normalize(E[log pi_d] + E[log phi_{:, v_du}]) and
+    theta_d = N_d + alpha with N_dk = sum_u c_du r_duk and E[log pi_dk] = psi(theta_dk) -
+    psi(sum_l theta_dl) (Eq. 10) until ``max_k |Delta N_dk| < tol`` or ``max_iter``
+    iterations; then try restart proposals.
+
+    Parameters
+    ----------
+    X_csr : sparse matrix or array (D, V)
+        Non-negative word counts (float counts allowed; float32 or float64).
+    Elogphi : ndarray (K, V) or TopicTables
+        E_q[log phi_kv] (or the log of point-estimate topics).
+    alpha : float or ndarray (K,)
+        Document-topic Dirichlet parameters alpha_k > 0.
+    L : int or None
+        Sparsity level; None or L >= K is the dense local step.
+    max_iter : int
+        Maximum local iterations per document (cold start included).
+    tol : float
+        Convergence threshold on max_k |Delta N_dk|.
+    n_select_first, select_every : int
+        L-sparse only: top-L selection at iterations 0..n_select_first-1 and every
+        ``select_every``-th after (0: never after); otherwise kept topics are reweighted.
+    restarts : int
+        Restart proposals per document (0 disables them).
+    restart_max_iter : int
+        Local iterations run for each proposal.
+    return_doc_topic : bool
+        Also return N (D, K).
+    n_threads : int or None
+        OpenMP threads (:func:`sparseclust.utils.effective_n_threads`). Results are
+        bit-identical for any thread count.
+    force_sparse : bool
+        Run the L-sparse routine (log-space weights, active set, selection schedule) even when
+        ``L`` is None or >= K, with L = K. For tests and benchmarks; the dense regime computes
+        the same fixed point faster.
+
+    Returns
+    -------
+    LocalResult
+    """
+    tables = Elogphi if isinstance(Elogphi, TopicTables) else TopicTables(Elogphi)
+    K, V = tables.n_topics, tables.n_words
+    alpha = _check_alpha(alpha, K)
+    indptr, indices, data, D = _check_counts(X_csr, V)
+    for name, val, low in (
+        ("max_iter", max_iter, 1),
+        ("n_select_first", n_select_first, 0),
+        ("select_every", select_every, 0),
+        ("restarts", restarts, 0),
+        ("restart_max_iter", restart_max_iter, 1),
+    ):
+        if int(val) != val or val < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {val!r}.")
+    if not tol >= 0:
+        raise ValueError(f"tol must be >= 0, got {tol!r}.")
+    if L is not None and (int(L) != L or L < 1):
+        raise ValueError(f"L must be None or an integer >= 1, got {L!r}.")
+    dense = (L is None or L >= K) and not force_sparse
+    Lk = 0 if dense else (K if L is None else min(int(L), K))
+    return _local_step_impl(
+        indptr, indices, data, D, tables, alpha, Lk,
+        dict(max_iter=int(max_iter), tol=float(tol), n_select_first=int(n_select_first),
+             select_every=int(select_every), restarts=int(restarts),
+             restart_max_iter=int(restart_max_iter)),
+        return_doc_topic, effective_n_threads(n_threads),
+    )
+
+
+def _local_step_impl(indptr, indices, data, D, tables, alpha, Lk, opts, return_doc_topic,
+                     n_threads):
+    K, V = tables.n_topics, tables.n_words
+    ST = np.zeros((V, K))
+    sum_elogpi = np.zeros(K)
+    doc_N = np.zeros((D, K)) if return_doc_topic else None
+    elbo = data_term = 0.0
+    tried = accepted = n_iter = 0
+    chunk = max(64, _CHUNK_ELEMS // max(K, 1))
+    for start in range(0, D, chunk):
+        stop = min(D, start + chunk)
+        a, b = indptr[start], indptr[stop]
+        sub_ptr = indptr[start : stop + 1] - a
+        out = _run(sub_ptr, indices[a:b], data[a:b], tables, alpha, Lk, opts, ST,
+                   sum_elogpi, n_threads, doc_N)
+        elbo += float(np.sum(out["elbo"]))
+        data_term += float(np.sum(out["data"]))
+        tried += int(out["tried"].sum())
+        accepted += int(out["accepted"].sum())
+        n_iter += int(out["n_iter"].sum())
+        if doc_N is not None:
+            doc_N[start:stop] = out["N"]
+    return LocalResult(
+        topic_word_stats=np.ascontiguousarray(ST.T),
+        elbo_local=elbo,
+        elbo_data=data_term,
+        doc_topic=doc_N,
+        sum_Elogpi=sum_elogpi,
+        n_restarts_tried=tried,
+        n_restarts_accepted=accepted,
+        n_iter_total=n_iter,
+        n_tokens=float(np.sum(data, dtype=np.float64)),
+    )
+
+
+def infer_doc_topics(
+    X_csr,
+    log_topic_word,
+    alpha,
+    *,
+    L=None,
+    max_iter=100,
+    tol=0.05,
+    restarts=0,
+    n_threads=None,
+):
+    """Document-topic counts N (D, K) under fixed topics (the dense local step by default).
+
+    Runs :func:`local_step` with the given ``log_topic_word`` (the log of point-estimate
+    topics log phi_hat, or E_q[log phi]) and returns N_dk; the posterior over document-topic
+    frequencies is Dir(theta_d) with theta_d = N_d + alpha, and E[pi_d] = theta_d / sum theta_d.
+    Empty documents get N_d = 0.
+
+    Parameters
+    ----------
+    X_csr : sparse matrix or array (D, V)
+    log_topic_word : ndarray (K, V) or TopicTables
+    alpha : float or ndarray (K,)
+    L : int or None
+        None (default) or >= K: dense responsibilities (paper 000 App. E uses the dense step).
+    max_iter, tol : local-step stopping rule.
+    restarts : int
+        Restart proposals per document (default 0: plain coordinate ascent).
+    n_threads : int or None
+
+    Returns
+    -------
+    doc_topic : ndarray (D, K), float64
+    """
+    res = local_step(
+        X_csr, log_topic_word, alpha, L=L, max_iter=max_iter, tol=tol, restarts=restarts,
+        return_doc_topic=True, n_threads=n_threads,
+    )
+    return res.doc_topic
