@@ -437,8 +437,9 @@ def markdown_table(results):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--ks", type=int, nargs="+", default=[100, 400])
-    p.add_argument("--budget", type=float, nargs="+", default=[60.0, 120.0],
-                   help="training seconds per method, one value per K (or one for all)")
+    p.add_argument("--budget", type=float, nargs="+", default=None,
+                   help="training seconds per method, one value per K or one for all "
+                   "(default 60 for K <= 100, 120 above; 10 with --quick)")
     p.add_argument("--threads", type=int, default=1, help="threads of every method (default 1)")
     p.add_argument("--score-threads", type=int, default=2, help="threads of the (untimed) scoring")
     p.add_argument("--n-test", type=int, default=1000, help="test documents scored (seeded subset)")
@@ -457,9 +458,12 @@ def main(argv=None):
     p.add_argument("--out", default=str(RESULTS / "lda_heldout.json"))
     opts = p.parse_args(argv)
     if opts.quick:
-        opts.ks, opts.budget, opts.n_train, opts.n_test = [50], [10.0], 3000, 300
+        opts.ks, opts.n_train, opts.n_test = [50], 3000, 300
+        opts.budget = opts.budget or [10.0]
         if opts.out == str(RESULTS / "lda_heldout.json"):
             opts.out = str(RESULTS / "lda_heldout_quick.json")
+    if opts.budget is None:
+        opts.budget = [60.0 if K <= 100 else 120.0 for K in opts.ks]
     budgets = opts.budget * len(opts.ks) if len(opts.budget) == 1 else opts.budget
     if len(budgets) != len(opts.ks):
         p.error("--budget needs one value, or one per K")

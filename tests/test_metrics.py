@@ -1,0 +1,353 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Tests of sparseclust.metrics against slow, independent references."""
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.special import digamma
+from sklearn.decomposition import LatentDirichletAllocation
+from sklearn.exceptions import NotFittedError
+
+from sparseclust.metrics import (
+    PROB_FLOOR,
+    document_completion_score,
+    split_document_types,
+    top_words,
+    umass_coherence,
+)
+
+# ---------------------------------------------------------------------------------------
+# helpers
+
+
+def planted_corpus(n_docs=150, n_topics=4, words_per_topic=8, doc_len=60, alpha=0.2, seed=0):
+    """Block topics: topic k puts 95% of its mass on its own block of words."""
+    rng = np.random.default_rng(seed)
+    V = n_topics * words_per_topic
+    phi = np.full((n_topics, V), 0.05 / (V - words_per_topic))
+    for k in range(n_topics):
+        phi[k, k * words_per_topic : (k + 1) * words_per_topic] = 0.95 / words_per_topic
+    X = np.zeros((n_docs, V))
+    for d in range(n_docs):
+        pi = rng.dirichlet(np.full(n_topics, alpha))
+        X[d] = rng.multinomial(doc_len, pi @ phi)
+    return sp.csr_array(X), phi
+
+
+def reference_local_step(counts, log_phi, alpha, tol=1e-11, max_iter=100000):
+    """Dense LDA local step for one document by plain fixed-point iteration.
+
+    Cold start from uniform document weights, then alternate
+    r_uk ∝ exp(psi(theta_k) + log phi_k,u) and N_k = sum_u c_u r_uk, theta = N + alpha.
+    """
+    K = log_phi.shape[0]
+    W = log_phi + math.log(1.0 / K)  # (K, U)
+    r = np.exp(W - W.max(axis=0))
+    r /= r.sum(axis=0)
+    N = r @ counts
+    for _ in range(max_iter):
+        elogpi = digamma(N + alpha)
+        W = log_phi + elogpi[:, None]
+        r = np.exp(W - W.max(axis=0))
+        r /= r.sum(axis=0)
+        N_new = r @ counts
+        done = np.max(np.abs(N_new - N)) < tol
+        N = N_new
+        if done:
+            break
+    return N
+
+
+def reference_score(phi, X_obs, X_held, alpha):
+    """Slow document completion on a given split: per-document loops in numpy."""
+    phi = phi / phi.sum(axis=1, keepdims=True)
+    log_phi = np.log(phi)
+    X_obs = sp.csr_array(X_obs)
+    X_held = sp.csr_array(X_held)
+    total, tokens = 0.0, 0.0
+    for d in range(X_obs.shape[0]):
+        lo, hi = X_obs.indptr[d], X_obs.indptr[d + 1]
+        u, c = X_obs.indices[lo:hi], X_obs.data[lo:hi]
+        N = reference_local_step(c, log_phi[:, u], alpha)
+        theta = N + alpha
+        pi = theta / theta.sum()
+        lo, hi = X_held.indptr[d], X_held.indptr[d + 1]
+        for v, cnt in zip(X_held.indices[lo:hi], X_held.data[lo:hi]):
+            total += cnt * math.log(float(pi @ phi[:, v]))
+            tokens += cnt
+    return total / tokens
+
+
+def brute_force_umass(phi, X, top_n, eps=1.0):
+    """Eq. 13 of paper 001 by counting documents one at a time with Python sets."""
+    X = np.asarray(sp.csr_array(X).toarray())
+    doc_words = [set(np.flatnonzero(row > 0).tolist()) for row in X]
+    out = []
+    for k in range(phi.shape[0]):
+        order = sorted(range(phi.shape[1]), key=lambda j: (-phi[k, j], j))[:top_n]
+        c = 0.0
+        for m in range(1, top_n):
+            for l in range(m):
+                vm, vl = order[m], order[l]
+                d_l = sum(1 for ws in doc_words if vl in ws)
+                d_ml = sum(1 for ws in doc_words if vl in ws and vm in ws)
+                c += math.log((d_ml + eps) / max(d_l, 1))
+        out.append(c)
+    return np.array(out)
+
+
+# ---------------------------------------------------------------------------------------
+# split
+
+
+def test_split_document_types_rule_and_partition():
+    rng = np.random.default_rng(1)
+    X = sp.random_array((60, 40), density=0.15, rng=rng, format="csr")
+    X.data = np.ceil(X.data * 4)
+    X = X.tolil()
+    X[0, :] = 0
+    X[1, :] = 0
+    X[1, 3] = 7  # one type: skipped
+    X = X.tocsr()
+    A, B, kept = split_document_types(X, heldout_fraction=0.2, random_state=0)
+    n_types = np.diff(X.indptr)
+    assert kept.tolist() == np.flatnonzero(n_types >= 2).tolist()
+    assert 0 not in kept and 1 not in kept
+    # parts add up to the kept rows and have disjoint types
+    np.testing.assert_array_equal((A + B).toarray(), X[kept].toarray())
+    assert (A.multiply(B)).nnz == 0
+    for i, d in enumerate(kept):
+        n = n_types[d]
+        h = min(max(math.floor(0.2 * n + 0.5), 1), n - 1)
+        assert B[[i]].nnz == h
+        assert A[[i]].nnz == n - h
+
+
+def test_split_is_seeded_and_random():
+    X, _ = planted_corpus(n_docs=40)
+    A1, B1, _ = split_document_types(X, 0.3, random_state=5)
+    A2, B2, _ = split_document_types(X, 0.3, random_state=5)
+    A3, B3, _ = split_document_types(X, 0.3, random_state=6)
+    assert (A1 != A2).nnz == 0 and (B1 != B2).nnz == 0
+    assert (B1 != B3).nnz > 0
+
+
+def test_split_does_not_modify_input():
+    X, _ = planted_corpus(n_docs=20)
+    before = X.copy()
+    split_document_types(X, 0.2, random_state=0)
+    np.testing.assert_array_equal(X.toarray(), before.toarray())
+
+
+# ---------------------------------------------------------------------------------------
+# document completion
+
+
+@pytest.mark.parametrize("alpha", [0.1, 0.7])
+def test_document_completion_matches_reference(alpha):
+    X, phi_true = planted_corpus(n_docs=30, seed=2)
+    rng = np.random.default_rng(3)
+    phi = 0.5 * phi_true + 0.5 * rng.dirichlet(np.ones(phi_true.shape[1]), size=4)
+    score = document_completion_score(
+        phi, X, heldout_fraction=0.2, random_state=7, doc_topic_prior=alpha,
+        max_iter=20000, tol=1e-10,
+    )
+    A, B, _ = split_document_types(X, 0.2, random_state=7)
+    expected = reference_score(phi, A, B, alpha)
+    assert score == pytest.approx(expected, rel=1e-7, abs=1e-9)
+
+
+def test_uniform_topics_score_is_minus_log_v():
+    # with phi_kv = 1/V every mixture predicts 1/V: the score is exactly -log V
+    X, phi = planted_corpus(n_docs=25)
+    V = phi.shape[1]
+    score = document_completion_score(np.ones((3, V)), X, random_state=0)
+    assert score == pytest.approx(-math.log(V), rel=1e-12)
+
+
+def test_planted_topics_beat_random_topics():
+    X, phi_true = planted_corpus(n_docs=120, seed=4)
+    rng = np.random.default_rng(5)
+    s_true = document_completion_score(phi_true, X, random_state=0)
+    for _ in range(3):
+        phi_rand = rng.dirichlet(np.ones(phi_true.shape[1]), size=phi_true.shape[0])
+        assert s_true > document_completion_score(phi_rand, X, random_state=0) + 0.2
+    # and the planted score is close to the entropy bound of the generating process
+    assert s_true < 0
+
+
+def test_document_completion_deterministic_and_seed_dependent():
+    X, phi = planted_corpus(n_docs=60, seed=6)
+    s1 = document_completion_score(phi, X, random_state=11)
+    s2 = document_completion_score(phi, X, random_state=11)
+    s3 = document_completion_score(phi, X, random_state=12)
+    assert s1 == s2
+    assert s1 != s3
+
+
+def test_document_completion_threads_agree():
+    X, phi = planted_corpus(n_docs=60, seed=6)
+    s1 = document_completion_score(phi, X, random_state=1, n_threads=1)
+    s2 = document_completion_score(phi, X, random_state=1, n_threads=2)
+    assert s1 == pytest.approx(s2, rel=1e-10)
+
+
+def test_document_completion_accepts_fitted_sklearn_model_and_normalizes_rows():
+    X, _ = planted_corpus(n_docs=80, seed=8)
+    lda = LatentDirichletAllocation(
+        n_components=4, doc_topic_prior=0.3, topic_word_prior=0.1, max_iter=5, random_state=0
+    ).fit(X)
+    s_model = document_completion_score(lda, X, random_state=0)
+    # the model's alpha (doc_topic_prior_) is used, and components_ are normalized
+    s_matrix = document_completion_score(
+        lda.components_ * 17.0, X, random_state=0, doc_topic_prior=0.3
+    )
+    assert s_model == pytest.approx(s_matrix, rel=1e-12)
+    # an explicit doc_topic_prior overrides the model's
+    s_other = document_completion_score(lda, X, random_state=0, doc_topic_prior=2.0)
+    assert s_other != pytest.approx(s_model, rel=1e-9)
+
+
+def test_document_completion_zero_topic_probabilities_are_floored():
+    X, phi = planted_corpus(n_docs=40, seed=9)
+    phi0 = phi.copy()
+    phi0[:, -1] = 0.0  # a word no topic can emit
+    score = document_completion_score(phi0, X, random_state=0)
+    assert np.isfinite(score)
+    floored = np.maximum(phi0 / phi0.sum(1, keepdims=True), PROB_FLOOR)
+    expected = document_completion_score(floored, X, random_state=0)
+    assert score == pytest.approx(expected, rel=1e-12)
+
+
+def test_document_completion_details_add_up():
+    X, phi = planted_corpus(n_docs=30, seed=10)
+    score, det = document_completion_score(phi, X, random_state=0, return_details=True)
+    assert score == pytest.approx(det["doc_loglik"].sum() / det["doc_tokens"].sum())
+    np.testing.assert_allclose(det["doc_topic"].sum(axis=1), 1.0)
+    assert det["doc_topic"].shape == (len(det["kept"]), 4)
+
+
+def test_document_completion_does_not_modify_inputs():
+    X, phi = planted_corpus(n_docs=30, seed=10)
+    X_before, phi_before = X.copy(), phi.copy()
+    document_completion_score(phi, X, random_state=0)
+    np.testing.assert_array_equal(X.toarray(), X_before.toarray())
+    np.testing.assert_array_equal(phi, phi_before)
+
+
+def test_document_completion_read_only_and_float32_inputs():
+    X, phi = planted_corpus(n_docs=30, seed=10)
+    Xd = X.toarray().astype(np.float32)
+    Xd.setflags(write=False)
+    phi_ro = phi.copy()
+    phi_ro.setflags(write=False)
+    s = document_completion_score(phi_ro, Xd, random_state=0)
+    assert s == pytest.approx(document_completion_score(phi, X, random_state=0), rel=1e-10)
+
+
+def test_document_completion_validation():
+    X, phi = planted_corpus(n_docs=20)
+    with pytest.raises(ValueError, match="features"):
+        document_completion_score(phi[:, :-1], X)
+    Xneg = X.toarray()
+    Xneg[0, 0] = -1
+    with pytest.raises(ValueError, match="[Nn]egative"):
+        document_completion_score(phi, Xneg)
+    bad = phi.copy()
+    bad[0, 0] = -0.1
+    with pytest.raises(ValueError, match="nonnegative"):
+        document_completion_score(bad, X)
+    bad = phi.copy()
+    bad[1] = 0
+    with pytest.raises(ValueError, match="positive sum"):
+        document_completion_score(bad, X)
+    nan = phi.copy()
+    nan[0, 0] = np.nan
+    with pytest.raises(ValueError):
+        document_completion_score(nan, X)
+    for frac in (0, 1, 1.5, -0.2):
+        with pytest.raises(ValueError, match="heldout_fraction"):
+            document_completion_score(phi, X, heldout_fraction=frac)
+    with pytest.raises(ValueError, match="doc_topic_prior"):
+        document_completion_score(phi, X, doc_topic_prior=-1.0)
+    with pytest.raises(ValueError, match="doc_topic_prior"):
+        document_completion_score(phi, X, doc_topic_prior=np.ones(3))
+    with pytest.raises(ValueError, match="2 distinct words"):
+        document_completion_score(phi, sp.csr_array(np.eye(5, phi.shape[1]) * 3))
+    with pytest.raises(NotFittedError):
+        document_completion_score(LatentDirichletAllocation(n_components=4), X)
+
+
+# ---------------------------------------------------------------------------------------
+# coherence and top words
+
+
+@pytest.mark.parametrize("top_n", [2, 5, 10])
+def test_umass_coherence_matches_brute_force(top_n):
+    rng = np.random.default_rng(0)
+    X = sp.random_array((80, 30), density=0.2, rng=rng, format="csr")
+    X.data = np.ceil(X.data * 3)  # counts above 1 must not matter
+    phi = rng.dirichlet(np.ones(30), size=6)
+    got = umass_coherence(phi, X, top_n=top_n)
+    assert got.shape == (6,)
+    np.testing.assert_allclose(got, brute_force_umass(phi, X, top_n), rtol=1e-12)
+
+
+def test_umass_coherence_is_binary_in_counts():
+    rng = np.random.default_rng(1)
+    X = sp.random_array((50, 20), density=0.3, rng=rng, format="csr")
+    phi = rng.dirichlet(np.ones(20), size=3)
+    Xb = X.copy()
+    Xb.data[:] = 1
+    X5 = X.copy()
+    X5.data = np.ceil(X5.data * 50)
+    np.testing.assert_allclose(umass_coherence(phi, Xb, 6), umass_coherence(phi, X5, 6))
+
+
+def test_umass_coherence_unseen_word_is_finite():
+    rng = np.random.default_rng(2)
+    X = sp.random_array((40, 15), density=0.3, rng=rng, format="lil")
+    X[:, 0] = 0  # word 0 occurs nowhere
+    X = X.tocsr()
+    phi = rng.dirichlet(np.ones(15), size=3)
+    phi[1, 0] = 10.0  # ... but tops topic 1
+    got = umass_coherence(phi, X, top_n=5)
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, brute_force_umass(phi, X, 5), rtol=1e-12)
+
+
+def test_umass_coherence_orders_planted_topics_above_random():
+    X, phi_true = planted_corpus(n_docs=200, alpha=0.05, seed=3)
+    rng = np.random.default_rng(4)
+    phi_rand = rng.dirichlet(np.ones(phi_true.shape[1]), size=phi_true.shape[0])
+    assert umass_coherence(phi_true, X, 5).mean() > umass_coherence(phi_rand, X, 5).mean()
+
+
+def test_umass_coherence_validation():
+    X, phi = planted_corpus(n_docs=20)
+    with pytest.raises(ValueError, match="top_n"):
+        umass_coherence(phi, X, top_n=1)
+    with pytest.raises(ValueError, match="top_n"):
+        umass_coherence(phi, X, top_n=phi.shape[1] + 1)
+    with pytest.raises(ValueError, match="features"):
+        umass_coherence(phi, X[:, :-2])
+    with pytest.raises(ValueError, match="epsilon"):
+        umass_coherence(phi, X, epsilon=0)
+
+
+def test_top_words_order_and_model_input():
+    phi = np.array([[0.1, 0.5, 0.4], [0.7, 0.1, 0.2]])
+    names = ["a", "b", "c"]
+    assert top_words(phi, names, n=2) == [["b", "c"], ["a", "c"]]
+    assert top_words(phi, names, n=10) == [["b", "c", "a"], ["a", "c", "b"]]
+    X, _ = planted_corpus(n_docs=50)
+    lda = LatentDirichletAllocation(n_components=3, max_iter=3, random_state=0).fit(X)
+    vocab = [f"w{j}" for j in range(X.shape[1])]
+    expect = [[vocab[j] for j in np.argsort(-row, kind="stable")[:4]] for row in lda.components_]
+    assert top_words(lda, vocab, n=4) == expect
+    with pytest.raises(ValueError, match="feature_names"):
+        top_words(phi, ["a", "b"])
+    with pytest.raises(ValueError, match="positive integer"):
+        top_words(phi, names, n=0)
