@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy.special import gammaln, psi
-
 from sparseclust._kernels._lda_local import digamma
+
 from sparseclust.topics._local import EPS_REL, TopicTables, infer_doc_topics, local_step
 
 # ---------------------------------------------------------------------------------------------

@@ -1,4 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Topic models with L-sparse document local steps (paper 000, Sec. 5-6)."""
 
-__all__ = []
+from ._sparse_lda import SparseLDA
+
+__all__ = ["SparseLDA"]

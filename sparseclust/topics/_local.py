@@ -35,6 +35,9 @@ __all__ = ["LocalResult", "TopicTables", "local_step", "infer_doc_topics"]
 EPS_REL = 1e-8
 #: a topic is a restart candidate when it carries more than this many tokens
 RESTART_MIN = 1e-3
+#: with ``n_threads=None`` a batch gets one thread per this many nonzeros (at least one): small
+#: batches run serially, where OpenMP start-up and barrier costs would dominate
+_NNZ_PER_THREAD = 4096
 #: documents per kernel call (bounds the (D, K) per-document buffers); fixed, so results do
 #: not depend on the thread count
 _CHUNK_ELEMS = 1 << 22
@@ -245,7 +248,8 @@ def local_step(
     return_doc_topic : bool
         Also return N (D, K).
     n_threads : int or None
-        OpenMP threads (:func:`sparseclust.utils.effective_n_threads`). Results are
+        OpenMP threads (:func:`sparseclust.utils.effective_n_threads`); with None, small
+        batches (fewer than 4096 nonzeros per thread) use fewer threads. Results are
         bit-identical for any thread count.
     force_sparse : bool
         Run the L-sparse routine (log-space weights, active set, selection schedule) even when
@@ -280,8 +284,15 @@ def local_step(
         dict(max_iter=int(max_iter), tol=float(tol), n_select_first=int(n_select_first),
              select_every=int(select_every), restarts=int(restarts),
              restart_max_iter=int(restart_max_iter)),
-        return_doc_topic, effective_n_threads(n_threads),
+        return_doc_topic, _threads_for(n_threads, indices.size),
     )
+
+
+def _threads_for(n_threads, nnz):
+    n = effective_n_threads(n_threads)
+    if n_threads is None:
+        n = max(1, min(n, nnz // _NNZ_PER_THREAD))
+    return n
 
 
 def _local_step_impl(indptr, indices, data, D, tables, alpha, Lk, opts, return_doc_topic,

@@ -1,0 +1,530 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Latent Dirichlet allocation with the L-sparse document local step (paper 000, Sec. 5-6).
+
+Model (paper 000, App. C.2): phi_k ~ Dir_V(tau) for k = 1..K; for every document
+pi_d ~ Dir_K(alpha), z_dn ~ Cat(pi_d), x_dn ~ Cat(phi_{z_dn}).
+Mean-field family (Eq. 40): q(phi_k) = Dir(lambda_k), q(pi_d) = Dir(theta_d), q(z_dn) = Cat(r_dn)
+with at most L non-zero entries per word type (Eq. 8).
+
+The estimator is thin: it validates input, builds a :class:`_LDAModel` (local step =
+:func:`sparseclust.topics._local.local_step`, global step lambda = tau + S) and hands it to the
+shared training engine (:func:`sparseclust._engine.fit_engine`).
+"""
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import gammaln, psi
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
+
+from .._engine import StochasticState, SuffStats, VariationalModel, fit_engine, stochastic_step
+from ._local import TopicTables, local_step
+
+__all__ = ["SparseLDA"]
+
+#: Bregman k-means iterations after the k-means++ seeding of init='kmeans++'
+_KMEANS_ITERS = 10
+
+
+class _LDAParams:
+    """Global parameters: lambda (K, V), E[log phi] (K, V) and the local step's tables."""
+
+    def __init__(self, lam):
+        self.lam = lam
+        self.Elogphi = psi(lam) - psi(lam.sum(axis=1))[:, None]
+        self.tables = TopicTables(self.Elogphi)
+
+
+class _LDAModel(VariationalModel):
+    """LDA as local step + global step over additive statistics.
+
+    Statistics (``SuffStats``): ``S`` (K, V) topic-word counts sum_d sum_u c_du r_duk at v_du,
+    and ``elbo_local``, the documents' ELBO terms that do not involve the topics
+    (c_Dir(alpha) - c_Dir(theta_d) - sum c r log r, paper 000 Eq. 46-48).
+    """
+
+    def __init__(self, alpha, tau, L, local_opts, n_threads):
+        self.alpha = alpha
+        self.tau = float(tau)
+        self.L = L
+        self.local_opts = local_opts
+        self.n_threads = n_threads
+        self.counters = {"restarts_tried": 0, "restarts_accepted": 0, "local_iters": 0}
+
+    def local_step(self, X, params):
+        res = local_step(X, params.tables, self.alpha, L=self.L, n_threads=self.n_threads,
+                         **self.local_opts)
+        self.counters["restarts_tried"] += res.n_restarts_tried
+        self.counters["restarts_accepted"] += res.n_restarts_accepted
+        self.counters["local_iters"] += res.n_iter_total
+        return SuffStats(S=res.topic_word_stats, elbo_local=res.elbo_local)
+
+    def global_step(self, stats):
+        # lambda = tau + S; memoized subtraction can leave -1e-13 where S is 0
+        return _LDAParams(self.tau + np.maximum(stats["S"], 0.0))
+
+    def elbo(self, stats, params):
+        """Whole-data ELBO (paper 000 App. C):
+
+        sum_d local terms + sum_kv S_kv E[log phi_kv]
+        + sum_k [c_Dir(tau 1_V) - c_Dir(lambda_k) + sum_v (tau - lambda_kv) E[log phi_kv]]
+
+        with c_Dir(a) = log Gamma(sum a) - sum log Gamma(a) (Eq. 49).
+        """
+        lam, El = params.lam, params.Elogphi
+        K, V = lam.shape
+        tau = self.tau
+        data = float(np.sum(stats["S"] * El))
+        cdir_prior = gammaln(V * tau) - V * gammaln(tau)
+        cdir_post = gammaln(lam.sum(axis=1)) - gammaln(lam).sum(axis=1)
+        glob = K * cdir_prior - float(cdir_post.sum()) + float(np.sum((tau - lam) * El))
+        return float(stats["elbo_local"]) + data + glob
+
+
+def _kl_kmeanspp_seeds(X, K, tau, rng):
+    """Bregman (KL) k-means++ seeding on documents (paper 000 Sec. 6).
+
+    Documents are seeds; the first is uniform, each next one is drawn with probability
+    proportional to min_j KL(p_d || q_j) over the chosen seeds j, where p_d = (x_d + tau) /
+    (N_d + V tau) is the smoothed word distribution of document d (and q_j that of seed j).
+    As in greedy k-means++ (Arthur & Vassilvitskii 2007), 2 + floor(log K) candidates are drawn
+    at each step and the one that most reduces sum_d min_j KL(p_d || q_j) is kept.
+    Returns the seed indices.
+    """
+    D, V = X.shape
+    Nd = np.asarray(X.sum(axis=1)).ravel()
+    Z = Nd + V * tau
+    # negative entropy sum_v p_dv log p_dv of every smoothed document
+    rows = np.repeat(np.arange(D), np.diff(X.indptr))
+    pv = (X.data + tau) / Z[rows]
+    U = np.diff(X.indptr)
+    negent = np.bincount(rows, weights=pv * np.log(pv), minlength=D)
+    negent += (V - U) * (tau / Z) * np.log(tau / Z)
+
+    def divergence(cands):
+        q = np.full((len(cands), V), tau)
+        q += X[cands].toarray()
+        logq = np.log(q / q.sum(axis=1, keepdims=True))
+        cross = (np.asarray(X @ logq.T) + tau * logq.sum(axis=1)[None, :]) / Z[:, None]
+        return np.maximum(negent[:, None] - cross, 0.0)  # (D, n_cands)
+
+    n_trials = 2 + int(np.log(K))
+    seeds = [int(rng.randint(D))]
+    mindiv = divergence(seeds)[:, 0]
+    for _ in range(1, K):
+        total = mindiv.sum()
+        if total > 0 and np.isfinite(total):
+            cands = rng.choice(D, size=n_trials, p=mindiv / total)
+        else:  # every document coincides with a seed: draw uniformly
+            cands = rng.randint(D, size=n_trials)
+        div = np.minimum(mindiv[:, None], divergence(cands))
+        best = int(np.argmin(div.sum(axis=0)))
+        seeds.append(int(cands[best]))
+        mindiv = div[:, best]
+    return np.asarray(seeds)
+
+
+def _kl_kmeans(X, seeds, tau, n_iter):
+    """Bregman (KL) k-means from seed documents: returns (K, V) cluster word counts.
+
+    Each iteration assigns every document to the center mu_k (smoothed word distribution of
+    the cluster's summed counts) minimizing KL(p_d || mu_k) -- i.e. maximizing
+    sum_v (x_dv + tau) log mu_kv -- and recomputes the centers. Empty clusters keep their
+    previous counts.
+    """
+    D, V = X.shape
+    counts = X[seeds].toarray()
+    for _ in range(n_iter):
+        logmu = np.log(counts + tau) - np.log((counts + tau).sum(axis=1, keepdims=True))
+        score = np.asarray(X @ logmu.T) + tau * logmu.sum(axis=1)[None, :]
+        z = np.argmax(score, axis=1)
+        R = sp.csr_array((np.ones(D), (z, np.arange(D))), shape=(counts.shape[0], D))
+        new = np.asarray((R @ X).toarray())
+        empty = new.sum(axis=1) == 0
+        new[empty] = counts[empty]
+        if np.array_equal(new, counts):
+            break
+        counts = new
+    return counts
+
+
+class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Latent Dirichlet allocation with L-sparse responsibilities (Hughes & Sudderth).
+
+    Variational inference for LDA (paper 000, Sec. 5, App. C) in which each word type of a
+    document spreads its topic responsibility over at most ``L`` topics (top-L
+    exp-normalization, Alg. 1) and the document local step tracks the document's active topics
+    (Alg. 2); restart proposals (App. D.4) help the cold-started local step escape poor local
+    optima. Trained by memoized, stochastic or batch variational inference through the shared
+    engine.
+
+    Parameters
+    ----------
+    n_components : int, default=10
+        Number of topics K.
+    L : int or None, default=8
+        Sparsity level: maximum number of topics per word type and document. None or
+        ``L >= n_components`` gives the dense local step.
+    doc_topic_prior : float or None, default=None
+        alpha_k, the same for every topic; None means 0.5 / n_components (the paper's
+        Dir(alpha/K) with alpha = 0.5).
+    topic_word_prior : float, default=0.1
+        tau: symmetric Dirichlet prior on each topic's word distribution.
+    algorithm : {'memoized', 'stochastic', 'batch'}, default='memoized'
+        Learning algorithm (see :mod:`sparseclust._engine`).
+    n_batches : int, default=10
+        Number of fixed batches of memoized training (capped at the number of documents).
+    batch_size : int, default=256
+        Minibatch size of stochastic training.
+    kappa, delta : float, default=0.6, 1.0
+        Stochastic step size rho_t = (delta + t)^(-kappa).
+    total_samples : float or None, default=None
+        Corpus size minibatch statistics are scaled to in stochastic training; None means the
+        number of documents given to ``fit`` (or the minibatch size in ``partial_fit``).
+    max_iter : int, default=50
+        Passes over the data.
+    tol : float, default=1e-4
+        Stop when the relative change of the ELBO between passes falls below ``tol``.
+    local_max_iter : int, default=100
+        Maximum local iterations per document.
+    local_tol : float, default=0.05
+        Local convergence threshold on max_k |Delta N_dk|.
+    restarts : int, default=4
+        Restart proposals per document and local step (0 disables them).
+    init : {'kmeans++', 'random'}, default='kmeans++'
+        'kmeans++': Bregman (KL) k-means++ seeding on documents; topic k starts from
+        lambda_k = tau + (word counts of seed document k). 'random': lambda_kv = tau + g_kv
+        with g_kv ~ Gamma(100, 0.01).
+    random_state : int, RandomState instance or None, default=None
+    n_threads : int or None, default=None
+        OpenMP threads of the local step; results do not depend on it.
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    components_ : ndarray (n_components, n_features)
+        Variational Dirichlet parameters lambda of the topics (float64 for any input dtype).
+    topic_word_distribution_ : ndarray (n_components, n_features)
+        Posterior mean topics E[phi_k] = lambda_k / sum_v lambda_kv.
+    exp_dirichlet_component_ : ndarray (n_components, n_features)
+        exp(E[log phi]).
+    doc_topic_prior_ : float
+        alpha used.
+    topic_word_prior_ : float
+        tau used.
+    n_iter_ : int
+        Passes run.
+    n_batch_iter_ : int
+        Stochastic steps taken (stochastic training and ``partial_fit``).
+    lower_bound_ : float
+        Final whole-data ELBO.
+    lower_bounds_ : list of float
+        ELBO after every pass.
+    trace_ : list of dict
+        Engine trace (pass, step, elapsed, elbo, time_local, time_global, rho, ...) with the
+        pass's ``restarts_tried``, ``restarts_accepted`` and ``local_iters``.
+    n_restarts_tried_, n_restarts_accepted_ : int
+        Restart proposals over the whole training run.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Only when X has string feature names.
+
+    Notes
+    -----
+    ``score`` is the per-token evidence lower bound computed with the dense local step, so it
+    is comparable across values of L.
+
+    References
+    ----------
+    M. C. Hughes and E. B. Sudderth. Fast learning of clusters and topics via sparse
+    posteriors (paper 000 in this project's references).
+    """
+
+    _parameter_constraints = {
+        "n_components": [Interval(numbers.Integral, 1, None, closed="left")],
+        "L": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "doc_topic_prior": [Interval(numbers.Real, 0, None, closed="neither"), None],
+        "topic_word_prior": [Interval(numbers.Real, 0, None, closed="neither")],
+        "algorithm": [StrOptions({"memoized", "stochastic", "batch"})],
+        "n_batches": [Interval(numbers.Integral, 1, None, closed="left")],
+        "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
+        "kappa": [Interval(numbers.Real, 0, 1, closed="right")],
+        "delta": [Interval(numbers.Real, 0, None, closed="left")],
+        "total_samples": [Interval(numbers.Real, 0, None, closed="neither"), None],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "tol": [Interval(numbers.Real, 0, None, closed="left")],
+        "local_max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "local_tol": [Interval(numbers.Real, 0, None, closed="left")],
+        "restarts": [Interval(numbers.Integral, 0, None, closed="left")],
+        "init": [StrOptions({"kmeans++", "random"})],
+        "random_state": ["random_state"],
+        "n_threads": [numbers.Integral, None],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        n_components=10,
+        *,
+        L=8,
+        doc_topic_prior=None,
+        topic_word_prior=0.1,
+        algorithm="memoized",
+        n_batches=10,
+        batch_size=256,
+        kappa=0.6,
+        delta=1.0,
+        total_samples=None,
+        max_iter=50,
+        tol=1e-4,
+        local_max_iter=100,
+        local_tol=0.05,
+        restarts=4,
+        init="kmeans++",
+        random_state=None,
+        n_threads=None,
+        verbose=0,
+    ):
+        self.n_components = n_components
+        self.L = L
+        self.doc_topic_prior = doc_topic_prior
+        self.topic_word_prior = topic_word_prior
+        self.algorithm = algorithm
+        self.n_batches = n_batches
+        self.batch_size = batch_size
+        self.kappa = kappa
+        self.delta = delta
+        self.total_samples = total_samples
+        self.max_iter = max_iter
+        self.tol = tol
+        self.local_max_iter = local_max_iter
+        self.local_tol = local_tol
+        self.restarts = restarts
+        self.init = init
+        self.random_state = random_state
+        self.n_threads = n_threads
+        self.verbose = verbose
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.positive_only = True
+        tags.input_tags.sparse = True
+        tags.transformer_tags.preserves_dtype = ["float32", "float64"]
+        return tags
+
+    # -----------------------------------------------------------------------------------
+    # helpers
+
+    def _check_X(self, X, *, reset, whom):
+        X = validate_data(
+            self, X, reset=reset, accept_sparse="csr", dtype=[np.float64, np.float32]
+        )
+        check_non_negative(X, whom)
+        if not sp.issparse(X):
+            X = sp.csr_array(X)
+        return X
+
+    def _alpha(self):
+        if self.doc_topic_prior is None:
+            return 0.5 / self.n_components
+        return float(self.doc_topic_prior)
+
+    def _model(self):
+        L = self.L if (self.L is not None and self.L < self.n_components) else None
+        opts = dict(max_iter=self.local_max_iter, tol=self.local_tol, restarts=self.restarts)
+        return _LDAModel(self._alpha(), self.topic_word_prior, L, opts, self.n_threads)
+
+    def _init_stats(self, X, rng):
+        K, V = self.n_components, X.shape[1]
+        if self.init == "random":
+            S = rng.gamma(100.0, 0.01, (K, V))
+        else:
+            X = sp.csr_array(X, dtype=np.float64)
+            tau = float(self.topic_word_prior)
+            seeds = _kl_kmeanspp_seeds(X, K, tau, rng)
+            S = _kl_kmeans(X, seeds, tau, _KMEANS_ITERS)
+        return SuffStats(S=np.ascontiguousarray(S, dtype=np.float64), elbo_local=0.0)
+
+    def _set_topics(self, params):
+        lam = params.lam
+        self.components_ = lam
+        self.topic_word_distribution_ = lam / lam.sum(axis=1, keepdims=True)
+        self.exp_dirichlet_component_ = np.exp(params.Elogphi)
+        self.doc_topic_prior_ = self._alpha()
+        self.topic_word_prior_ = float(self.topic_word_prior)
+
+    def _tables(self):
+        lam = self.components_
+        return TopicTables(psi(lam) - psi(lam.sum(axis=1))[:, None])
+
+    # -----------------------------------------------------------------------------------
+    # training
+
+    def fit(self, X, y=None):
+        """Learn topics from the document-word count matrix X.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Non-negative word counts (float counts allowed).
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        X = self._check_X(X, reset=True, whom="SparseLDA.fit")
+        rng = check_random_state(self.random_state)
+        model = self._model()
+        init = self._init_stats(X, rng)
+        snapshots = []
+
+        def _snapshot(info):
+            snapshots.append(dict(model.counters))
+            return False
+
+        result = fit_engine(
+            model,
+            X,
+            init,
+            algorithm=self.algorithm,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            n_batches=min(self.n_batches, X.shape[0]),
+            batch_size=self.batch_size,
+            kappa=self.kappa,
+            delta=self.delta,
+            total_samples=self.total_samples,
+            random_state=rng.randint(np.iinfo(np.int32).max),
+            verbose=self.verbose,
+            callback=_snapshot,
+        )
+        trace, prev = [], {k: 0 for k in model.counters}
+        for entry, snap in zip(result.trace, snapshots, strict=True):
+            entry = dict(entry)
+            entry.update({k: snap[k] - prev[k] for k in snap})
+            prev = snap
+            trace.append(entry)
+        self._set_topics(result.params)
+        self.trace_ = trace
+        self.n_iter_ = result.n_iter
+        self.lower_bounds_ = list(result.lower_bounds)
+        self.lower_bound_ = result.lower_bound
+        self.n_restarts_tried_ = model.counters["restarts_tried"]
+        self.n_restarts_accepted_ = model.counters["restarts_accepted"]
+        if self.algorithm == "stochastic":
+            self._svi_state = result.state
+            self.n_batch_iter_ = result.state.t
+        else:
+            self._svi_state = None
+            self.n_batch_iter_ = 0
+        return self
+
+    def partial_fit(self, X, y=None):
+        """One stochastic variational step on the minibatch X (paper 001 Alg. 1).
+
+        The first call initializes the topics (``init``) from X; later calls blend the
+        minibatch statistics, scaled by ``total_samples / n_samples`` (None: 1), with step
+        rho_t = (delta + t)^(-kappa). Calling it after ``fit`` continues from the fitted topics.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        first = not hasattr(self, "components_")
+        if first:
+            self._validate_params()
+        X = self._check_X(X, reset=first, whom="SparseLDA.partial_fit")
+        model = self._model()
+        if first:
+            rng = check_random_state(self.random_state)
+            self._svi_state = StochasticState(stats=self._init_stats(X, rng), t=0)
+            self.n_restarts_tried_ = self.n_restarts_accepted_ = 0
+            self.lower_bounds_ = []
+            self.trace_ = []
+            self.n_iter_ = 0
+        elif getattr(self, "_svi_state", None) is None:
+            S = np.maximum(self.components_ - self.topic_word_prior, 0.0)
+            self._svi_state = StochasticState(stats=SuffStats(S=S, elbo_local=0.0), t=0)
+        state = self._svi_state
+        total = X.shape[0] if self.total_samples is None else self.total_samples
+        params = stochastic_step(
+            model, state, X, kappa=self.kappa, delta=self.delta, total_samples=total
+        )
+        self._set_topics(params)
+        self.n_batch_iter_ = state.t
+        self.n_restarts_tried_ += model.counters["restarts_tried"]
+        self.n_restarts_accepted_ += model.counters["restarts_accepted"]
+        return self
+
+    # -----------------------------------------------------------------------------------
+    # inference
+
+    def transform(self, X, *, normalize=True):
+        """Document-topic distributions E[pi_d] = theta_d / sum_k theta_dk, theta_d = N_d + alpha.
+
+        The dense local step (L = K) with E[log phi] of the fitted topics, from a cold start
+        (with ``restarts`` proposals per document). Empty documents get the prior mean.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        normalize : bool, default=True
+            If False, return theta (the Dirichlet parameters) instead.
+
+        Returns
+        -------
+        doc_topic : ndarray (n_samples, n_components), dtype of X (float32 or float64)
+        """
+        check_is_fitted(self)
+        X = self._check_X(X, reset=False, whom="SparseLDA.transform")
+        res = local_step(X, self._tables(), self.doc_topic_prior_, L=None,
+                         max_iter=self.local_max_iter, tol=self.local_tol,
+                         restarts=self.restarts, return_doc_topic=True,
+                         n_threads=self.n_threads)
+        theta = res.doc_topic + self.doc_topic_prior_
+        if normalize:
+            theta /= theta.sum(axis=1, keepdims=True)
+        return theta.astype(X.dtype, copy=False)
+
+    def fit_transform(self, X, y=None, **fit_params):
+        """``fit(X)`` then ``transform(X)``."""
+        return self.fit(X, y).transform(X)
+
+    def _elbo_per_token(self, X):
+        res = local_step(X, self._tables(), self.doc_topic_prior_, L=None,
+                         max_iter=self.local_max_iter, tol=self.local_tol,
+                         restarts=self.restarts, n_threads=self.n_threads)
+        if res.n_tokens == 0:
+            return 0.0
+        return (res.elbo_local + res.elbo_data) / res.n_tokens
+
+    def score(self, X, y=None):
+        """Per-token evidence lower bound of X under the fitted topics (larger is better).
+
+        sum_d L_d / sum_d N_d with L_d the document ELBO of App. C (topics fixed at
+        q(phi) = Dir(components_), theta_d and r_d from the dense local step, so the value is
+        comparable across L): a lower bound on the per-token log predictive probability of X
+        under q(phi). The global topic term does not enter. 0.0 when X has no tokens.
+        """
+        check_is_fitted(self)
+        X = self._check_X(X, reset=False, whom="SparseLDA.score")
+        return float(self._elbo_per_token(X))
+
+    def perplexity(self, X):
+        """exp(-score(X)): per-token perplexity bound."""
+        return float(np.exp(-self.score(X)))
+
+    @property
+    def _n_features_out(self):
+        return self.components_.shape[0]

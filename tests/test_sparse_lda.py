@@ -1,0 +1,279 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""SparseLDA: agreement with scikit-learn, ELBO, planted topics, API conventions."""
+
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import linear_sum_assignment
+from scipy.special import gammaln, psi
+from sklearn.decomposition import LatentDirichletAllocation
+from sklearn.feature_extraction.text import CountVectorizer
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import Pipeline
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from sparseclust import SparseLDA
+from sparseclust.topics._local import local_step
+from sparseclust.topics._sparse_lda import _LDAModel, _LDAParams
+
+
+def planted_corpus(seed=0, K=10, block=10, D=400, length=60, noise=0.0):
+    """K topics, each uniform over its own block of words; documents mix 1-3 topics."""
+    rng = np.random.default_rng(seed)
+    V = K * block
+    topics = np.zeros((K, V))
+    for k in range(K):
+        topics[k, k * block : (k + 1) * block] = 1.0 / block
+    topics = (1 - noise) * topics + noise / V
+    X = np.zeros((D, V))
+    for d in range(D):
+        ks = rng.choice(K, rng.integers(1, 4), replace=False)
+        X[d] = rng.multinomial(length, rng.dirichlet(np.ones(ks.size)) @ topics[ks])
+    return X, topics
+
+
+def hellinger_matching(phi, topics):
+    H = np.sqrt(0.5 * ((np.sqrt(phi)[:, None, :] - np.sqrt(topics)[None]) ** 2).sum(-1))
+    r, c = linear_sum_assignment(H)
+    return H[r, c]
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def test_transform_matches_sklearn_with_same_topics():
+    X, _ = planted_corpus(seed=1, K=6, block=8, D=120, length=40, noise=0.1)
+    X[5] = 0.0
+    sk = LatentDirichletAllocation(
+        n_components=6, doc_topic_prior=0.2, topic_word_prior=0.1, max_iter=10,
+        random_state=0, mean_change_tol=1e-12, max_doc_update_iter=5000,
+    ).fit(X)
+    ours = SparseLDA(
+        n_components=6, L=None, doc_topic_prior=0.2, topic_word_prior=0.1, restarts=0,
+        local_tol=1e-10, local_max_iter=5000, max_iter=1, random_state=0,
+    ).fit(X)
+    ours.components_ = sk.components_.copy()
+    # our cold start (uniform weights) and sklearn's (gamma ~ Gamma(100, 0.01)) reach the same
+    # fixed point once both local tolerances are tight
+    np.testing.assert_allclose(ours.transform(X), sk.transform(X), atol=1e-6)
+    np.testing.assert_allclose(
+        ours.transform(X, normalize=False), sk.transform(X, normalize=False), atol=1e-5
+    )
+
+
+def test_whole_data_elbo_matches_bruteforce():
+    """elbo(stats, params) against the ELBO of App. C written out from the responsibilities."""
+    rng = np.random.default_rng(2)
+    K, V, D = 3, 7, 5
+    X = rng.poisson(1.5, (D, V)).astype(float)
+    alpha, tau = 0.3, 0.2
+    lam0 = rng.gamma(2.0, 1.0, (K, V)) + tau
+    model = _LDAModel(alpha, tau, None, dict(max_iter=1000, tol=1e-12, restarts=0), 1)
+    params0 = _LDAParams(lam0)
+    stats = model.local_step(sp.csr_array(X), params0)
+    params = model.global_step(stats)
+    got = model.elbo(stats, params)
+
+    # brute force: recompute r_d at params0 by the dense fixed point, then every term
+    El0 = params0.Elogphi
+    lam = params.lam
+    El = psi(lam) - psi(lam.sum(1))[:, None]
+    total = 0.0
+    a = np.full(K, alpha)
+    for d in range(D):
+        ids = np.flatnonzero(X[d])
+        c = X[d, ids]
+        P = np.full(K, -np.log(K))
+        for _ in range(1000):
+            W = El0[:, ids].T + P
+            R = np.exp(W - W.max(1, keepdims=True))
+            R /= R.sum(1, keepdims=True)
+            N = c @ R
+            P = psi(N + a) - psi((N + a).sum())
+        theta = N + a
+        Elogpi = psi(theta) - psi(theta.sum())
+        # E[log p(z | pi)] + E[log p(pi)] - E[log q(pi)] - E[log q(z)] + E[log p(x | z, phi)]
+        total += np.sum(N * Elogpi)
+        total += gammaln(a.sum()) - gammaln(a).sum() + np.sum((a - 1) * Elogpi)
+        total -= gammaln(theta.sum()) - gammaln(theta).sum() + np.sum((theta - 1) * Elogpi)
+        total -= np.sum(c[:, None] * R * np.log(R))
+        total += np.sum(c[:, None] * R * El[:, ids].T)
+    for k in range(K):
+        # E[log p(phi_k)] - E[log q(phi_k)]
+        total += gammaln(V * tau) - V * gammaln(tau) + np.sum((tau - 1) * El[k])
+        total -= gammaln(lam[k].sum()) - gammaln(lam[k]).sum() + np.sum((lam[k] - 1) * El[k])
+    np.testing.assert_allclose(got, total, rtol=1e-9)
+
+
+@pytest.mark.parametrize("L", [None, 3])
+def test_memoized_elbo_never_decreases(L):
+    # Dense (L = K), restarts off, tight local tolerance: each batch visit is a local step that
+    # (from its cold start) reached the same fixed point followed by an exact global step.
+    # With L < K the sparse local step is not guaranteed to reach a better optimum than the
+    # cached one (the selection schedule and the dropped topics make it heuristic), but on this
+    # corpus it is monotone as well, so it is asserted too.
+    X, _ = planted_corpus(seed=3, K=6, block=8, D=150, length=40, noise=0.1)
+    m = SparseLDA(
+        n_components=6, L=L, doc_topic_prior=0.2, restarts=0, local_tol=1e-6,
+        local_max_iter=1000, max_iter=25, tol=0, n_batches=4, random_state=0,
+    ).fit(X)
+    lb = np.asarray(m.lower_bounds_)
+    assert lb.size == 25
+    assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:]))
+    assert lb[-1] > lb[0]
+
+
+@pytest.mark.parametrize("algorithm", ["memoized", "batch", "stochastic"])
+def test_planted_topics_recovered_with_L8(algorithm):
+    # On this corpus (2/3 of the documents mix 2-3 topics) LDA has poor local optima in which
+    # two fitted topics share one block; which optimum is reached depends on the k-means++
+    # seeding, for scikit-learn's LatentDirichletAllocation as well. The seed below gives a
+    # seeding that is not degenerate; from it every algorithm must reach the planted topics.
+    X, topics = planted_corpus(seed=4, K=10, block=10, D=400, length=60)
+    m = SparseLDA(
+        n_components=10, L=8, algorithm=algorithm, max_iter=30, batch_size=100,
+        random_state=1,
+    ).fit(sp.csr_array(X))
+    d = hellinger_matching(m.topic_word_distribution_, topics)
+    assert d.max() < 0.15, d
+    assert m.n_restarts_tried_ > 0
+    assert all("restarts_tried" in e and "elbo" in e for e in m.trace_)
+
+
+def test_sparse_local_step_L_equal_K_and_threads():
+    X, _ = planted_corpus(seed=5, K=8, block=6, D=300, length=30, noise=0.2)
+    m = SparseLDA(n_components=8, L=8, max_iter=3, random_state=0).fit(X)
+    El = np.log(m.exp_dirichlet_component_)
+    kw = dict(tol=1e-10, max_iter=2000, restarts=0, return_doc_topic=True)
+    dense = local_step(X, El, m.doc_topic_prior_, L=None, **kw)
+    sparse = local_step(X, El, m.doc_topic_prior_, L=8, force_sparse=True, **kw)
+    np.testing.assert_allclose(sparse.doc_topic, dense.doc_topic, atol=1e-6)
+    # threaded == serial, bit for bit, for the whole estimator
+    a = SparseLDA(n_components=8, L=3, max_iter=4, random_state=0, n_threads=1).fit(X)
+    b = SparseLDA(n_components=8, L=3, max_iter=4, random_state=0, n_threads=2).fit(X)
+    assert np.array_equal(a.components_, b.components_)
+    assert a.lower_bounds_ == b.lower_bounds_
+
+
+def test_same_random_state_same_fit_and_pickle():
+    X, _ = planted_corpus(seed=6, D=100)
+    a = SparseLDA(n_components=5, random_state=3, max_iter=5).fit(X)
+    b = SparseLDA(n_components=5, random_state=3, max_iter=5).fit(X)
+    assert np.array_equal(a.components_, b.components_)
+    c = pickle.loads(pickle.dumps(a))
+    assert np.array_equal(c.transform(X), a.transform(X))
+    assert c.score(X) == a.score(X)
+    d = SparseLDA(n_components=5, random_state=4, max_iter=5).fit(X)
+    assert not np.array_equal(a.components_, d.components_)
+
+
+def test_partial_fit_stream_improves_score():
+    X, _ = planted_corpus(seed=7, D=600)
+    test, train = X[:100], X[100:]
+    m = SparseLDA(n_components=10, L=4, random_state=0, total_samples=500, kappa=0.7)
+    m.partial_fit(train[:50])
+    first = m.score(test)
+    for _ in range(2):
+        for start in range(0, 500, 50):
+            m.partial_fit(train[start : start + 50])
+    assert m.n_batch_iter_ == 21
+    assert m.score(test) > first + 0.05
+    # after fit, partial_fit continues from the fitted topics
+    f = SparseLDA(n_components=10, random_state=0, max_iter=3).fit(train)
+    f.partial_fit(train[:50])
+    assert f.n_batch_iter_ == 1
+
+
+def test_vocabulary_mismatch_and_negative_values():
+    X, _ = planted_corpus(seed=8, D=50)
+    m = SparseLDA(n_components=3, max_iter=2, random_state=0).partial_fit(X)
+    with pytest.raises(ValueError, match=r"(?s)(?=.*\b99\b)(?=.*\b100\b)"):
+        m.partial_fit(X[:, :99])
+    with pytest.raises(ValueError, match="100"):
+        m.transform(X[:, :99])
+    Xn = X.copy()
+    Xn[0, 0] = -1
+    with pytest.raises(ValueError, match="Negative values in data passed to SparseLDA"):
+        SparseLDA(n_components=3).fit(Xn)
+    with pytest.raises(ValueError, match="Negative values in data passed to SparseLDA"):
+        SparseLDA(n_components=3, max_iter=1).fit(X).transform(Xn)
+
+
+def test_empty_documents_and_float32():
+    X, _ = planted_corpus(seed=9, D=80)
+    X[[0, 7]] = 0.0
+    m = SparseLDA(n_components=4, max_iter=5, random_state=0).fit(X)
+    T = m.transform(X)
+    assert np.all(np.isfinite(T))
+    np.testing.assert_allclose(T[[0, 7]], 0.25)
+    np.testing.assert_allclose(T.sum(1), 1.0)
+    empty = np.zeros((3, X.shape[1]))
+    np.testing.assert_allclose(m.transform(empty), 0.25)
+    assert m.score(empty) == 0.0
+    # float32 input: same fit (counts are exact in float32), float32 transform output
+    m32 = SparseLDA(n_components=4, max_iter=5, random_state=0).fit(X.astype(np.float32))
+    np.testing.assert_array_equal(m32.components_, m.components_)
+    assert m32.components_.dtype == np.float64
+    T32 = m32.transform(X.astype(np.float32))
+    assert T32.dtype == np.float32
+    np.testing.assert_allclose(T32, T, rtol=1e-5)
+    # the caller's array is not modified
+    Xc = X.copy()
+    m.fit(X)
+    assert np.array_equal(X, Xc)
+
+
+def test_score_perplexity_and_feature_names():
+    X, _ = planted_corpus(seed=10, D=200)
+    good = SparseLDA(n_components=10, max_iter=20, random_state=0).fit(X)
+    bad = SparseLDA(n_components=10, max_iter=1, init="random", random_state=0).fit(X)
+    assert good.score(X) > bad.score(X)
+    np.testing.assert_allclose(good.perplexity(X), np.exp(-good.score(X)))
+    names = good.get_feature_names_out()
+    assert list(names) == [f"sparselda{i}" for i in range(10)]
+
+
+def test_gridsearch_stochastic():
+    X, _ = planted_corpus(seed=11, D=120, length=30)
+    grid = GridSearchCV(
+        SparseLDA(n_components=10, algorithm="stochastic", max_iter=2, batch_size=30,
+                  random_state=0),
+        {"L": [1, 4], "kappa": [0.6, 0.9], "delta": [1, 10]},
+        cv=2,
+    )
+    grid.fit(X)
+    assert len(grid.cv_results_["mean_test_score"]) == 8
+    assert np.all(np.isfinite(grid.cv_results_["mean_test_score"]))
+    assert grid.best_params_["L"] in (1, 4)
+
+
+def test_pipeline_text_classification():
+    rng = np.random.default_rng(12)
+    vocab = [f"w{i}" for i in range(60)]
+    docs, labels = [], []
+    for i in range(200):
+        y = i % 2
+        # class 0 mostly uses words 0-29, class 1 words 30-59, with 20% shared noise
+        words = rng.integers(0, 30, 25) + 30 * y
+        noise = rng.integers(0, 60, 6)
+        docs.append(" ".join(vocab[w] for w in np.concatenate([words, noise])))
+        labels.append(y)
+    labels = np.array(labels)
+    pipe = Pipeline([
+        ("counts", CountVectorizer()),
+        ("lda", SparseLDA(n_components=6, L=2, max_iter=10, random_state=0)),
+        ("clf", LogisticRegression()),
+    ])
+    pipe.fit(docs[:150], labels[:150])
+    acc = np.mean(pipe.predict(docs[150:]) == labels[150:])
+    assert acc > 0.9
+
+
+@parametrize_with_checks(
+    [SparseLDA(n_components=3, max_iter=5, random_state=0)],
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
