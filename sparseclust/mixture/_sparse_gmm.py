@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Variational Gaussian mixture with L-sparse responsibilities (paper 000, §2-4, App. A-B)."""
 
+import contextlib
+import functools
 import sys
 import time
 import warnings
@@ -21,9 +23,10 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from .. import posteriors
+from ..utils import effective_n_threads
 from .._engine import StochasticState, SuffStats, VariationalModel, fit_engine, stochastic_step
 from . import _gaussian
 
@@ -31,6 +34,19 @@ __all__ = ["SparseGaussianMixture"]
 
 # Bound on the number of floats of a (rows, K) weight block in the local step.
 _LOCAL_BLOCK_FLOATS = 1 << 21
+# Below this many weights (rows x K) a block runs the kernels on one thread: waking an OpenMP
+# team costs more than the work (measured ~10 ms per call on a loaded 2-core machine).
+_MIN_PARALLEL_WEIGHTS = 1 << 15
+
+
+@functools.lru_cache(maxsize=1)
+def _blas_controller():
+    """One threadpoolctl controller per process (library discovery is slow)."""
+    return ThreadpoolController()
+
+
+def _threads_for(n_rows, n_components, n_threads):
+    return 1 if n_rows * n_components < _MIN_PARALLEL_WEIGHTS else n_threads
 
 
 class _Timer:
@@ -77,8 +93,9 @@ class _SparseGMMModel(VariationalModel):
 
     def stats_from_responsibilities(self, values, indices, X):
         """SuffStats of the given (N, L') responsibilities (values, int32 indices)."""
+        nt = _threads_for(X.shape[0], self.n_components, self.n_threads)
         s = posteriors.summary_statistics(
-            values, indices, X, self.n_components, moments=self.moments, n_threads=self.n_threads
+            values, indices, X, self.n_components, moments=self.moments, n_threads=nt
         )
         key = self._stat_key()
         fields = {
@@ -132,7 +149,8 @@ class _SparseGMMModel(VariationalModel):
             t0 = time.perf_counter()
             W = self.weights(Xc, params, out=buf[: Xc.shape[0]])
             t1 = time.perf_counter()
-            values, indices = posteriors.responsibilities(W, self.L, n_threads=self.n_threads)
+            nt = _threads_for(W.shape[0], K, self.n_threads)
+            values, indices = posteriors.responsibilities(W, self.L, n_threads=nt)
             t2 = time.perf_counter()
             s = self.stats_from_responsibilities(values, indices, Xc)
             t3 = time.perf_counter()
@@ -530,7 +548,9 @@ class SparseGaussianMixture(
             for s in range(0, n, rows):
                 m = min(rows, n - s)
                 U = rng.uniform(size=(m, K))
-                v, i = posteriors.responsibilities(np.log(U).astype(X.dtype), L)
+                v, i = posteriors.responsibilities(
+                    np.log(U).astype(X.dtype), L, n_threads=_threads_for(m, K, self.n_threads)
+                )
                 st = model.stats_from_responsibilities(v, i, X[s : s + m])
                 total = st if total is None else total + st
             return total
@@ -569,10 +589,10 @@ class SparseGaussianMixture(
 
     def _blas_limits(self):
         if self.n_threads is None:
-            return threadpool_limits(limits=None)
-        from ..utils import effective_n_threads
-
-        return threadpool_limits(limits=effective_n_threads(self.n_threads), user_api="blas")
+            return contextlib.nullcontext()
+        return _blas_controller().limit(
+            limits=effective_n_threads(self.n_threads), user_api="blas"
+        )
 
     # ------------------------------------------------------------------ fitting
     @_fit_context(prefer_skip_nested_validation=True)
@@ -798,7 +818,8 @@ class SparseGaussianMixture(
     def _responsibilities(self, X):
         with self._blas_limits():
             W = self._weights(X)
-            return posteriors.responsibilities(W, self._effective_L(), n_threads=self.n_threads)
+            nt = _threads_for(X.shape[0], self.n_components, self.n_threads)
+            return posteriors.responsibilities(W, self._effective_L(), n_threads=nt)
 
     def predict(self, X):
         """Most probable component of each sample, ``argmax_k W_nk``.

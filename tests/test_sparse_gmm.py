@@ -1,0 +1,494 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Tests of SparseGaussianMixture against independent references.
+
+References used: scikit-learn's BayesianGaussianMixture on the same problem and initialization,
+exact log marginal likelihoods computed by the chain rule of Student-t posterior predictives
+(scipy.stats), a direct numpy evaluation of one coordinate-ascent iteration, and properties
+(monotone ELBO, memoized == batch on the first pass).
+"""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy import stats
+from scipy.special import digamma, gammaln, logsumexp
+from sklearn.decomposition import PCA
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.mixture import BayesianGaussianMixture
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from sparseclust import SparseGaussianMixture
+from sparseclust.mixture._sparse_gmm import _SparseGMMModel
+
+CASES = [("full", False), ("diag", False), ("full", True), ("diag", True)]
+
+
+def _blobs(n_per=80, D=3, seed=0, sep=5.0, n_clusters=3):
+    rng = np.random.RandomState(seed)
+    centers = rng.randn(n_clusters, D) * sep
+    X = np.vstack([rng.randn(n_per, D) * (0.5 + 0.5 * k) + centers[k] for k in range(n_clusters)])
+    y = np.repeat(np.arange(n_clusters), n_per)
+    perm = rng.permutation(X.shape[0])
+    return X[perm], y[perm]
+
+
+class _BGMFixedInit(BayesianGaussianMixture):
+    """scikit-learn's variational mixture started from given responsibilities."""
+
+    def __init__(self, resp0=None, **kw):
+        super().__init__(**kw)
+        self.resp0 = resp0
+
+    def _initialize_parameters(self, X, random_state, xp=None):
+        self._initialize(X, self.resp0)
+
+
+def _sklearn_fit(X, R0, ct, max_iter):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return _BGMFixedInit(
+            resp0=R0,
+            n_components=R0.shape[1],
+            covariance_type=ct,
+            weight_concentration_prior_type="dirichlet_distribution",
+            max_iter=max_iter,
+            tol=0,
+            reg_covar=0,
+        ).fit(X)
+
+
+def _ours(X, **kw):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return SparseGaussianMixture(**kw).fit(X)
+
+
+ATTRS = ["weights_", "means_", "covariances_", "precisions_cholesky_", "degrees_of_freedom_",
+         "mean_precision_", "weight_concentration_"]
+
+
+# ----------------------------------------------------------------------------- sklearn parity
+def test_full_matches_sklearn_bayesian_mixture():
+    X, _ = _blobs()
+    K = 4
+    R0 = np.random.RandomState(1).dirichlet(np.ones(K), size=X.shape[0])
+    sk = _sklearn_fit(X, R0, "full", max_iter=6)
+    us = _ours(X, n_components=K, init_params=R0, max_iter=6, tol=0, reg_covar=0)
+    assert us.n_iter_ == 6
+    for a in ATTRS:
+        np.testing.assert_allclose(getattr(us, a), getattr(sk, a), rtol=1e-6, atol=1e-9, err_msg=a)
+    # scikit-learn's lower bound drops prior-only constants: the difference must be constant
+    diff = np.asarray(us.lower_bounds_) - np.asarray(sk.lower_bounds_)
+    np.testing.assert_allclose(diff, diff[0], rtol=1e-9)
+
+
+def test_diag_global_step_matches_sklearn():
+    # the diag global step equals scikit-learn's 'diag' M-step from the same responsibilities
+    X, _ = _blobs(D=4)
+    K = 3
+    R0 = np.random.RandomState(2).dirichlet(np.ones(K), size=X.shape[0])
+    sk = _sklearn_fit(X, R0, "diag", max_iter=1)
+    sk._initialize(X, R0)  # parameters after the initial M-step only
+    est = SparseGaussianMixture(K, covariance_type="diag", reg_covar=0)
+    prior = est._build_prior(X)
+    model = _SparseGMMModel(prior, K, K, X.dtype)
+    idx = np.broadcast_to(np.arange(K, dtype=np.int32), R0.shape).copy()
+    est._set_fitted(model.global_step(model.stats_from_responsibilities(R0, idx, X)), None, X.dtype)
+    for a in ["weight_concentration_", "means_", "covariances_", "degrees_of_freedom_",
+              "mean_precision_"]:
+        np.testing.assert_allclose(getattr(est, a), getattr(sk, a), rtol=1e-6, err_msg=a)
+
+
+@pytest.mark.parametrize("ct", ["full", "diag"])
+def test_one_dimension_matches_sklearn_iterations(ct):
+    # with D = 1 the Normal-Gamma and the Normal-Wishart coincide, so whole fits must agree
+    X, _ = _blobs(D=1, sep=6.0)
+    K = 3
+    R0 = np.random.RandomState(3).dirichlet(np.ones(K), size=X.shape[0])
+    sk = _sklearn_fit(X, R0, ct, max_iter=8)
+    us = _ours(X, n_components=K, covariance_type=ct, init_params=R0, max_iter=8, tol=0, reg_covar=0)
+    for a in ATTRS:
+        np.testing.assert_allclose(getattr(us, a), getattr(sk, a), rtol=1e-6, atol=1e-9, err_msg=a)
+
+
+# ----------------------------------------------------------------------------- exact ELBO values
+def _log_marginal_chain(X, ct, zero_mean, m0, beta0, nu0, psi0):
+    """log p(X) of one Gaussian with a conjugate prior, by the chain rule of predictives."""
+    n, D = X.shape
+    if ct == "diag":
+        return sum(
+            _log_marginal_chain(X[:, [d]], "full", zero_mean, m0[[d]], beta0, nu0, psi0[[d]][:, [d]])
+            for d in range(D)
+        )
+    m, beta, nu, Psi = m0.astype(float), float(beta0), float(nu0), psi0.astype(float)
+    total = 0.0
+    for x in X:
+        df = nu - D + 1.0
+        if zero_mean:
+            total += stats.multivariate_t.logpdf(x, loc=np.zeros(D), shape=Psi / df, df=df)
+            Psi = Psi + np.outer(x, x)
+        else:
+            shape = Psi * (beta + 1.0) / (beta * df)
+            total += stats.multivariate_t.logpdf(x, loc=m, shape=shape, df=df)
+            Psi = Psi + beta / (beta + 1.0) * np.outer(x - m, x - m)
+            m = (beta * m + x) / (beta + 1.0)
+            beta += 1.0
+        nu += 1.0
+    return total
+
+
+@pytest.mark.parametrize("ct,zero_mean", CASES)
+def test_elbo_of_hard_assignment_is_log_joint(ct, zero_mean):
+    # with one-hot responsibilities and the optimal q(pi, phi), the ELBO equals log p(X, z)
+    X, y = _blobs(n_per=15, D=3)
+    K = 4  # one empty component
+    est = SparseGaussianMixture(K, covariance_type=ct, zero_mean=zero_mean, reg_covar=0,
+                                weight_concentration_prior=0.7)
+    prior = est._build_prior(X)
+    model = _SparseGMMModel(prior, K, 1, X.dtype)
+    s = model.stats_from_responsibilities(np.ones((X.shape[0], 1)), y.astype(np.int32)[:, None], X)
+    elbo = model.elbo(s, model.global_step(s))
+    psi0 = prior.psi0 if ct == "full" else np.diag(prior.psi0)
+    a0 = prior.alpha0
+    Nk = np.bincount(y, minlength=K)
+    ref = gammaln(K * a0) - gammaln(len(y) + K * a0) + np.sum(gammaln(Nk + a0) - gammaln(a0))
+    for k in range(K):
+        ref += _log_marginal_chain(X[y == k], ct, zero_mean, prior.m0, prior.beta0, prior.nu0, psi0)
+    np.testing.assert_allclose(elbo, ref, rtol=1e-10)
+
+
+def _direct_elbo(X, R, prior, params):
+    """Dense, per-sample numpy evaluation of the ELBO of responsibilities R (full, with mean)."""
+    n, D = X.shape
+    K = R.shape[1]
+    a0, theta = prior.alpha0, params.theta
+    elog_pi = digamma(theta) - digamma(theta.sum())
+    # E_q[log p(z | pi)] + E_q[log p(pi)] - E_q[log q(pi)] - E_q[log q(z)]
+    val = np.sum(R @ elog_pi)
+    val += gammaln(K * a0) - K * gammaln(a0) + (a0 - 1) * elog_pi.sum()
+    val -= gammaln(theta.sum()) - gammaln(theta).sum() + np.sum((theta - 1) * elog_pi)
+    val -= np.sum(np.where(R > 0, R * np.log(np.where(R > 0, R, 1)), 0.0))
+    for k in range(K):
+        nu, beta, m = params.nu[k], params.beta[k], params.means[k]
+        Wk = np.linalg.inv(params.scale_inv[k])
+        elogdet = sum(digamma((nu - i) / 2) for i in range(D)) + D * np.log(2) + np.linalg.slogdet(Wk)[1]
+        for i in range(n):
+            d = X[i] - m
+            ell = -0.5 * D * np.log(2 * np.pi) + 0.5 * elogdet - 0.5 * (D / beta + nu * d @ Wk @ d)
+            val += R[i, k] * ell
+        # E_q[log p(mu, Lambda)] - E_q[log q(mu, Lambda)] = -KL(q || p), Normal-Wishart
+        wish_q = stats.wishart(df=nu, scale=Wk)
+        W0 = np.linalg.inv(prior.psi0)
+        e_log_p_lam = (
+            -0.5 * prior.nu0 * np.linalg.slogdet(W0)[1] - 0.5 * prior.nu0 * D * np.log(2)
+            - _log_multigamma(prior.nu0 / 2, D)
+            + 0.5 * (prior.nu0 - D - 1) * elogdet - 0.5 * np.trace(prior.psi0 @ (nu * Wk))
+        )
+        dm = m - prior.m0
+        e_log_p_mu = 0.5 * D * np.log(prior.beta0 / (2 * np.pi)) + 0.5 * elogdet - 0.5 * prior.beta0 * (
+            D / beta + nu * dm @ Wk @ dm
+        )
+        e_log_q_mu = 0.5 * D * np.log(beta / (2 * np.pi)) + 0.5 * elogdet - 0.5 * D
+        val += e_log_p_lam + wish_q.entropy() + e_log_p_mu - e_log_q_mu
+    return val
+
+
+def _log_multigamma(a, D):
+    return 0.25 * D * (D - 1) * np.log(np.pi) + sum(gammaln(a - i / 2) for i in range(D))
+
+
+def test_elbo_soft_responsibilities_matches_direct_evaluation():
+    X, _ = _blobs(n_per=20, D=3)
+    K = 3
+    R = np.random.RandomState(5).dirichlet(np.ones(K) * 0.5, size=X.shape[0])
+    est = SparseGaussianMixture(K, reg_covar=0)
+    prior = est._build_prior(X)
+    model = _SparseGMMModel(prior, K, K, X.dtype)
+    idx = np.broadcast_to(np.arange(K, dtype=np.int32), R.shape).copy()
+    s = model.stats_from_responsibilities(R, idx, X)
+    # any params, not only the optimum: perturb the global step's statistics
+    params = model.global_step(s * 1.3)
+    np.testing.assert_allclose(model.elbo(s, params), _direct_elbo(X, R, prior, params), rtol=1e-10)
+    # and the global step maximizes the ELBO for fixed statistics
+    assert model.elbo(s, model.global_step(s)) > model.elbo(s, params)
+
+
+# ----------------------------------------------------------------------------- algorithms
+@pytest.mark.parametrize("algorithm", ["batch", "memoized"])
+@pytest.mark.parametrize("L", [1, 2, 6])
+@pytest.mark.parametrize("ct,zero_mean", CASES)
+def test_elbo_never_decreases(algorithm, L, ct, zero_mean):
+    X, _ = _blobs(n_per=60, D=3, sep=2.0)
+    est = _ours(X, n_components=6, L=L, covariance_type=ct, zero_mean=zero_mean,
+                algorithm=algorithm, n_batches=4, max_iter=25, tol=0, random_state=0,
+                init_params="random")
+    lb = np.asarray(est.lower_bounds_)
+    assert len(lb) == 25
+    assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:])), np.diff(lb).min()
+    assert lb[-1] > lb[0]
+
+
+@pytest.mark.parametrize("ct,zero_mean", CASES)
+def test_first_memoized_pass_equals_batch_iteration(ct, zero_mean):
+    X, _ = _blobs(n_per=50)
+    kw = dict(n_components=4, covariance_type=ct, zero_mean=zero_mean, max_iter=1, random_state=7)
+    b = _ours(X, algorithm="batch", **kw)
+    m = _ours(X, algorithm="memoized", n_batches=5, **kw)
+    for a in ATTRS:
+        np.testing.assert_allclose(getattr(m, a), getattr(b, a), rtol=1e-12, atol=1e-12, err_msg=a)
+    np.testing.assert_allclose(m.lower_bound_, b.lower_bound_, rtol=1e-12)
+
+
+def test_partial_fit_stream_reaches_batch_score():
+    X, _ = _blobs(n_per=800, D=4, sep=4.0, n_clusters=5, seed=11)
+    X_test, _ = _blobs(n_per=200, D=4, sep=4.0, n_clusters=5, seed=11)  # same centers, new draw
+    X_test = X_test + 0.0
+    Xtr, Xho = X[:3200], X_test
+    batch = _ours(Xtr, n_components=5, L=2, random_state=0, tol=1e-8)
+    online = SparseGaussianMixture(5, L=2, random_state=0, total_samples=Xtr.shape[0], kappa=0.6)
+    rng = np.random.RandomState(0)
+    for _ in range(6):
+        for chunk in np.array_split(rng.permutation(Xtr.shape[0]), 16):
+            online.partial_fit(Xtr[chunk])
+    s_b, s_o = batch.score(Xho), online.score(Xho)
+    assert abs(s_o - s_b) <= 0.01 * abs(s_b), (s_o, s_b)
+    assert online.n_iter_ == 96 and len(online.trace_) == 96
+
+
+def test_stochastic_fit_runs_and_records_trace():
+    X, _ = _blobs(n_per=200)
+    est = SparseGaussianMixture(3, L=2, algorithm="stochastic", batch_size=64, max_iter=4,
+                                tol=0, random_state=0).fit(X)
+    assert est.n_iter_ == 4 and len(est.trace_) == 4
+    for key in ["time_weights", "time_responsibilities", "time_summary", "rho", "elapsed"]:
+        assert key in est.trace_[-1]
+
+
+def test_heldout_trace_and_verbose(capsys):
+    X, _ = _blobs(n_per=100)
+    est = SparseGaussianMixture(3, algorithm="memoized", n_batches=3, max_iter=4, tol=0,
+                                random_state=0, verbose=2, verbose_interval=2)
+    est._fit(X[:200], X_heldout=X[200:])
+    assert [e["pass"] for e in est.trace_] == [1, 2, 3, 4]
+    np.testing.assert_allclose(est.trace_[-1]["heldout"], est.score(X[200:]), rtol=1e-12)
+    err = capsys.readouterr().err
+    assert err.count("pass") == 2 and "weights" in err
+
+
+# ----------------------------------------------------------------------------- direct numpy references
+def test_zero_mean_wishart_posterior_one_iteration():
+    # one iteration from given labels, recomputed in plain numpy: E-step weights, softmax,
+    # Wishart posterior nu_k = nu0 + N_k, W_k^-1 = Psi0 + sum_n r_nk x_n x_n^T + reg N_k I
+    rng = np.random.RandomState(4)
+    X = rng.randn(120, 3) @ rng.randn(3, 3)
+    K, reg = 3, 1e-3
+    labels = rng.randint(K, size=X.shape[0])
+    est = _ours(X, n_components=K, zero_mean=True, init_params=labels, max_iter=1, reg_covar=reg,
+                weight_concentration_prior=0.5, degrees_of_freedom_prior=5.0)
+    D = 3
+    Psi0 = X.T @ X / X.shape[0]
+    np.testing.assert_allclose(est.covariance_prior_, Psi0)
+
+    def posterior(R):
+        Nk = R.sum(0)
+        Winv = np.array([Psi0 + (R[:, k, None] * X).T @ X + reg * Nk[k] * np.eye(D) for k in range(K)])
+        return Nk, 5.0 + Nk, Winv, 0.5 + Nk
+
+    Nk, nu, Winv, theta = posterior(np.eye(K)[labels])
+    W = np.empty((X.shape[0], K))
+    for k in range(K):
+        Wk = np.linalg.inv(Winv[k])
+        elogdet = sum(digamma((nu[k] - i) / 2) for i in range(D)) + D * np.log(2) + np.log(np.linalg.det(Wk))
+        W[:, k] = (digamma(theta[k]) - digamma(theta.sum()) + 0.5 * elogdet - 0.5 * D * np.log(2 * np.pi)
+                   - 0.5 * nu[k] * np.einsum("ni,ij,nj->n", X, Wk, X) - 0.5 * reg * nu[k] * np.trace(Wk))
+    R = np.exp(W - logsumexp(W, axis=1, keepdims=True))
+    Nk, nu, Winv, theta = posterior(R)
+    np.testing.assert_allclose(est.degrees_of_freedom_, nu, rtol=1e-10)
+    np.testing.assert_allclose(est.covariances_, Winv / nu[:, None, None], rtol=1e-10)
+    np.testing.assert_allclose(est.weights_, theta / theta.sum(), rtol=1e-10)
+    np.testing.assert_array_equal(est.means_, 0.0)
+    assert np.all(np.isinf(est.mean_precision_))
+
+
+@pytest.mark.parametrize("ct,zero_mean", CASES)
+def test_score_samples_predict_proba_transform(ct, zero_mean):
+    X, _ = _blobs(n_per=60)
+    K, L = 4, 2
+    est = _ours(X, n_components=K, L=L, covariance_type=ct, zero_mean=zero_mean, random_state=0)
+    # score_samples against scipy densities of the point estimates
+    cov = est.covariances_ if ct == "full" else np.array([np.diag(c) for c in est.covariances_])
+    ref = logsumexp(
+        np.column_stack([np.log(est.weights_[k]) + stats.multivariate_normal.logpdf(X, est.means_[k], cov[k])
+                         for k in range(K)]),
+        axis=1,
+    )
+    np.testing.assert_allclose(est.score_samples(X), ref, rtol=1e-9)
+    np.testing.assert_allclose(est.score(X), ref.mean(), rtol=1e-9)
+    # responsibilities: rows sum to one, at most L non-zeros, argmax = predict
+    R = est.predict_proba(X)
+    assert R.shape == (X.shape[0], K)
+    np.testing.assert_allclose(R.sum(1), 1.0, rtol=1e-12)
+    assert np.all((R > 0).sum(1) <= L)
+    np.testing.assert_array_equal(R.argmax(1), est.predict(X))
+    S = est.transform(X, sparse_output=True)
+    assert sp.issparse(S) and S.format == "csr" and np.all(np.diff(S.indptr) == L)
+    np.testing.assert_allclose(S.toarray(), est.transform(X))
+    # the dense model (L = K) gives the exact softmax of the weights
+    dense = est.set_params(L=None)
+    Wfull = dense._weights(X)
+    np.testing.assert_allclose(dense.predict_proba(X), np.exp(Wfull - logsumexp(Wfull, 1, keepdims=True)),
+                               rtol=1e-9, atol=1e-15)
+
+
+def test_sample_moments():
+    X, _ = _blobs(n_per=100)
+    est = _ours(X, n_components=3, random_state=0)
+    Xs, ys = est.sample(20000)
+    assert Xs.shape == (20000, 3) and ys.shape == (20000,)
+    k = np.bincount(ys).argmax()
+    np.testing.assert_allclose(Xs[ys == k].mean(0), est.means_[k], atol=0.1)
+    np.testing.assert_allclose(np.cov(Xs[ys == k].T), est.covariances_[k], atol=0.15)
+    np.testing.assert_allclose(np.bincount(ys, minlength=3) / 20000, est.weights_, atol=0.02)
+
+
+# ----------------------------------------------------------------------------- API contracts
+@parametrize_with_checks(
+    [
+        SparseGaussianMixture(n_components=2, max_iter=20, random_state=0),
+        SparseGaussianMixture(n_components=3, L=1, algorithm="memoized", n_batches=3,
+                              covariance_type="diag", max_iter=10, random_state=0),
+        SparseGaussianMixture(n_components=2, L=1, algorithm="stochastic", batch_size=8,
+                              zero_mean=True, max_iter=5, random_state=0),
+    ]
+)
+def test_sklearn_compatible(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        check(estimator)
+
+
+def test_grid_search_selects_by_heldout_score():
+    X, _ = _blobs(n_per=100, D=4, n_clusters=4, sep=3.0)
+    K = 6
+    base = SparseGaussianMixture(K, algorithm="stochastic", batch_size=100, max_iter=3,
+                                 random_state=0)
+    grid = {"L": [1, 4, K], "kappa": [0.6, 0.9], "delta": [1, 10]}
+    gs = GridSearchCV(base, grid, cv=2).fit(X)
+    means = gs.cv_results_["mean_test_score"]
+    assert len(means) == 12 and np.all(np.isfinite(means))
+    assert gs.best_index_ == int(np.argmax(means))
+    # the test score is the held-out mean log-likelihood of each fold
+    from sklearn.model_selection import KFold
+    tr, te = next(iter(KFold(2).split(X)))
+    params = gs.cv_results_["params"][0]
+    fold = base.set_params(**params).fit(X[tr])
+    np.testing.assert_allclose(gs.cv_results_["split0_test_score"][0], fold.score(X[te]), rtol=1e-12)
+
+    pipe = Pipeline([("scale", StandardScaler()), ("pca", PCA(n_components=3)),
+                     ("gmm", SparseGaussianMixture(K, algorithm="stochastic", batch_size=100,
+                                                   max_iter=3, random_state=0))])
+    gs2 = GridSearchCV(pipe, {f"gmm__{k}": v for k, v in grid.items()}, cv=2).fit(X)
+    assert gs2.best_index_ == int(np.argmax(gs2.cv_results_["mean_test_score"]))
+    assert np.isfinite(gs2.score(X))
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_rejects_nan_inf(bad):
+    X, _ = _blobs()
+    X[3, 1] = bad
+    with pytest.raises(ValueError, match="NaN|infinity"):
+        SparseGaussianMixture(2).fit(X)
+    est = _ours(_blobs()[0], n_components=2)
+    with pytest.raises(ValueError, match="NaN|infinity"):
+        est.predict(X)
+    with pytest.raises(ValueError, match="NaN|infinity"):
+        SparseGaussianMixture(2).partial_fit(X)
+
+
+def test_rejects_bad_input():
+    X, _ = _blobs(n_per=3)
+    with pytest.raises(ValueError, match="n_samples >= n_components"):
+        SparseGaussianMixture(20).fit(X)
+    with pytest.raises(ValueError, match="n_samples >= n_components"):
+        SparseGaussianMixture(20).partial_fit(X)
+    est = _ours(X, n_components=2)
+    with pytest.raises(ValueError, match="features"):
+        est.predict(X[:, :2])
+    with pytest.raises(ValueError, match="features"):
+        est.score(np.hstack([X, X]))
+    on = SparseGaussianMixture(2).partial_fit(X)
+    with pytest.raises(ValueError, match="features"):
+        on.partial_fit(X[:, :2])
+    with pytest.raises(ValueError, match="degrees_of_freedom_prior"):
+        SparseGaussianMixture(2, degrees_of_freedom_prior=1.0).fit(X)
+    with pytest.raises(ValueError, match="mean_prior"):
+        SparseGaussianMixture(2, mean_prior=[0.0, 1.0]).fit(X)
+    with pytest.raises(ValueError, match="positive definite"):
+        SparseGaussianMixture(2, covariance_prior=-np.eye(3)).fit(X)
+    with pytest.raises(ValueError, match="shape"):
+        SparseGaussianMixture(2, covariance_type="diag", covariance_prior=np.eye(3)).fit(X)
+    with pytest.raises(ValueError, match="labels"):
+        SparseGaussianMixture(2, init_params=np.full(X.shape[0], 5)).fit(X)
+    with pytest.raises(ValueError, match="shape"):
+        SparseGaussianMixture(2, init_params=np.ones((4, 2))).fit(X)
+    with pytest.raises(ValueError, match="algorithm"):
+        SparseGaussianMixture(2, algorithm="gibbs").fit(X)
+
+
+@pytest.mark.parametrize("ct,zero_mean", CASES)
+def test_float32_in_float32_out(ct, zero_mean):
+    X, _ = _blobs(n_per=100)
+    kw = dict(n_components=3, L=2, covariance_type=ct, zero_mean=zero_mean, random_state=0,
+              max_iter=30, tol=1e-10)
+    e32 = _ours(X.astype(np.float32), **kw)
+    e64 = _ours(X, **kw)
+    for a in ["weights_", "means_", "covariances_", "precisions_", "precisions_cholesky_"]:
+        assert getattr(e32, a).dtype == np.float32, a
+        np.testing.assert_allclose(getattr(e32, a), getattr(e64, a), rtol=2e-3, atol=2e-3, err_msg=a)
+    assert e32.transform(X.astype(np.float32)).dtype == np.float32
+    assert e32.sample(5)[0].dtype == np.float32
+    np.testing.assert_allclose(e32.score(X.astype(np.float32)), e64.score(X), rtol=1e-4)
+
+
+def test_pickle_determinism_and_input_untouched():
+    X, _ = _blobs(n_per=100)
+    X.setflags(write=False)  # read-only input must work and stay untouched
+    X_before = X.copy()
+    kw = dict(n_components=4, L=2, algorithm="memoized", n_batches=3, random_state=42)
+    a = _ours(X, **kw)
+    b = _ours(X, **kw)
+    np.testing.assert_array_equal(X, X_before)
+    for attr in ATTRS + ["lower_bounds_"]:
+        np.testing.assert_array_equal(getattr(a, attr), getattr(b, attr))
+    c = pickle.loads(pickle.dumps(a))
+    np.testing.assert_array_equal(c.predict_proba(X), a.predict_proba(X))
+    np.testing.assert_array_equal(c.score_samples(X), a.score_samples(X))
+    # a different seed gives a different initialization
+    d = _ours(X, **{**kw, "random_state": 3, "init_params": "random"})
+    assert not np.array_equal(d.lower_bounds_, a.lower_bounds_)
+
+
+def test_warm_start_and_n_init():
+    X, _ = _blobs(n_per=80)
+    est = _ours(X, n_components=3, max_iter=2, tol=0, random_state=0, warm_start=True)
+    first = est.lower_bound_
+    est.fit(X)
+    assert est.lower_bound_ >= first - 1e-9 * abs(first)
+    # n_init keeps the best of its initializations
+    runs = [_ours(X, n_components=3, init_params="random", max_iter=5, random_state=s).lower_bound_
+            for s in range(3)]
+    best = _ours(X, n_components=3, init_params="random", max_iter=5, random_state=0, n_init=3)
+    assert best.lower_bound_ >= min(runs)
+
+
+def test_threads_give_same_result():
+    X, _ = _blobs(n_per=100)
+    a = _ours(X, n_components=3, L=2, random_state=0, n_threads=1)
+    b = _ours(X, n_components=3, L=2, random_state=0, n_threads=2)
+    np.testing.assert_allclose(a.means_, b.means_, rtol=1e-10)
