@@ -191,6 +191,49 @@ cdef void _swap_states(DocState* a, DocState* b) noexcept nogil:
 
 
 # ---------------------------------------------------------------------------------------------
+# top-L selection by a single scan
+
+
+# largest L for which the scan (a sorted buffer of L entries) is used instead of introselect
+cdef enum:
+    _SCAN_MAX_L = 32
+
+
+cdef inline void _scan_top(const double* C, const double* P, const int* active, int n, int L,
+                           double* val, int* idx) noexcept nogil:
+    """idx[0:L] <- the L active topics of largest C[k] + P[k], n > L.
+
+    One pass with a descending buffer of the best L so far; a candidate costs one add and one
+    compare unless it beats the current L-th best. ``active`` is in increasing topic order, so
+    keeping the earlier of two equal weights breaks ties toward the smaller index, as
+    ``sc_lda_select_top`` does.
+    """
+    cdef int j, k, pos
+    cdef double x
+    for j in range(L):
+        k = active[j]
+        x = C[k] + P[k]
+        pos = j
+        while pos > 0 and val[pos - 1] < x:
+            val[pos] = val[pos - 1]
+            idx[pos] = idx[pos - 1]
+            pos -= 1
+        val[pos] = x
+        idx[pos] = k
+    for j in range(L, n):
+        k = active[j]
+        x = C[k] + P[k]
+        if x > val[L - 1]:
+            pos = L - 1
+            while pos > 0 and val[pos - 1] < x:
+                val[pos] = val[pos - 1]
+                idx[pos] = idx[pos - 1]
+                pos -= 1
+            val[pos] = x
+            idx[pos] = k
+
+
+# ---------------------------------------------------------------------------------------------
 # one iteration
 
 
@@ -198,7 +241,7 @@ cdef double _iter_dense(const Ctx* c, DocState* s, Work* wk, const int32_t* vids
                         const floating* cnt, int U, bint first, int* underflow) noexcept nogil:
     """One dense iteration over all (allowed) topics; returns max_k |Delta N_k|."""
     cdef int K = c.K, k, j, u
-    cdef double stheta, psum, pmax, z, coef, nn, delta = 0.0, d
+    cdef double stheta, psum, pmax, z, z0, z1, z2, z3, coef, nn, delta = 0.0, d
     cdef const double* e
     cdef double* Nnew = wk.Nnew
     if first:
@@ -225,9 +268,19 @@ cdef double _iter_dense(const Ctx* c, DocState* s, Work* wk, const int32_t* vids
     memset(Nnew, 0, K * sizeof(double))
     for u in range(U):
         e = c.ET + <Py_ssize_t> vids[u] * K
-        z = 0.0
-        for k in range(K):
-            z = z + s.expP[k] * e[k]
+        # four independent partial sums (a fixed order, so still deterministic)
+        z0 = z1 = z2 = z3 = 0.0
+        k = 0
+        while k + 4 <= K:
+            z0 = z0 + s.expP[k] * e[k]
+            z1 = z1 + s.expP[k + 1] * e[k + 1]
+            z2 = z2 + s.expP[k + 2] * e[k + 2]
+            z3 = z3 + s.expP[k + 3] * e[k + 3]
+            k += 4
+        while k < K:
+            z0 = z0 + s.expP[k] * e[k]
+            k += 1
+        z = (z0 + z1) + (z2 + z3)
         if not (z > 1e-300):
             # every allowed topic underflowed for this word type: the wrapper redoes the
             # document in log space
@@ -304,6 +357,9 @@ cdef double _iter_sparse(const Ctx* c, DocState* s, Work* wk, const int32_t* vid
             if n <= Lk:
                 memcpy(idx, s.active, n * sizeof(int))
                 nk = n
+            elif Lk <= _SCAN_MAX_L:
+                _scan_top(C, s.P, s.active, n, Lk, w, idx)
+                nk = Lk
             else:
                 for j in range(n):
                     k = s.active[j]
