@@ -302,6 +302,9 @@ def _run_topics(args):
         if _fit_accepts_callback(model):
             model.fit(X_train, callback=progress)
         else:
+            # no per-pass hook: the engine's own one-line-per-pass report instead of the bar
+            if not args.quiet:
+                model.set_params(verbose=1)
             model.fit(X_train)
     except ValueError as exc:
         raise CLIError(f"cannot fit: {exc}") from None

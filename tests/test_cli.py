@@ -1,0 +1,298 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Tests of the ``sparseclust topics`` command, run in-process on tiny generated corpora."""
+
+import gzip
+import io
+import json
+import math
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from sparseclust.cli import _Progress, _split_documents, main
+
+N_TOPICS = 3
+BLOCK = 6  # words per planted topic
+
+
+def planted_counts(n_docs=60, seed=0):
+    """Each document draws its tokens from one or two of three disjoint word blocks."""
+    rng = np.random.default_rng(seed)
+    V = N_TOPICS * BLOCK
+    X = np.zeros((n_docs, V), dtype=np.int64)
+    for d in range(n_docs):
+        topics = rng.choice(N_TOPICS, size=rng.integers(1, 3), replace=False)
+        for _ in range(40):
+            k = rng.choice(topics)
+            X[d, k * BLOCK + rng.integers(BLOCK)] += 1
+    return X
+
+
+def vocab_words():
+    names = ["sun", "moon", "star", "comet", "orbit", "planet",
+             "bread", "cheese", "butter", "flour", "yeast", "oven",
+             "guitar", "violin", "piano", "drums", "flute", "cello"]
+    assert len(names) == N_TOPICS * BLOCK
+    return names
+
+
+def write_uci(folder, X, name="tiny", gz=False, vocab=True):
+    rows, cols = np.nonzero(X)
+    lines = [str(X.shape[0]), str(X.shape[1]), str(len(rows))]
+    lines += [f"{d + 1} {v + 1} {X[d, v]}" for d, v in zip(rows, cols)]
+    text = "\n".join(lines) + "\n"
+    path = folder / f"docword.{name}.txt{'.gz' if gz else ''}"
+    if gz:
+        with gzip.open(path, "wt") as fh:
+            fh.write(text)
+    else:
+        path.write_text(text)
+    if vocab:
+        (folder / f"vocab.{name}.txt").write_text("\n".join(vocab_words()) + "\n")
+    return path
+
+
+def block_of(word):
+    return vocab_words().index(word) // BLOCK
+
+
+def run(argv, capsys):
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def heldout_score(out):
+    m = re.search(r"held-out document completion: (-?\d+\.\d+)", out)
+    assert m is not None, out
+    return float(m.group(1))
+
+
+# ---------------------------------------------------------------------------------------
+
+
+def test_topics_on_uci_corpus_recovers_planted_blocks(tmp_path, capsys):
+    X = planted_counts()
+    path = write_uci(tmp_path, X, gz=True)
+    out_json = tmp_path / "result.json"
+    code, out, err = run(
+        ["topics", str(path), "--n-topics", "3", "--L", "2", "--max-iter", "15",
+         "--top-n", "4", "--seed", "1", "--output", str(out_json)],
+        capsys,
+    )
+    assert code == 0, err
+    assert "Topics (K=3, L=2)" in out
+    score = heldout_score(out)
+    # planted topics give each held-out token probability ~1/6 (one block of 6 words) at
+    # best; a model that learned nothing predicts ~1/18
+    assert math.isfinite(score) and score > math.log(1 / 18) + 0.3
+    assert "UMass coherence" in out and "timings: load" in out
+    payload = json.loads(out_json.read_text())
+    assert payload["corpus"]["n_documents"] == 60
+    assert payload["corpus"]["n_heldout"] == 6
+    assert payload["scores"]["heldout_document_completion"] == pytest.approx(score, abs=1e-4)
+    topics = payload["topics"]
+    assert len(topics) == 3
+    # vocabulary read from the sibling vocab.tiny.txt; every topic is one planted block
+    blocks = set()
+    for t in topics:
+        assert len(t["words"]) == 4
+        b = {block_of(w) for w in t["words"]}
+        assert len(b) == 1, t["words"]
+        blocks |= b
+    assert blocks == {0, 1, 2}
+    assert sum(t["share"] for t in topics) == pytest.approx(1.0)
+    assert all(math.isfinite(t["coherence"]) for t in topics)
+    assert payload["timings"]["fit"] > 0
+
+
+def test_topics_on_text_folder(tmp_path, capsys):
+    X = planted_counts(n_docs=30, seed=3)
+    words = vocab_words()
+    folder = tmp_path / "docs"
+    (folder / "sub").mkdir(parents=True)
+    for d, row in enumerate(X):
+        text = " ".join(w for w, c in zip(words, row) for _ in range(c))
+        # "the" and "and" are English stop words and must not become topic words
+        target = folder / ("sub" if d % 2 else "") / f"doc{d:02d}.txt"
+        target.write_text("The and " + text + "\n")
+    (folder / "notes.md").write_text("ignored: not a .txt file zebra zebra zebra")
+    code, out, err = run(
+        ["topics", str(folder), "-k", "3", "--max-iter", "10", "--quiet", "--heldout-fraction", "0.2"],
+        capsys,
+    )
+    assert code == 0, err
+    assert err == ""  # --quiet: no progress, no status
+    assert math.isfinite(heldout_score(out))
+    topic_lines = [ln for ln in out.splitlines() if re.match(r"^\s+\d+\s+\d+\.\d%", ln)]
+    assert len(topic_lines) == 3
+    shown = set(" ".join(topic_lines).split())
+    assert "the" not in shown and "zebra" not in shown
+    assert shown & set(words)
+
+
+def test_topics_on_ldac_with_vocab(tmp_path, capsys):
+    X = planted_counts(n_docs=40, seed=5)
+    lines = []
+    for row in X:
+        nz = np.flatnonzero(row)
+        lines.append(" ".join([str(len(nz))] + [f"{v}:{row[v]}" for v in nz]))
+    path = tmp_path / "corpus.ldac"
+    path.write_text("\n".join(lines) + "\n")
+    vocab = tmp_path / "words.txt"
+    vocab.write_text("\n".join(vocab_words()) + "\n")
+    out_json = tmp_path / "o.json"
+    code, out, err = run(
+        ["topics", str(path), "--vocab", str(vocab), "-k", "3", "--max-iter", "8", "-q",
+         "--algorithm", "stochastic", "--batch-size", "10", "-o", str(out_json)],
+        capsys,
+    )
+    assert code == 0, err
+    payload = json.loads(out_json.read_text())
+    assert payload["params"]["algorithm"] == "stochastic"
+    assert payload["params"]["batch_size"] == 10
+    assert all(w in vocab_words() for t in payload["topics"] for w in t["words"])
+
+
+def test_uci_without_vocab_uses_word_ids(tmp_path, capsys):
+    path = write_uci(tmp_path, planted_counts(n_docs=30), vocab=False)
+    code, out, err = run(
+        ["topics", str(path), "-k", "2", "--max-iter", "3", "-q", "--heldout-fraction", "0"],
+        capsys,
+    )
+    assert code == 0, err
+    assert "word" in out
+    assert "held-out document completion" not in out  # fraction 0 skips the score
+
+
+def test_default_corpus_is_bundled_kos(capsys):
+    code, out, err = run(["topics", "-k", "4", "--max-iter", "2", "--L", "2", "--top-n", "5"], capsys)
+    assert code == 0, err
+    assert "KOS" in err and "3430 documents" in err
+    assert math.isfinite(heldout_score(out))
+    # progress on stderr, one line per pass (stderr is not a terminal under pytest)
+    assert re.search(r"pass\s+1\b", err) and re.search(r"pass\s+2\b", err)
+
+
+def test_progress_bar_is_fed_by_the_fit_callback(tmp_path, capsys, monkeypatch):
+    import sparseclust.topics
+    from sparseclust.topics import SparseLDA
+
+    calls = []
+
+    class WithCallback(SparseLDA):
+        def fit(self, X, y=None, callback=None):
+            super().fit(X)
+            for entry in self.trace_:  # replay the passes through the callback
+                info = dict(entry, n_passes=self.max_iter)
+                calls.append(callback(info))
+            return self
+
+    monkeypatch.setattr(sparseclust.topics, "SparseLDA", WithCallback)
+    path = write_uci(tmp_path, planted_counts(n_docs=30))
+    code, out, err = run(["topics", str(path), "-k", "2", "--max-iter", "3"], capsys)
+    assert code == 0, err
+    assert calls and not any(calls)  # the bar never asks to stop
+    assert re.search(r"  pass 1/3  ELBO", err)
+
+
+def test_progress_bar_on_terminal_and_plain_lines():
+    class TTY(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = TTY()
+    bar = _Progress(4, stream=tty)
+    for p in (1, 2, 4):
+        assert bar({"pass": p, "n_passes": 4, "elbo": -123.0, "elapsed": 0.5}) is False
+    bar.close()
+    text = tty.getvalue()
+    assert text.count("\r") == 3 and text.endswith("\n")
+    assert "[##############--------------] 2/4" in text
+    assert "[############################] 4/4" in text
+
+    plain = io.StringIO()
+    bar = _Progress(4, stream=plain)
+    bar({"pass": 1, "n_passes": 4, "elbo": -1.0, "elapsed": 0.1})
+    bar.close()
+    assert plain.getvalue().startswith("  pass 1/4") and "\r" not in plain.getvalue()
+
+    silent = io.StringIO()
+    bar = _Progress(4, stream=silent, enabled=False)
+    bar({"pass": 1, "n_passes": 4, "elbo": -1.0, "elapsed": 0.1})
+    bar.close()
+    assert silent.getvalue() == ""
+
+
+def test_split_documents_is_seeded_and_disjoint():
+    tr, te = _split_documents(50, 0.1, seed=3)
+    assert len(te) == 5 and len(tr) == 45
+    assert not set(tr) & set(te) and set(tr) | set(te) == set(range(50))
+    tr2, te2 = _split_documents(50, 0.1, seed=3)
+    assert te.tolist() == te2.tolist()
+    assert _split_documents(50, 0.1, seed=4)[1].tolist() != te.tolist()
+    assert len(_split_documents(50, 0.0, seed=0)[1]) == 0
+
+
+# ---------------------------------------------------------------------------------------
+# errors: exit status 2 with a message
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["topics", "/definitely/not/here.txt"], "no such file or directory"),
+        (["topics", "{tmp}/data.csv"], "unrecognised corpus format"),
+        (["topics", "{tmp}/docword.x.txt", "--vocab", "{tmp}/missing.txt"], "vocabulary file not found"),
+        (["topics", "{tmp}/docword.bad.txt"], "cannot read corpus"),
+        (["topics", "{tmp}/docword.x.txt", "-k", "500"], "exceeds the number of documents"),
+        (["topics", "{tmp}/docword.x.txt", "--top-n", "1"], "--top-n must be at least 2"),
+        (["topics", "{tmp}/docword.x.txt", "--output", "{tmp}/no/such/dir/o.json", "--max-iter", "1"], "cannot write"),
+        (["topics", "--vocab", "{tmp}/vocab.x.txt"], "--vocab needs a corpus PATH"),
+    ],
+)
+def test_errors_exit_2(tmp_path, capsys, argv, message):
+    write_uci(tmp_path, planted_counts(n_docs=20), name="x")
+    (tmp_path / "data.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "docword.bad.txt").write_text("2\n3\n1\n1 9 1\n")  # word id out of range
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    code, out, err = run(argv + ["-q"], capsys)
+    assert code == 2
+    assert message in err
+    assert err.startswith("sparseclust: error:")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["topics", "--n-topics", "0"],
+        ["topics", "--heldout-fraction", "1.5"],
+        ["topics", "--threads", "0"],
+        ["topics", "--algorithm", "gibbs"],
+        ["nonsense"],
+    ],
+)
+def test_usage_errors_exit_2(capsys, argv):
+    code, out, err = run(argv, capsys)
+    assert code == 2
+    assert "usage:" in err
+
+
+def test_help_and_version_exit_0(capsys):
+    assert main(["--version"]) == 0
+    assert "sparseclust" in capsys.readouterr().out
+    assert main(["topics", "--help"]) == 0
+    assert "--n-topics" in capsys.readouterr().out
+
+
+def test_python_dash_m_entry_point():
+    proc = subprocess.run(
+        [sys.executable, "-m", "sparseclust", "topics", "/no/such/corpus"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 2
+    assert "no such file or directory" in proc.stderr
