@@ -120,12 +120,17 @@ def test_responsibilities_match_reference(W, L, layout):
 
 
 @SETTINGS
-@given(W=weights(), L=st.integers(1, 30), method=st.sampled_from(["select", "scan"]))
+@given(
+    W=weights(),
+    L=st.integers(1, 30),
+    method=st.sampled_from(["select", "scan", "insert", "buffer"]),
+)
 def test_both_selection_paths_give_identical_responsibilities(W, L, method):
     from sparseclust._kernels import _topl
 
     L = min(L, W.shape[1])
-    code = _topl.SELECT if method == "select" else _topl.SCAN
+    code = {"select": _topl.SELECT, "scan": _topl.SCAN, "insert": _topl.INSERT,
+            "buffer": _topl.BUFFER}[method]
     v, idx, n_bad = _topl.top_l(np.ascontiguousarray(W), L, code, True, 1)
     rv, ri = ref.sparse_responsibilities(W, L)
     assert n_bad == 0
@@ -177,6 +182,52 @@ def test_extreme_rows():
         np.testing.assert_allclose(v, rv, rtol=1e-12, atol=0)
         assert not np.isnan(v).any()
     np.testing.assert_array_equal(P.responsibilities(W, 2)[0][1], [0.0, 1.0])
+
+
+@pytest.mark.parametrize("code_name", ["INSERT", "BUFFER", "SCAN"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("K,L", [(9, 2), (64, 4), (200, 1), (203, 4), (400, 16), (1500, 32)])
+def test_single_pass_variants_long_rows(code_name, dtype, K, L):
+    """Both single-pass variants (and the L, K dispatch) on rows long enough for the block
+    test, the seeded threshold and several compactions: sorted rows put every weight above
+    the running threshold, rounded rows have many ties, -inf-heavy rows have fewer finite
+    entries than L."""
+    from sparseclust._kernels import _topl
+
+    code = getattr(_topl, code_name)
+    rng = np.random.default_rng(K + 7 * L)
+    G = rng.standard_normal((30, K))
+    rows = [G, np.round(G, 1), np.sort(G, axis=1), np.sort(np.round(G), axis=1)[:, ::-1]]
+    Winf = np.round(G, 1)
+    Winf[rng.random(Winf.shape) < 0.97] = -np.inf
+    Winf[np.arange(30), rng.integers(0, K, 30)] = 0.5
+    rows.append(Winf)
+    W = np.ascontiguousarray(np.vstack(rows).astype(dtype))
+    v, idx, n_bad = _topl.top_l(W, L, code, False, 1)
+    assert n_bad == 0
+    np.testing.assert_array_equal(idx, ref.top_l_indices(W, L))
+    np.testing.assert_array_equal(v, np.take_along_axis(W, idx, 1))
+
+
+@pytest.mark.parametrize("code_name", ["INSERT", "BUFFER", "SCAN"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_single_pass_variants_flag_bad_entries_anywhere(code_name, bad):
+    from sparseclust._kernels import _topl
+
+    code = getattr(_topl, code_name)
+    K = 203  # 25 full blocks of 8 and a tail of 3
+    rng = np.random.default_rng(1)
+    base = rng.standard_normal(K)
+    for L in (1, 4, 16):
+        positions = [0, L - 1, L, 7, 8, 100, 199, 200, K - 1]
+        W = np.tile(base, (len(positions) + 1, 1))
+        W[np.arange(len(positions)), positions] = bad
+        for sorted_rows in (False, True):
+            Wt = np.sort(W, axis=1) if sorted_rows else W
+            if sorted_rows:  # np.sort moves NaN last; put one NaN/inf first too
+                Wt = np.vstack([Wt, np.concatenate([[bad], np.sort(base)[1:]])])
+            _, _, n_bad = _topl.top_l(np.ascontiguousarray(Wt), L, code, True, 1)
+            assert n_bad == Wt.shape[0] - 1
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf, "all-inf"])

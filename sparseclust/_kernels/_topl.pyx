@@ -25,7 +25,9 @@ cdef extern from "topl.h" namespace "sparseclust" nogil:
 
 # method codes shared with topl.h (TopLMethod)
 SELECT = 0
-SCAN = 1
+SCAN = 1  # single pass; the kernel picks INSERT or BUFFER by L and K
+INSERT = 2
+BUFFER = 3
 
 
 def top_l(
@@ -41,7 +43,10 @@ def top_l(
     ----------
     W : (N, K) float32/float64, C-contiguous
     L : int, 1 <= L <= K
-    method : 0 (introselect, ``std::nth_element``) or 1 (single scan with a size-L buffer)
+    method : 0 SELECT (introselect, ``std::nth_element``), 1 SCAN (single pass, variant
+        chosen by L and K), 2 INSERT (single pass, sorted size-L buffer with insertions),
+        3 BUFFER (single pass, threshold and a size-4L candidate buffer compacted with
+        ``std::nth_element``)
     normalize : if true, values are the top-L responsibilities exp(W_sel - max) / sum,
         else the selected weights themselves
     n_threads : int >= 1
@@ -133,3 +138,4 @@ def row_max(
         for n in prange(N, schedule="static"):
             n_bad += row_max_checked(&W[n, 0], K, &out[n])
     return out_arr, n_bad
+

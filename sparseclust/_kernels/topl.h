@@ -19,12 +19,44 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <functional>
 #include <limits>
 
 namespace sparseclust {
 
-enum TopLMethod { TOPL_SELECT = 0, TOPL_SCAN = 1 };
+// TOPL_SCAN picks one of the two single-pass variants by L and K (top_l_scan_auto);
+// TOPL_INSERT and TOPL_BUFFER force one of them.
+enum TopLMethod { TOPL_SELECT = 0, TOPL_SCAN = 1, TOPL_INSERT = 2, TOPL_BUFFER = 3 };
+
+// Candidate-buffer capacity of the threshold scan, in multiples of L (plus one block of slack).
+constexpr int TOPL_BUFFER_FACTOR = 4;
+constexpr int TOPL_BLOCK = 8;
+constexpr int TOPL_SEED_GROUPS = 2;  // seed groups per selected entry (0: no seed)
+
+// True iff some of the TOPL_BLOCK weights p[0..8) is not below t (w >= t, NaN, +inf).
+// Written with GCC/Clang vector extensions so that it compiles to packed compares on any
+// target (one unordered "not less than" per SIMD register, then one horizontal test).
+template <typename T>
+inline bool block_reaches(const T* p, T t) {
+    constexpr int W = 16 / sizeof(T);  // lanes of a 16-byte register
+    typedef T V __attribute__((vector_size(16), aligned(sizeof(T))));
+    typedef std::conditional_t<sizeof(T) == 8, int64_t, int32_t> I;
+    typedef I M __attribute__((vector_size(16)));
+    V tv;
+    for (int j = 0; j < W; ++j) tv[j] = t;
+    V a;
+    std::memcpy(&a, p, 16);
+    M below = a < tv;  // -1 in lanes strictly below t (false for NaN)
+    for (int r = 1; r < TOPL_BLOCK / W; ++r) {
+        std::memcpy(&a, p + r * W, 16);
+        below &= a < tv;
+    }
+    I all = below[0];
+    for (int j = 1; j < W; ++j) all &= below[j];
+    return all == 0;
+}
 
 template <typename T>
 struct WeightIndex {
@@ -38,13 +70,22 @@ inline bool ranks_before(const WeightIndex<T>& a, const WeightIndex<T>& b) {
 }
 
 template <typename T>
+struct RanksBefore {
+    bool operator()(const WeightIndex<T>& a, const WeightIndex<T>& b) const {
+        return a.w > b.w || (a.w == b.w && a.i < b.i);
+    }
+};
+
+template <typename T>
 inline bool by_index(const WeightIndex<T>& a, const WeightIndex<T>& b) {
     return a.i < b.i;
 }
 
 // Bytes of scratch space one thread needs for rows of K weights and L selected entries.
 inline std::size_t topl_work_bytes(int K, int L) {
-    std::size_t n = static_cast<std::size_t>(K > L ? K : L) + 8;
+    std::size_t n = static_cast<std::size_t>(K > L ? K : L);
+    std::size_t nb = static_cast<std::size_t>(TOPL_BUFFER_FACTOR) * static_cast<std::size_t>(L);
+    n = (n > nb ? n : nb) + 2 * TOPL_BLOCK;
     return n * sizeof(WeightIndex<double>) + 64;
 }
 
@@ -116,7 +157,7 @@ inline int top_l_select(const T* w, int K, int L, T* work, int32_t* idx, T* val,
     return 0;
 }
 
-// Single-pass path for small L: a buffer of the L best entries so far, kept sorted by rank;
+// Single-pass path "insert": a buffer of the L best entries so far, kept sorted by rank;
 // each weight is compared once with the current L-th best ("threshold"), eight at a time, and
 // the rare winners are inserted.  A weight equal to the threshold ranks after every kept entry
 // (it has a larger index), so the strict ">" is exact under the tie rule.  A NaN fails
@@ -124,8 +165,8 @@ inline int top_l_select(const T* w, int K, int L, T* work, int32_t* idx, T* val,
 // Cost O(K + L * #insertions); on random rows #insertions ~ L log(K / L).
 // work: at least L pairs.  Outputs in ascending index order.
 template <typename T>
-inline int top_l_scan(const T* w, int K, int L, WeightIndex<T>* work, int32_t* idx, T* val,
-                      T* row_max) {
+inline int top_l_insert(const T* w, int K, int L, WeightIndex<T>* work, int32_t* idx, T* val,
+                        T* row_max) {
     const T inf = std::numeric_limits<T>::infinity();
     bool bad = false;
     // initial fill with the first L entries (stable insertion: after equal weights)
@@ -190,6 +231,134 @@ inline int top_l_scan(const T* w, int K, int L, WeightIndex<T>* work, int32_t* i
     return 0;
 }
 
+// Keep the L best of buf[0..n) (by rank) in buf[0..L), in no particular order; returns the
+// L-th best weight, the new threshold.  Requires n >= L and a NaN-free buffer.
+template <typename T>
+inline T compact_best(WeightIndex<T>* buf, int n, int L) {
+    if (n > L) std::nth_element(buf, buf + (L - 1), buf + n, RanksBefore<T>());
+    T t = buf[0].w;
+    for (int j = 1; j < L; ++j) t = buf[j].w < t ? buf[j].w : t;
+    return t;
+}
+
+// A lower bound on the L-th best weight of a row: the row (up to a remainder) is cut into
+// G >= L equal groups of at least TOPL_BLOCK entries; the L-th largest group maximum is a weight
+// that L distinct entries (the maxima of L distinct groups) reach, hence <= the L-th best.
+// NaNs are ignored here (the scan flags them).  Returns -inf when the groups would be too
+// small to pay off.  work: at least G values.
+template <typename T>
+inline T seed_threshold(const T* w, int K, int L, int G, T* work) {
+    const T inf = std::numeric_limits<T>::infinity();
+    int g = K / G;
+    if (g < TOPL_BLOCK) return -inf;
+    for (int q = 0; q < G; ++q) {
+        const T* p = w + static_cast<std::ptrdiff_t>(q) * g;
+        T m0 = -inf, m1 = -inf, m2 = -inf, m3 = -inf;
+        int k = 0;
+        for (; k + 4 <= g; k += 4) {
+            m0 = p[k] > m0 ? p[k] : m0;
+            m1 = p[k + 1] > m1 ? p[k + 1] : m1;
+            m2 = p[k + 2] > m2 ? p[k + 2] : m2;
+            m3 = p[k + 3] > m3 ? p[k + 3] : m3;
+        }
+        for (; k < g; ++k) m0 = p[k] > m0 ? p[k] : m0;
+        m0 = m1 > m0 ? m1 : m0;
+        m2 = m3 > m2 ? m3 : m2;
+        work[q] = m2 > m0 ? m2 : m0;
+    }
+    std::nth_element(work, work + (L - 1), work + G, std::greater<T>());
+    return work[L - 1];
+}
+
+// Single-pass path "buffer": a threshold t (a weight at most the L-th best of the row) and an
+// unsorted candidate buffer of capacity TOPL_BUFFER_FACTOR * L.  The scan goes over blocks of
+// TOPL_BLOCK weights; a block whose weights are all below t (one vectorizable any-test) is
+// skipped, otherwise each of its weights is appended without a branch (stored, and the count
+// advanced by w >= t).  When the buffer is full it is compacted to its best L with
+// std::nth_element under the ranking rule, and t rises to the new L-th best.  Cost O(K) plus
+// O(1) amortized per candidate, independent of L.
+//
+// Exactness: t starts at -inf and only ever equals the L-th best of a set of entries that
+// are all retained, so every entry of the final top L has w >= t when it is visited and is
+// appended; the comparison is ">=" (an entry equal to t is kept as a candidate), so ties are
+// settled only by the comparator of the compactions, which is the ranking rule itself.
+// A NaN or +inf fails "w < t" and so lands in the slow branch, where it is flagged; the row
+// is abandoned before any compaction (the comparator needs NaN-free input).  Rows with many
+// -inf weights keep t = -inf until L finite entries were seen and simply compact more often.
+// work: at least TOPL_BUFFER_FACTOR * L + TOPL_BLOCK pairs.  Outputs in ascending index order.
+template <typename T>
+inline int top_l_buffer(const T* w, int K, int L, WeightIndex<T>* work, int32_t* idx, T* val,
+                        T* row_max, int seed_groups) {
+    const T inf = std::numeric_limits<T>::infinity();
+    const int cap = TOPL_BUFFER_FACTOR * L;
+    WeightIndex<T>* buf = work;
+    int n = 0;
+    T t = -inf;
+    if (seed_groups > 0) t = seed_threshold(w, K, L, seed_groups * L, reinterpret_cast<T*>(work));
+    int k = 0;
+    for (; k + TOPL_BLOCK <= K; k += TOPL_BLOCK) {
+        const T* p = w + k;
+        if (!block_reaches(p, t)) continue;
+        int bad = 0;
+        for (int j = 0; j < TOPL_BLOCK; ++j) {
+            T v = p[j];
+            bad |= !(v < inf);
+            buf[n].w = v;
+            buf[n].i = k + j;
+            n += !(v < t);
+        }
+        if (bad) return 1;
+        if (n >= cap) {
+            t = compact_best(buf, n, L);
+            n = L;
+        }
+    }
+    {
+        int bad = 0;
+        for (; k < K; ++k) {
+            T v = w[k];
+            bad |= !(v < inf);
+            buf[n].w = v;
+            buf[n].i = k;
+            n += !(v < t);
+        }
+        if (bad) return 1;
+    }
+    // n >= L: t = -inf until L entries were appended, and -inf >= -inf appends
+    compact_best(buf, n, L);
+    T m = buf[0].w;
+    for (int j = 1; j < L; ++j) m = buf[j].w > m ? buf[j].w : m;
+    *row_max = m;
+    if (!(m > -inf)) return 1;
+    if (L <= 32) {
+        for (int a = 1; a < L; ++a) {
+            WeightIndex<T> x = buf[a];
+            int j = a;
+            while (j > 0 && buf[j - 1].i > x.i) {
+                buf[j] = buf[j - 1];
+                --j;
+            }
+            buf[j] = x;
+        }
+    } else {
+        std::sort(buf, buf + L, by_index<T>);
+    }
+    for (int j = 0; j < L; ++j) {
+        idx[j] = buf[j].i;
+        val[j] = buf[j].w;
+    }
+    return 0;
+}
+
+// Choice between the two single-pass variants (measured, benchmarks/README_responsibilities.md).
+// The sorted buffer wins for L = 1 on long rows (one compare-and-replace, no seed pass) and
+// for L <= 16 on short rows (K < 16 L: the seed groups would be shorter than a block).
+inline int scan_variant(int K, int L) {
+    if (L == 1) return K > 1024 ? TOPL_INSERT : TOPL_BUFFER;
+    if (L <= 16 && K < 16 * L) return TOPL_INSERT;
+    return TOPL_BUFFER;
+}
+
 // Indices (ascending) and weights of the top-L entries of one row; L is already clamped to K.
 template <typename T>
 inline int top_l_row(const T* w, int K, int L, int method, void* work, int32_t* idx, T* val,
@@ -202,8 +371,12 @@ inline int top_l_row(const T* w, int K, int L, int method, void* work, int32_t* 
         }
         return bad;
     }
-    if (method == TOPL_SCAN)
-        return top_l_scan(w, K, L, static_cast<WeightIndex<T>*>(work), idx, val, row_max);
+    if (method == TOPL_SCAN) method = scan_variant(K, L);
+    if (method == TOPL_INSERT)
+        return top_l_insert(w, K, L, static_cast<WeightIndex<T>*>(work), idx, val, row_max);
+    if (method == TOPL_BUFFER)
+        return top_l_buffer(w, K, L, static_cast<WeightIndex<T>*>(work), idx, val, row_max,
+                            TOPL_SEED_GROUPS);
     return top_l_select(w, K, L, static_cast<T*>(work), idx, val, row_max);
 }
 
