@@ -69,8 +69,15 @@ def _ours(X, **kw):
         return SparseGaussianMixture(**kw).fit(X)
 
 
-ATTRS = ["weights_", "means_", "covariances_", "precisions_cholesky_", "degrees_of_freedom_",
-         "mean_precision_", "weight_concentration_"]
+ATTRS = [
+    "weights_",
+    "means_",
+    "covariances_",
+    "precisions_cholesky_",
+    "degrees_of_freedom_",
+    "mean_precision_",
+    "weight_concentration_",
+]
 
 
 # ----------------------------------------------------------------------------- sklearn parity
@@ -99,9 +106,16 @@ def test_diag_global_step_matches_sklearn():
     prior = est._build_prior(X)
     model = _SparseGMMModel(prior, K, K, X.dtype)
     idx = np.broadcast_to(np.arange(K, dtype=np.int32), R0.shape).copy()
-    est._set_fitted(model.global_step(model.stats_from_responsibilities(R0, idx, X)), None, X.dtype)
-    for a in ["weight_concentration_", "means_", "covariances_", "degrees_of_freedom_",
-              "mean_precision_"]:
+    est._set_fitted(
+        model.global_step(model.stats_from_responsibilities(R0, idx, X)), None, X.dtype
+    )
+    for a in [
+        "weight_concentration_",
+        "means_",
+        "covariances_",
+        "degrees_of_freedom_",
+        "mean_precision_",
+    ]:
         np.testing.assert_allclose(getattr(est, a), getattr(sk, a), rtol=1e-6, err_msg=a)
 
 
@@ -112,7 +126,9 @@ def test_one_dimension_matches_sklearn_iterations(ct):
     K = 3
     R0 = np.random.RandomState(3).dirichlet(np.ones(K), size=X.shape[0])
     sk = _sklearn_fit(X, R0, ct, max_iter=8)
-    us = _ours(X, n_components=K, covariance_type=ct, init_params=R0, max_iter=8, tol=0, reg_covar=0)
+    us = _ours(
+        X, n_components=K, covariance_type=ct, init_params=R0, max_iter=8, tol=0, reg_covar=0
+    )
     for a in ATTRS:
         np.testing.assert_allclose(getattr(us, a), getattr(sk, a), rtol=1e-6, atol=1e-9, err_msg=a)
 
@@ -123,7 +139,9 @@ def _log_marginal_chain(X, ct, zero_mean, m0, beta0, nu0, psi0):
     n, D = X.shape
     if ct == "diag":
         return sum(
-            _log_marginal_chain(X[:, [d]], "full", zero_mean, m0[[d]], beta0, nu0, psi0[[d]][:, [d]])
+            _log_marginal_chain(
+                X[:, [d]], "full", zero_mean, m0[[d]], beta0, nu0, psi0[[d]][:, [d]]
+            )
             for d in range(D)
         )
     m, beta, nu, Psi = m0.astype(float), float(beta0), float(nu0), psi0.astype(float)
@@ -148,8 +166,9 @@ def test_elbo_of_hard_assignment_is_log_joint(ct, zero_mean):
     # with one-hot responsibilities and the optimal q(pi, phi), the ELBO equals log p(X, z)
     X, y = _blobs(n_per=15, D=3)
     K = 4  # one empty component
-    est = SparseGaussianMixture(K, covariance_type=ct, zero_mean=zero_mean, reg_covar=0,
-                                weight_concentration_prior=0.7)
+    est = SparseGaussianMixture(
+        K, covariance_type=ct, zero_mean=zero_mean, reg_covar=0, weight_concentration_prior=0.7
+    )
     prior = est._build_prior(X)
     model = _SparseGMMModel(prior, K, 1, X.dtype)
     s = model.stats_from_responsibilities(np.ones((X.shape[0], 1)), y.astype(np.int32)[:, None], X)
@@ -159,7 +178,9 @@ def test_elbo_of_hard_assignment_is_log_joint(ct, zero_mean):
     Nk = np.bincount(y, minlength=K)
     ref = gammaln(K * a0) - gammaln(len(y) + K * a0) + np.sum(gammaln(Nk + a0) - gammaln(a0))
     for k in range(K):
-        ref += _log_marginal_chain(X[y == k], ct, zero_mean, prior.m0, prior.beta0, prior.nu0, psi0)
+        ref += _log_marginal_chain(
+            X[y == k], ct, zero_mean, prior.m0, prior.beta0, prior.nu0, psi0
+        )
     np.testing.assert_allclose(elbo, ref, rtol=1e-10)
 
 
@@ -177,7 +198,9 @@ def _direct_elbo(X, R, prior, params):
     for k in range(K):
         nu, beta, m = params.nu[k], params.beta[k], params.means[k]
         Wk = np.linalg.inv(params.scale_inv[k])
-        elogdet = sum(digamma((nu - i) / 2) for i in range(D)) + D * np.log(2) + np.linalg.slogdet(Wk)[1]
+        elogdet = (
+            sum(digamma((nu - i) / 2) for i in range(D)) + D * np.log(2) + np.linalg.slogdet(Wk)[1]
+        )
         for i in range(n):
             d = X[i] - m
             ell = -0.5 * D * np.log(2 * np.pi) + 0.5 * elogdet - 0.5 * (D / beta + nu * d @ Wk @ d)
@@ -186,13 +209,17 @@ def _direct_elbo(X, R, prior, params):
         wish_q = stats.wishart(df=nu, scale=Wk)
         W0 = np.linalg.inv(prior.psi0)
         e_log_p_lam = (
-            -0.5 * prior.nu0 * np.linalg.slogdet(W0)[1] - 0.5 * prior.nu0 * D * np.log(2)
+            -0.5 * prior.nu0 * np.linalg.slogdet(W0)[1]
+            - 0.5 * prior.nu0 * D * np.log(2)
             - _log_multigamma(prior.nu0 / 2, D)
-            + 0.5 * (prior.nu0 - D - 1) * elogdet - 0.5 * np.trace(prior.psi0 @ (nu * Wk))
+            + 0.5 * (prior.nu0 - D - 1) * elogdet
+            - 0.5 * np.trace(prior.psi0 @ (nu * Wk))
         )
         dm = m - prior.m0
-        e_log_p_mu = 0.5 * D * np.log(prior.beta0 / (2 * np.pi)) + 0.5 * elogdet - 0.5 * prior.beta0 * (
-            D / beta + nu * dm @ Wk @ dm
+        e_log_p_mu = (
+            0.5 * D * np.log(prior.beta0 / (2 * np.pi))
+            + 0.5 * elogdet
+            - 0.5 * prior.beta0 * (D / beta + nu * dm @ Wk @ dm)
         )
         e_log_q_mu = 0.5 * D * np.log(beta / (2 * np.pi)) + 0.5 * elogdet - 0.5 * D
         val += e_log_p_lam + wish_q.entropy() + e_log_p_mu - e_log_q_mu
@@ -214,7 +241,9 @@ def test_elbo_soft_responsibilities_matches_direct_evaluation():
     s = model.stats_from_responsibilities(R, idx, X)
     # any params, not only the optimum: perturb the global step's statistics
     params = model.global_step(s * 1.3)
-    np.testing.assert_allclose(model.elbo(s, params), _direct_elbo(X, R, prior, params), rtol=1e-10)
+    np.testing.assert_allclose(
+        model.elbo(s, params), _direct_elbo(X, R, prior, params), rtol=1e-10
+    )
     # and the global step maximizes the ELBO for fixed statistics
     assert model.elbo(s, model.global_step(s)) > model.elbo(s, params)
 
@@ -225,9 +254,19 @@ def test_elbo_soft_responsibilities_matches_direct_evaluation():
 @pytest.mark.parametrize("ct,zero_mean", CASES)
 def test_elbo_never_decreases(algorithm, L, ct, zero_mean):
     X, _ = _blobs(n_per=60, D=3, sep=2.0)
-    est = _ours(X, n_components=6, L=L, covariance_type=ct, zero_mean=zero_mean,
-                algorithm=algorithm, n_batches=4, max_iter=25, tol=0, random_state=0,
-                init_params="random")
+    est = _ours(
+        X,
+        n_components=6,
+        L=L,
+        covariance_type=ct,
+        zero_mean=zero_mean,
+        algorithm=algorithm,
+        n_batches=4,
+        max_iter=25,
+        tol=0,
+        random_state=0,
+        init_params="random",
+    )
     lb = np.asarray(est.lower_bounds_)
     assert len(lb) == 25
     assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:])), np.diff(lb).min()
@@ -263,8 +302,9 @@ def test_partial_fit_stream_reaches_batch_score():
 
 def test_stochastic_fit_runs_and_records_trace():
     X, _ = _blobs(n_per=200)
-    est = SparseGaussianMixture(3, L=2, algorithm="stochastic", batch_size=64, max_iter=4,
-                                tol=0, random_state=0).fit(X)
+    est = SparseGaussianMixture(
+        3, L=2, algorithm="stochastic", batch_size=64, max_iter=4, tol=0, random_state=0
+    ).fit(X)
     assert est.n_iter_ == 4 and len(est.trace_) == 4
     for key in ["time_weights", "time_responsibilities", "time_summary", "rho", "elapsed"]:
         assert key in est.trace_[-1]
@@ -272,8 +312,16 @@ def test_stochastic_fit_runs_and_records_trace():
 
 def test_heldout_trace_and_verbose(capsys):
     X, _ = _blobs(n_per=100)
-    est = SparseGaussianMixture(3, algorithm="memoized", n_batches=3, max_iter=4, tol=0,
-                                random_state=0, verbose=2, verbose_interval=2)
+    est = SparseGaussianMixture(
+        3,
+        algorithm="memoized",
+        n_batches=3,
+        max_iter=4,
+        tol=0,
+        random_state=0,
+        verbose=2,
+        verbose_interval=2,
+    )
     est._fit(X[:200], X_heldout=X[200:])
     assert [e["pass"] for e in est.trace_] == [1, 2, 3, 4]
     np.testing.assert_allclose(est.trace_[-1]["heldout"], est.score(X[200:]), rtol=1e-12)
@@ -281,32 +329,54 @@ def test_heldout_trace_and_verbose(capsys):
     assert err.count("pass") == 2 and "weights" in err
 
 
-# ----------------------------------------------------------------------------- direct numpy references
+# --------------------------------------------------------------------- direct numpy references
 def test_zero_mean_wishart_posterior_one_iteration():
     # one iteration from given labels, recomputed in plain numpy: E-step weights, softmax,
-    # Wishart posterior nu_k = nu0 + N_k, W_k^-1 = Psi0 + sum_n r_nk x_n x_n^T + reg N_k I
+    # Wishart posterior nu_k = nu0 + N_k, W_k^-1 = Psi0 + sum_n r_nk x_n x_n^T + reg N_k I.
+    # A large reg_covar makes its terms visible.
     rng = np.random.RandomState(4)
     X = rng.randn(120, 3) @ rng.randn(3, 3)
     K, reg = 3, 1e-3
     labels = rng.randint(K, size=X.shape[0])
-    est = _ours(X, n_components=K, zero_mean=True, init_params=labels, max_iter=1, reg_covar=reg,
-                weight_concentration_prior=0.5, degrees_of_freedom_prior=5.0)
+    est = _ours(
+        X,
+        n_components=K,
+        zero_mean=True,
+        init_params=labels,
+        max_iter=1,
+        reg_covar=reg,
+        weight_concentration_prior=0.5,
+        degrees_of_freedom_prior=5.0,
+    )
     D = 3
-    Psi0 = X.T @ X / X.shape[0]
+    # default prior: second moment, plus reg_covar for each of the nu0 prior pseudo-samples
+    Psi0 = X.T @ X / X.shape[0] + reg * 5.0 * np.eye(D)
     np.testing.assert_allclose(est.covariance_prior_, Psi0)
 
     def posterior(R):
         Nk = R.sum(0)
-        Winv = np.array([Psi0 + (R[:, k, None] * X).T @ X + reg * Nk[k] * np.eye(D) for k in range(K)])
+        Winv = np.array(
+            [Psi0 + (R[:, k, None] * X).T @ X + reg * Nk[k] * np.eye(D) for k in range(K)]
+        )
         return Nk, 5.0 + Nk, Winv, 0.5 + Nk
 
     Nk, nu, Winv, theta = posterior(np.eye(K)[labels])
     W = np.empty((X.shape[0], K))
     for k in range(K):
         Wk = np.linalg.inv(Winv[k])
-        elogdet = sum(digamma((nu[k] - i) / 2) for i in range(D)) + D * np.log(2) + np.log(np.linalg.det(Wk))
-        W[:, k] = (digamma(theta[k]) - digamma(theta.sum()) + 0.5 * elogdet - 0.5 * D * np.log(2 * np.pi)
-                   - 0.5 * nu[k] * np.einsum("ni,ij,nj->n", X, Wk, X) - 0.5 * reg * nu[k] * np.trace(Wk))
+        elogdet = (
+            sum(digamma((nu[k] - i) / 2) for i in range(D))
+            + D * np.log(2)
+            + np.log(np.linalg.det(Wk))
+        )
+        W[:, k] = (
+            digamma(theta[k])
+            - digamma(theta.sum())
+            + 0.5 * elogdet
+            - 0.5 * D * np.log(2 * np.pi)
+            - 0.5 * nu[k] * np.einsum("ni,ij,nj->n", X, Wk, X)
+            - 0.5 * reg * nu[k] * np.trace(Wk)
+        )
     R = np.exp(W - logsumexp(W, axis=1, keepdims=True))
     Nk, nu, Winv, theta = posterior(R)
     np.testing.assert_allclose(est.degrees_of_freedom_, nu, rtol=1e-10)
@@ -324,8 +394,13 @@ def test_score_samples_predict_proba_transform(ct, zero_mean):
     # score_samples against scipy densities of the point estimates
     cov = est.covariances_ if ct == "full" else np.array([np.diag(c) for c in est.covariances_])
     ref = logsumexp(
-        np.column_stack([np.log(est.weights_[k]) + stats.multivariate_normal.logpdf(X, est.means_[k], cov[k])
-                         for k in range(K)]),
+        np.column_stack(
+            [
+                np.log(est.weights_[k])
+                + stats.multivariate_normal.logpdf(X, est.means_[k], cov[k])
+                for k in range(K)
+            ]
+        ),
         axis=1,
     )
     np.testing.assert_allclose(est.score_samples(X), ref, rtol=1e-9)
@@ -342,8 +417,12 @@ def test_score_samples_predict_proba_transform(ct, zero_mean):
     # the dense model (L = K) gives the exact softmax of the weights
     dense = est.set_params(L=None)
     Wfull = dense._weights(X)
-    np.testing.assert_allclose(dense.predict_proba(X), np.exp(Wfull - logsumexp(Wfull, 1, keepdims=True)),
-                               rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(
+        dense.predict_proba(X),
+        np.exp(Wfull - logsumexp(Wfull, 1, keepdims=True)),
+        rtol=1e-9,
+        atol=1e-15,
+    )
 
 
 def test_sample_moments():
@@ -361,10 +440,24 @@ def test_sample_moments():
 @parametrize_with_checks(
     [
         SparseGaussianMixture(n_components=2, max_iter=20, random_state=0),
-        SparseGaussianMixture(n_components=3, L=1, algorithm="memoized", n_batches=3,
-                              covariance_type="diag", max_iter=10, random_state=0),
-        SparseGaussianMixture(n_components=2, L=1, algorithm="stochastic", batch_size=8,
-                              zero_mean=True, max_iter=5, random_state=0),
+        SparseGaussianMixture(
+            n_components=3,
+            L=1,
+            algorithm="memoized",
+            n_batches=3,
+            covariance_type="diag",
+            max_iter=10,
+            random_state=0,
+        ),
+        SparseGaussianMixture(
+            n_components=2,
+            L=1,
+            algorithm="stochastic",
+            batch_size=8,
+            zero_mean=True,
+            max_iter=5,
+            random_state=0,
+        ),
     ]
 )
 def test_sklearn_compatible(estimator, check):
@@ -376,8 +469,9 @@ def test_sklearn_compatible(estimator, check):
 def test_grid_search_selects_by_heldout_score():
     X, _ = _blobs(n_per=100, D=4, n_clusters=4, sep=3.0)
     K = 6
-    base = SparseGaussianMixture(K, algorithm="stochastic", batch_size=100, max_iter=3,
-                                 random_state=0)
+    base = SparseGaussianMixture(
+        K, algorithm="stochastic", batch_size=100, max_iter=3, random_state=0
+    )
     grid = {"L": [1, 4, K], "kappa": [0.6, 0.9], "delta": [1, 10]}
     gs = GridSearchCV(base, grid, cv=2).fit(X)
     means = gs.cv_results_["mean_test_score"]
@@ -385,14 +479,26 @@ def test_grid_search_selects_by_heldout_score():
     assert gs.best_index_ == int(np.argmax(means))
     # the test score is the held-out mean log-likelihood of each fold
     from sklearn.model_selection import KFold
+
     tr, te = next(iter(KFold(2).split(X)))
     params = gs.cv_results_["params"][0]
     fold = base.set_params(**params).fit(X[tr])
-    np.testing.assert_allclose(gs.cv_results_["split0_test_score"][0], fold.score(X[te]), rtol=1e-12)
+    np.testing.assert_allclose(
+        gs.cv_results_["split0_test_score"][0], fold.score(X[te]), rtol=1e-12
+    )
 
-    pipe = Pipeline([("scale", StandardScaler()), ("pca", PCA(n_components=3)),
-                     ("gmm", SparseGaussianMixture(K, algorithm="stochastic", batch_size=100,
-                                                   max_iter=3, random_state=0))])
+    pipe = Pipeline(
+        [
+            ("scale", StandardScaler()),
+            ("pca", PCA(n_components=3)),
+            (
+                "gmm",
+                SparseGaussianMixture(
+                    K, algorithm="stochastic", batch_size=100, max_iter=3, random_state=0
+                ),
+            ),
+        ]
+    )
     gs2 = GridSearchCV(pipe, {f"gmm__{k}": v for k, v in grid.items()}, cv=2).fit(X)
     assert gs2.best_index_ == int(np.argmax(gs2.cv_results_["mean_test_score"]))
     assert np.isfinite(gs2.score(X))
@@ -444,13 +550,22 @@ def test_rejects_bad_input():
 @pytest.mark.parametrize("ct,zero_mean", CASES)
 def test_float32_in_float32_out(ct, zero_mean):
     X, _ = _blobs(n_per=100)
-    kw = dict(n_components=3, L=2, covariance_type=ct, zero_mean=zero_mean, random_state=0,
-              max_iter=30, tol=1e-10)
+    kw = dict(
+        n_components=3,
+        L=2,
+        covariance_type=ct,
+        zero_mean=zero_mean,
+        random_state=0,
+        max_iter=30,
+        tol=1e-10,
+    )
     e32 = _ours(X.astype(np.float32), **kw)
     e64 = _ours(X, **kw)
     for a in ["weights_", "means_", "covariances_", "precisions_", "precisions_cholesky_"]:
         assert getattr(e32, a).dtype == np.float32, a
-        np.testing.assert_allclose(getattr(e32, a), getattr(e64, a), rtol=2e-3, atol=2e-3, err_msg=a)
+        np.testing.assert_allclose(
+            getattr(e32, a), getattr(e64, a), rtol=2e-3, atol=2e-3, err_msg=a
+        )
     assert e32.transform(X.astype(np.float32)).dtype == np.float32
     assert e32.sample(5)[0].dtype == np.float32
     np.testing.assert_allclose(e32.score(X.astype(np.float32)), e64.score(X), rtol=1e-4)
@@ -481,8 +596,10 @@ def test_warm_start_and_n_init():
     est.fit(X)
     assert est.lower_bound_ >= first - 1e-9 * abs(first)
     # n_init keeps the best of its initializations
-    runs = [_ours(X, n_components=3, init_params="random", max_iter=5, random_state=s).lower_bound_
-            for s in range(3)]
+    runs = [
+        _ours(X, n_components=3, init_params="random", max_iter=5, random_state=s).lower_bound_
+        for s in range(3)
+    ]
     best = _ours(X, n_components=3, init_params="random", max_iter=5, random_state=0, n_init=3)
     assert best.lower_bound_ >= min(runs)
 
@@ -492,3 +609,41 @@ def test_threads_give_same_result():
     a = _ours(X, n_components=3, L=2, random_state=0, n_threads=1)
     b = _ours(X, n_components=3, L=2, random_state=0, n_threads=2)
     np.testing.assert_allclose(a.means_, b.means_, rtol=1e-10)
+
+
+# ----------------------------------------------------------------------------- weight kernel
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_weight_kernels_match_numpy(dtype, n_threads):
+    from sparseclust._kernels._gmm_weights import mahalanobis_sq, mahalanobis_sq_diag
+
+    rng = np.random.RandomState(0)
+    N, D, K = 1000, 7, 5  # N not a multiple of the row block
+    X = rng.randn(N, D).astype(dtype)
+    C = np.triu(rng.randn(K, D, D)).astype(dtype)
+    off = rng.randn(K, D).astype(dtype)
+    for a in (X, C, off):
+        a.setflags(write=False)  # read-only inputs must work
+    rtol = 1e-4 if dtype == np.float32 else 1e-12
+    for use_off in (True, False):
+        out = np.empty((N, K), dtype=dtype)
+        mahalanobis_sq(X, C, off, out, use_off, n_threads)
+        Y = np.einsum("ni,kij->nkj", X.astype(float), C.astype(float)) - (off if use_off else 0)
+        np.testing.assert_allclose(out, np.einsum("nkd,nkd->nk", Y, Y), rtol=rtol)
+        S = np.abs(off)
+        mahalanobis_sq_diag(X, S, off, out, use_off, n_threads)
+        ref = ((X[:, None, :].astype(float) * S - (off if use_off else 0)) ** 2).sum(-1)
+        np.testing.assert_allclose(out, ref, rtol=rtol)
+
+
+def test_float32_weights_accurate_for_nearly_singular_covariance():
+    # mean-removed patches lie in a hyperplane: precisions along its normal are huge; the
+    # float32 quadratic form must still match float64 (squares taken after the product)
+    rng = np.random.RandomState(0)
+    X = rng.randn(2000, 16) * np.linspace(0.01, 1.0, 16)
+    X -= X.mean(axis=1, keepdims=True)
+    est = _ours(X, n_components=4, zero_mean=True, reg_covar=1e-9, max_iter=5, random_state=0)
+    W64 = est._weights(X)
+    W32 = est._weights(X.astype(np.float32))
+    assert W32.dtype == np.float32
+    np.testing.assert_allclose(W32, W64, rtol=1e-4, atol=1e-3 * np.abs(W64).mean())

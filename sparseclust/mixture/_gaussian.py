@@ -4,7 +4,8 @@
 Everything here is a pure function of sufficient statistics, prior and global parameters; no
 responsibilities are ever stored. Notation follows paper 000, App. A-B and Bishop (2006, §10.2):
 
-- mixture weights: ``pi ~ Dir(alpha0, ..., alpha0)``, ``q(pi) = Dir(theta)``, ``theta = alpha0 + N``;
+- mixture weights: ``pi ~ Dir(alpha0, ..., alpha0)``, ``q(pi) = Dir(theta)``,
+  ``theta = alpha0 + N``;
 - ``'full'`` with mean: Normal-Wishart, ``Lambda_k ~ W(W0, nu0)``, ``mu_k | Lambda_k ~ N(m0,
   (beta0 Lambda_k)^-1)``; the *covariance prior* ``Psi0 = W0^-1`` is the inverse scale matrix
   (scikit-learn's ``covariance_prior``). Posterior ``beta = beta0 + N``,
@@ -14,7 +15,8 @@ responsibilities are ever stored. Notation follows paper 000, App. A-B and Bisho
   ``Lambda_k ~ W(W0, nu0)``, posterior ``nu = nu0 + N``, ``W^-1 = Psi0 + Sxx`` (Eq. 31);
 - ``'diag'``: independent Normal-Gamma per dimension, ``lambda_kd ~ Gamma(nu0 / 2, psi0_d / 2)``
   (shape, rate), ``mu_kd | lambda_kd ~ N(m0_d, (beta0 lambda_kd)^-1)``; posterior shape
-  ``a = (nu0 + N) / 2``, rate ``b_d = (psi0_d + scatter_d + beta0 N / beta (xbar_d - m0_d)^2) / 2``.
+  ``a = (nu0 + N) / 2``, rate
+  ``b_d = (psi0_d + scatter_d + beta0 N / beta (xbar_d - m0_d)^2) / 2``.
   The expected precision ``a / b_d`` equals the one of scikit-learn's ``'diag'`` model; the
   expected log precision is the exact Gamma one, ``psi(a) - log b_d``.
 
@@ -23,12 +25,17 @@ the global step as ``Sxx + reg N I`` *and* the weights ``W`` as ``-reg/2 tr E[La
 objective stays exact and coordinate ascent on it stays monotone.
 """
 
+import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 from scipy.linalg import lapack
 from scipy.special import digamma, gammaln
+from threadpoolctl import ThreadpoolController
+
+from .._kernels import _gmm_weights
+from ..utils import effective_n_threads
 
 LOG_2PI = math.log(2.0 * math.pi)
 
@@ -65,6 +72,7 @@ class GaussianParams:
     scale_inv : (K, D, D) W_k^-1 ('full') or (K, D) 2 b_kd ('diag').
     prec_chol : (K, D, D) upper-triangular C_k with E[Lambda_k] = C_k C_k^T ('full'),
         or (K, D) sqrt(E[lambda_kd]) ('diag').
+    precisions : (K, D, D) or (K, D) E[Lambda_k].
     elog_det : (K,) E[log |Lambda_k|].
     const : (K,) the part of W_nk that does not depend on x_n:
         E[log pi_k] - D/2 log 2 pi + E[log|Lambda_k|]/2 - D / (2 beta_k) - reg/2 tr E[Lambda_k].
@@ -79,8 +87,7 @@ class GaussianParams:
     prec_chol: np.ndarray
     elog_det: np.ndarray
     const: np.ndarray
-    # dtype-cast copies for the local step (set lazily by the model)
-    _cache: dict = None
+    precisions: np.ndarray
 
 
 def _log_multigamma(a, D):
@@ -156,19 +163,23 @@ def global_step(stats, prior):
                 raise ValueError(f"Singular posterior scale matrix for component {k}.")
             prec_chol[k] = math.sqrt(nu[k]) * Linv.T
         elog_det = _multi_digamma_sum(0.5 * nu, D) + D * math.log(2.0) - logdet_scale_inv
-        tr_prec = np.einsum("kij,kij->k", prec_chol, prec_chol)
+        prec = prec_chol @ np.swapaxes(prec_chol, 1, 2)
+        tr_prec = np.trace(prec, axis1=1, axis2=2)
     else:
         Sxx = np.asarray(stats["Sxx_diag"], dtype=np.float64)
         scale_inv = prior.psi0[None, :] + Sxx
         if not prior.zero_mean:
             Nc, beta, xbar, means = _centered(N, np.asarray(stats["Sx"], dtype=np.float64), prior)
             diff = xbar - prior.m0[None, :]
-            scale_inv = scale_inv - Nc[:, None] * xbar**2 + (prior.beta0 * Nc / beta)[:, None] * diff**2
+            scale_inv = (
+                scale_inv - Nc[:, None] * xbar**2 + (prior.beta0 * Nc / beta)[:, None] * diff**2
+            )
         if reg:
             scale_inv = scale_inv + (reg * np.maximum(N, 0.0))[:, None]
         if not np.all(scale_inv > 0):
             raise ValueError(
-                "A posterior variance is not positive; increase reg_covar or check covariance_prior."
+                "A posterior variance is not positive; increase reg_covar or check "
+                "covariance_prior."
             )
         # Gamma(a, b) with a = nu / 2, b = scale_inv / 2: E[lambda] = nu / scale_inv
         prec = nu[:, None] / scale_inv
@@ -188,6 +199,7 @@ def global_step(stats, prior):
         prec_chol=prec_chol,
         elog_det=elog_det,
         const=const,
+        precisions=prec,
     )
 
 
@@ -200,9 +212,11 @@ def elbo(stats, params, prior):
 
     ``L = L_data + L_entropy + L_alloc`` where
 
-    - ``L_alloc = c_Dir(alpha0) - c_Dir(theta) + sum_k (N_k + alpha0 - theta_k) E[log pi_k]`` (Eq. 22);
+    - ``L_alloc = c_Dir(alpha0) - c_Dir(theta)
+      + sum_k (N_k + alpha0 - theta_k) E[log pi_k]`` (Eq. 22);
     - ``L_entropy = sum_k entropy_k = -sum_nk r_nk log r_nk`` (Eq. 24), from the local step;
-    - ``L_data = sum_k E[log p(x | phi_k)] weighted by r + E[log p(phi_k) - log q(phi_k)]`` (Eq. 31),
+    - ``L_data = sum_nk r_nk E[log p(x_n | phi_k)] + sum_k E[log p(phi_k) - log q(phi_k)]``
+      (Eq. 31),
       written with the statistics ``N_k, Sx_k, Sxx_k`` only.
 
     Valid for any ``params`` (not only ``global_step(stats)``), which is what makes the
@@ -219,10 +233,11 @@ def elbo(stats, params, prior):
     nu, nu0, reg = params.nu, prior.nu0, prior.reg
     elog_det = params.elog_det
     if prior.covariance_type == "full":
-        C = params.prec_chol
-        P = C @ np.swapaxes(C, 1, 2)  # E[Lambda_k]
+        P = params.precisions  # E[Lambda_k]
         Sxx = np.asarray(stats["Sxx"], dtype=np.float64)
-        quad = np.einsum("kij,kij->k", P, Sxx) + reg * np.maximum(N, 0.0) * np.trace(P, axis1=1, axis2=2)
+        quad = np.einsum("kij,kij->k", P, Sxx) + reg * np.maximum(N, 0.0) * np.trace(
+            P, axis1=1, axis2=2
+        )
         if not prior.zero_mean:
             m = params.means
             Sx = np.asarray(stats["Sx"], dtype=np.float64)
@@ -231,9 +246,15 @@ def elbo(stats, params, prior):
         L_lik = N * (-0.5 * D * LOG_2PI + 0.5 * elog_det) - 0.5 * quad
         # Wishart log normalizers log B(W, nu) = -nu/2 log|W| - nu D/2 log 2 - log Gamma_D(nu/2)
         _, logdet_psi0 = np.linalg.slogdet(prior.psi0)
-        logB0 = 0.5 * nu0 * logdet_psi0 - 0.5 * nu0 * D * math.log(2.0) - _log_multigamma(0.5 * nu0, D)
+        logB0 = (
+            0.5 * nu0 * logdet_psi0 - 0.5 * nu0 * D * math.log(2.0) - _log_multigamma(0.5 * nu0, D)
+        )
         logdet_scale_inv = D * math.log(2.0) + _multi_digamma_sum(0.5 * nu, D) - elog_det
-        logB = 0.5 * nu * logdet_scale_inv - 0.5 * nu * D * math.log(2.0) - _log_multigamma(0.5 * nu, D)
+        logB = (
+            0.5 * nu * logdet_scale_inv
+            - 0.5 * nu * D * math.log(2.0)
+            - _log_multigamma(0.5 * nu, D)
+        )
         tr_psi0_P = np.einsum("ij,kij->k", prior.psi0, P)
         L_prior = logB0 - logB + 0.5 * (nu0 - nu) * elog_det - 0.5 * tr_psi0_P + 0.5 * nu * D
         if not prior.zero_mean:
@@ -247,7 +268,7 @@ def elbo(stats, params, prior):
             )
             L_lik = L_lik - 0.5 * N * D / beta
     else:
-        prec = params.prec_chol**2  # E[lambda_kd] = a / b_d
+        prec = params.precisions  # E[lambda_kd] = a / b_d
         a = 0.5 * nu
         b = 0.5 * params.scale_inv
         elog_lam = digamma(a)[:, None] - np.log(b)
@@ -261,8 +282,16 @@ def elbo(stats, params, prior):
         a0v = 0.5 * nu0
         b0 = 0.5 * prior.psi0[None, :]
         L_prior = (
-            a0v * np.log(b0) - gammaln(a0v) + (a0v - 1.0) * elog_lam - b0 * prec
-            - (a[:, None] * np.log(b) - gammaln(a)[:, None] + (a[:, None] - 1.0) * elog_lam - a[:, None])
+            a0v * np.log(b0)
+            - gammaln(a0v)
+            + (a0v - 1.0) * elog_lam
+            - b0 * prec
+            - (
+                a[:, None] * np.log(b)
+                - gammaln(a)[:, None]
+                + (a[:, None] - 1.0) * elog_lam
+                - a[:, None]
+            )
         ).sum(1)
         if not prior.zero_mean:
             beta, beta0 = params.beta, prior.beta0
@@ -277,48 +306,64 @@ def elbo(stats, params, prior):
     return float(L_alloc + L_ent + np.sum(L_lik) + np.sum(L_prior))
 
 
-def weighted_quadratic(X, means, prec_chol, covariance_type, zero_mean, out, chunk_floats=1 << 21):
-    """Squared Mahalanobis norms ``out[n, k] = ||(x_n - m_k)^T C_k||^2`` by BLAS in row chunks.
+class QuadraticForm:
+    """Batched Mahalanobis forms ``q[n, k] = (x_n - m_k)^T E[Lambda_k] (x_n - m_k)``.
 
-    For 'full', ``C_k`` is the (D, D) upper-triangular factor of the precision
-    (``Lambda_k = C_k C_k^T``) and each chunk does one matmul ``X_chunk @ [C_1 ... C_K]``
-    (D, K D) followed by row-wise squared norms over groups of D columns; for 'diag',
-    ``C_k`` is the vector of root precisions and the form expands into two matmuls,
-    ``(x^2) @ (c^2)^T - 2 x @ (c^2 m)^T + sum_d c^2 m^2``. Computation stays in ``X.dtype``.
+    The dense part of the local step (paper 000, Eq. 5: the ``O(N K D^2)`` weights), computed by
+    the compiled kernel :mod:`sparseclust._kernels._gmm_weights` as
+    ``||x'_n^T C_k - m'_k^T C_k||^2`` with ``E[Lambda_k] = C_k C_k^T`` and ``x' = x - c``,
+    ``m' = m - c`` for a fixed center ``c`` (the prior mean; no centering for the zero-mean model,
+    whose components are not shift invariant). Per block of rows and component the kernel runs one
+    small BLAS product that stays in cache; the squares are taken after the product, so the form
+    is accurate in float32 even for nearly singular covariances (an expanded
+    ``x^T P x - 2 x^T P m + m^T P m`` would cancel catastrophically there). 'diag' uses the
+    ``O(N K D)`` kernel with ``C_k = diag(sqrt(E[lambda_k]))``. Computation in ``dtype``.
 
-    Parameters
-    ----------
-    X : (n, D) float32 or float64, C-contiguous.
-    means : (K, D) same dtype (ignored when zero_mean).
-    prec_chol : (K, D, D) or (K, D) same dtype.
-    out : (n, K) same dtype, written in place.
+    Equivalent to ``np.einsum("nki,kij,nkj->nk", d, P, d)`` with ``d = X[:, None] - means``.
     """
-    n, D = X.shape
-    K = out.shape[1]
-    if covariance_type == "diag":
-        prec = prec_chol * prec_chol  # (K, D)
-        rows = max(1, chunk_floats // max(D, K))
-        for s in range(0, n, rows):
-            Xc = X[s : s + rows]
-            o = out[s : s + rows]
-            np.matmul(Xc * Xc, prec.T, out=o)
-            if not zero_mean:
-                pm = prec * means
-                o -= 2.0 * (Xc @ pm.T)
-                o += (pm * means).sum(1)
+
+    def __init__(
+        self, means, prec_chol, covariance_type, zero_mean, center, dtype, n_threads=None
+    ):
+        dtype = np.dtype(dtype)
+        self.full = covariance_type == "full"
+        self.zero_mean = bool(zero_mean)
+        self.dtype = dtype
+        self.n_threads = n_threads
+        C = np.asarray(prec_chol, dtype=np.float64)
+        self.factors = np.ascontiguousarray(C, dtype=dtype)
+        if self.zero_mean:
+            self.center = None
+            self.offsets = np.zeros(C.shape[:1] + C.shape[-1:], dtype=dtype)
+        else:
+            self.center = np.asarray(center, dtype=dtype)
+            mc = np.asarray(means, dtype=np.float64) - np.asarray(center, dtype=np.float64)
+            off = np.einsum("ki,kij->kj", mc, C) if self.full else mc * C
+            self.offsets = np.ascontiguousarray(off, dtype=dtype)
+
+    def evaluate(self, X, out):
+        """Write ``q`` for the rows of ``X`` (n, D) into ``out`` (n, K); returns ``out``."""
+        n = X.shape[0]
+        K = out.shape[1]
+        if n == 0:
+            return out
+        Xc = np.ascontiguousarray(X if self.center is None else X - self.center, dtype=self.dtype)
+        nt = effective_n_threads(self.n_threads) if n * K >= (1 << 15) else 1
+        use_off = not self.zero_mean
+        if self.full:
+            with _single_threaded_blas():
+                _gmm_weights.mahalanobis_sq(Xc, self.factors, self.offsets, out, use_off, nt)
+        else:
+            _gmm_weights.mahalanobis_sq_diag(Xc, self.factors, self.offsets, out, use_off, nt)
         return out
-    # 'full': stack the factors as (D, K*D) once; the offsets m_k^T C_k as (K*D,)
-    Cstack = np.ascontiguousarray(np.transpose(prec_chol, (1, 0, 2)).reshape(D, K * D))
-    offset = None if zero_mean else np.einsum("ki,kij->kj", means, prec_chol).reshape(K * D)
-    rows = max(1, min(n, chunk_floats // (K * D)))
-    buf = np.empty((rows, K * D), dtype=X.dtype)
-    for s in range(0, n, rows):
-        Xc = X[s : s + rows]
-        m = Xc.shape[0]
-        Y = buf[:m]
-        np.matmul(Xc, Cstack, out=Y)
-        if offset is not None:
-            Y -= offset
-        Y3 = Y.reshape(m, K, D)
-        np.einsum("nkd,nkd->nk", Y3, Y3, out=out[s : s + m])
-    return out
+
+
+@functools.lru_cache(maxsize=1)
+def _blas_controller():
+    """One threadpoolctl controller per process (library discovery is slow)."""
+    return ThreadpoolController()
+
+
+def _single_threaded_blas():
+    """BLAS limited to one thread around OpenMP kernels that call BLAS themselves."""
+    return _blas_controller().limit(limits=1, user_api="blas")

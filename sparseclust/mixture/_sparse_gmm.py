@@ -2,7 +2,6 @@
 """Variational Gaussian mixture with L-sparse responsibilities (paper 000, §2-4, App. A-B)."""
 
 import contextlib
-import functools
 import sys
 import time
 import warnings
@@ -23,11 +22,10 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
-from threadpoolctl import ThreadpoolController
 
 from .. import posteriors
-from ..utils import effective_n_threads
 from .._engine import StochasticState, SuffStats, VariationalModel, fit_engine, stochastic_step
+from ..utils import effective_n_threads
 from . import _gaussian
 
 __all__ = ["SparseGaussianMixture"]
@@ -37,12 +35,6 @@ _LOCAL_BLOCK_FLOATS = 1 << 21
 # Below this many weights (rows x K) a block runs the kernels on one thread: waking an OpenMP
 # team costs more than the work (measured ~10 ms per call on a loaded 2-core machine).
 _MIN_PARALLEL_WEIGHTS = 1 << 15
-
-
-@functools.lru_cache(maxsize=1)
-def _blas_controller():
-    """One threadpoolctl controller per process (library discovery is slow)."""
-    return ThreadpoolController()
 
 
 def _threads_for(n_rows, n_components, n_threads):
@@ -67,7 +59,7 @@ class _SparseGMMModel(VariationalModel):
     Local step (paper 000, Alg. 1 and Eq. 5-7), over row blocks of the batch:
 
     1. weights ``W_nk = E[log pi_k] + E[log N(x_n | mu_k, Lambda_k)]`` by BLAS
-       (:func:`_gaussian.weighted_quadratic`);
+       (:class:`_gaussian.QuadraticForm`);
     2. top-L responsibilities ``r_n = responsibilities(W_n, L)``;
     3. additive statistics ``N_k, Sx_k, Sxx_k`` (or their diagonal) and the entropy
        ``-sum_n r_nk log r_nk`` by :func:`sparseclust.posteriors.summary_statistics`.
@@ -118,20 +110,27 @@ class _SparseGMMModel(VariationalModel):
             fields["Sx"] = np.zeros((K, D))
         return SuffStats(**fields)
 
-    def weights(self, X, params, out=None):
-        """Variational weights ``W`` (n, K) in ``X.dtype`` (paper 000, Eq. 5)."""
-        dt = X.dtype
-        n = X.shape[0]
-        if out is None:
-            out = np.empty((n, self.n_components), dtype=dt)
-        _gaussian.weighted_quadratic(
-            X,
-            params.means.astype(dt, copy=False),
-            params.prec_chol.astype(dt, copy=False),
+    def quadratic_form(self, params, dtype):
+        return _gaussian.QuadraticForm(
+            params.means,
+            params.prec_chol,
             self.prior.covariance_type,
             self.prior.zero_mean,
-            out,
+            self.prior.m0,
+            dtype,
+            n_threads=self.n_threads,
         )
+
+    def weights(self, X, params, out=None, qform=None):
+        """Variational weights ``W`` (n, K) in ``X.dtype`` (paper 000, Eq. 5):
+        ``W_nk = const_k - E[(x_n - mu_k)^T Lambda_k (x_n - mu_k)] / 2`` with the mean part
+        ``(x_n - m_k)^T E[Lambda_k] (x_n - m_k)`` from :class:`_gaussian.QuadraticForm`."""
+        dt = X.dtype
+        if out is None:
+            out = np.empty((X.shape[0], self.n_components), dtype=dt)
+        if qform is None:
+            qform = self.quadratic_form(params, dt)
+        qform.evaluate(X, out)
         out *= dt.type(-0.5)
         out += params.const.astype(dt)
         return out
@@ -144,10 +143,13 @@ class _SparseGMMModel(VariationalModel):
         total = None
         buf = np.empty((min(rows, n), K), dtype=X.dtype)
         tm = self.timer.seconds
+        t0 = time.perf_counter()
+        qform = self.quadratic_form(params, X.dtype)
+        tm["weights"] += time.perf_counter() - t0
         for start in range(0, n, rows):
             Xc = X[start : start + rows]
             t0 = time.perf_counter()
-            W = self.weights(Xc, params, out=buf[: Xc.shape[0]])
+            W = self.weights(Xc, params, out=buf[: Xc.shape[0]], qform=qform)
             t1 = time.perf_counter()
             nt = _threads_for(W.shape[0], K, self.n_threads)
             values, indices = posteriors.responsibilities(W, self.L, n_threads=nt)
@@ -167,20 +169,21 @@ class _SparseGMMModel(VariationalModel):
         return _gaussian.elbo(stats, params, self.prior)
 
 
-def _point_log_prob(X, params, prior):
+def _point_log_prob(X, params, prior, n_threads=None):
     """``log pi_hat_k + log N(x_n | m_k, E[Lambda_k]^-1)`` (n, K) in ``X.dtype``."""
     dt = X.dtype
     n, D = X.shape
     K = params.theta.shape[0]
     out = np.empty((n, K), dtype=dt)
-    _gaussian.weighted_quadratic(
-        X,
-        params.means.astype(dt, copy=False),
-        params.prec_chol.astype(dt, copy=False),
+    _gaussian.QuadraticForm(
+        params.means,
+        params.prec_chol,
         prior.covariance_type,
         prior.zero_mean,
-        out,
-    )
+        prior.m0,
+        dt,
+        n_threads=n_threads,
+    ).evaluate(X, out)
     if prior.covariance_type == "full":
         log_det_chol = np.log(np.diagonal(params.prec_chol, axis1=1, axis2=2)).sum(1)
     else:
@@ -204,7 +207,8 @@ class SparseGaussianMixture(
         z_n \sim \mathrm{Cat}(\pi), \quad
         x_n \sim \mathcal N(\mu_{z_n}, \Lambda_{z_n}^{-1}),
 
-    with a conjugate prior on :math:`(\mu_k, \Lambda_k)`: Normal-Wishart (``covariance_type='full'``),
+    with a conjugate prior on :math:`(\mu_k, \Lambda_k)`: Normal-Wishart
+    (``covariance_type='full'``),
     a Normal-Gamma per dimension (``'diag'``), or, with ``zero_mean=True``, :math:`\mu_k = 0` and
     a Wishart (``'full'``) or Gamma (``'diag'``) prior on the precision -- the image-patch model of
     paper 000, App. B.1. The mean-field posterior :math:`q(\pi) q(\mu, \Lambda) \prod_n q(z_n)`
@@ -250,9 +254,11 @@ class SparseGaussianMixture(
         resp. ``X.var(axis=0, ddof=1)``), or the uncentered second moment ``X.T @ X / n``
         when ``zero_mean=True``.
     reg_covar : float, default=1e-6
-        Non-negative isotropic pseudo-scatter added to each sample's ``x x^T``. It enters both
-        the global step (``Sxx + reg_covar N_k I``) and the weights (``-reg_covar / 2
-        tr E[Lambda_k]``) so that the ELBO remains exact.
+        Non-negative isotropic pseudo-scatter ``reg_covar I`` added to each sample's ``x x^T``
+        and to each of the ``nu0`` prior pseudo-samples (``Psi0 + reg_covar nu0 I``), so that
+        ``covariances_ >= reg_covar I`` as in scikit-learn. It enters both the global step
+        (``Sxx + reg_covar N_k I``) and the weights (``-reg_covar / 2 tr E[Lambda_k]``), so the
+        ELBO stays exact and its coordinate ascent monotone.
     algorithm : {'batch', 'memoized', 'stochastic'}, default='batch'
         Learning algorithm.
     n_batches : int, default=10
@@ -300,7 +306,8 @@ class SparseGaussianMixture(
         Posterior mean mixture weights ``E[pi_k] = theta_k / sum(theta)``.
     means_ : ndarray of shape (n_components, n_features)
         Posterior means ``m_k`` (zeros when ``zero_mean``).
-    covariances_ : ndarray of shape (n_components, n_features, n_features) or (n_components, n_features)
+    covariances_ : ndarray of shape (n_components, n_features, n_features) or \
+            (n_components, n_features)
         ``E[Lambda_k]^-1`` (``W_k^-1 / nu_k``), scikit-learn's convention.
     precisions_ : ndarray, same shape as ``covariances_``
         Posterior mean precisions ``E[Lambda_k] = nu_k W_k``.
@@ -313,7 +320,9 @@ class SparseGaussianMixture(
         ``beta_k = beta0 + N_k`` (``inf`` when ``zero_mean``).
     degrees_of_freedom_ : ndarray of shape (n_components,)
         ``nu_k = nu0 + N_k``.
-    weight_concentration_prior_, mean_precision_prior_, mean_prior_, degrees_of_freedom_prior_, covariance_prior_
+    weight_concentration_prior_, mean_precision_prior_, mean_prior_ : float or ndarray
+        The priors actually used (``mean_precision_prior_`` is ``inf`` for zero-mean models).
+    degrees_of_freedom_prior_, covariance_prior_ : float or ndarray
         The priors actually used.
     lower_bound_ : float
         ELBO (nats, summed over samples) of the final model.
@@ -457,7 +466,9 @@ class SparseGaussianMixture(
         n, D = X.shape
         K = self.n_components
         Xd = np.asarray(X, dtype=np.float64)
-        alpha0 = 1.0 / K if self.weight_concentration_prior is None else self.weight_concentration_prior
+        alpha0 = (
+            1.0 / K if self.weight_concentration_prior is None else self.weight_concentration_prior
+        )
         beta0 = 1.0 if self.mean_precision_prior is None else float(self.mean_precision_prior)
         if self.zero_mean:
             m0 = np.zeros(D)
@@ -466,9 +477,7 @@ class SparseGaussianMixture(
         else:
             m0 = np.asarray(self.mean_prior, dtype=np.float64)
             if m0.shape != (D,):
-                raise ValueError(
-                    f"mean_prior must have shape ({D},), got {m0.shape}."
-                )
+                raise ValueError(f"mean_prior must have shape ({D},), got {m0.shape}.")
             if not np.all(np.isfinite(m0)):
                 raise ValueError("mean_prior must be finite.")
         if self.degrees_of_freedom_prior is None:
@@ -514,6 +523,10 @@ class SparseGaussianMixture(
                     )
                 if not np.all(psi0 > 0):
                     raise ValueError("covariance_prior must be positive.")
+        # reg_covar is a pseudo-scatter of every sample *and* of each of the nu0 prior
+        # pseudo-samples, so that covariances_ >= reg_covar I as in scikit-learn
+        if self.reg_covar:
+            psi0 = psi0 + self.reg_covar * nu0 * (np.eye(D) if full else np.ones(D))
         self.weight_concentration_prior_ = float(alpha0)
         self.mean_precision_prior_ = np.inf if self.zero_mean else beta0
         self.mean_prior_ = m0.astype(X.dtype)
@@ -557,9 +570,7 @@ class SparseGaussianMixture(
         R = np.asarray(init)
         if R.ndim == 1:
             if R.shape[0] != n:
-                raise ValueError(
-                    f"init_params labels must have shape ({n},), got {R.shape}."
-                )
+                raise ValueError(f"init_params labels must have shape ({n},), got {R.shape}.")
             if not np.issubdtype(R.dtype, np.integer) or R.min() < 0 or R.max() >= K:
                 raise ValueError(
                     f"init_params labels must be integers in [0, {K}), got {R.dtype} "
@@ -577,7 +588,9 @@ class SparseGaussianMixture(
             raise ValueError("init_params responsibilities must be finite and non-negative.")
         sums = R.sum(axis=1, keepdims=True)
         if np.any(sums <= 0):
-            raise ValueError("every row of the init_params responsibilities needs a positive entry.")
+            raise ValueError(
+                "every row of the init_params responsibilities needs a positive entry."
+            )
         R = (R / sums).astype(X.dtype)
         idx = np.broadcast_to(np.arange(K, dtype=np.int32), (n, K))
         return model.stats_from_responsibilities(R, np.ascontiguousarray(idx), X)
@@ -590,7 +603,7 @@ class SparseGaussianMixture(
     def _blas_limits(self):
         if self.n_threads is None:
             return contextlib.nullcontext()
-        return _blas_controller().limit(
+        return _gaussian._blas_controller().limit(
             limits=effective_n_threads(self.n_threads), user_api="blas"
         )
 
@@ -616,14 +629,16 @@ class SparseGaussianMixture(
         ``callback(info)`` (see :func:`sparseclust._engine.fit_engine`)."""
         warm = self.warm_start and hasattr(self, "_stats")
         X = validate_data(
-            self, X, dtype=[np.float64, np.float32], ensure_min_samples=2, reset=not warm,
+            self,
+            X,
+            dtype=[np.float64, np.float32],
+            ensure_min_samples=2,
+            reset=not warm,
             order="C",
         )
         self._check_n_samples(X)
         if X_heldout is not None:
-            X_heldout = validate_data(
-                self, X_heldout, dtype=X.dtype, reset=False, order="C"
-            )
+            X_heldout = validate_data(self, X_heldout, dtype=X.dtype, reset=False, order="C")
         with self._blas_limits():
             if warm:
                 prior = self._prior
@@ -639,7 +654,7 @@ class SparseGaussianMixture(
                     return float(np.mean(self._score_samples_params(X_heldout, params, prior)))
 
             best = None
-            for init in range(n_init):
+            for _ in range(n_init):
                 if warm:
                     init_stats = self._stats
                 else:
@@ -654,6 +669,7 @@ class SparseGaussianMixture(
                 f"Best of {n_init} initialization(s) did not converge in {self.max_iter} passes "
                 f"(relative ELBO change >= tol={self.tol}). Try a larger max_iter or tol.",
                 ConvergenceWarning,
+                stacklevel=2,
             )
         self._prior = prior
         self._set_fitted(best.params, best.stats, X.dtype)
@@ -710,7 +726,7 @@ class SparseGaussianMixture(
             callback=_cb,
             heldout_score=heldout_score,
         )
-        for entry, dt in zip(result.trace, per_pass):
+        for entry, dt in zip(result.trace, per_pass, strict=True):
             entry.update(dt)
         return result
 
@@ -735,7 +751,11 @@ class SparseGaussianMixture(
         """
         first = not hasattr(self, "_svi_state")
         X = validate_data(
-            self, X, dtype=[np.float64, np.float32], reset=first, order="C",
+            self,
+            X,
+            dtype=[np.float64, np.float32],
+            reset=first,
+            order="C",
             ensure_min_samples=2 if first else 1,
         )
         with self._blas_limits():
@@ -763,7 +783,12 @@ class SparseGaussianMixture(
             timings = {}
             t0 = time.perf_counter()
             params = stochastic_step(
-                model, state, X, kappa=self.kappa, delta=self.delta, total_samples=total,
+                model,
+                state,
+                X,
+                kappa=self.kappa,
+                delta=self.delta,
+                total_samples=total,
                 timings=timings,
             )
             elapsed = time.perf_counter() - t0
@@ -799,10 +824,10 @@ class SparseGaussianMixture(
         C = params.prec_chol
         if self.covariance_type == "full":
             self.covariances_ = (params.scale_inv / params.nu[:, None, None]).astype(dtype)
-            self.precisions_ = (C @ np.swapaxes(C, 1, 2)).astype(dtype)
+            self.precisions_ = params.precisions.astype(dtype)
         else:
             self.covariances_ = (params.scale_inv / params.nu[:, None]).astype(dtype)
-            self.precisions_ = (C * C).astype(dtype)
+            self.precisions_ = params.precisions.astype(dtype)
         self.precisions_cholesky_ = C.astype(dtype)
 
     # ------------------------------------------------------------------ inference
@@ -874,7 +899,7 @@ class SparseGaussianMixture(
         rows = int(max(256, _LOCAL_BLOCK_FLOATS // K))
         out = np.empty(n, dtype=np.float64)
         for s in range(0, n, rows):
-            lp = _point_log_prob(X[s : s + rows], params, prior)
+            lp = _point_log_prob(X[s : s + rows], params, prior, self.n_threads)
             out[s : s + rows] = logsumexp(lp, axis=1)
         return out
 
@@ -922,7 +947,9 @@ class SparseGaussianMixture(
 
                 x = mean + solve_triangular(C, z.T, lower=False, trans="T").T
             else:
-                x = mean + rng.standard_normal((c, D)) * np.sqrt(self._params.scale_inv[k] / self._params.nu[k])
+                x = mean + rng.standard_normal((c, D)) * np.sqrt(
+                    self._params.scale_inv[k] / self._params.nu[k]
+                )
             Xs.append(x)
             ys.append(np.full(c, k))
         return np.vstack(Xs).astype(self._dtype), np.concatenate(ys)

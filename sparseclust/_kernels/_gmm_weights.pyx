@@ -1,0 +1,142 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Batched Mahalanobis norms for the Gaussian-mixture weights (paper 000, Eq. 5).
+
+The dense part of the mixture's local step: for every sample n and component k,
+
+    out[n, k] = || x_n^T C_k - o_k ||^2,     o_k = m_k^T C_k,
+
+which is ``(x_n - m_k)^T P_k (x_n - m_k)`` when ``P_k = C_k C_k^T`` (``C_k`` a factor of the
+expected precision, e.g. its upper-triangular Cholesky-type factor). Cost O(N K D^2), the one
+step of the local step whose work does not shrink with the sparsity level L.
+
+Layout: rows are cut into blocks of ``block_rows``; blocks are processed in parallel, one per
+thread. For each block and component one single-threaded BLAS ``gemm`` writes the product
+``X_block C_k`` column-major into a per-thread buffer that stays in cache (no (N, K, D)
+intermediate), and the squared distances to ``o_k`` are accumulated dimension by dimension over
+contiguous rows (a loop the compiler vectorizes). Squaring after the product keeps the rounding
+error of the form second order when the true product is small, unlike expanding the quadratic
+form into ``x^T P x - 2 x^T P m + m^T P m``. The caller must limit BLAS to one thread
+(threadpoolctl) around this kernel.
+"""
+
+from cython cimport floating
+from cython.parallel cimport parallel, prange
+from libc.stdlib cimport free, malloc
+from scipy.linalg.cython_blas cimport dgemm, sgemm
+
+
+cdef inline void _block_product(
+    const floating* Xb, const floating* C, floating* Y, int D, int rows
+) noexcept nogil:
+    # Column-major BLAS view: Xb (row-major rows x D) is Xb^T (D x rows) with ld D, C (row-major
+    # D x D) is C^T. Y = op(Xb^T) op(C^T) = Xb C, stored column-major (rows x D, ld rows).
+    cdef char tr = b'T'
+    cdef int m = rows
+    cdef int n = D
+    cdef int kk = D
+    cdef float one_f = 1.0
+    cdef float zero_f = 0.0
+    cdef double one_d = 1.0
+    cdef double zero_d = 0.0
+    if floating is float:
+        sgemm(&tr, &tr, &m, &n, &kk, &one_f, <float*> Xb, &kk, <float*> C, &n, &zero_f,
+              Y, &m)
+    else:
+        dgemm(&tr, &tr, &m, &n, &kk, &one_d, <double*> Xb, &kk, <double*> C, &n, &zero_d,
+              Y, &m)
+
+
+def mahalanobis_sq(
+    const floating[:, ::1] X,  # IN (N, D) rows (centered by the caller where useful)
+    const floating[:, :, ::1] chol,  # IN (K, D, D) factors C_k (row-major)
+    const floating[:, ::1] offsets,  # IN (K, D) o_k = m_k^T C_k (read only if use_offsets)
+    floating[:, ::1] out,  # OUT (N, K)
+    bint use_offsets,
+    int n_threads,
+    int block_rows=256,
+):
+    """Squared norms ``out[n, k] = ||X[n] @ chol[k] - offsets[k]||^2``.
+
+    Parameters
+    ----------
+    X : (N, D) float32/float64, C-contiguous
+    chol : (K, D, D), same dtype
+    offsets : (K, D), same dtype
+    out : (N, K), same dtype, written
+    use_offsets : bool
+        False treats the offsets as zero (zero-mean components).
+    n_threads : int >= 1
+    block_rows : int >= 1
+        Rows per block (the per-thread buffer holds block_rows * (D + 1) values).
+
+    Equivalent to ``np.einsum("nkd,nkd->nk", Y, Y)`` with
+    ``Y = np.einsum("ni,kij->nkj", X, chol) - offsets``.
+    """
+    cdef Py_ssize_t N = X.shape[0]
+    cdef int D = <int> X.shape[1]
+    cdef Py_ssize_t K = chol.shape[0]
+    cdef Py_ssize_t n_blocks
+    cdef Py_ssize_t b, k, start
+    cdef int i, d, rows
+    cdef floating* buf
+    cdef floating* acc
+    cdef floating* col
+    cdef floating o, v
+    if N == 0 or K == 0 or D == 0:
+        out[:, :] = 0
+        return
+    if block_rows < 1:
+        block_rows = 1
+    n_blocks = (N + block_rows - 1) // block_rows
+    with nogil, parallel(num_threads=n_threads):
+        buf = <floating*> malloc((<Py_ssize_t> block_rows * (D + 1) + 8) * sizeof(floating))
+        acc = buf + <Py_ssize_t> block_rows * D
+        for b in prange(n_blocks, schedule="static"):
+            start = b * block_rows
+            rows = <int> min(<Py_ssize_t> block_rows, N - start)
+            for k in range(K):
+                _block_product(&X[start, 0], &chol[k, 0, 0], buf, D, rows)
+                for i in range(rows):
+                    acc[i] = 0
+                for d in range(D):
+                    col = buf + <Py_ssize_t> d * rows
+                    o = offsets[k, d] if use_offsets else 0
+                    for i in range(rows):
+                        v = col[i] - o
+                        acc[i] = acc[i] + v * v
+                for i in range(rows):
+                    out[start + i, k] = acc[i]
+        free(buf)
+
+
+def mahalanobis_sq_diag(
+    const floating[:, ::1] X,  # IN (N, D)
+    const floating[:, ::1] scales,  # IN (K, D) s_k = sqrt of the diagonal precision
+    const floating[:, ::1] offsets,  # IN (K, D) o_k = m_k * s_k (read only if use_offsets)
+    floating[:, ::1] out,  # OUT (N, K)
+    bint use_offsets,
+    int n_threads,
+):
+    """Diagonal forms ``out[n, k] = sum_d (X[n, d] * scales[k, d] - offsets[k, d])^2``.
+
+    O(N K D); rows in parallel. Equivalent to
+    ``((X[:, None, :] * scales - offsets) ** 2).sum(-1)``.
+    """
+    cdef Py_ssize_t N = X.shape[0]
+    cdef Py_ssize_t D = X.shape[1]
+    cdef Py_ssize_t K = scales.shape[0]
+    cdef Py_ssize_t n, k, d
+    cdef floating acc, v
+    with nogil:
+        for n in prange(N, schedule="static", num_threads=n_threads):
+            for k in range(K):
+                acc = 0
+                if use_offsets:
+                    for d in range(D):
+                        v = X[n, d] * scales[k, d] - offsets[k, d]
+                        acc = acc + v * v
+                else:
+                    for d in range(D):
+                        v = X[n, d] * scales[k, d]
+                        acc = acc + v * v
+                out[n, k] = acc
