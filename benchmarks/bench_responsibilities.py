@@ -37,6 +37,14 @@ D = 64
 DENSE_SXX_MAX_K = 400  # dense O(N K D^2) second moment beyond this takes minutes per repeat
 
 
+METHOD_CODES = (
+    ("select", _topl.SELECT),
+    ("scan", _topl.SCAN),  # the dispatch used by method="auto" for L <= 32
+    ("insert", _topl.INSERT),
+    ("buffer", _topl.BUFFER),
+)
+
+
 def timeit(f, repeats):
     f()  # warm-up (page faults, lazy init)
     ts = []
@@ -65,9 +73,12 @@ def main(argv=None):
         default=os.path.join(os.path.dirname(__file__), "results", "responsibilities.json"),
     )
     ap.add_argument("--crossover", action="store_true", help="also time select vs scan, L<=128")
+    ap.add_argument("--ks", type=str, default=None, help="comma-separated K subset")
     args = ap.parse_args(argv)
     nt = args.threads
     N, Ks, repeats = N_ROWS, KS, args.repeats
+    if args.ks:
+        Ks = [int(k) for k in args.ks.split(",")]
     if args.quick:
         N, Ks, repeats = 4000, [50, 400], min(repeats, 2)
     rng = np.random.default_rng(0)
@@ -82,7 +93,7 @@ def main(argv=None):
             r["softmax_scipy"] = timeit(lambda: scipy.special.softmax(W, axis=1), repeats)
             r["dense"] = timeit(lambda: P.dense_responsibilities(W, n_threads=nt), repeats)
             for L in LS:
-                for name, code in (("select", _topl.SELECT), ("scan", _topl.SCAN)):
+                for name, code in METHOD_CODES:
                     r[f"L{L}_{name}"] = timeit(
                         lambda: _topl.top_l(W, L, code, True, nt), repeats
                     )
@@ -90,7 +101,7 @@ def main(argv=None):
             if args.crossover:
                 for L in (32, 64, 128):
                     if L < K:
-                        for name, code in (("select", _topl.SELECT), ("scan", _topl.SCAN)):
+                        for name, code in METHOD_CODES:
                             r[f"L{L}_{name}"] = timeit(
                                 lambda: _topl.top_l(W, L, code, True, nt), repeats
                             )
@@ -141,8 +152,8 @@ def main(argv=None):
 def markdown(rows):
     lines = [
         "| K | dense ms | softmax/dense | L | top-L ms | dense/top-L | top-L/rowmax(np) | "
-        "top-L/rowmax(kernel) | select ms | scan ms |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "top-L/rowmax(kernel) | select ms | insert ms | buffer ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         for L in LS:
@@ -151,7 +162,7 @@ def markdown(rows):
                 f"| {r['K']} | {1e3 * r['dense']:.1f} | {r['softmax_scipy'] / r['dense']:.2f} | "
                 f"{L} | {1e3 * t:.1f} | {r['dense'] / t:.1f} | {t / r['rowmax_numpy']:.1f} | "
                 f"{t / r['rowmax_kernel']:.1f} | {1e3 * r[f'L{L}_select']:.1f} | "
-                f"{1e3 * r[f'L{L}_scan']:.1f} |"
+                f"{1e3 * r[f'L{L}_insert']:.1f} | {1e3 * r[f'L{L}_buffer']:.1f} |"
             )
     lines += [
         "",
