@@ -157,6 +157,8 @@ cdef struct DocState:
     int* nk         # (Umax,) number kept per word type (sparse)
     double* zm      # (Umax,) max kept weight (sparse)
     double* zs      # (Umax,) normalizer: sum exp(W - zm) (sparse) / <expP, ET[v]> (dense)
+    double* ce      # (Umax * Lk,) exp(C_vk - cm) of the kept topics (sparse)
+    double* cm      # (Umax,) reference value of ce (sparse)
     int* active     # (K,) topics that may carry mass (sparse: active set; dense: allowed)
     char* act       # (K,) membership flags of `active`
     int n_active
@@ -178,7 +180,9 @@ cdef inline void _bind(DocState* s, double* dbuf, int* ibuf, char* cbuf, int K, 
     s.expP = dbuf + 2 * K
     s.zm = dbuf + 3 * K
     s.zs = dbuf + 3 * K + Umax
-    s.r = dbuf + 3 * K + 2 * Umax
+    s.cm = dbuf + 3 * K + 2 * Umax
+    s.r = dbuf + 3 * K + 3 * Umax
+    s.ce = s.r + <Py_ssize_t> Umax * Lk
     s.active = ibuf
     s.nk = ibuf + K
     s.idx = ibuf + K + Umax
@@ -186,7 +190,7 @@ cdef inline void _bind(DocState* s, double* dbuf, int* ibuf, char* cbuf, int K, 
 
 
 cdef inline Py_ssize_t _state_doubles(int K, int Umax, int Lk) noexcept nogil:
-    return 3 * <Py_ssize_t> K + 2 * <Py_ssize_t> Umax + <Py_ssize_t> Umax * Lk
+    return 3 * <Py_ssize_t> K + 3 * <Py_ssize_t> Umax + 2 * <Py_ssize_t> Umax * Lk
 
 
 cdef inline Py_ssize_t _state_ints(int K, int Umax, int Lk) noexcept nogil:
@@ -287,6 +291,19 @@ cdef inline void _scan_top_bounded(const double* C, const double* P, const int* 
             idx[pos] = k
 
 
+cdef inline void _kept_exp(const double* C, const int* idx, int nk, double* ce,
+                           double* cm) noexcept nogil:
+    """ce[j] = exp(C[idx[j]] - cm) with cm = max_j C[idx[j]], for the reweighting iterations."""
+    cdef int j
+    cdef double m = -INFINITY
+    for j in range(nk):
+        if C[idx[j]] > m:
+            m = C[idx[j]]
+    for j in range(nk):
+        ce[j] = exp(C[idx[j]] - m)
+    cm[0] = m
+
+
 # ---------------------------------------------------------------------------------------------
 # one iteration
 
@@ -358,8 +375,9 @@ cdef double _iter_sparse(const Ctx* c, DocState* s, Work* wk, const int32_t* vid
                          double eps) noexcept nogil:
     """One L-sparse iteration over the active set; returns max_k |Delta N_k|."""
     cdef int K = c.K, Lk = c.Lk, k, j, u, n, nk, t
-    cdef bint use_order
-    cdef double stheta, psum, m, ssum, inv, x, cu, delta = 0.0, d
+    cdef bint use_order, fresh
+    cdef double stheta, psum, m, ssum, inv, x, cu, delta = 0.0, d, pmax = 0.0
+    cdef double* ce
     cdef const double* C
     cdef double* r
     cdef int* idx
@@ -390,9 +408,18 @@ cdef double _iter_sparse(const Ctx* c, DocState* s, Work* wk, const int32_t* vid
                 s.act[k] = 0
         s.n_active = n
         psum = _digamma(stheta)
+        pmax = -INFINITY
         for j in range(n):
             k = s.active[j]
             s.P[k] = _digamma(s.N[k] + c.alpha[k]) - psum
+            if s.P[k] > pmax:
+                pmax = s.P[k]
+        if not select:
+            # reweighting: exp(C_vk + P_k) = exp(cm_v) exp(C_vk - cm_v) exp(P_k - pmax)
+            # exp(pmax), with the first factor stored per word type at its selection
+            for j in range(n):
+                k = s.active[j]
+                s.expP[k] = exp(s.P[k] - pmax)
     for j in range(s.n_active):
         Nnew[s.active[j]] = 0.0
     if first and c.cold_row != NULL:
@@ -410,6 +437,8 @@ cdef double _iter_sparse(const Ctx* c, DocState* s, Work* wk, const int32_t* vid
             s.nk[u] = Lk
             s.zm[u] = c.cold_zm[t]
             s.zs[u] = c.cold_zs[t]
+            _kept_exp(c.CT + <Py_ssize_t> vids[u] * K, idx, Lk,
+                      s.ce + <Py_ssize_t> u * Lk, s.cm + u)
         U = 0
     use_order = (select and c.cmax != NULL and s.n_active > Lk and Lk <= _SCAN_MAX_L
                  and U > 0)
@@ -420,6 +449,7 @@ cdef double _iter_sparse(const Ctx* c, DocState* s, Work* wk, const int32_t* vid
         C = c.CT + <Py_ssize_t> vids[u] * K
         r = s.r + <Py_ssize_t> u * Lk
         idx = s.idx + <Py_ssize_t> u * Lk
+        ce = s.ce + <Py_ssize_t> u * Lk
         nk = 0
         if not select:
             # reweight the kept topics that are still active
@@ -427,7 +457,25 @@ cdef double _iter_sparse(const Ctx* c, DocState* s, Work* wk, const int32_t* vid
                 k = idx[j]
                 if s.act[k]:
                     idx[nk] = k
+                    ce[nk] = ce[j]
                     nk += 1
+            if nk > 0:
+                ssum = 0.0
+                for j in range(nk):
+                    r[j] = ce[j] * s.expP[idx[j]]
+                    ssum = ssum + r[j]
+                if ssum > 1e-280:
+                    inv = 1.0 / ssum
+                    cu = cnt[u]
+                    for j in range(nk):
+                        r[j] = r[j] * inv
+                        Nnew[idx[j]] += cu * r[j]
+                    s.nk[u] = nk
+                    s.zm[u] = s.cm[u] + pmax
+                    s.zs[u] = ssum
+                    continue
+                # the product underflowed: weight the same topics in log space below
+        fresh = nk == 0
         if nk == 0:
             n = s.n_active
             if n <= Lk:
@@ -466,6 +514,8 @@ cdef double _iter_sparse(const Ctx* c, DocState* s, Work* wk, const int32_t* vid
         s.nk[u] = nk
         s.zm[u] = m
         s.zs[u] = ssum
+        if fresh:
+            _kept_exp(C, idx, nk, ce, s.cm + u)
     for j in range(s.n_active):
         k = s.active[j]
         d = fabs(Nnew[k] - s.N[k])
@@ -538,7 +588,8 @@ cdef int _converge(const Ctx* c, DocState* s, Work* wk, const int32_t* vids,
     cdef bint select
     cdef double delta
     for it in range(max_iter):
-        select = it < c.n_select_first or (c.select_every > 0 and it % c.select_every == 0)
+        select = (it == 0 or it < c.n_select_first
+                  or (c.select_every > 0 and it % c.select_every == 0))
         if c.dense:
             delta = _iter_dense(c, s, wk, vids, cnt, U, cold and it == 0, underflow)
         else:
