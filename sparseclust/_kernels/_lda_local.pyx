@@ -414,12 +414,11 @@ cdef double _iter_sparse(const Ctx* c, DocState* s, Work* wk, const int32_t* vid
             s.P[k] = _digamma(s.N[k] + c.alpha[k]) - psum
             if s.P[k] > pmax:
                 pmax = s.P[k]
-        if not select:
-            # reweighting: exp(C_vk + P_k) = exp(cm_v) exp(C_vk - cm_v) exp(P_k - pmax)
-            # exp(pmax), with the first factor stored per word type at its selection
-            for j in range(n):
-                k = s.active[j]
-                s.expP[k] = exp(s.P[k] - pmax)
+        # after the cold start, exp(C_vk + P_k) = exp(cm_v) exp(C_vk - cm_v) exp(P_k - pmax)
+        # exp(pmax), with exp(C_vk - cm_v) stored per word type at its selection
+        for j in range(n):
+            k = s.active[j]
+            s.expP[k] = exp(s.P[k] - pmax)
     for j in range(s.n_active):
         Nnew[s.active[j]] = 0.0
     if first and c.cold_row != NULL:
@@ -459,24 +458,8 @@ cdef double _iter_sparse(const Ctx* c, DocState* s, Work* wk, const int32_t* vid
                     idx[nk] = k
                     ce[nk] = ce[j]
                     nk += 1
-            if nk > 0:
-                ssum = 0.0
-                for j in range(nk):
-                    r[j] = ce[j] * s.expP[idx[j]]
-                    ssum = ssum + r[j]
-                if ssum > 1e-280:
-                    inv = 1.0 / ssum
-                    cu = cnt[u]
-                    for j in range(nk):
-                        r[j] = r[j] * inv
-                        Nnew[idx[j]] += cu * r[j]
-                    s.nk[u] = nk
-                    s.zm[u] = s.cm[u] + pmax
-                    s.zs[u] = ssum
-                    continue
-                # the product underflowed: weight the same topics in log space below
         fresh = nk == 0
-        if nk == 0:
+        if fresh:
             n = s.n_active
             if n <= Lk:
                 memcpy(idx, s.active, n * sizeof(int))
@@ -495,6 +478,24 @@ cdef double _iter_sparse(const Ctx* c, DocState* s, Work* wk, const int32_t* vid
                 sc_lda_select_top(w, cand, n, Lk)
                 memcpy(idx, cand, Lk * sizeof(int))
                 nk = Lk
+            if not first:
+                _kept_exp(C, idx, nk, ce, s.cm + u)
+        if not first:
+            ssum = 0.0
+            for j in range(nk):
+                r[j] = ce[j] * s.expP[idx[j]]
+                ssum = ssum + r[j]
+            if ssum > 1e-280:
+                inv = 1.0 / ssum
+                cu = cnt[u]
+                for j in range(nk):
+                    r[j] = r[j] * inv
+                    Nnew[idx[j]] += cu * r[j]
+                s.nk[u] = nk
+                s.zm[u] = s.cm[u] + pmax
+                s.zs[u] = ssum
+                continue
+            # the product underflowed: weight the same topics in log space below
         m = -INFINITY
         for j in range(nk):
             k = idx[j]
@@ -514,7 +515,7 @@ cdef double _iter_sparse(const Ctx* c, DocState* s, Work* wk, const int32_t* vid
         s.nk[u] = nk
         s.zm[u] = m
         s.zs[u] = ssum
-        if fresh:
+        if first:
             _kept_exp(C, idx, nk, ce, s.cm + u)
     for j in range(s.n_active):
         k = s.active[j]
