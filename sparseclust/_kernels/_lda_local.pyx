@@ -22,6 +22,14 @@ and every ``select_every``-th after, and in between each word type only reweight
 topics (their indices are stored per word type).  The sparse routine with L >= |A_d| is the
 dense algorithm computed in log space, restricted to the active set.
 
+Cost of the sparse regime (all exact; see ``lda_local_docs``): the cold start reads a batch-wide
+table of each word type's top-L topics and responsibilities under uniform P (O(L) per word
+type instead of O(K)); later selections scan the active topics by decreasing P_dk and stop at
+the bound max_k C_vk + P_dk; after the cold start the weights of the kept topics are
+exp(C_vk - cm_v) (stored at the word type's selection, cm_v = max of its kept C_vk) times
+exp(P_dk - max_k P_dk) (|A_d| exponentials per document and iteration), normalized; the
+log-space formula is used when that product underflows for every kept topic of a word type.
+
 Document ELBO (App. C, Eq. 47-49, with theta at its optimum N + alpha):
 
     L_d = c_Dir(alpha) - c_Dir(theta_d) + sum_u c_du sum_k r_duk (C_{v_du k} - log r_duk)
