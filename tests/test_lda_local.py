@@ -200,6 +200,47 @@ def test_threads_bit_identical(L, restarts):
         assert o.n_iter_total == out[0].n_iter_total
 
 
+
+def _kernel_outputs(X, C, alpha, L, restarts, tol, n_threads=1, **flags):
+    from sparseclust._kernels import _lda_local
+    from sparseclust.topics._local import RESTART_MIN, _check_alpha, _check_counts
+
+    K = C.shape[0]
+    indptr, indices, data, _ = _check_counts(X, C.shape[1])
+    CT = np.ascontiguousarray(C.T)
+    return _lda_local.lda_local_docs(
+        indptr, indices, data, CT, np.empty((0, K)), np.empty(0), _check_alpha(alpha, K), L,
+        60, tol, 5, 10, restarts, 5, RESTART_MIN, EPS_REL, n_threads, **flags,
+    )
+
+
+@pytest.mark.parametrize("L", [1, 3, 8, 33])
+@pytest.mark.parametrize("ties", [False, True])
+def test_cold_table_and_bounded_selection_equal_per_document_path(L, ties):
+    # the batch-wide cold-start table (top-L of C_{v,:} under uniform P) and the P-ordered
+    # bounded selection scan are exact shortcuts: every output must equal the plain path,
+    # which selects per document and scans the whole active set
+    K = 40
+    X, C, alpha = _problem(seed=11, K=K, V=70, D=60, mean=1.5)
+    if ties:
+        # duplicated topics and rounded weights: equal C_vk (and equal P_dk) for many pairs,
+        # so the selections depend on the tie rule (smaller topic index first)
+        C = np.round(C, 1)
+        C[K // 2 :] = C[: K // 2]
+        alpha = np.full(K, 0.1)
+    for restarts, tol in ((0, 0.0), (4, 0.05)):
+        plain = _kernel_outputs(X, C, alpha, L, restarts, tol, cold_table=False,
+                                bounded_select=False)
+        assert np.any(plain["idx"] >= 0)
+        for flags in (dict(cold_table=True, bounded_select=False),
+                      dict(cold_table=False, bounded_select=True), {}):
+            for nt in (1, 2):
+                fast = _kernel_outputs(X, C, alpha, L, restarts, tol, n_threads=nt, **flags)
+                for key in plain:
+                    np.testing.assert_allclose(fast[key], plain[key], rtol=1e-12, atol=0,
+                                               err_msg=key)
+                    assert np.array_equal(fast[key], plain[key]), key
+
 def _doc_elbos(X, C, alpha, **kw):
     X = sp.csr_array(X)
     out = []

@@ -22,6 +22,14 @@ and every ``select_every``-th after, and in between each word type only reweight
 topics (their indices are stored per word type).  The sparse routine with L >= |A_d| is the
 dense algorithm computed in log space, restricted to the active set.
 
+Cost of the sparse regime (all exact; see ``lda_local_docs``): the cold start reads a batch-wide
+table of each word type's top-L topics and responsibilities under uniform P (O(L) per word
+type instead of O(K)); later selections scan the active topics by decreasing P_dk and stop at
+the bound max_k C_vk + P_dk; after the cold start the weights of the kept topics are
+exp(C_vk - cm_v) (stored at the word type's selection, cm_v = max of its kept C_vk) times
+exp(P_dk - max_k P_dk) (|A_d| exponentials per document and iteration), normalized; the
+log-space formula is used when that product underflows for every kept topic of a word type.
+
 Document ELBO (App. C, Eq. 47-49, with theta at its optimum N + alpha):
 
     L_d = c_Dir(alpha) - c_Dir(theta_d) + sum_u c_du sum_k r_duk (C_{v_du k} - log r_duk)
@@ -63,6 +71,12 @@ cdef extern from * nogil:
             return w[a] > w[b] || (w[a] == w[b] && a < b);
         });
     }
+    // Sort idx[0:n] by decreasing val[k] (ties: smaller index first).
+    static inline void sc_lda_sort_desc(const double* val, int* idx, int n) {
+        std::sort(idx, idx + n, [val](int a, int b) {
+            return val[a] > val[b] || (val[a] == val[b] && a < b);
+        });
+    }
     // Sort idx[0:n] by increasing val[k] (ties: smaller index first), first m entries only.
     static inline void sc_lda_sort_smallest(const double* val, int* idx, int n, int m) {
         std::partial_sort(idx, idx + m, idx + n, [val](int a, int b) {
@@ -72,6 +86,7 @@ cdef extern from * nogil:
     """
     void sc_lda_select_top(const double* w, int* idx, int n, int L)
     void sc_lda_sort_smallest(const double* val, int* idx, int n, int m)
+    void sc_lda_sort_desc(const double* val, int* idx, int n)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -130,6 +145,15 @@ cdef struct Ctx:
     const double* rowmax  # (V,) (dense only)
     const double* alpha   # (K,)
     const double* lg_alpha  # (K,) gammaln(alpha)
+    # sparse regime, cold-start table (NULL when not used): word type v of the batch has row
+    # cold_row[v] of the (V_batch, Lk) selection and responsibilities of the first iteration
+    const int32_t* cold_row
+    const int* cold_idx
+    const double* cold_r
+    const double* cold_zm
+    const double* cold_zs
+    # sparse regime, bounded selection (NULL when not used): cmax[v] = max_k C_vk
+    const double* cmax
 
 
 cdef struct DocState:
@@ -141,6 +165,8 @@ cdef struct DocState:
     int* nk         # (Umax,) number kept per word type (sparse)
     double* zm      # (Umax,) max kept weight (sparse)
     double* zs      # (Umax,) normalizer: sum exp(W - zm) (sparse) / <expP, ET[v]> (dense)
+    double* ce      # (Umax * Lk,) exp(C_vk - cm) of the kept topics (sparse)
+    double* cm      # (Umax,) reference value of ce (sparse)
     int* active     # (K,) topics that may carry mass (sparse: active set; dense: allowed)
     char* act       # (K,) membership flags of `active`
     int n_active
@@ -152,6 +178,7 @@ cdef struct Work:
     double* w       # (K,)
     int* cand       # (K,)
     int* rcand      # (K,) restart candidates
+    int* order      # (K,) active topics by decreasing P (bounded selection)
 
 
 cdef inline void _bind(DocState* s, double* dbuf, int* ibuf, char* cbuf, int K, int Umax,
@@ -161,7 +188,9 @@ cdef inline void _bind(DocState* s, double* dbuf, int* ibuf, char* cbuf, int K, 
     s.expP = dbuf + 2 * K
     s.zm = dbuf + 3 * K
     s.zs = dbuf + 3 * K + Umax
-    s.r = dbuf + 3 * K + 2 * Umax
+    s.cm = dbuf + 3 * K + 2 * Umax
+    s.r = dbuf + 3 * K + 3 * Umax
+    s.ce = s.r + <Py_ssize_t> Umax * Lk
     s.active = ibuf
     s.nk = ibuf + K
     s.idx = ibuf + K + Umax
@@ -169,7 +198,7 @@ cdef inline void _bind(DocState* s, double* dbuf, int* ibuf, char* cbuf, int K, 
 
 
 cdef inline Py_ssize_t _state_doubles(int K, int Umax, int Lk) noexcept nogil:
-    return 3 * <Py_ssize_t> K + 2 * <Py_ssize_t> Umax + <Py_ssize_t> Umax * Lk
+    return 3 * <Py_ssize_t> K + 3 * <Py_ssize_t> Umax + 2 * <Py_ssize_t> Umax * Lk
 
 
 cdef inline Py_ssize_t _state_ints(int K, int Umax, int Lk) noexcept nogil:
@@ -231,6 +260,56 @@ cdef inline void _scan_top(const double* C, const double* P, const int* active, 
                 pos -= 1
             val[pos] = x
             idx[pos] = k
+
+
+cdef inline void _scan_top_bounded(const double* C, const double* P, const int* order, int n,
+                                   int L, double cmax, double* val, int* idx) noexcept nogil:
+    """idx[0:L] <- the L active topics of largest C[k] + P[k] (ties: smaller k first), n > L.
+
+    ``order`` lists the active topics by decreasing P (ties: smaller k first) and ``cmax`` is
+    max_k C[k]. Rounding is monotone, so fl(C[k] + P[k]) <= fl(cmax + P[k]); once
+    fl(cmax + P[k]) falls below the current L-th best weight, neither topic k nor any later one
+    (smaller P) can enter, and the scan stops. The comparison is the strict total order
+    (weight descending, index ascending), so the result (set and order) equals ``_scan_top``'s.
+    """
+    cdef int j, k, pos
+    cdef double x
+    for j in range(L):
+        k = order[j]
+        x = C[k] + P[k]
+        pos = j
+        while pos > 0 and (val[pos - 1] < x or (val[pos - 1] == x and idx[pos - 1] > k)):
+            val[pos] = val[pos - 1]
+            idx[pos] = idx[pos - 1]
+            pos -= 1
+        val[pos] = x
+        idx[pos] = k
+    for j in range(L, n):
+        k = order[j]
+        if P[k] + cmax < val[L - 1]:
+            break
+        x = C[k] + P[k]
+        if x > val[L - 1] or (x == val[L - 1] and k < idx[L - 1]):
+            pos = L - 1
+            while pos > 0 and (val[pos - 1] < x or (val[pos - 1] == x and idx[pos - 1] > k)):
+                val[pos] = val[pos - 1]
+                idx[pos] = idx[pos - 1]
+                pos -= 1
+            val[pos] = x
+            idx[pos] = k
+
+
+cdef inline void _kept_exp(const double* C, const int* idx, int nk, double* ce,
+                           double* cm) noexcept nogil:
+    """ce[j] = exp(C[idx[j]] - cm) with cm = max_j C[idx[j]], for the reweighting iterations."""
+    cdef int j
+    cdef double m = -INFINITY
+    for j in range(nk):
+        if C[idx[j]] > m:
+            m = C[idx[j]]
+    for j in range(nk):
+        ce[j] = exp(C[idx[j]] - m)
+    cm[0] = m
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,8 +382,10 @@ cdef double _iter_sparse(const Ctx* c, DocState* s, Work* wk, const int32_t* vid
                          const floating* cnt, int U, bint first, bint select,
                          double eps) noexcept nogil:
     """One L-sparse iteration over the active set; returns max_k |Delta N_k|."""
-    cdef int K = c.K, Lk = c.Lk, k, j, u, n, nk
-    cdef double stheta, psum, m, ssum, inv, x, cu, delta = 0.0, d
+    cdef int K = c.K, Lk = c.Lk, k, j, u, n, nk, t
+    cdef bint use_order, fresh
+    cdef double stheta, psum, m, ssum, inv, x, cu, delta = 0.0, d, pmax = 0.0
+    cdef double* ce
     cdef const double* C
     cdef double* r
     cdef int* idx
@@ -335,15 +416,47 @@ cdef double _iter_sparse(const Ctx* c, DocState* s, Work* wk, const int32_t* vid
                 s.act[k] = 0
         s.n_active = n
         psum = _digamma(stheta)
+        pmax = -INFINITY
         for j in range(n):
             k = s.active[j]
             s.P[k] = _digamma(s.N[k] + c.alpha[k]) - psum
+            if s.P[k] > pmax:
+                pmax = s.P[k]
+        # after the cold start, exp(C_vk + P_k) = exp(cm_v) exp(C_vk - cm_v) exp(P_k - pmax)
+        # exp(pmax), with exp(C_vk - cm_v) stored per word type at its selection
+        for j in range(n):
+            k = s.active[j]
+            s.expP[k] = exp(s.P[k] - pmax)
     for j in range(s.n_active):
         Nnew[s.active[j]] = 0.0
+    if first and c.cold_row != NULL:
+        # cold start: P is the same for every topic, so each word type's selection and
+        # responsibilities are those of the batch-wide table (computed with the same P)
+        for u in range(U):
+            t = c.cold_row[vids[u]]
+            r = s.r + <Py_ssize_t> u * Lk
+            idx = s.idx + <Py_ssize_t> u * Lk
+            memcpy(idx, c.cold_idx + <Py_ssize_t> t * Lk, Lk * sizeof(int))
+            memcpy(r, c.cold_r + <Py_ssize_t> t * Lk, Lk * sizeof(double))
+            cu = cnt[u]
+            for j in range(Lk):
+                Nnew[idx[j]] += cu * r[j]
+            s.nk[u] = Lk
+            s.zm[u] = c.cold_zm[t]
+            s.zs[u] = c.cold_zs[t]
+            _kept_exp(c.CT + <Py_ssize_t> vids[u] * K, idx, Lk,
+                      s.ce + <Py_ssize_t> u * Lk, s.cm + u)
+        U = 0
+    use_order = (select and c.cmax != NULL and s.n_active > Lk and Lk <= _SCAN_MAX_L
+                 and U > 0)
+    if use_order:
+        memcpy(wk.order, s.active, s.n_active * sizeof(int))
+        sc_lda_sort_desc(s.P, wk.order, s.n_active)
     for u in range(U):
         C = c.CT + <Py_ssize_t> vids[u] * K
         r = s.r + <Py_ssize_t> u * Lk
         idx = s.idx + <Py_ssize_t> u * Lk
+        ce = s.ce + <Py_ssize_t> u * Lk
         nk = 0
         if not select:
             # reweight the kept topics that are still active
@@ -351,12 +464,17 @@ cdef double _iter_sparse(const Ctx* c, DocState* s, Work* wk, const int32_t* vid
                 k = idx[j]
                 if s.act[k]:
                     idx[nk] = k
+                    ce[nk] = ce[j]
                     nk += 1
-        if nk == 0:
+        fresh = nk == 0
+        if fresh:
             n = s.n_active
             if n <= Lk:
                 memcpy(idx, s.active, n * sizeof(int))
                 nk = n
+            elif use_order:
+                _scan_top_bounded(C, s.P, wk.order, n, Lk, c.cmax[vids[u]], w, idx)
+                nk = Lk
             elif Lk <= _SCAN_MAX_L:
                 _scan_top(C, s.P, s.active, n, Lk, w, idx)
                 nk = Lk
@@ -368,6 +486,24 @@ cdef double _iter_sparse(const Ctx* c, DocState* s, Work* wk, const int32_t* vid
                 sc_lda_select_top(w, cand, n, Lk)
                 memcpy(idx, cand, Lk * sizeof(int))
                 nk = Lk
+            if not first:
+                _kept_exp(C, idx, nk, ce, s.cm + u)
+        if not first:
+            ssum = 0.0
+            for j in range(nk):
+                r[j] = ce[j] * s.expP[idx[j]]
+                ssum = ssum + r[j]
+            if ssum > 1e-280:
+                inv = 1.0 / ssum
+                cu = cnt[u]
+                for j in range(nk):
+                    r[j] = r[j] * inv
+                    Nnew[idx[j]] += cu * r[j]
+                s.nk[u] = nk
+                s.zm[u] = s.cm[u] + pmax
+                s.zs[u] = ssum
+                continue
+            # the product underflowed: weight the same topics in log space below
         m = -INFINITY
         for j in range(nk):
             k = idx[j]
@@ -387,6 +523,8 @@ cdef double _iter_sparse(const Ctx* c, DocState* s, Work* wk, const int32_t* vid
         s.nk[u] = nk
         s.zm[u] = m
         s.zs[u] = ssum
+        if first:
+            _kept_exp(C, idx, nk, ce, s.cm + u)
     for j in range(s.n_active):
         k = s.active[j]
         d = fabs(Nnew[k] - s.N[k])
@@ -459,7 +597,8 @@ cdef int _converge(const Ctx* c, DocState* s, Work* wk, const int32_t* vids,
     cdef bint select
     cdef double delta
     for it in range(max_iter):
-        select = it < c.n_select_first or (c.select_every > 0 and it % c.select_every == 0)
+        select = (it == 0 or it < c.n_select_first
+                  or (c.select_every > 0 and it % c.select_every == 0))
         if c.dense:
             delta = _iter_dense(c, s, wk, vids, cnt, U, cold and it == 0, underflow)
         else:
@@ -509,6 +648,7 @@ cdef void _process_doc(
     wk.w = dbuf + 2 * nd + K
     wk.cand = ibuf + 2 * ni
     wk.rcand = ibuf + 2 * ni + K
+    wk.order = ibuf + 2 * ni + 2 * K
 
     for j in range(U):
         Nd += cnt[j]
@@ -599,6 +739,90 @@ cdef void _process_doc(
 
 
 # ---------------------------------------------------------------------------------------------
+# batch-wide tables of the sparse regime
+
+
+cdef void _cold_row(const Ctx* c, const double* C, const double* P0, const int* allk,
+                    double* w, int* cand, int* idx, double* r, double* zm, double* zs,
+                    double* cmax) noexcept nogil:
+    """One word type: max_k C_k, and the first iteration's top-L selection and responsibilities
+    under the uniform weights P0 (every topic allowed), computed exactly as ``_iter_sparse``
+    does for a document at the cold start."""
+    cdef int K = c.K, Lk = c.Lk, j, k
+    cdef double m, x, ssum, inv
+    m = C[0]
+    for k in range(1, K):
+        if C[k] > m:
+            m = C[k]
+    cmax[0] = m
+    if idx == NULL:
+        return
+    if Lk <= _SCAN_MAX_L:
+        _scan_top(C, P0, allk, K, Lk, w, idx)
+    else:
+        for j in range(K):
+            w[j] = C[j] + P0[j]
+            cand[j] = j
+        sc_lda_select_top(w, cand, K, Lk)
+        memcpy(idx, cand, Lk * sizeof(int))
+    m = -INFINITY
+    for j in range(Lk):
+        k = idx[j]
+        x = C[k] + P0[k]
+        r[j] = x
+        if x > m:
+            m = x
+    ssum = 0.0
+    for j in range(Lk):
+        r[j] = exp(r[j] - m)
+        ssum = ssum + r[j]
+    inv = 1.0 / ssum
+    for j in range(Lk):
+        r[j] = r[j] * inv
+    zm[0] = m
+    zs[0] = ssum
+
+
+cdef int _build_tables(const Ctx* c, const double* CT, const int32_t* types, Py_ssize_t nrow,
+                       int* cold_idx, double* cold_r, double* cold_zm, double* cold_zs,
+                       double* cmax, bint want_cold, int n_threads) except -1:
+    """Rows t of the cold-start table and cmax[types[t]], in parallel over word types."""
+    cdef int K = c.K, Lk = c.Lk, k
+    cdef int fail[1]
+    cdef Py_ssize_t t
+    cdef double* P0 = <double*> malloc(K * sizeof(double))
+    cdef int* allk = <int*> malloc(K * sizeof(int))
+    cdef double* w
+    cdef int* cand
+    if P0 == NULL or allk == NULL:
+        free(P0)
+        free(allk)
+        raise MemoryError("could not allocate the local-step scratch space")
+    fail[0] = 0
+    for k in range(K):
+        P0[k] = -c.log_K
+        allk[k] = k
+    with nogil, parallel(num_threads=n_threads):
+        w = <double*> malloc(K * sizeof(double))
+        cand = <int*> malloc(K * sizeof(int))
+        if w == NULL or cand == NULL:
+            fail[0] = 1
+        else:
+            for t in prange(nrow, schedule="static"):
+                _cold_row(c, CT + <Py_ssize_t> types[t] * K, P0, allk, w, cand,
+                          cold_idx + t * Lk if want_cold else NULL,
+                          cold_r + t * Lk if want_cold else NULL,
+                          cold_zm + t, cold_zs + t, cmax + types[t])
+        free(w)
+        free(cand)
+    free(P0)
+    free(allk)
+    if fail[0]:
+        raise MemoryError("could not allocate the local-step scratch space")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
 # entry points
 
 
@@ -620,6 +844,8 @@ def lda_local_docs(
     double restart_min,
     double eps_rel,
     int n_threads,
+    bint cold_table=True,
+    bint bounded_select=True,
 ):
     """Phase 1 of the local step: every document of the batch, in parallel.
 
@@ -636,6 +862,20 @@ def lda_local_docs(
 
     Equivalent to running ``DenseStepForDoc`` (Lk = 0) or ``LSparseStepForDoc`` of paper 000
     Alg. 2 on each row, followed by restart proposals (App. D.4).
+
+    Two exact shortcuts of the sparse regime (0 < Lk < K), on by default; switching them off
+    gives bit-identical results (they exist for tests and measurements):
+
+    ``cold_table``: at the cold start P_dk = -log K for every k, so the first iteration's
+    top-L selection for word type v is the top-L of C_{v,:} and its responsibilities are the
+    same in every document. They are computed once per call for the word types of the batch
+    (O(V_batch K)) and the first iteration of a document costs O(L) per word type instead of
+    O(K).
+
+    ``bounded_select``: a selection sorts the active topics by decreasing P_dk and scans them
+    in that order with the bound C_vk + P_dk <= max_k C_vk + P_dk, stopping as soon as the
+    bound falls below the current L-th best weight (topics with little document mass are
+    never looked at).
     """
     cdef Py_ssize_t D = indptr.shape[0] - 1, d
     cdef int K = <int> CT.shape[1], Umax = 0, dense = Lk == 0
@@ -646,6 +886,13 @@ def lda_local_docs(
     cdef char* cbuf
     cdef Py_ssize_t nd, ni
     cdef int fail[1]
+    cdef Py_ssize_t V = CT.shape[0], nrow = 0, t
+    cdef int32_t[::1] types_v, rows_v
+    cdef int[:, ::1] cidx_v
+    cdef double[:, ::1] cr_v
+    cdef double[::1] czm_v, czs_v, cmax_v
+    cdef bint want_cold = (not dense) and cold_table and 0 < Lk < K
+    cdef bint want_cmax = (not dense) and bounded_select and 0 < Lk < K and Lk <= _SCAN_MAX_L
 
     for d in range(D):
         j = indptr[d + 1] - indptr[d]
@@ -706,6 +953,42 @@ def lda_local_docs(
     c.alpha = &alpha[0]
     c.lg_alpha = &lg_alpha_v[0]
 
+    # batch-wide tables of the sparse regime: one row per word type occurring in the batch
+    c.cold_row = NULL
+    c.cold_idx = NULL
+    c.cold_r = NULL
+    c.cold_zm = NULL
+    c.cold_zs = NULL
+    c.cmax = NULL
+    if want_cold or want_cmax:
+        types = np.unique(np.asarray(indices)).astype(np.int32)
+        nrow = types.shape[0]
+        rows = np.full(V, -1, dtype=np.int32)
+        rows[types] = np.arange(nrow, dtype=np.int32)
+        cold_idx = np.zeros((nrow, Lk if want_cold else 1), dtype=np.int32)
+        cold_r = np.zeros((nrow, Lk if want_cold else 1))
+        cold_zm = np.zeros(nrow)
+        cold_zs = np.zeros(nrow)
+        cmax_a = np.zeros(V)
+        types_v = types
+        rows_v = rows
+        cidx_v = cold_idx
+        cr_v = cold_r
+        czm_v = cold_zm
+        czs_v = cold_zs
+        cmax_v = cmax_a
+        if nrow > 0:
+            _build_tables(&c, &CT[0, 0], &types_v[0], nrow, &cidx_v[0, 0], &cr_v[0, 0],
+                          &czm_v[0], &czs_v[0], &cmax_v[0], want_cold, n_threads)
+            if want_cold:
+                c.cold_row = &rows_v[0]
+                c.cold_idx = &cidx_v[0, 0]
+                c.cold_r = &cr_v[0, 0]
+                c.cold_zm = &czm_v[0]
+                c.cold_zs = &czs_v[0]
+            if want_cmax:
+                c.cmax = &cmax_v[0]
+
     fail[0] = 0
     nd = _state_doubles(K, Umax, c.Lk)
     ni = _state_ints(K, Umax, c.Lk)
@@ -718,7 +1001,7 @@ def lda_local_docs(
 
     with nogil, parallel(num_threads=n_threads):
         dbuf = <double*> malloc((2 * nd + 2 * K) * sizeof(double))
-        ibuf = <int*> malloc((2 * ni + 2 * K) * sizeof(int))
+        ibuf = <int*> malloc((2 * ni + 3 * K) * sizeof(int))
         cbuf = <char*> malloc(2 * K * sizeof(char))
         if dbuf == NULL or ibuf == NULL or cbuf == NULL:
             fail[0] = 1
