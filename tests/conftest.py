@@ -2,7 +2,11 @@
 import os
 from pathlib import Path
 
-import pytest
+# scikit-learn's estimator checks include check_array_api_input (numpy namespace), which is
+# skipped unless SciPy's array-API mode is on; it must be set before scipy is first imported.
+os.environ.setdefault("SCIPY_ARRAY_API", "1")
+
+import pytest  # noqa: E402
 
 SHARED_DATA = Path(
     os.environ.get("SPARSECLUST_SHARED_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
