@@ -87,7 +87,12 @@ class GaussianParams:
     prec_chol: np.ndarray
     elog_det: np.ndarray
     const: np.ndarray
-    precisions: np.ndarray
+
+    @property
+    def precisions(self):
+        """E[Lambda_k] = C_k C_k^T (computed on demand: the local step needs only C_k)."""
+        C = self.prec_chol
+        return C * C if C.ndim == 2 else C @ np.swapaxes(C, 1, 2)
 
 
 def _log_multigamma(a, D):
@@ -163,8 +168,7 @@ def global_step(stats, prior):
                 raise ValueError(f"Singular posterior scale matrix for component {k}.")
             prec_chol[k] = math.sqrt(nu[k]) * Linv.T
         elog_det = _multi_digamma_sum(0.5 * nu, D) + D * math.log(2.0) - logdet_scale_inv
-        prec = prec_chol @ np.swapaxes(prec_chol, 1, 2)
-        tr_prec = np.trace(prec, axis1=1, axis2=2)
+        tr_prec = np.einsum("kij,kij->k", prec_chol, prec_chol)  # tr(C C^T)
     else:
         Sxx = np.asarray(stats["Sxx_diag"], dtype=np.float64)
         scale_inv = prior.psi0[None, :] + Sxx
@@ -199,7 +203,6 @@ def global_step(stats, prior):
         prec_chol=prec_chol,
         elog_det=elog_det,
         const=const,
-        precisions=prec,
     )
 
 

@@ -1,0 +1,492 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""L-sparse Gaussian mixtures of natural-image patches (paper 000, Fig. 1a and Fig. 2).
+
+Data: grayscale 8x8 patches on a stride-4 grid, each patch's mean removed, from the BSDS500
+``images/train`` folder (training) and ``images/val`` (held out), subsampled uniformly.
+
+Models, all from the same initial hard assignment (k-means++ seeds, nearest seed) and run for the
+same number of passes/iterations:
+
+- ``SparseGaussianMixture(zero_mean=True, covariance_type='full')`` with ``alpha = 10``
+  (``weight_concentration_prior = 10 / K``), memoized and stochastic, ``L in {1, 4, 16, K}``;
+- scikit-learn ``GaussianMixture`` (EM, full covariance, with means) and
+  ``BayesianGaussianMixture`` (full covariance, Dirichlet-distribution prior ``10 / K``),
+  one E step + one M step per iteration.
+
+Every model is scored after every pass by the same function, the mean held-out
+``log sum_k pi_k N(x | mu_k, Sigma_k)`` per patch with each model's point estimates
+(``weights_``, ``means_``, ``covariances_``); scoring time is excluded from the elapsed times.
+Our local step is timed per sub-step (weights / responsibilities / summary statistics) by the
+model, the global step by the engine.
+
+Usage::
+
+    python benchmarks/bench_gmm_patches.py            # full run (~25 min on 2 busy cores)
+    python benchmarks/bench_gmm_patches.py --quick    # smoke run (~1 min)
+
+Outputs ``benchmarks/results/gmm_patches.json`` and ``.png`` (``--out`` changes the stem).
+"""
+
+import argparse
+import importlib.metadata
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+from scipy.special import logsumexp
+from sklearn.cluster import kmeans_plusplus
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.mixture import BayesianGaussianMixture, GaussianMixture
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from sparseclust.datasets import load_image_patches
+from sparseclust.mixture import SparseGaussianMixture
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("SPARSECLUST_SHARED_DATA", ROOT.parent / "shared" / "data"))
+
+
+def point_loglik(X, weights, means, precisions_cholesky, block=4096):
+    """Mean of ``log sum_k w_k N(x | m_k, (C_k C_k^T)^-1)`` over the rows of X (float64)."""
+    X = np.asarray(X, dtype=np.float64)
+    K, D = means.shape
+    C = np.asarray(precisions_cholesky, dtype=np.float64)
+    const = (
+        np.log(weights)
+        - 0.5 * D * np.log(2 * np.pi)
+        + np.log(np.diagonal(C, axis1=1, axis2=2)).sum(1)
+    )
+    total = 0.0
+    for s in range(0, X.shape[0], block):
+        Xb = X[s : s + block]
+        lp = np.empty((Xb.shape[0], K))
+        for k in range(K):
+            y = (Xb - means[k]) @ C[k]
+            lp[:, k] = const[k] - 0.5 * np.einsum("nd,nd->n", y, y)
+        total += logsumexp(lp, axis=1).sum()
+    return total / X.shape[0]
+
+
+def initial_labels(X, K, seed):
+    """k-means++ seeds (scikit-learn), then each patch to its nearest seed."""
+    centers, _ = kmeans_plusplus(X, K, random_state=seed)
+    c2 = (centers.astype(np.float64) ** 2).sum(1)
+    labels = np.empty(X.shape[0], dtype=np.int64)
+    for s in range(0, X.shape[0], 8192):
+        labels[s : s + 8192] = (c2 - 2.0 * (X[s : s + 8192] @ centers.T)).argmin(1)
+    return labels
+
+
+def run_ours(X, X_ho, labels, K, L, algorithm, args):
+    est = SparseGaussianMixture(
+        K,
+        L=L,
+        zero_mean=True,
+        covariance_type="full",
+        weight_concentration_prior=10.0 / K,
+        algorithm=algorithm,
+        n_batches=args.n_batches,
+        batch_size=int(np.ceil(X.shape[0] / args.n_batches)),
+        kappa=0.6,
+        delta=1.0,
+        max_iter=args.passes,
+        tol=0,
+        init_params=labels,
+        random_state=0,
+        n_threads=args.threads,
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est._fit(X, X_heldout=X_ho)
+    passes = []
+    prev = 0.0
+    for e in est.trace_:
+        dt = e["elapsed"] - prev
+        prev = e["elapsed"]
+        local = e["time_local"]
+        passes.append(
+            {
+                "pass": e["pass"],
+                "elapsed": e["elapsed"],
+                "heldout": e["heldout"],
+                "elbo": e["elbo"],
+                "time_pass": dt,
+                "time_weights": e["time_weights"],
+                "time_responsibilities": e["time_responsibilities"],
+                "time_summary": e["time_summary"],
+                "time_global": e["time_global"],
+                "time_other": max(0.0, dt - local - e["time_global"]),
+            }
+        )
+    check = point_loglik(X_ho, est.weights_, est.means_, est.precisions_cholesky_)
+    assert abs(check - passes[-1]["heldout"]) < 1e-3 * abs(check), (check, passes[-1]["heldout"])
+    return passes
+
+
+class _FromResp:
+    """Start a scikit-learn mixture from given responsibilities and run E/M steps by hand,
+    timing each iteration without scikit-learn's extra final E step."""
+
+    def __init__(self, model, X, resp):
+        self.m = model
+        X = np.asarray(X)
+        if isinstance(model, BayesianGaussianMixture):
+            model._check_parameters(X)
+        model._initialize(X, resp)
+        self.X = X
+
+    def iterate(self):
+        t0 = time.perf_counter()
+        _, log_resp = self.m._e_step(self.X)
+        t1 = time.perf_counter()
+        self.m._m_step(self.X, log_resp)
+        t2 = time.perf_counter()
+        return t1 - t0, t2 - t1
+
+
+def run_sklearn(cls, X, X_ho, labels, K, args):
+    kw = dict(n_components=K, covariance_type="full", reg_covar=1e-6, random_state=0)
+    if cls is BayesianGaussianMixture:
+        kw.update(
+            weight_concentration_prior_type="dirichlet_distribution",
+            weight_concentration_prior=10.0 / K,
+        )
+    resp = np.zeros((X.shape[0], K), dtype=X.dtype)
+    resp[np.arange(X.shape[0]), labels] = 1.0
+    runner = _FromResp(cls(**kw), X, resp)
+    del resp
+    passes, elapsed = [], 0.0
+    for p in range(args.passes):
+        t_e, t_m = runner.iterate()
+        elapsed += t_e + t_m
+        m = runner.m
+        weights = (
+            m.weights_
+            if cls is GaussianMixture
+            else (m.weight_concentration_ / m.weight_concentration_.sum())
+        )
+        passes.append(
+            {
+                "pass": p + 1,
+                "elapsed": elapsed,
+                "heldout": point_loglik(X_ho, weights, m.means_, m.precisions_cholesky_),
+                "time_pass": t_e + t_m,
+                "time_e_step": t_e,
+                "time_m_step": t_m,
+            }
+        )
+    return passes
+
+
+def summarize(passes, keys):
+    # the first pass of memoized training is a full batch sweep, like every later pass, so the
+    # median over all passes is the per-pass cost
+    return {k: statistics.median(p[k] for p in passes) for k in keys if k in passes[0]}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="small smoke run")
+    ap.add_argument(
+        "--repeats",
+        type=int,
+        default=1,
+        help="repeat every timed run and report medians of per-pass times",
+    )
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="threads for our kernels and BLAS (default: all available)",
+    )
+    ap.add_argument(
+        "--out",
+        default=str(ROOT / "benchmarks" / "results" / "gmm_patches"),
+        help="output path stem (.json and .png are appended)",
+    )
+    ap.add_argument("--n-train", type=int, default=None)
+    ap.add_argument("--n-heldout", type=int, default=None)
+    ap.add_argument("--passes", type=int, default=None)
+    ap.add_argument("--K", type=int, nargs="+", default=None)
+    ap.add_argument(
+        "--sklearn-K",
+        type=int,
+        nargs="*",
+        default=None,
+        help="values of K at which to run the scikit-learn baselines",
+    )
+    ap.add_argument("--n-batches", type=int, default=10)
+    args = ap.parse_args(argv)
+    if args.quick:
+        defaults = dict(n_train=10_000, n_heldout=3_000, passes=3, K=[50], sklearn_K=[50])
+    else:
+        defaults = dict(
+            n_train=50_000, n_heldout=10_000, passes=10, K=[100, 200, 400], sklearn_K=[100, 200]
+        )
+    for k, v in defaults.items():
+        if getattr(args, k) is None:
+            setattr(args, k, v)
+
+    t0 = time.perf_counter()
+    train = load_image_patches(
+        DATA / "bsds500" / "images" / "train",
+        dtype=np.float32,
+        max_patches=args.n_train,
+        random_state=0,
+    )
+    val = load_image_patches(
+        DATA / "bsds500" / "images" / "val",
+        dtype=np.float32,
+        max_patches=args.n_heldout,
+        random_state=1,
+    )
+    X, X_ho = train.data, val.data
+    print(
+        f"patches: train {X.shape} from {len(train.filenames)} images, held-out {X_ho.shape} "
+        f"from {len(val.filenames)} images ({time.perf_counter() - t0:.1f}s)",
+        flush=True,
+    )
+
+    limits = threadpool_limits(limits=args.threads, user_api="blas") if args.threads else None
+    results = {
+        "config": {
+            "n_train": int(X.shape[0]),
+            "n_heldout": int(X_ho.shape[0]),
+            "dim": int(X.shape[1]),
+            "passes": args.passes,
+            "K": args.K,
+            "sklearn_K": args.sklearn_K,
+            "L": ["1", "4", "16", "K"],
+            "alpha": 10.0,
+            "n_batches": args.n_batches,
+            "stochastic_batch_size": int(np.ceil(X.shape[0] / args.n_batches)),
+            "kappa": 0.6,
+            "delta": 1.0,
+            "repeats": args.repeats,
+            "threads": args.threads,
+            "dtype": "float32",
+            "reg_covar": 1e-6,
+            "data": "BSDS500 images/train (fit) and images/val (held out), 8x8 grayscale, "
+            "stride 4, patch mean removed, uniform subsample",
+        },
+        "environment": {
+            "python": sys.version.split()[0],
+            "platform": platform.platform(),
+            "cpus": os.cpu_count(),
+            "sparseclust": importlib.metadata.version("sparseclust"),
+            "blas": [
+                {k: i.get(k) for k in ("internal_api", "num_threads", "version")}
+                for i in threadpool_info()
+            ],
+        },
+        "runs": [],
+    }
+    keys_ours = [
+        "time_pass",
+        "time_weights",
+        "time_responsibilities",
+        "time_summary",
+        "time_global",
+        "time_other",
+    ]
+    keys_sk = ["time_pass", "time_e_step", "time_m_step"]
+    for K in args.K:
+        t = time.perf_counter()
+        labels = initial_labels(X, K, seed=0)
+        print(f"K={K}: k-means++ initialization {time.perf_counter() - t:.1f}s", flush=True)
+        configs = [("ours", alg, L) for alg in ("memoized", "stochastic") for L in (1, 4, 16, K)]
+        if K in args.sklearn_K:
+            configs += [("GaussianMixture", "EM", K), ("BayesianGaussianMixture", "VB", K)]
+        # repeats are interleaved (every configuration once, then again) so that slow phases
+        # of a shared machine spread over all configurations instead of hitting one
+        reps = {c: [] for c in configs}
+        for rep in range(args.repeats):
+            for name, alg, L in configs:
+                if name == "ours":
+                    passes = run_ours(X, X_ho, labels, K, L, alg, args)
+                else:
+                    cls = GaussianMixture if name == "GaussianMixture" else BayesianGaussianMixture
+                    passes = run_sklearn(cls, X, X_ho, labels, K, args)
+                reps[(name, alg, L)].append(passes)
+                keys = keys_ours if name == "ours" else keys_sk
+                med = summarize(passes, keys)
+                label = f"{name:24s} {alg:10s} K={K:4d} L={'K' if L == K else str(L):>3s}"
+                print(
+                    f"[repeat {rep + 1}/{args.repeats}] {label}  pass {med['time_pass']:7.2f}s  "
+                    f"heldout {passes[-1]['heldout']:.4f}  "
+                    + "  ".join(f"{k[5:]} {v:.2f}" for k, v in med.items() if k != "time_pass"),
+                    flush=True,
+                )
+        for name, alg, L in configs:
+            runs = reps[(name, alg, L)]
+            keys = keys_ours if name == "ours" else keys_sk
+            per_rep = [summarize(p, keys) for p in runs]
+            med = {k: statistics.median(s[k] for s in per_rep) for k in per_rep[0]}
+            results["runs"].append(
+                {
+                    "method": name,
+                    "algorithm": alg,
+                    "K": K,
+                    "L": L,
+                    "L_label": "K" if L == K else str(L),
+                    "median_pass": med,
+                    "passes": runs[0],
+                    "final_heldout": runs[0][-1]["heldout"],
+                    "pass_times_all_repeats": [[p["time_pass"] for p in rp] for rp in runs],
+                }
+            )
+    if limits is not None:
+        limits.restore_original_limits()
+
+    results["summary"] = targets(results)
+    results["total_seconds"] = time.perf_counter() - t0
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.with_suffix(".json"), "w") as fh:
+        json.dump(results, fh, indent=1)
+    plot(results, out.with_suffix(".png"))
+    print(json.dumps(results["summary"], indent=1))
+    print(
+        f"wrote {out.with_suffix('.json')} and {out.with_suffix('.png')} "
+        f"({results['total_seconds']:.0f}s total)"
+    )
+
+
+def _find(runs, **kw):
+    for r in runs:
+        if all(r[k] == v for k, v in kw.items()):
+            return r
+    return None
+
+
+def targets(results):
+    """Side-by-side ratios of the paper's claims, per K (and algorithm) where all runs exist."""
+    out = {}
+    runs = results["runs"]
+    for K in results["config"]["K"]:
+        for alg in ("memoized", "stochastic"):
+            sparse = _find(runs, method="ours", algorithm=alg, K=K, L=4)
+            dense = _find(runs, method="ours", algorithm=alg, K=K, L=K)
+            if sparse is None or dense is None:
+                continue
+            entry = {
+                "pass_seconds_L4": sparse["median_pass"]["time_pass"],
+                "pass_seconds_LK": dense["median_pass"]["time_pass"],
+                "speedup_L4_vs_LK": dense["median_pass"]["time_pass"]
+                / sparse["median_pass"]["time_pass"],
+                "weights_share_of_pass_L4": sparse["median_pass"]["time_weights"]
+                / sparse["median_pass"]["time_pass"],
+                "weights_share_of_pass_LK": dense["median_pass"]["time_weights"]
+                / dense["median_pass"]["time_pass"],
+                "heldout_L4": sparse["final_heldout"],
+                "heldout_LK": dense["final_heldout"],
+                "heldout_rel_diff_L4_vs_LK": (sparse["final_heldout"] - dense["final_heldout"])
+                / abs(dense["final_heldout"]),
+            }
+            # the weights step does the same work for every L: its spread across L measures
+            # the timing noise of the shared machine
+            w = {
+                r["L_label"]: r["median_pass"]["time_weights"]
+                for r in runs
+                if r["method"] == "ours" and r["algorithm"] == alg and r["K"] == K
+            }
+            entry["weights_step_seconds_by_L"] = w
+            entry["weights_step_spread_max_over_min"] = max(w.values()) / min(w.values())
+            entry["summary_seconds_L4"] = sparse["median_pass"]["time_summary"]
+            entry["summary_seconds_LK"] = dense["median_pass"]["time_summary"]
+            for name in ("GaussianMixture", "BayesianGaussianMixture"):
+                sk = _find(runs, method=name, K=K)
+                if sk is not None:
+                    entry[f"speedup_L4_vs_{name}_iteration"] = (
+                        sk["median_pass"]["time_pass"] / sparse["median_pass"]["time_pass"]
+                    )
+                    entry[f"heldout_{name}"] = sk["final_heldout"]
+            out[f"K={K} {alg}"] = entry
+    return out
+
+
+def plot(results, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    Ks = results["config"]["K"]
+    fig, axes = plt.subplots(1, len(Ks) + 1, figsize=(5 * (len(Ks) + 1), 4.2))
+    colors = {"1": "tab:blue", "4": "tab:orange", "16": "tab:green", "K": "tab:red"}
+    for ax, K in zip(axes, Ks, strict=False):
+        for r in results["runs"]:
+            if r["K"] != K:
+                continue
+            t = [p["elapsed"] for p in r["passes"]]
+            h = [p["heldout"] for p in r["passes"]]
+            if r["method"] == "ours":
+                style = "-" if r["algorithm"] == "memoized" else "--"
+                ax.plot(
+                    t,
+                    h,
+                    style,
+                    marker=".",
+                    color=colors[r["L_label"]],
+                    label=f"{'MVI' if r['algorithm'] == 'memoized' else 'SVI'} L={r['L_label']}",
+                )
+            else:
+                ax.plot(
+                    t,
+                    h,
+                    ":",
+                    marker="x",
+                    color="k" if r["method"] == "GaussianMixture" else "gray",
+                    label="sklearn GM (EM)" if r["method"] == "GaussianMixture" else "sklearn BGM",
+                )
+        ax.set_xscale("log")
+        ax.set_xlabel("training time (s, log scale)")
+        ax.set_ylabel("held-out log-likelihood per patch")
+        ax.set_title(f"K = {K}")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    # Fig. 1a: per-pass cost breakdown at the middle K
+    K = Ks[len(Ks) // 2]
+    ax = axes[-1]
+    names, parts = (
+        [],
+        {"weights": [], "responsibilities": [], "summary": [], "global": [], "other": []},
+    )
+    for r in results["runs"]:
+        if r["K"] != K:
+            continue
+        m = r["median_pass"]
+        if r["method"] == "ours":
+            names.append(f"{'MVI' if r['algorithm'] == 'memoized' else 'SVI'} L={r['L_label']}")
+            for k in parts:
+                parts[k].append(m[f"time_{k}"])
+        else:
+            names.append("GM (E+M)" if r["method"] == "GaussianMixture" else "BGM (E+M)")
+            parts["weights"].append(m["time_e_step"])
+            parts["summary"].append(m["time_m_step"])
+            for k in ("responsibilities", "global", "other"):
+                parts[k].append(0.0)
+    bottom = np.zeros(len(names))
+    for k, v in parts.items():
+        ax.barh(
+            names, v, left=bottom, label=k if k != "weights" else "weights W (sklearn: E step)"
+        )
+        bottom += np.asarray(v)
+    ax.set_xlabel(f"seconds per pass, K = {K} (sklearn M step shown as 'summary')")
+    ax.legend(fontsize=7)
+    fig.suptitle(
+        f"Zero-mean full-covariance GMM, {results['config']['n_train']} BSDS500 8x8 patches, "
+        f"{results['config']['n_heldout']} held out"
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    main()
