@@ -20,12 +20,13 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
+    """Slow tests (real corpora in ../shared/data) are deselected unless --runslow is given."""
     if config.getoption("--runslow"):
         return
-    skip_slow = pytest.mark.skip(reason="slow: opt in with --runslow")
-    for item in items:
-        if "slow" in item.keywords:
-            item.add_marker(skip_slow)
+    slow = [item for item in items if "slow" in item.keywords]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if "slow" not in item.keywords]
 
 
 @pytest.fixture(scope="session")
