@@ -647,3 +647,15 @@ def test_float32_weights_accurate_for_nearly_singular_covariance():
     W32 = est._weights(X.astype(np.float32))
     assert W32.dtype == np.float32
     np.testing.assert_allclose(W32, W64, rtol=1e-4, atol=1e-3 * np.abs(W64).mean())
+
+
+def test_feature_names_out_and_partial_fit_after_fit():
+    X, _ = _blobs(n_per=60)
+    est = _ours(X, n_components=3, random_state=0)
+    names = est.get_feature_names_out()
+    assert list(names) == [f"sparsegaussianmixture{k}" for k in range(3)]
+    # partial_fit continues from the fitted statistics with stochastic steps
+    before = est.means_.copy()
+    est.set_params(total_samples=X.shape[0]).partial_fit(X[:50])
+    assert est.n_iter_ == 1 and not np.array_equal(est.means_, before)
+    np.testing.assert_allclose(est.means_, before, atol=1.0)
