@@ -216,10 +216,13 @@ def environment():
         info["cpus_available"] = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover
         pass
+    from importlib import metadata
+
+    dists = {"sklearn": "scikit-learn"}
     for mod in ("numpy", "scipy", "sklearn", "gensim", "tomotopy", "sparseclust"):
         try:
-            info[mod] = __import__(mod).__version__
-        except Exception:  # noqa: BLE001 - missing optional peer
+            info[mod] = metadata.version(dists.get(mod, mod))
+        except metadata.PackageNotFoundError:  # missing optional peer
             info[mod] = None
     try:
         info["commit"] = subprocess.run(

@@ -31,6 +31,7 @@ Usage::
 import argparse
 import contextlib
 import inspect
+import json
 import sys
 import time
 from pathlib import Path
@@ -409,6 +410,7 @@ def plot(results, path):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     ks = sorted({r["K"] for r in results["runs"]})
     fig, axes = plt.subplots(1, len(ks), figsize=(6.5 * len(ks), 4.8), squeeze=False)
@@ -434,6 +436,11 @@ def plot(results, path):
                 label = name
             ax.plot(t, s, linestyle=ls, color=color, marker=".", label=label)
         ax.set_xscale("log")
+        ticks = [t for t in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)
+                 if t <= 2 * max(c[0] for r in results["runs"] if r["K"] == K for c in r["curve"])]
+        ax.set_xticks(ticks)
+        ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel("training time (s, log scale; scoring excluded)")
         ax.set_ylabel("held-out log-likelihood per token")
         ax.set_title(f"20 Newsgroups, K = {K}")
@@ -492,7 +499,15 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true",
                    help="smoke run: 3000 training / 300 test documents, K = 50, 10 s per method")
     p.add_argument("--out", default=str(RESULTS / "lda_heldout.json"))
+    p.add_argument("--replot", action="store_true",
+                   help="only redraw the plot and table from an existing --out JSON")
     opts = p.parse_args(argv)
+    if opts.replot:
+        with open(opts.out) as fh:
+            results = json.load(fh)
+        plot(results, Path(opts.out).with_suffix(".png"))
+        print(markdown_table(results))
+        return results
     if opts.quick:
         opts.ks, opts.n_train, opts.n_test = [50], 3000, 300
         opts.budget = opts.budget or [10.0]
