@@ -19,7 +19,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"
-SHARED_DATA = Path(os.environ.get("SPARSECLUST_SHARED_DATA", ROOT / ".." / "shared" / "data")).resolve()
+SHARED_DATA = Path(
+    os.environ.get("SPARSECLUST_SHARED_DATA", ROOT / ".." / "shared" / "data")
+).resolve()
 
 __all__ = [
     "RESULTS",
@@ -68,14 +70,16 @@ def load_20newsgroups(subset="train", remove_headers=True, path=None):
     """
     if subset not in ("train", "test"):
         raise ValueError(f"subset must be 'train' or 'test', got {subset!r}")
-    path = Path(path) if path is not None else SHARED_DATA / "20newsgroups" / "20news-bydate.tar.gz"
+    path = (
+        Path(path) if path is not None else SHARED_DATA / "20newsgroups" / "20news-bydate.tar.gz"
+    )
     prefix = f"20news-bydate-{subset}/"
     docs = []
     with tarfile.open(path, "r:gz") as tar:
         for member in tar:
             if not member.isfile() or not member.name.startswith(prefix):
                 continue
-            parts = member.name[len(prefix):].split("/")
+            parts = member.name[len(prefix) :].split("/")
             if len(parts) != 2:
                 continue
             text = tar.extractfile(member).read().decode("latin-1")
@@ -226,7 +230,10 @@ def environment():
             info[mod] = None
     try:
         info["commit"] = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
             check=True,
         ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):

@@ -70,8 +70,12 @@ class Scorer:
     def __call__(self, topic_word):
         t0 = time.perf_counter()
         s = document_completion_score(
-            topic_word, self.X_test, heldout_fraction=0.2, random_state=self.seed,
-            doc_topic_prior=self.alpha, n_threads=self.n_threads,
+            topic_word,
+            self.X_test,
+            heldout_fraction=0.2,
+            random_state=self.seed,
+            doc_topic_prior=self.alpha,
+            n_threads=self.n_threads,
         )
         self.seconds += time.perf_counter() - t0
         self.calls += 1
@@ -131,8 +135,13 @@ class SklearnOnline:
 
         self.X = X
         self.model = LatentDirichletAllocation(
-            n_components=K, doc_topic_prior=doc_topic_prior(K), topic_word_prior=TOPIC_WORD_PRIOR,
-            learning_method="online", total_samples=X.shape[0], random_state=seed, n_jobs=threads,
+            n_components=K,
+            doc_topic_prior=doc_topic_prior(K),
+            topic_word_prior=TOPIC_WORD_PRIOR,
+            learning_method="online",
+            total_samples=X.shape[0],
+            random_state=seed,
+            n_jobs=threads,
         )
         self.chunk = self.model.batch_size * chunk_batches
         self.pos = 0
@@ -142,7 +151,7 @@ class SklearnOnline:
 
     def step(self):
         hi = min(self.pos + self.chunk, self.X.shape[0])
-        self.model.partial_fit(self.X[self.pos:hi])
+        self.model.partial_fit(self.X[self.pos : hi])
         self.pos = 0 if hi >= self.X.shape[0] else hi
         return True
 
@@ -161,8 +170,12 @@ class SklearnBatch:
 
         self.X = X
         self.model = LatentDirichletAllocation(
-            n_components=K, doc_topic_prior=doc_topic_prior(K), topic_word_prior=TOPIC_WORD_PRIOR,
-            learning_method="batch", random_state=seed, n_jobs=threads,
+            n_components=K,
+            doc_topic_prior=doc_topic_prior(K),
+            topic_word_prior=TOPIC_WORD_PRIOR,
+            learning_method="batch",
+            random_state=seed,
+            n_jobs=threads,
         )
 
     def start(self):
@@ -189,17 +202,28 @@ class Gensim:
         self.V = X.shape[1]
         # bag-of-words lists, prepared outside the timed region (as CSR is for the others)
         self.corpus = [
-            list(zip(X.indices[X.indptr[d]:X.indptr[d + 1]].tolist(),
-                     X.data[X.indptr[d]:X.indptr[d + 1]].tolist()))
+            list(
+                zip(
+                    X.indices[X.indptr[d] : X.indptr[d + 1]].tolist(),
+                    X.data[X.indptr[d] : X.indptr[d + 1]].tolist(),
+                    strict=True,
+                )
+            )
             for d in range(X.shape[0])
         ]
         self.id2word = {j: str(j) for j in range(self.V)}
         self.chunksize = chunksize
         self.step_docs = chunksize * chunks_per_step
         self.make = lambda: LdaModel(
-            num_topics=K, id2word=self.id2word, alpha=np.full(K, doc_topic_prior(K)),
-            eta=TOPIC_WORD_PRIOR, chunksize=chunksize, passes=1, random_state=seed,
-            eval_every=None, update_every=1,
+            num_topics=K,
+            id2word=self.id2word,
+            alpha=np.full(K, doc_topic_prior(K)),
+            eta=TOPIC_WORD_PRIOR,
+            chunksize=chunksize,
+            passes=1,
+            random_state=seed,
+            eval_every=None,
+            update_every=1,
         )
         self.pos = 0
 
@@ -208,7 +232,7 @@ class Gensim:
 
     def step(self):
         hi = min(self.pos + self.step_docs, len(self.corpus))
-        self.model.update(self.corpus[self.pos:hi], chunks_as_numpy=False)
+        self.model.update(self.corpus[self.pos : hi], chunks_as_numpy=False)
         self.pos = 0 if hi >= len(self.corpus) else hi
         return True
 
@@ -242,7 +266,10 @@ class Tomotopy:
     def start(self):
         tp = self.tp
         self.model = tp.LDAModel(
-            tw=tp.TermWeight.ONE, k=self.K, alpha=doc_topic_prior(self.K), eta=TOPIC_WORD_PRIOR,
+            tw=tp.TermWeight.ONE,
+            k=self.K,
+            alpha=doc_topic_prior(self.K),
+            eta=TOPIC_WORD_PRIOR,
             seed=self.seed,
         )
         self.model.optim_interval = 0  # keep the priors fixed, as for every other method
@@ -323,9 +350,15 @@ def run_sparselda(X, K, L, algorithm, seed, threads, recorder, budget, opts):
     from sparseclust.topics import SparseLDA
 
     kw = dict(
-        n_components=K, L=L, algorithm=algorithm, doc_topic_prior=doc_topic_prior(K),
-        topic_word_prior=TOPIC_WORD_PRIOR, max_iter=opts.max_passes, tol=opts.tol,
-        random_state=seed, n_threads=threads,
+        n_components=K,
+        L=L,
+        algorithm=algorithm,
+        doc_topic_prior=doc_topic_prior(K),
+        topic_word_prior=TOPIC_WORD_PRIOR,
+        max_iter=opts.max_passes,
+        tol=opts.tol,
+        random_state=seed,
+        n_threads=threads,
     )
     if algorithm == "memoized":
         kw["n_batches"] = opts.n_batches
@@ -393,15 +426,19 @@ def summarize(runs_for_k):
     for r in runs_for_k:
         curve = r["curve"]
         t_reach = first_time_reaching(curve, best_sk) if best_sk is not None else None
-        rows.append({
-            "method": r["method"],
-            "final_score": curve[-1][1],
-            "best_score": max(s for _, s, _ in curve),
-            "train_seconds": curve[-1][0],
-            "units": curve[-1][2],
-            "time_to_sklearn_best": t_reach,
-            "ratio_to_sklearn_time": (t_reach / sk_time) if (t_reach is not None and sk_time) else None,
-        })
+        rows.append(
+            {
+                "method": r["method"],
+                "final_score": curve[-1][1],
+                "best_score": max(s for _, s, _ in curve),
+                "train_seconds": curve[-1][0],
+                "units": curve[-1][2],
+                "time_to_sklearn_best": t_reach,
+                "ratio_to_sklearn_time": (t_reach / sk_time)
+                if (t_reach is not None and sk_time)
+                else None,
+            }
+        )
     return {"sklearn_best_score": best_sk, "sklearn_time_to_best": sk_time, "rows": rows}
 
 
@@ -415,11 +452,22 @@ def plot(results, path):
     ks = sorted({r["K"] for r in results["runs"]})
     fig, axes = plt.subplots(1, len(ks), figsize=(6.5 * len(ks), 4.8), squeeze=False)
     styles = {
-        "mvi": "-", "svi": "--", "sklearn": ":", "gensim": "-.", "tomotopy": (0, (1, 1)),
+        "mvi": "-",
+        "svi": "--",
+        "sklearn": ":",
+        "gensim": "-.",
+        "tomotopy": (0, (1, 1)),
     }
-    colors = {"L1": "tab:red", "L8": "tab:blue", "LK": "tab:green", "sklearn-online": "tab:gray",
-              "sklearn-batch": "black", "gensim": "tab:purple", "tomotopy": "tab:orange"}
-    for ax, K in zip(axes[0], ks):
+    colors = {
+        "L1": "tab:red",
+        "L8": "tab:blue",
+        "LK": "tab:green",
+        "sklearn-online": "tab:gray",
+        "sklearn-batch": "black",
+        "gensim": "tab:purple",
+        "tomotopy": "tab:orange",
+    }
+    for ax, K in zip(axes[0], ks, strict=True):
         for r in results["runs"]:
             if r["K"] != K:
                 continue
@@ -429,15 +477,19 @@ def plot(results, path):
             if name.startswith("sparselda"):
                 _, alg, ltag = name.split("-")
                 ls, color = styles[alg], colors[ltag]
-                label = f"SparseLDA {alg.upper()} {ltag.replace('LK', 'L=K').replace('L1', 'L=1').replace('L8', 'L=8')}"
+                lname = {"LK": "L=K", "L1": "L=1", "L8": "L=8"}[ltag]
+                label = f"SparseLDA {alg.upper()} {lname}"
             else:
                 ls = styles[name.split("-")[0]]
                 color = colors[name]
                 label = name
             ax.plot(t, s, linestyle=ls, color=color, marker=".", label=label)
         ax.set_xscale("log")
-        ticks = [t for t in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)
-                 if t <= 2 * max(c[0] for r in results["runs"] if r["K"] == K for c in r["curve"])]
+        ticks = [
+            t
+            for t in (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)
+            if t <= 2 * max(c[0] for r in results["runs"] if r["K"] == K for c in r["curve"])
+        ]
         ax.set_xticks(ticks)
         ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
@@ -459,10 +511,14 @@ def plot(results, path):
 def markdown_table(results):
     lines = []
     for K, summ in sorted(results["summary"].items(), key=lambda kv: int(kv[0])):
-        lines.append(f"\nK = {K}: scikit-learn's best held-out score {summ['sklearn_best_score']:.4f} "
-                     f"reached after {summ['sklearn_time_to_best']:.1f} s\n")
-        lines.append("| method | final score | best score | training time (s) | passes / sweeps | "
-                     "time to sklearn's best (s) | ratio to sklearn's time |")
+        lines.append(
+            f"\nK = {K}: scikit-learn's best held-out score {summ['sklearn_best_score']:.4f} "
+            f"reached after {summ['sklearn_time_to_best']:.1f} s\n"
+        )
+        lines.append(
+            "| method | final score | best score | training time (s) | passes / sweeps | "
+            "time to sklearn's best (s) | ratio to sklearn's time |"
+        )
         lines.append("|---|---|---|---|---|---|---|")
         for row in summ["rows"]:
             t = row["time_to_sklearn_best"]
@@ -470,7 +526,8 @@ def markdown_table(results):
             lines.append(
                 f"| {row['method']} | {row['final_score']:.4f} | {row['best_score']:.4f} | "
                 f"{row['train_seconds']:.1f} | {row['units']} | "
-                f"{'—' if t is None else f'{t:.1f}'} | {'—' if ratio is None else f'{ratio:.2f}'} |"
+                f"{'—' if t is None else f'{t:.1f}'} | "
+                f"{'—' if ratio is None else f'{ratio:.2f}'} |"
             )
     return "\n".join(lines)
 
@@ -478,29 +535,56 @@ def markdown_table(results):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--ks", type=int, nargs="+", default=[100, 400])
-    p.add_argument("--budget", type=float, nargs="+", default=None,
-                   help="training seconds per method, one value per K or one for all "
-                   "(default 60 for K <= 100, 120 above; 10 with --quick)")
+    p.add_argument(
+        "--budget",
+        type=float,
+        nargs="+",
+        default=None,
+        help="training seconds per method, one value per K or one for all "
+        "(default 60 for K <= 100, 120 above; 10 with --quick)",
+    )
     p.add_argument("--threads", type=int, default=1, help="threads of every method (default 1)")
     p.add_argument("--score-threads", type=int, default=2, help="threads of the (untimed) scoring")
-    p.add_argument("--n-test", type=int, default=1000, help="test documents scored (seeded subset)")
-    p.add_argument("--n-train", type=int, default=None, help="use only this many training documents")
+    p.add_argument(
+        "--n-test", type=int, default=1000, help="test documents scored (seeded subset)"
+    )
+    p.add_argument(
+        "--n-train", type=int, default=None, help="use only this many training documents"
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--methods", nargs="+", default=None,
-                   help="subset of methods, e.g. sparselda-mvi-L8 sklearn-online gensim")
-    p.add_argument("--n-batches", type=int, default=5, help="SparseLDA memoized batches (paper: 5)")
-    p.add_argument("--svi-batch-size", type=int, default=500, help="SparseLDA stochastic minibatch")
+    p.add_argument(
+        "--methods",
+        nargs="+",
+        default=None,
+        help="subset of methods, e.g. sparselda-mvi-L8 sklearn-online gensim",
+    )
+    p.add_argument(
+        "--n-batches", type=int, default=5, help="SparseLDA memoized batches (paper: 5)"
+    )
+    p.add_argument(
+        "--svi-batch-size", type=int, default=500, help="SparseLDA stochastic minibatch"
+    )
     p.add_argument("--kappa", type=float, default=0.55, help="SparseLDA stochastic decay")
     p.add_argument("--delta", type=float, default=10.0, help="SparseLDA stochastic delay")
     p.add_argument("--max-passes", type=int, default=1000)
-    p.add_argument("--tol", type=float, default=1e-5,
-                   help="SparseLDA relative ELBO change that ends training early")
+    p.add_argument(
+        "--tol",
+        type=float,
+        default=1e-5,
+        help="SparseLDA relative ELBO change that ends training early",
+    )
     p.add_argument("--growth", type=float, default=1.5, help="ratio between scoring checkpoints")
-    p.add_argument("--quick", action="store_true",
-                   help="smoke run: 3000 training / 300 test documents, K = 50, 10 s per method")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: 3000 training / 300 test documents, K = 50, 10 s per method",
+    )
     p.add_argument("--out", default=str(RESULTS / "lda_heldout.json"))
-    p.add_argument("--replot", action="store_true",
-                   help="only redraw the plot and table from an existing --out JSON")
+    p.add_argument(
+        "--replot",
+        action="store_true",
+        help="only redraw the plot and table from an existing --out JSON",
+    )
     opts = p.parse_args(argv)
     if opts.replot:
         with open(opts.out) as fh:
@@ -534,16 +618,24 @@ def main(argv=None):
     test_idx = np.sort(rng.permutation(X_test.shape[0])[: opts.n_test])
     X_test = X_test[test_idx]
     X_train = sp.csr_matrix(X_train)
-    log(f"20 Newsgroups: train {X_train.shape[0]} docs x {X_train.shape[1]} words, "
-        f"{int(X_train.sum())} tokens; test subset {X_test.shape[0]} docs, {int(X_test.sum())} tokens "
-        f"({time.perf_counter() - t0:.1f}s to load)")
+    log(
+        f"20 Newsgroups: train {X_train.shape[0]} docs x {X_train.shape[1]} words, "
+        f"{int(X_train.sum())} tokens; test subset {X_test.shape[0]} docs, "
+        f"{int(X_test.sum())} tokens "
+        f"({time.perf_counter() - t0:.1f}s to load)"
+    )
 
     results = {
         "benchmark": "lda_heldout",
         "dataset": {
-            "name": "20newsgroups-bydate", "headers_removed": True, "min_df": 5,
-            "stop_words": "english", "n_train": X_train.shape[0], "n_test": X_test.shape[0],
-            "n_words": X_train.shape[1], "train_tokens": float(X_train.sum()),
+            "name": "20newsgroups-bydate",
+            "headers_removed": True,
+            "min_df": 5,
+            "stop_words": "english",
+            "n_train": X_train.shape[0],
+            "n_test": X_test.shape[0],
+            "n_words": X_train.shape[1],
+            "train_tokens": float(X_train.sum()),
             "test_tokens": float(X_test.sum()),
         },
         "settings": {k: v for k, v in vars(opts).items()},
@@ -553,7 +645,7 @@ def main(argv=None):
         "summary": {},
     }
 
-    for K, budget in zip(opts.ks, budgets):
+    for K, budget in zip(opts.ks, budgets, strict=True):
         log(f"\n=== K = {K}, budget {budget:.0f} s per method, {opts.threads} thread(s) ===")
         scorer = Scorer(X_test, K, opts.seed, opts.score_threads)
         for name, spec in method_list(K, opts.methods):
@@ -562,17 +654,34 @@ def main(argv=None):
             scorer.seconds = 0.0
             with threadpool_limits(limits=opts.threads):
                 if spec[0] == "sparselda":
-                    run_sparselda(X_train, K, spec[2], spec[1], opts.seed, opts.threads,
-                                  recorder, budget, opts)
+                    run_sparselda(
+                        X_train,
+                        K,
+                        spec[2],
+                        spec[1],
+                        opts.seed,
+                        opts.threads,
+                        recorder,
+                        budget,
+                        opts,
+                    )
                 else:
-                    cls = {"sklearn-online": SklearnOnline, "sklearn-batch": SklearnBatch,
-                           "gensim": Gensim, "tomotopy": Tomotopy}[spec[0]]
+                    cls = {
+                        "sklearn-online": SklearnOnline,
+                        "sklearn-batch": SklearnBatch,
+                        "gensim": Gensim,
+                        "tomotopy": Tomotopy,
+                    }[spec[0]]
                     runner = cls(X_train, K, opts.seed, opts.threads)
                     run_stepper(runner, recorder, budget)
-            results["runs"].append({
-                "method": name, "K": K, "curve": recorder.curve,
-                "scoring_seconds": scorer.seconds,
-            })
+            results["runs"].append(
+                {
+                    "method": name,
+                    "K": K,
+                    "curve": recorder.curve,
+                    "scoring_seconds": scorer.seconds,
+                }
+            )
             write_json(opts.out, results)
         results["summary"][str(K)] = summarize([r for r in results["runs"] if r["K"] == K])
         write_json(opts.out, results)

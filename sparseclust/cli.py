@@ -94,17 +94,36 @@ def _build_parser():
         ),
     )
     t.add_argument("--vocab", metavar="FILE", help="vocabulary file, one word per line")
-    t.add_argument("--n-topics", "-k", type=_positive_int, default=20, help="number of topics K (default 20)")
-    t.add_argument("--L", type=_positive_int, default=8, help="topics kept per word type (default 8; L >= K is dense)")
+    t.add_argument(
+        "--n-topics", "-k", type=_positive_int, default=20, help="number of topics K (default 20)"
+    )
+    t.add_argument(
+        "--L",
+        type=_positive_int,
+        default=8,
+        help="topics kept per word type (default 8; L >= K is dense)",
+    )
     t.add_argument(
         "--algorithm",
         choices=("memoized", "stochastic", "batch"),
         default="memoized",
         help="learning algorithm (default memoized)",
     )
-    t.add_argument("--max-iter", type=_positive_int, default=30, help="passes over the training documents (default 30)")
-    t.add_argument("--n-batches", type=_positive_int, default=None, help="batches of the memoized algorithm")
-    t.add_argument("--batch-size", type=_positive_int, default=None, help="minibatch size of the stochastic algorithm")
+    t.add_argument(
+        "--max-iter",
+        type=_positive_int,
+        default=30,
+        help="passes over the training documents (default 30)",
+    )
+    t.add_argument(
+        "--n-batches", type=_positive_int, default=None, help="batches of the memoized algorithm"
+    )
+    t.add_argument(
+        "--batch-size",
+        type=_positive_int,
+        default=None,
+        help="minibatch size of the stochastic algorithm",
+    )
     t.add_argument(
         "--heldout-fraction",
         type=_fraction,
@@ -112,12 +131,34 @@ def _build_parser():
         help="fraction of documents kept out of training for the document-completion score "
         "(default 0.1; 0 skips it)",
     )
-    t.add_argument("--top-n", type=_positive_int, default=10, help="words shown per topic, also used for coherence (default 10)")
-    t.add_argument("--min-df", type=_positive_int, default=1, help="folder input only: drop words in fewer documents (default 1)")
-    t.add_argument("--threads", type=_nonzero_int, default=None, help="threads (default: all available; -1 all, -2 all but one)")
-    t.add_argument("--seed", type=int, default=0, help="random seed of the split and the fit (default 0)")
+    t.add_argument(
+        "--top-n",
+        type=_positive_int,
+        default=10,
+        help="words shown per topic, also used for coherence (default 10)",
+    )
+    t.add_argument(
+        "--min-df",
+        type=_positive_int,
+        default=1,
+        help="folder input only: drop words in fewer documents (default 1)",
+    )
+    t.add_argument(
+        "--threads",
+        type=_nonzero_int,
+        default=None,
+        help="threads (default: all available; -1 all, -2 all but one)",
+    )
+    t.add_argument(
+        "--seed", type=int, default=0, help="random seed of the split and the fit (default 0)"
+    )
     t.add_argument("--quiet", "-q", action="store_true", help="no progress bar or status messages")
-    t.add_argument("--output", "-o", metavar="JSON", help="also write topics, scores and timings to this JSON file")
+    t.add_argument(
+        "--output",
+        "-o",
+        metavar="JSON",
+        help="also write topics, scores and timings to this JSON file",
+    )
     return parser
 
 
@@ -254,7 +295,9 @@ def _run_topics(args):
     if feature_names is None:
         feature_names = np.array([f"word{j}" for j in range(n_words)], dtype=object)
     if n_docs < 2 or X.nnz == 0:
-        raise CLIError(f"the corpus has {n_docs} documents and {X.nnz} nonzero counts: too few to fit")
+        raise CLIError(
+            f"the corpus has {n_docs} documents and {X.nnz} nonzero counts: too few to fit"
+        )
     if args.n_topics > n_docs:
         raise CLIError(f"--n-topics {args.n_topics} exceeds the number of documents ({n_docs})")
     if args.top_n < 2:
@@ -320,7 +363,10 @@ def _run_topics(args):
     if X_test.shape[0] > 0:
         try:
             heldout = document_completion_score(
-                model, X_test, heldout_fraction=0.2, random_state=args.seed,
+                model,
+                X_test,
+                heldout_fraction=0.2,
+                random_state=args.seed,
                 n_threads=args.threads,
             )
         except ValueError as exc:
@@ -348,10 +394,16 @@ def _run_topics(args):
             file=out,
         )
     if coherence is not None:
-        print(f"UMass coherence (top {top_n} words, training documents): mean {coherence.mean():.2f}", file=out)
+        print(
+            f"UMass coherence (top {top_n} words, training documents): "
+            f"mean {coherence.mean():.2f}",
+            file=out,
+        )
     n_iter = getattr(model, "n_iter_", None)
     iters = f" ({n_iter} passes)" if n_iter is not None else ""
-    print(f"timings: load {t_load:.2f}s, fit {t_fit:.2f}s{iters}, evaluate {t_eval:.2f}s", file=out)
+    print(
+        f"timings: load {t_load:.2f}s, fit {t_fit:.2f}s{iters}, evaluate {t_eval:.2f}s", file=out
+    )
 
     if args.output:
         trace = getattr(model, "trace_", None)

@@ -32,9 +32,26 @@ def planted_counts(n_docs=60, seed=0):
 
 
 def vocab_words():
-    names = ["sun", "moon", "star", "comet", "orbit", "planet",
-             "bread", "cheese", "butter", "flour", "yeast", "oven",
-             "guitar", "violin", "piano", "drums", "flute", "cello"]
+    names = [
+        "sun",
+        "moon",
+        "star",
+        "comet",
+        "orbit",
+        "planet",
+        "bread",
+        "cheese",
+        "butter",
+        "flour",
+        "yeast",
+        "oven",
+        "guitar",
+        "violin",
+        "piano",
+        "drums",
+        "flute",
+        "cello",
+    ]
     assert len(names) == N_TOPICS * BLOCK
     return names
 
@@ -42,7 +59,7 @@ def vocab_words():
 def write_uci(folder, X, name="tiny", gz=False, vocab=True):
     rows, cols = np.nonzero(X)
     lines = [str(X.shape[0]), str(X.shape[1]), str(len(rows))]
-    lines += [f"{d + 1} {v + 1} {X[d, v]}" for d, v in zip(rows, cols)]
+    lines += [f"{d + 1} {v + 1} {X[d, v]}" for d, v in zip(rows, cols, strict=True)]
     text = "\n".join(lines) + "\n"
     path = folder / f"docword.{name}.txt{'.gz' if gz else ''}"
     if gz:
@@ -79,8 +96,22 @@ def test_topics_on_uci_corpus_recovers_planted_blocks(tmp_path, capsys):
     path = write_uci(tmp_path, X, gz=True)
     out_json = tmp_path / "result.json"
     code, out, err = run(
-        ["topics", str(path), "--n-topics", "3", "--L", "2", "--max-iter", "15",
-         "--top-n", "4", "--seed", "1", "--output", str(out_json)],
+        [
+            "topics",
+            str(path),
+            "--n-topics",
+            "3",
+            "--L",
+            "2",
+            "--max-iter",
+            "15",
+            "--top-n",
+            "4",
+            "--seed",
+            "1",
+            "--output",
+            str(out_json),
+        ],
         capsys,
     )
     assert code == 0, err
@@ -115,13 +146,23 @@ def test_topics_on_text_folder(tmp_path, capsys):
     folder = tmp_path / "docs"
     (folder / "sub").mkdir(parents=True)
     for d, row in enumerate(X):
-        text = " ".join(w for w, c in zip(words, row) for _ in range(c))
+        text = " ".join(w for w, c in zip(words, row, strict=True) for _ in range(c))
         # "the" and "and" are English stop words and must not become topic words
         target = folder / ("sub" if d % 2 else "") / f"doc{d:02d}.txt"
         target.write_text("The and " + text + "\n")
     (folder / "notes.md").write_text("ignored: not a .txt file zebra zebra zebra")
     code, out, err = run(
-        ["topics", str(folder), "-k", "3", "--max-iter", "10", "--quiet", "--heldout-fraction", "0.2"],
+        [
+            "topics",
+            str(folder),
+            "-k",
+            "3",
+            "--max-iter",
+            "10",
+            "--quiet",
+            "--heldout-fraction",
+            "0.2",
+        ],
         capsys,
     )
     assert code == 0, err
@@ -146,8 +187,23 @@ def test_topics_on_ldac_with_vocab(tmp_path, capsys):
     vocab.write_text("\n".join(vocab_words()) + "\n")
     out_json = tmp_path / "o.json"
     code, out, err = run(
-        ["topics", str(path), "--vocab", str(vocab), "-k", "3", "--max-iter", "8", "-q",
-         "--algorithm", "stochastic", "--batch-size", "10", "-o", str(out_json)],
+        [
+            "topics",
+            str(path),
+            "--vocab",
+            str(vocab),
+            "-k",
+            "3",
+            "--max-iter",
+            "8",
+            "-q",
+            "--algorithm",
+            "stochastic",
+            "--batch-size",
+            "10",
+            "-o",
+            str(out_json),
+        ],
         capsys,
     )
     assert code == 0, err
@@ -169,7 +225,9 @@ def test_uci_without_vocab_uses_word_ids(tmp_path, capsys):
 
 
 def test_default_corpus_is_bundled_kos(capsys):
-    code, out, err = run(["topics", "-k", "4", "--max-iter", "2", "--L", "2", "--top-n", "5"], capsys)
+    code, out, err = run(
+        ["topics", "-k", "4", "--max-iter", "2", "--L", "2", "--top-n", "5"], capsys
+    )
     assert code == 0, err
     assert "KOS" in err and "3430 documents" in err
     assert math.isfinite(heldout_score(out))
@@ -246,11 +304,24 @@ def test_split_documents_is_seeded_and_disjoint():
     [
         (["topics", "/definitely/not/here.txt"], "no such file or directory"),
         (["topics", "{tmp}/data.csv"], "unrecognised corpus format"),
-        (["topics", "{tmp}/docword.x.txt", "--vocab", "{tmp}/missing.txt"], "vocabulary file not found"),
+        (
+            ["topics", "{tmp}/docword.x.txt", "--vocab", "{tmp}/missing.txt"],
+            "vocabulary file not found",
+        ),
         (["topics", "{tmp}/docword.bad.txt"], "cannot read corpus"),
         (["topics", "{tmp}/docword.x.txt", "-k", "500"], "exceeds the number of documents"),
         (["topics", "{tmp}/docword.x.txt", "--top-n", "1"], "--top-n must be at least 2"),
-        (["topics", "{tmp}/docword.x.txt", "--output", "{tmp}/no/such/dir/o.json", "--max-iter", "1"], "cannot write"),
+        (
+            [
+                "topics",
+                "{tmp}/docword.x.txt",
+                "--output",
+                "{tmp}/no/such/dir/o.json",
+                "--max-iter",
+                "1",
+            ],
+            "cannot write",
+        ),
         (["topics", "--vocab", "{tmp}/vocab.x.txt"], "--vocab needs a corpus PATH"),
     ],
 )
@@ -292,7 +363,9 @@ def test_help_and_version_exit_0(capsys):
 def test_python_dash_m_entry_point():
     proc = subprocess.run(
         [sys.executable, "-m", "sparseclust", "topics", "/no/such/corpus"],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 2
     assert "no such file or directory" in proc.stderr

@@ -74,7 +74,7 @@ def reference_score(phi, X_obs, X_held, alpha):
         theta = N + alpha
         pi = theta / theta.sum()
         lo, hi = X_held.indptr[d], X_held.indptr[d + 1]
-        for v, cnt in zip(X_held.indices[lo:hi], X_held.data[lo:hi]):
+        for v, cnt in zip(X_held.indices[lo:hi], X_held.data[lo:hi], strict=True):
             total += cnt * math.log(float(pi @ phi[:, v]))
             tokens += cnt
     return total / tokens
@@ -89,8 +89,8 @@ def brute_force_umass(phi, X, top_n, eps=1.0):
         order = sorted(range(phi.shape[1]), key=lambda j: (-phi[k, j], j))[:top_n]
         c = 0.0
         for m in range(1, top_n):
-            for l in range(m):
-                vm, vl = order[m], order[l]
+            for j in range(m):
+                vm, vl = order[m], order[j]
                 d_l = sum(1 for ws in doc_words if vl in ws)
                 d_ml = sum(1 for ws in doc_words if vl in ws and vm in ws)
                 c += math.log((d_ml + eps) / max(d_l, 1))
@@ -151,8 +151,13 @@ def test_document_completion_matches_reference(alpha):
     rng = np.random.default_rng(3)
     phi = 0.5 * phi_true + 0.5 * rng.dirichlet(np.ones(phi_true.shape[1]), size=4)
     score = document_completion_score(
-        phi, X, heldout_fraction=0.2, random_state=7, doc_topic_prior=alpha,
-        max_iter=20000, tol=1e-10,
+        phi,
+        X,
+        heldout_fraction=0.2,
+        random_state=7,
+        doc_topic_prior=alpha,
+        max_iter=20000,
+        tol=1e-10,
     )
     A, B, _ = split_document_types(X, 0.2, random_state=7)
     expected = reference_score(phi, A, B, alpha)

@@ -71,7 +71,9 @@ def _topic_word_and_prior(model_or_topic_word):
     sums = phi.sum(axis=1)
     if np.any(sums <= 0):
         bad = np.flatnonzero(sums <= 0)
-        raise ValueError(f"topic_word rows must have a positive sum; rows {bad[:10].tolist()} sum to 0.")
+        raise ValueError(
+            f"topic_word rows must have a positive sum; rows {bad[:10].tolist()} sum to 0."
+        )
     return phi / sums[:, None], alpha
 
 
@@ -264,7 +266,12 @@ def document_completion_score(
     phi = _smoothed(phi)
     log_phi = np.log(phi)
     N = infer_doc_topics(
-        X_obs, log_phi, alpha, L=n_topics, max_iter=int(max_iter), tol=float(tol),
+        X_obs,
+        log_phi,
+        alpha,
+        L=n_topics,
+        max_iter=int(max_iter),
+        tol=float(tol),
         n_threads=n_threads,
     )
     theta = np.asarray(N, dtype=np.float64) + alpha
@@ -343,7 +350,11 @@ def umass_coherence(topic_word, X_reference, top_n=10, *, epsilon=1.0):
     phi, _ = _topic_word_and_prior(topic_word)
     n_topics, n_words = phi.shape
     X = _check_counts(X_reference, n_words, name="X_reference")
-    if not isinstance(top_n, numbers.Integral) or isinstance(top_n, bool) or not 2 <= top_n <= n_words:
+    if (
+        not isinstance(top_n, numbers.Integral)
+        or isinstance(top_n, bool)
+        or not 2 <= top_n <= n_words
+    ):
         raise ValueError(f"top_n must be an integer in [2, {n_words}], got {top_n!r}.")
     if not isinstance(epsilon, numbers.Real) or not epsilon > 0:
         raise ValueError(f"epsilon must be a positive number, got {epsilon!r}.")
