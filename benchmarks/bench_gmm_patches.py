@@ -222,7 +222,18 @@ def main(argv=None):
         help="values of K at which to run the scikit-learn baselines",
     )
     ap.add_argument("--n-batches", type=int, default=10)
+    ap.add_argument(
+        "--replot",
+        metavar="JSON",
+        default=None,
+        help="only redraw the figure of an earlier run's JSON (written next to it)",
+    )
     args = ap.parse_args(argv)
+    if args.replot:
+        with open(args.replot) as fh:
+            results = json.load(fh)
+        plot(results, Path(args.replot).with_suffix(".png"))
+        return
     if args.quick:
         defaults = dict(n_train=10_000, n_heldout=3_000, passes=3, K=[50], sklearn_K=[50])
     else:
@@ -416,6 +427,7 @@ def plot(results, path):
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     Ks = results["config"]["K"]
     fig, axes = plt.subplots(1, len(Ks) + 1, figsize=(5 * (len(Ks) + 1), 4.2))
@@ -446,6 +458,7 @@ def plot(results, path):
                     label="sklearn GM (EM)" if r["method"] == "GaussianMixture" else "sklearn BGM",
                 )
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_xlabel("training time (s, log scale)")
         ax.set_ylabel("held-out log-likelihood per patch")
         ax.set_title(f"K = {K}")
