@@ -322,7 +322,8 @@ def test_heldout_trace_and_verbose(capsys):
         verbose=2,
         verbose_interval=2,
     )
-    est._fit(X[:200], X_heldout=X[200:])
+    with pytest.warns(ConvergenceWarning, match="did not converge in 4 passes"):
+        est._fit(X[:200], X_heldout=X[200:])
     assert [e["pass"] for e in est.trace_] == [1, 2, 3, 4]
     np.testing.assert_allclose(est.trace_[-1]["heldout"], est.score(X[200:]), rtol=1e-12)
     err = capsys.readouterr().err
@@ -593,7 +594,8 @@ def test_warm_start_and_n_init():
     X, _ = _blobs(n_per=80)
     est = _ours(X, n_components=3, max_iter=2, tol=0, random_state=0, warm_start=True)
     first = est.lower_bound_
-    est.fit(X)
+    with pytest.warns(ConvergenceWarning):
+        est.fit(X)
     assert est.lower_bound_ >= first - 1e-9 * abs(first)
     # n_init keeps the best of its initializations
     runs = [
