@@ -617,20 +617,28 @@ def test_threads_give_same_result():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_weight_kernels_match_numpy(dtype, n_threads):
+    rng = np.random.RandomState(0)
+    # N not a multiple of the row block; D = 37 exercises two uneven levels of triangular
+    # blocking, D = 7 none
+    for N, D, K in [(1000, 7, 5), (300, 37, 3)]:
+        X = rng.randn(N, D).astype(dtype)
+        C = np.triu(rng.randn(K, D, D)).astype(dtype)
+        off = rng.randn(K, D).astype(dtype)
+        for a in (X, C, off):
+            a.setflags(write=False)  # read-only inputs must work
+        _check_weight_kernels(X, C, off, dtype, n_threads)
+
+
+def _check_weight_kernels(X, C, off, dtype, n_threads):
     from sparseclust._kernels._gmm_weights import mahalanobis_sq, mahalanobis_sq_diag
 
-    rng = np.random.RandomState(0)
-    N, D, K = 1000, 7, 5  # N not a multiple of the row block
-    X = rng.randn(N, D).astype(dtype)
-    C = np.triu(rng.randn(K, D, D)).astype(dtype)
-    off = rng.randn(K, D).astype(dtype)
-    for a in (X, C, off):
-        a.setflags(write=False)  # read-only inputs must work
+    N, K = X.shape[0], C.shape[0]
     rtol = 1e-4 if dtype == np.float32 else 1e-12
     for use_off in (True, False):
         out = np.empty((N, K), dtype=dtype)
         mahalanobis_sq(X, C, off, out, use_off, n_threads)
-        Y = np.einsum("ni,kij->nkj", X.astype(float), C.astype(float)) - (off if use_off else 0)
+        Y = np.einsum("ni,kij->nkj", X.astype(float), C.astype(float))
+        Y = Y - (off if use_off else 0)
         np.testing.assert_allclose(out, np.einsum("nkd,nkd->nk", Y, Y), rtol=rtol)
         S = np.abs(off)
         mahalanobis_sq_diag(X, S, off, out, use_off, n_threads)

@@ -5,12 +5,13 @@ The dense part of the mixture's local step: for every sample n and component k,
 
     out[n, k] = || x_n^T C_k - o_k ||^2,     o_k = m_k^T C_k,
 
-which is ``(x_n - m_k)^T P_k (x_n - m_k)`` when ``P_k = C_k C_k^T`` (``C_k`` a factor of the
-expected precision, e.g. its upper-triangular Cholesky-type factor). Cost O(N K D^2), the one
+which is ``(x_n - m_k)^T P_k (x_n - m_k)`` when ``P_k = C_k C_k^T`` (``C_k`` the upper-triangular
+Cholesky-type factor of the expected precision, scikit-learn's ``precisions_cholesky_``). Cost O(N K D^2), the one
 step of the local step whose work does not shrink with the sparsity level L.
 
 Layout: rows are cut into blocks of ``block_rows``; blocks are processed in parallel, one per
-thread. For each block and component one single-threaded BLAS ``gemm`` writes the product
+thread. For each block and component single-threaded BLAS ``gemm`` calls (two levels of
+triangular blocking, skipping the zero half of ``C_k``: 5/8 of the dense flops) write the product
 ``X_block C_k`` column-major into a per-thread buffer that stays in cache (no (N, K, D)
 intermediate), and the squared distances to ``o_k`` are accumulated dimension by dimension over
 contiguous rows (a loop the compiler vectorizes). Squaring after the product keeps the rounding
@@ -25,42 +26,59 @@ from libc.stdlib cimport free, malloc
 from scipy.linalg.cython_blas cimport dgemm, sgemm
 
 
-cdef inline void _block_product(
-    const floating* Xb, const floating* C, floating* Y, int D, int rows
+cdef void _tri_product(
+    const floating* Xb, const floating* C, floating* Y, int D, int rows, int n, int depth
 ) noexcept nogil:
-    # Column-major BLAS view: Xb (row-major rows x D) is Xb^T (D x rows) with ld D, C (row-major
-    # D x D) is C^T. Y = op(Xb^T) op(C^T) = Xb C, stored column-major (rows x D, ld rows).
+    """Y[:, :n] = Xb[:, :n] @ C[:n, :n] for an upper-triangular C.
+
+    Xb is row-major (rows x n, leading dimension D), C row-major (leading dimension D), Y
+    column-major (rows x n, leading dimension rows). In BLAS's column-major view the row-major
+    buffers are transposes, hence the transposed operands. The triangle is split in halves,
+    [[C11, C12], [0, C22]], recursively ``depth`` times: Y1 = X1 C11, Y2 = X2 C22 + X1 C12,
+    which skips the zero block (3/4 of the flops per level, 5/8 after two levels).
+    """
     cdef char tr = b'T'
-    cdef int m = rows
-    cdef int n = D
-    cdef int kk = D
+    cdef int h, n2
     cdef float one_f = 1.0
     cdef float zero_f = 0.0
     cdef double one_d = 1.0
     cdef double zero_d = 0.0
+    if depth == 0 or n < 16:
+        if floating is float:
+            sgemm(&tr, &tr, &rows, &n, &n, &one_f, <float*> Xb, &D, <float*> C, &D, &zero_f,
+                  Y, &rows)
+        else:
+            dgemm(&tr, &tr, &rows, &n, &n, &one_d, <double*> Xb, &D, <double*> C, &D, &zero_d,
+                  Y, &rows)
+        return
+    h = n // 2
+    n2 = n - h
+    _tri_product(Xb, C, Y, D, rows, h, depth - 1)
+    _tri_product(Xb + h, C + h * D + h, Y + <Py_ssize_t> h * rows, D, rows, n2, depth - 1)
     if floating is float:
-        sgemm(&tr, &tr, &m, &n, &kk, &one_f, <float*> Xb, &kk, <float*> C, &n, &zero_f,
-              Y, &m)
+        sgemm(&tr, &tr, &rows, &n2, &h, &one_f, <float*> Xb, &D, <float*> (C + h), &D, &one_f,
+              Y + <Py_ssize_t> h * rows, &rows)
     else:
-        dgemm(&tr, &tr, &m, &n, &kk, &one_d, <double*> Xb, &kk, <double*> C, &n, &zero_d,
-              Y, &m)
+        dgemm(&tr, &tr, &rows, &n2, &h, &one_d, <double*> Xb, &D, <double*> (C + h), &D, &one_d,
+              Y + <Py_ssize_t> h * rows, &rows)
 
 
 def mahalanobis_sq(
     const floating[:, ::1] X,  # IN (N, D) rows (centered by the caller where useful)
-    const floating[:, :, ::1] chol,  # IN (K, D, D) factors C_k (row-major)
+    const floating[:, :, ::1] chol,  # IN (K, D, D) upper-triangular factors C_k (row-major)
     const floating[:, ::1] offsets,  # IN (K, D) o_k = m_k^T C_k (read only if use_offsets)
     floating[:, ::1] out,  # OUT (N, K)
     bint use_offsets,
     int n_threads,
-    int block_rows=256,
+    int block_rows=128,
 ):
     """Squared norms ``out[n, k] = ||X[n] @ chol[k] - offsets[k]||^2``.
 
     Parameters
     ----------
     X : (N, D) float32/float64, C-contiguous
-    chol : (K, D, D), same dtype
+    chol : (K, D, D), same dtype, upper triangular with zeros below the diagonal (the blocked
+        product skips the lower off-diagonal blocks, and reads the rest)
     offsets : (K, D), same dtype
     out : (N, K), same dtype, written
     use_offsets : bool
@@ -95,7 +113,7 @@ def mahalanobis_sq(
             start = b * block_rows
             rows = <int> min(<Py_ssize_t> block_rows, N - start)
             for k in range(K):
-                _block_product(&X[start, 0], &chol[k, 0, 0], buf, D, rows)
+                _tri_product(&X[start, 0], &chol[k, 0, 0], buf, D, rows, D, 2)
                 for i in range(rows):
                     acc[i] = 0
                 for d in range(D):
