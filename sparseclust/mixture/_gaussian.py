@@ -316,9 +316,10 @@ class QuadraticForm:
     the compiled kernel :mod:`sparseclust._kernels._gmm_weights` as
     ``||x'_n^T C_k - m'_k^T C_k||^2`` with ``E[Lambda_k] = C_k C_k^T`` and ``x' = x - c``,
     ``m' = m - c`` for a fixed center ``c`` (the prior mean; no centering for the zero-mean model,
-    whose components are not shift invariant). Per block of rows and component the kernel runs one
-    small BLAS product that stays in cache; the squares are taken after the product, so the form
-    is accurate in float32 even for nearly singular covariances (an expanded
+    whose components are not shift invariant). Per block of rows and component the kernel runs
+    small BLAS products (triangular blocking skips the zero half of ``C_k``) that stay in cache;
+    the squares are taken after the product, so the form is accurate in float32 even for nearly
+    singular covariances (an expanded
     ``x^T P x - 2 x^T P m + m^T P m`` would cancel catastrophically there). 'diag' uses the
     ``O(N K D)`` kernel with ``C_k = diag(sqrt(E[lambda_k]))``. Computation in ``dtype``.
 
