@@ -30,7 +30,6 @@ Usage::
 
 import argparse
 import contextlib
-import inspect
 import json
 import sys
 import time
@@ -304,46 +303,14 @@ class Tomotopy:
 
 
 def sparselda_topic_word(model, info):
-    """Current topic-word point estimate E[phi] inside a per-pass callback."""
-    params = info.get("params")
-    lam = getattr(params, "lam", None)
-    if lam is None and isinstance(params, dict):
-        lam = params.get("lam")
-    if lam is None:
-        raise RuntimeError("cannot find lambda in the SparseLDA per-pass callback")
-    return np.asarray(lam)
+    """Current topic-word pseudo-counts lambda inside SparseLDA's per-pass ``fit`` callback."""
+    return np.asarray(info["components"])
 
 
 @contextlib.contextmanager
 def per_pass_callback(model, callback):
-    """Call ``callback(info)`` after every training pass of ``model.fit``.
-
-    Uses ``fit(X, callback=...)`` when SparseLDA's fit accepts it; otherwise chains the
-    callback into the engine call made by ``fit`` (instrumentation of this benchmark only).
-    Yields the function that fits.
-    """
-    if "callback" in inspect.signature(model.fit).parameters:
-        yield lambda X: model.fit(X, callback=callback)
-        return
-    import sparseclust.topics._sparse_lda as impl
-
-    original = impl.fit_engine
-
-    def chained(*args, callback=None, **kwargs):
-        inner = callback
-
-        def both(info):
-            stop_inner = bool(inner(info)) if inner is not None else False
-            return bool(callback_outer(info)) or stop_inner
-
-        return original(*args, callback=both, **kwargs)
-
-    callback_outer = callback
-    impl.fit_engine = chained
-    try:
-        yield model.fit
-    finally:
-        impl.fit_engine = original
+    """Yield a function fitting ``model`` with ``callback(info)`` after every pass."""
+    yield lambda X: model.fit(X, callback=callback)
 
 
 def run_sparselda(X, K, L, algorithm, seed, threads, recorder, budget, opts):

@@ -8,7 +8,6 @@ and timings. See ``doc/cli.md``.
 """
 
 import argparse
-import inspect
 import json
 import os
 import re
@@ -280,13 +279,6 @@ def _split_documents(n_docs, fraction, seed):
     return np.sort(perm[n_test:]), np.sort(perm[:n_test])
 
 
-def _fit_accepts_callback(model):
-    try:
-        return "callback" in inspect.signature(model.fit).parameters
-    except (TypeError, ValueError):  # pragma: no cover
-        return False
-
-
 def _run_topics(args):
     t0 = time.perf_counter()
     X, feature_names, description = _load_corpus(args.path, args.vocab, args.min_df)
@@ -342,13 +334,7 @@ def _run_topics(args):
     progress = _Progress(args.max_iter, enabled=not args.quiet)
     t0 = time.perf_counter()
     try:
-        if _fit_accepts_callback(model):
-            model.fit(X_train, callback=progress)
-        else:
-            # no per-pass hook: the engine's own one-line-per-pass report instead of the bar
-            if not args.quiet:
-                model.set_params(verbose=1)
-            model.fit(X_train)
+        model.fit(X_train, callback=progress)
     except ValueError as exc:
         raise CLIError(f"cannot fit: {exc}") from None
     finally:

@@ -277,3 +277,21 @@ def test_pipeline_text_classification():
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+def test_fit_callback_sees_every_pass_and_can_stop():
+    from scipy.sparse import random as sprandom
+
+    X = sprandom(60, 40, density=0.2, random_state=0, format="csr")
+    X.data = np.ceil(X.data * 5)
+    seen = []
+
+    def cb(info):
+        seen.append((info["pass"], info["components"].copy()))
+        return info["pass"] == 3
+
+    lda = SparseLDA(n_components=4, max_iter=20, tol=0, random_state=0).fit(X, callback=cb)
+    assert [p for p, _ in seen] == [1, 2, 3] and lda.n_iter_ == 3
+    # the last snapshot is the fitted model's topics
+    np.testing.assert_allclose(seen[-1][1], lda.components_)
+    assert not np.allclose(seen[0][1], seen[-1][1])

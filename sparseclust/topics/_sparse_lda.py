@@ -364,7 +364,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     # -----------------------------------------------------------------------------------
     # training
 
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, *, callback=None):
         """Learn topics from the document-word count matrix X.
 
         Parameters
@@ -372,6 +372,12 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
             Non-negative word counts (float counts allowed).
         y : ignored
+        callback : callable or None, default=None
+            Called after every pass as ``callback(info)``; ``info`` is the pass's trace entry
+            (``pass``, ``elapsed``, ``elbo``, ...) plus ``n_passes`` (= ``max_iter``) and
+            ``components`` (the current K x V topic-word pseudo-counts lambda). Returning
+            ``True`` stops training after that pass. Time spent in the callback is excluded
+            from ``elapsed``.
 
         Returns
         -------
@@ -386,7 +392,11 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
         def _snapshot(info):
             snapshots.append(dict(model.counters))
-            return False
+            if callback is None:
+                return False
+            public = {k: v for k, v in info.items() if k not in ("params", "stats")}
+            public["components"] = info["params"].lam
+            return bool(callback(public))
 
         result = fit_engine(
             model,
