@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """L-sparse responsibilities and their summary statistics (public API).
 
-CONTRACT (implemented by the compiled kernels ``sparseclust._kernels._topl`` and ``_stats``;
-``sparseclust._reference`` holds the numpy specifications they are tested against):
+The functions below validate their input and call the compiled kernels
+``sparseclust._kernels._topl`` and ``_stats``; ``sparseclust._reference`` holds the plain numpy
+specifications they are tested against. Summary:
 
 top_l_indices(W, L, *, method="auto", n_threads=None) -> int32 (N, min(L, K))
 responsibilities(W, L=None, *, n_threads=None) -> (values (N, L') same float dtype as W, int32 indices (N, L'))
@@ -16,10 +17,9 @@ summary_statistics(values, indices, X, n_components, *, moments="full"|"diag"|"n
 
 import numpy as np
 import scipy.sparse as sp
-from threadpoolctl import threadpool_limits
 
 from ._kernels import _stats, _topl
-from .utils import effective_n_threads
+from .utils import effective_n_threads, single_threaded_blas
 
 _METHODS = {"select": _topl.SELECT, "scan": _topl.SCAN}
 _MOMENTS = {"none": _stats.NONE, "diag": _stats.DIAG, "full": _stats.FULL}
@@ -232,7 +232,7 @@ def summary_statistics(values, indices, X, n_components, *, moments="full", n_th
         srt = np.sort(indices, axis=1)
         if (srt[:, 1:] == srt[:, :-1]).any():
             raise ValueError("indices must be distinct within each row.")
-    with threadpool_limits(limits=1, user_api="blas"):
+    with single_threaded_blas():
         Nk, Sx, S2, ent, n_bad_index, n_bad_value = _stats.summary_statistics(
             values, indices, X, K, _MOMENTS[moments], effective_n_threads(n_threads)
         )

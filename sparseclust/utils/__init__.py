@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Small shared helpers."""
 
-from ._threads import effective_n_threads
+from ._threads import effective_n_threads, single_threaded_blas
 
-__all__ = ["effective_n_threads"]
+__all__ = ["effective_n_threads", "single_threaded_blas"]

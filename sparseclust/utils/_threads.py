@@ -1,7 +1,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Thread-count control shared by every parallel kernel."""
 
+import functools
 import os
+
+from threadpoolctl import ThreadpoolController
 
 from ._openmp import openmp_max_threads
 
@@ -44,3 +47,18 @@ def effective_n_threads(n_threads=None):
     if n_threads < 0:
         return max(1, _cpu_count() + 1 + n_threads)
     return n_threads
+
+
+@functools.lru_cache(maxsize=1)
+def _blas_controller():
+    # library discovery costs milliseconds: do it once per process
+    return ThreadpoolController()
+
+
+def single_threaded_blas():
+    """Context manager limiting BLAS to one thread around kernels that run their own threads.
+
+    Our OpenMP kernels that call BLAS from inside a parallel region (e.g. per-cluster ``syrk``)
+    must not oversubscribe the cores with BLAS threads.
+    """
+    return _blas_controller().limit(limits=1, user_api="blas")
