@@ -28,7 +28,7 @@ import scipy.special
 from threadpoolctl import threadpool_limits
 
 from sparseclust import posteriors as P
-from sparseclust._kernels import _stats, _topl
+from sparseclust._kernels import _topl
 
 N_ROWS = 36816
 KS = [50, 100, 200, 400, 800, 1600, 3200]
@@ -120,11 +120,11 @@ def main(argv=None):
                 )
                 r["stats_dense_numpy"] = timeit(lambda: dense_summary_numpy(R, X), rep)
                 r["stats_dense_repeats"] = rep
-                del R, idx
+                R = idx = None
             rows.append(r)
             print(json.dumps({k: (round(x, 5) if isinstance(x, float) else x)
                               for k, x in r.items()}), flush=True)
-            del W
+            W = None  # release before the next K
     meta = {
         "N": N,
         "D": D,

@@ -9,7 +9,9 @@ os.environ.setdefault("SCIPY_ARRAY_API", "1")
 import pytest  # noqa: E402
 
 SHARED_DATA = Path(
-    os.environ.get("SPARSECLUST_SHARED_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data")
+    os.environ.get(
+        "SPARSECLUST_SHARED_DATA", Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+    )
 ).resolve()
 
 

@@ -28,7 +28,8 @@ class UnitGaussMixture(VariationalModel):
         D = X.shape[1]
         W = (
             p["Elogpi"]
-            - 0.5 * ((X**2).sum(1)[:, None] - 2 * X @ p["m"].T + (p["m"] ** 2).sum(1) + D / p["beta"])
+            - 0.5
+            * ((X**2).sum(1)[:, None] - 2 * X @ p["m"].T + (p["m"] ** 2).sum(1) + D / p["beta"])
             - 0.5 * D * np.log(2 * np.pi)
         )
         v, idx = responsibilities(W, self.L)
@@ -58,9 +59,13 @@ class UnitGaussMixture(VariationalModel):
         a0 = np.full(self.K, self.alpha0)
         th = p["theta"]
         logC = lambda a: gammaln(a.sum()) - gammaln(a).sum()  # noqa: E731
-        alloc = (s["N"] * p["Elogpi"]).sum() + logC(a0) - logC(th) + ((a0 - th) * p["Elogpi"]).sum()
+        alloc = (
+            (s["N"] * p["Elogpi"]).sum() + logC(a0) - logC(th) + ((a0 - th) * p["Elogpi"]).sum()
+        )
         prior = np.sum(
-            0.5 * D * np.log(self.beta0 / p["beta"]) - 0.5 * self.beta0 * (m2 + D / p["beta"]) + 0.5 * D
+            0.5 * D * np.log(self.beta0 / p["beta"])
+            - 0.5 * self.beta0 * (m2 + D / p["beta"])
+            + 0.5 * D
         )
         return data + alloc + prior + s["entropy"].sum()
 
@@ -98,7 +103,7 @@ def test_learning_rate_schedule():
 
 
 def test_elbo_matches_direct_computation():
-    """The statistics-based ELBO equals E_q[log p - log q] evaluated directly from responsibilities."""
+    """The statistics-based ELBO equals E_q[log p - log q] computed from responsibilities."""
     X, _ = _data(n=50)
     model = UnitGaussMixture(3)
     p = model.global_step(_init_stats(model, X))
@@ -112,9 +117,8 @@ def test_elbo_matches_direct_computation():
         - 0.5 * D * np.log(2 * np.pi)
     )
     R = np.exp(W - logsumexp(W, axis=1, keepdims=True))
-    Elogpx = (
-        -0.5 * D * np.log(2 * np.pi)
-        - 0.5 * ((X**2).sum(1)[:, None] - 2 * X @ p2["m"].T + (p2["m"] ** 2).sum(1) + D / p2["beta"])
+    Elogpx = -0.5 * D * np.log(2 * np.pi) - 0.5 * (
+        (X**2).sum(1)[:, None] - 2 * X @ p2["m"].T + (p2["m"] ** 2).sum(1) + D / p2["beta"]
     )
     direct = (R * (Elogpx + p2["Elogpi"] - np.log(R))).sum()
     a0 = np.full(3, 1.0)
@@ -123,7 +127,9 @@ def test_elbo_matches_direct_computation():
     direct += ((a0 - th) * p2["Elogpi"]).sum()
     b0, b = 0.1, p2["beta"]
     # E[log N(mu|0, I/b0)] - E[log N(mu|m, I/b)]
-    direct += np.sum(0.5 * D * np.log(b0 / b) - 0.5 * b0 * ((p2["m"] ** 2).sum(1) + D / b) + 0.5 * D)
+    direct += np.sum(
+        0.5 * D * np.log(b0 / b) - 0.5 * b0 * ((p2["m"] ** 2).sum(1) + D / b) + 0.5 * D
+    )
     assert model.elbo(s, p2) == pytest.approx(direct, rel=1e-10)
 
 
@@ -133,7 +139,13 @@ def test_elbo_never_decreases(algorithm, L):
     X, _ = _data(seed=1)
     model = UnitGaussMixture(6, L=L)
     res = fit_engine(
-        model, X, _init_stats(model, X), algorithm=algorithm, n_batches=5, max_iter=25, tol=0,
+        model,
+        X,
+        _init_stats(model, X),
+        algorithm=algorithm,
+        n_batches=5,
+        max_iter=25,
+        tol=0,
         random_state=0,
     )
     lb = np.asarray(res.lower_bounds)
@@ -146,7 +158,9 @@ def test_first_memoized_pass_equals_batch_iteration():
     model = UnitGaussMixture(5)
     init = _init_stats(model, X)
     rb = fit_engine(model, X, init, algorithm="batch", max_iter=1, tol=0)
-    rm = fit_engine(model, X, init, algorithm="memoized", n_batches=7, max_iter=1, tol=0, random_state=3)
+    rm = fit_engine(
+        model, X, init, algorithm="memoized", n_batches=7, max_iter=1, tol=0, random_state=3
+    )
     for key in ("N", "Sx", "Sxx", "entropy"):
         np.testing.assert_allclose(rm.stats[key], rb.stats[key], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(rm.params["m"], rb.params["m"], rtol=1e-12)
@@ -157,7 +171,9 @@ def test_first_memoized_pass_equals_batch_iteration():
 def test_memoized_total_is_sum_of_cached_batches():
     X, _ = _data(seed=3)
     model = UnitGaussMixture(4)
-    res = fit_engine(model, X, _init_stats(model, X), algorithm="memoized", n_batches=4, max_iter=5, tol=0)
+    res = fit_engine(
+        model, X, _init_stats(model, X), algorithm="memoized", n_batches=4, max_iter=5, tol=0
+    )
     acc = res.batch_stats[0]
     for s in res.batch_stats[1:]:
         acc = acc + s
@@ -172,8 +188,16 @@ def test_stochastic_first_step_with_unit_rate_is_a_batch_iteration():
     init = _init_stats(model, X)
     rb = fit_engine(model, X, init, algorithm="batch", max_iter=1, tol=0)
     rs = fit_engine(
-        model, X, init, algorithm="stochastic", batch_size=X.shape[0], delta=0.0, kappa=0.7,
-        max_iter=1, tol=0, random_state=0,
+        model,
+        X,
+        init,
+        algorithm="stochastic",
+        batch_size=X.shape[0],
+        delta=0.0,
+        kappa=0.7,
+        max_iter=1,
+        tol=0,
+        random_state=0,
     )
     np.testing.assert_allclose(rs.stats["Sx"], rb.stats["Sx"], rtol=1e-10)
     assert rs.state.t == 1 and rs.state.rho == 1.0
@@ -185,8 +209,16 @@ def test_stochastic_reaches_batch_solution_and_scales_statistics():
     init = _init_stats(model, X)
     rb = fit_engine(model, X, init, algorithm="batch", max_iter=100, tol=1e-10)
     rs = fit_engine(
-        model, X, init, algorithm="stochastic", batch_size=200, kappa=0.6, delta=1.0,
-        max_iter=20, tol=0, random_state=0,
+        model,
+        X,
+        init,
+        algorithm="stochastic",
+        batch_size=200,
+        kappa=0.6,
+        delta=1.0,
+        max_iter=20,
+        tol=0,
+        random_state=0,
     )
     # blended statistics are whole-data scaled: counts sum to N
     assert rs.stats["N"].sum() == pytest.approx(X.shape[0], rel=1e-9)
@@ -208,7 +240,8 @@ def test_partial_fit_style_steps_and_total_samples():
     assert state.t == 8
     # statistics scaled to the declared total, not to the data seen
     assert state.stats["N"].sum() == pytest.approx(
-        400 * np.prod([1 - r for r in rhos]) + 4000 * (1 - np.prod([1 - r for r in rhos])), rel=1e-9
+        400 * np.prod([1 - r for r in rhos]) + 4000 * (1 - np.prod([1 - r for r in rhos])),
+        rel=1e-9,
     )
 
 
@@ -222,8 +255,16 @@ def test_trace_callback_heldout_and_verbose(capsys):
         return info["pass"] == 3
 
     res = fit_engine(
-        model, X, _init_stats(model, X), algorithm="memoized", n_batches=3, max_iter=50, tol=0,
-        callback=cb, heldout_score=lambda p: float(p["theta"].sum()), verbose=1,
+        model,
+        X,
+        _init_stats(model, X),
+        algorithm="memoized",
+        n_batches=3,
+        max_iter=50,
+        tol=0,
+        callback=cb,
+        heldout_score=lambda p: float(p["theta"].sum()),
+        verbose=1,
     )
     assert seen == [1, 2, 3] and res.n_iter == 3 and not res.converged
     assert [t["pass"] for t in res.trace] == [1, 2, 3]

@@ -6,7 +6,6 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.extra.numpy import arrays
 
 from sparseclust import _reference as ref
 from sparseclust import posteriors as P
