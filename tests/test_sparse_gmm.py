@@ -669,3 +669,136 @@ def test_feature_names_out_and_partial_fit_after_fit():
     est.set_params(total_samples=X.shape[0]).partial_fit(X[:50])
     assert est.n_iter_ == 1 and not np.array_equal(est.means_, before)
     np.testing.assert_allclose(est.means_, before, atol=1.0)
+
+
+# ----------------------------------------------------------------------------- candidate sets
+def _overlapping(seed=0, n=600, D=4, n_clusters=8):
+    rng = np.random.RandomState(seed)
+    centers = rng.randn(n_clusters, D) * 1.5
+    return rng.randn(n, D) + centers[rng.randint(n_clusters, size=n)]
+
+
+@pytest.mark.parametrize("ct,zero_mean", CASES)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_restricted_weights_match_full_weights(ct, zero_mean, dtype):
+    """The candidate-pair weights equal the corresponding entries of the dense W."""
+    X = _overlapping(seed=3).astype(dtype)
+    est = _ours(
+        X,
+        n_components=12,
+        L=3,
+        covariance_type=ct,
+        zero_mean=zero_mean,
+        max_iter=3,
+        random_state=0,
+    )
+    model = _SparseGMMModel(est._prior, 12, 3, X.dtype)
+    W = model.weights(X, est._params)
+    rng = np.random.RandomState(1)
+    cand = np.argsort(rng.rand(X.shape[0], 12), axis=1)[:, :5].astype(np.int32)
+    cand[:7] = 4  # many rows sharing one component (groups longer than one kernel block)
+    Wc = model.restricted_weights(X, est._params, cand)
+    assert Wc.dtype == X.dtype and Wc.shape == cand.shape
+    ref = np.take_along_axis(W, cand, axis=1)
+    tol = 1e-10 if dtype == np.float64 else 1e-4
+    np.testing.assert_allclose(Wc, ref, rtol=tol, atol=tol * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("n_candidates_factor", [1, 2])
+@pytest.mark.parametrize("refresh", [2, 5])
+@pytest.mark.parametrize("ct,zero_mean", [("full", False), ("diag", True)])
+def test_candidates_elbo_never_decreases(n_candidates_factor, refresh, ct, zero_mean):
+    X = _overlapping(seed=5)
+    L = 2
+    est = _ours(
+        X,
+        n_components=10,
+        L=L,
+        n_candidates=n_candidates_factor * L,
+        candidate_refresh=refresh,
+        covariance_type=ct,
+        zero_mean=zero_mean,
+        algorithm="memoized",
+        n_batches=4,
+        max_iter=20,
+        tol=0,
+        random_state=0,
+        init_params="random",
+    )
+    lb = np.asarray(est.lower_bounds_)
+    assert len(lb) == 20
+    assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:])), np.diff(lb).min()
+    assert lb[-1] > lb[0]
+
+
+@pytest.mark.parametrize("algorithm", ["batch", "memoized"])
+@pytest.mark.parametrize("ct,zero_mean", CASES)
+def test_all_candidates_equal_dense_fit(algorithm, ct, zero_mean):
+    """C = K runs the restricted code on every pair: same fit as without candidates."""
+    X = _overlapping(seed=2, n=300)
+    kw = dict(
+        n_components=6,
+        L=2,
+        covariance_type=ct,
+        zero_mean=zero_mean,
+        algorithm=algorithm,
+        n_batches=3,
+        max_iter=8,
+        tol=0,
+        random_state=0,
+        init_params="random",
+    )
+    a = _ours(X, **kw)
+    b = _ours(X, n_candidates=50, candidate_refresh=3, **kw)  # clamped to K = 6
+    np.testing.assert_allclose(b.lower_bounds_, a.lower_bounds_, rtol=1e-12)
+    for attr in ATTRS:
+        np.testing.assert_allclose(
+            getattr(b, attr), getattr(a, attr), rtol=1e-12, atol=1e-12, err_msg=attr
+        )
+
+
+def test_candidates_are_cached_between_refreshes():
+    """With C = L = 1 the hard assignments can only change on refresh passes, so the counts
+    N_k stay fixed between them; with the dense W they keep moving."""
+    X = _overlapping(seed=4, n=800)
+    kw = dict(n_components=10, L=1, algorithm="memoized", n_batches=4, tol=0, random_state=0)
+    counts = []
+
+    def record(info):
+        counts.append(np.asarray(info["stats"]["N"]).copy())
+
+    est = SparseGaussianMixture(max_iter=7, n_candidates=1, candidate_refresh=4, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est._fit(X, callback=record)
+    # passes 1 and 5 are refreshes (visits 0 and 4 of each batch); 2-4 and 6-7 reuse the cache
+    assert len(counts) == 7
+    for p in (1, 2, 3, 5, 6):
+        np.testing.assert_array_equal(counts[p], counts[0 if p < 4 else 4])
+    assert not np.array_equal(counts[4], counts[3])
+    dense = []
+    est = SparseGaussianMixture(max_iter=3, **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est._fit(X, callback=lambda info: dense.append(np.asarray(info["stats"]["N"]).copy()))
+    assert not np.array_equal(dense[1], dense[0])
+
+
+def test_candidates_validation_and_stochastic():
+    X = _overlapping(seed=6, n=200)
+    with pytest.raises(ValueError, match="n_candidates must be >= L"):
+        SparseGaussianMixture(4, L=3, n_candidates=2, algorithm="memoized").fit(X)
+    with pytest.raises(ValueError, match="candidate_refresh"):
+        SparseGaussianMixture(4, n_candidates=2, L=1, candidate_refresh=0).fit(X)
+    with pytest.raises(ValueError, match="n_candidates"):
+        SparseGaussianMixture(4, n_candidates=0).fit(X)
+    # stochastic minibatches are random: candidates are not cached, the full W is used
+    kw = dict(
+        n_components=4, L=2, algorithm="stochastic", batch_size=50, max_iter=3, random_state=0
+    )
+    a = _ours(X, **kw)
+    b = _ours(X, n_candidates=2, **kw)
+    np.testing.assert_array_equal(a.lower_bounds_, b.lower_bounds_)
+    c = SparseGaussianMixture(n_candidates=2, **kw).partial_fit(X).partial_fit(X)
+    d = SparseGaussianMixture(**kw).partial_fit(X).partial_fit(X)
+    np.testing.assert_array_equal(c.means_, d.means_)

@@ -158,3 +158,136 @@ def mahalanobis_sq_diag(
                         v = X[n, d] * scales[k, d]
                         acc = acc + v * v
                 out[n, k] = acc
+
+
+def mahalanobis_sq_grouped(
+    const floating[:, ::1] X,  # IN (N, D) rows (centered by the caller where useful)
+    const floating[:, :, ::1] chol,  # IN (K, D, D) upper-triangular factors C_k (row-major)
+    const floating[:, ::1] offsets,  # IN (K, D) o_k = m_k^T C_k (read only if use_offsets)
+    const long long[::1] order,  # IN (M,) flat pair ids n * C + c, grouped by component
+    const long long[::1] item_comp,  # IN (B,) component k of each work item
+    const long long[::1] item_start,  # IN (B,) first position in ``order`` of each item
+    const long long[::1] item_stop,  # IN (B,) one past the last position (<= block_rows rows)
+    floating[::1] out,  # OUT (N * C,) flat pair values
+    int n_cols,  # C, the number of pairs per row
+    bint use_offsets,
+    int n_threads,
+    int block_rows=128,
+):
+    """Squared norms for selected (row, component) pairs, grouped by component.
+
+    Pair ``p = order[j]`` is row ``p // n_cols`` and, for the work item ``b`` with
+    ``item_start[b] <= j < item_stop[b]``, component ``item_comp[b]``. Each item gathers its rows
+    into a per-thread contiguous block and runs the same triangular-blocked ``gemm`` and
+    post-product squares as :func:`mahalanobis_sq`, so the values agree with it to rounding.
+    Items hold at most ``block_rows`` pairs each and run in parallel (dynamic schedule: the
+    groups have unequal sizes).
+
+    Equivalent to ``out[p] = ||X[p // n_cols] @ chol[k] - offsets[k]||^2`` for every pair ``p``
+    of an item with component ``k``.
+    """
+    cdef Py_ssize_t B = item_comp.shape[0]
+    cdef int D = <int> X.shape[1]
+    cdef Py_ssize_t b, j, k, row, s0
+    cdef int i, d, rows
+    cdef floating* xg
+    cdef floating* buf
+    cdef floating* acc
+    cdef floating* col
+    cdef floating o, v
+    if B == 0:
+        return
+    if D == 0:
+        out[:] = 0
+        return
+    if block_rows < 1:
+        block_rows = 1
+    with nogil, parallel(num_threads=n_threads):
+        xg = <floating*> malloc((<Py_ssize_t> block_rows * (2 * D + 1) + 8) * sizeof(floating))
+        buf = xg + <Py_ssize_t> block_rows * D
+        acc = buf + <Py_ssize_t> block_rows * D
+        for b in prange(B, schedule="dynamic"):
+            k = item_comp[b]
+            s0 = item_start[b]
+            rows = <int> (item_stop[b] - s0)
+            for i in range(rows):
+                row = order[s0 + i] // n_cols
+                for d in range(D):
+                    xg[<Py_ssize_t> i * D + d] = X[row, d]
+            _tri_product(xg, &chol[k, 0, 0], buf, D, rows, D, 2)
+            for i in range(rows):
+                acc[i] = 0
+            for d in range(D):
+                col = buf + <Py_ssize_t> d * rows
+                o = offsets[k, d] if use_offsets else 0
+                for i in range(rows):
+                    v = col[i] - o
+                    acc[i] = acc[i] + v * v
+            for i in range(rows):
+                out[order[s0 + i]] = acc[i]
+        free(xg)
+
+
+def mahalanobis_sq_diag_pairs(
+    const floating[:, ::1] X,  # IN (N, D)
+    const floating[:, ::1] scales,  # IN (K, D) s_k = sqrt of the diagonal precision
+    const floating[:, ::1] offsets,  # IN (K, D) o_k = m_k * s_k (read only if use_offsets)
+    const int[:, ::1] cand,  # IN (N, C) component of each pair
+    floating[:, ::1] out,  # OUT (N, C)
+    bint use_offsets,
+    int n_threads,
+):
+    """Diagonal forms for selected pairs, ``out[n, c] = sum_d (X[n, d] * scales[k, d] -
+    offsets[k, d])^2`` with ``k = cand[n, c]``; O(N C D), rows in parallel.
+
+    Equivalent to ``((X[:, None, :] * scales[cand] - offsets[cand]) ** 2).sum(-1)``.
+    """
+    cdef Py_ssize_t N = X.shape[0]
+    cdef Py_ssize_t D = X.shape[1]
+    cdef Py_ssize_t C = cand.shape[1]
+    cdef Py_ssize_t n, c, k, d
+    cdef floating acc, v
+    with nogil:
+        for n in prange(N, schedule="static", num_threads=n_threads):
+            for c in range(C):
+                k = cand[n, c]
+                acc = 0
+                if use_offsets:
+                    for d in range(D):
+                        v = X[n, d] * scales[k, d] - offsets[k, d]
+                        acc = acc + v * v
+                else:
+                    for d in range(D):
+                        v = X[n, d] * scales[k, d]
+                        acc = acc + v * v
+                out[n, c] = acc
+
+
+def group_by_component(
+    const int[::1] comp,  # IN (M,) component of each flat pair, in [0, K)
+    long long[::1] order,  # OUT (M,) pair ids grouped by component, stable within a group
+    long long[::1] starts,  # OUT (K + 1,) group k is order[starts[k]:starts[k + 1]]
+):
+    """Counting sort of the pair ids ``0..M-1`` by component, O(M + K).
+
+    Equivalent to ``order = np.argsort(comp, kind="stable")`` and
+    ``starts = np.r_[0, np.cumsum(np.bincount(comp, minlength=K))]``.
+    """
+    cdef Py_ssize_t M = comp.shape[0]
+    cdef Py_ssize_t K = starts.shape[0] - 1
+    cdef Py_ssize_t j, k
+    with nogil:
+        for k in range(K + 1):
+            starts[k] = 0
+        for j in range(M):
+            starts[comp[j] + 1] += 1
+        for k in range(K):
+            starts[k + 1] += starts[k]
+        # fill using starts[k] as a moving cursor, then shift back
+        for j in range(M):
+            k = comp[j]
+            order[starts[k]] = j
+            starts[k] += 1
+        for k in range(K, 0, -1):
+            starts[k] = starts[k - 1]
+        starts[0] = 0

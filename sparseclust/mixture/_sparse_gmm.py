@@ -66,15 +66,31 @@ class _SparseGMMModel(VariationalModel):
 
     Statistics are returned in float64 whatever the data dtype; the weights are computed in the
     data's dtype (float32 data -> float32 BLAS).
+
+    With ``n_candidates = C`` (memoized/batch only), step 1 on non-refresh visits of a batch is
+    restricted to each row's cached candidate set (:meth:`restricted_weights`) and step 2 picks
+    the top-L among the candidates; batches are recognized by the identity of the fixed batch
+    arrays the engine passes, and :meth:`reset_candidates` clears the cache before each fit.
     """
 
-    def __init__(self, prior, n_components, L, dtype, n_threads=None):
+    def __init__(
+        self, prior, n_components, L, dtype, n_threads=None, n_candidates=None, refresh=5
+    ):
         self.prior = prior
         self.n_components = n_components
         self.L = L
         self.dtype = np.dtype(dtype)
         self.n_threads = n_threads
+        # candidate sets are used only when they are strictly fewer than K
+        self.n_candidates = n_candidates
+        self.refresh = int(refresh)
         self.timer = _Timer()
+        self.reset_candidates()
+
+    def reset_candidates(self):
+        """Forget every cached candidate set (start of a new fit or initialization)."""
+        # one entry per fixed batch: [batch array (identity key), visits, (n, C) int32 indices]
+        self._cand_cache = []
 
     @property
     def moments(self):
@@ -135,13 +151,80 @@ class _SparseGMMModel(VariationalModel):
         out += params.const.astype(dt)
         return out
 
+    def _cache_entry(self, X):
+        for entry in self._cand_cache:
+            if entry[0] is X:
+                return entry
+        entry = [X, 0, None]
+        self._cand_cache.append(entry)
+        return entry
+
     def local_step(self, X, params):
+        if self.n_candidates is None:
+            return self._local_step_full(X, params)
+        entry = self._cache_entry(X)
+        visit = entry[1]
+        entry[1] += 1
+        if visit % self.refresh == 0 or entry[2] is None:
+            total, entry[2] = self._local_step_full(X, params, n_candidates=self.n_candidates)
+            return total
+        return self._local_step_candidates(X, params, entry[2])
+
+    def restricted_weights(self, X, params, cand, qform=None):
+        """Weights of the candidate pairs only, ``out[n, c] = W[n, cand[n, c]]`` (n, C), in
+        ``X.dtype`` (:meth:`_gaussian.QuadraticForm.evaluate_pairs`, ``O(n C D^2)``)."""
+        dt = X.dtype
+        if qform is None:
+            qform = self.quadratic_form(params, dt)
+        out = np.empty(cand.shape, dtype=dt)
+        qform.evaluate_pairs(X, cand, out)
+        out *= dt.type(-0.5)
+        out += params.const.astype(dt)[cand]
+        return out
+
+    def _local_step_candidates(self, X, params, cand):
+        """Local step with ``W`` evaluated on the cached candidate sets only: the top-L
+        responsibilities among each row's candidates, mapped back to component ids."""
+        X = np.ascontiguousarray(X)
+        n = X.shape[0]
+        C = cand.shape[1]
+        rows = int(max(256, _LOCAL_BLOCK_FLOATS // C))
+        tm = self.timer.seconds
+        total = None
+        t0 = time.perf_counter()
+        qform = self.quadratic_form(params, X.dtype)
+        tm["weights"] += time.perf_counter() - t0
+        for start in range(0, n, rows):
+            Xc = X[start : start + rows]
+            cc = cand[start : start + rows]
+            t0 = time.perf_counter()
+            Wc = self.restricted_weights(Xc, params, cc, qform=qform)
+            t1 = time.perf_counter()
+            nt = _threads_for(Wc.shape[0], C, self.n_threads)
+            values, local = posteriors.responsibilities(Wc, self.L, n_threads=nt)
+            indices = np.take_along_axis(cc, local.astype(np.intp), axis=1)
+            t2 = time.perf_counter()
+            s = self.stats_from_responsibilities(values, indices, Xc)
+            t3 = time.perf_counter()
+            tm["weights"] += t1 - t0
+            tm["responsibilities"] += t2 - t1
+            tm["summary"] += t3 - t2
+            total = s if total is None else total + s
+        return total
+
+    def _local_step_full(self, X, params, n_candidates=None):
+        """Local step with the dense ``W``. With ``n_candidates = C`` also returns the (n, C)
+        int32 indices of each row's C largest weights; the responsibilities are then the top-L
+        among those candidates (the top-L of the full row, up to ties), so that their support
+        lies inside the cached candidate set."""
         X = np.ascontiguousarray(X)
         n = X.shape[0]
         K = self.n_components
         rows = int(max(256, _LOCAL_BLOCK_FLOATS // K))
         total = None
         buf = np.empty((min(rows, n), K), dtype=X.dtype)
+        if n_candidates is not None:
+            cand = np.empty((n, n_candidates), dtype=np.int32)
         tm = self.timer.seconds
         t0 = time.perf_counter()
         qform = self.quadratic_form(params, X.dtype)
@@ -152,7 +235,14 @@ class _SparseGMMModel(VariationalModel):
             W = self.weights(Xc, params, out=buf[: Xc.shape[0]], qform=qform)
             t1 = time.perf_counter()
             nt = _threads_for(W.shape[0], K, self.n_threads)
-            values, indices = posteriors.responsibilities(W, self.L, n_threads=nt)
+            if n_candidates is None:
+                values, indices = posteriors.responsibilities(W, self.L, n_threads=nt)
+            else:
+                cc = posteriors.top_l_indices(W, n_candidates, n_threads=nt)
+                cand[start : start + Xc.shape[0]] = cc
+                Wc = np.take_along_axis(W, cc.astype(np.intp), axis=1)
+                values, local = posteriors.responsibilities(Wc, self.L, n_threads=nt)
+                indices = np.take_along_axis(cc, local.astype(np.intp), axis=1)
             t2 = time.perf_counter()
             s = self.stats_from_responsibilities(values, indices, Xc)
             t3 = time.perf_counter()
@@ -160,7 +250,9 @@ class _SparseGMMModel(VariationalModel):
             tm["responsibilities"] += t2 - t1
             tm["summary"] += t3 - t2
             total = s if total is None else total + s
-        return total
+        if n_candidates is None:
+            return total
+        return total, cand
 
     def global_step(self, stats):
         return _gaussian.global_step(stats, self.prior)
@@ -263,6 +355,28 @@ class SparseGaussianMixture(
         Learning algorithm.
     n_batches : int, default=10
         Number of fixed batches of ``'memoized'``.
+    n_candidates : int or None, default=None
+        Candidate-restricted weights for ``'memoized'`` and ``'batch'`` (off when None). Each
+        row ``n`` of each fixed batch caches a candidate set ``S_n``, the indices of the
+        ``C = min(n_candidates, K)`` largest weights of the last *full* ``W_n`` computed for it
+        (:func:`sparseclust.posteriors.top_l_indices`). Between refreshes only the ``n C``
+        weights ``W_nk, k in S_n`` are computed (rows grouped by candidate component, one
+        ``gemm``-based evaluation per component: ``O(N C D^2)`` instead of ``O(N K D^2)``), and
+        the responsibilities are the top-L of ``W_n`` restricted to ``S_n``. Must be ``>= L``.
+        The ELBO stays monotone under memoized training: maximizing Eq. 8 over L-sparse ``r_n``
+        whose support lies in a fixed set ``S_n`` is solved by the top-L of ``W_n[S_n]`` (the
+        argument of paper 000, §3.1, applies to any fixed index set), and the row's previous
+        responsibilities are feasible for that problem -- they were chosen among ``S_n``, or,
+        at a refresh, are the top-L of the full row, which lies inside its top-C. So each batch
+        visit cannot decrease the whole-data ELBO. Components outside ``S_n`` that become
+        better are found only at the next refresh; the fit is then a local optimum of a more
+        constrained problem, and ``n_candidates=None`` is the paper's algorithm.
+        ``'stochastic'`` and :meth:`partial_fit` draw random minibatches, which have no cache:
+        they always compute the full ``W`` and ignore this parameter.
+    candidate_refresh : int, default=5
+        With ``n_candidates``, each batch recomputes the full ``W`` and its candidate sets on
+        its first visit and then every ``candidate_refresh`` visits (passes); ``1`` refreshes
+        every pass (the full cost, same fit as ``n_candidates=None`` up to ties).
     batch_size : int, default=1024
         Minibatch size of ``'stochastic'``.
     kappa : float, default=0.6
@@ -334,7 +448,8 @@ class SparseGaussianMixture(
     trace_ : list of dict
         One entry per pass: ``pass``, ``step``, ``elapsed``, ``elbo``, ``time_local``,
         ``time_global``, the local-step breakdown ``time_weights``, ``time_responsibilities``,
-        ``time_summary``, ``rho`` (stochastic) and ``heldout`` when scored.
+        ``time_summary``, ``rho`` (stochastic) and ``heldout`` when scored. With
+        ``n_candidates``, ``time_weights`` is the restricted cost on passes between refreshes.
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features_in_,)
 
@@ -371,6 +486,8 @@ class SparseGaussianMixture(
         "reg_covar": [Interval(Real, 0.0, None, closed="left")],
         "algorithm": [StrOptions({"batch", "memoized", "stochastic"})],
         "n_batches": [Interval(Integral, 1, None, closed="left")],
+        "n_candidates": [None, Interval(Integral, 1, None, closed="left")],
+        "candidate_refresh": [Interval(Integral, 1, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "kappa": [Interval(Real, 0.0, 1.0, closed="both")],
         "delta": [Interval(Real, 0.0, None, closed="left")],
@@ -401,6 +518,8 @@ class SparseGaussianMixture(
         reg_covar=1e-6,
         algorithm="batch",
         n_batches=10,
+        n_candidates=None,
+        candidate_refresh=5,
         batch_size=1024,
         kappa=0.6,
         delta=1.0,
@@ -427,6 +546,8 @@ class SparseGaussianMixture(
         self.reg_covar = reg_covar
         self.algorithm = algorithm
         self.n_batches = n_batches
+        self.n_candidates = n_candidates
+        self.candidate_refresh = candidate_refresh
         self.batch_size = batch_size
         self.kappa = kappa
         self.delta = delta
@@ -595,9 +716,29 @@ class SparseGaussianMixture(
         idx = np.broadcast_to(np.arange(K, dtype=np.int32), (n, K))
         return model.stats_from_responsibilities(R, np.ascontiguousarray(idx), X)
 
-    def _make_model(self, prior, dtype):
+    def _effective_candidates(self):
+        """``min(n_candidates, K)``, or None when candidate sets are off or cannot be cached
+        (stochastic minibatches are random, so every step computes the full ``W``)."""
+        if self.n_candidates is None or self.algorithm == "stochastic":
+            return None
+        return min(int(self.n_candidates), self.n_components)
+
+    def _check_candidates(self):
+        if self.n_candidates is not None and self.n_candidates < self._effective_L():
+            raise ValueError(
+                f"n_candidates must be >= L = {self._effective_L()} (the responsibilities are "
+                f"chosen among the candidates), got n_candidates={self.n_candidates}."
+            )
+
+    def _make_model(self, prior, dtype, candidates=False):
         return _SparseGMMModel(
-            prior, self.n_components, self._effective_L(), dtype, n_threads=self.n_threads
+            prior,
+            self.n_components,
+            self._effective_L(),
+            dtype,
+            n_threads=self.n_threads,
+            n_candidates=self._effective_candidates() if candidates else None,
+            refresh=self.candidate_refresh,
         )
 
     def _blas_limits(self):
@@ -637,6 +778,7 @@ class SparseGaussianMixture(
             order="C",
         )
         self._check_n_samples(X)
+        self._check_candidates()
         if X_heldout is not None:
             X_heldout = validate_data(self, X_heldout, dtype=X.dtype, reset=False, order="C")
         with self._blas_limits():
@@ -644,7 +786,7 @@ class SparseGaussianMixture(
                 prior = self._prior
             else:
                 prior = self._build_prior(X)
-            model = self._make_model(prior, X.dtype)
+            model = self._make_model(prior, X.dtype, candidates=True)
             rng = check_random_state(self.random_state)
             n_init = 1 if warm else self.n_init
             heldout_score = None
@@ -709,6 +851,7 @@ class SparseGaussianMixture(
             return bool(callback(info)) if callback is not None else False
 
         n = X.shape[0]
+        model.reset_candidates()
         result = fit_engine(
             model,
             X,
