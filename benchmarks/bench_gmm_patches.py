@@ -83,7 +83,7 @@ def initial_labels(X, K, seed):
     return labels
 
 
-def run_ours(X, X_ho, labels, K, L, algorithm, args):
+def run_ours(X, X_ho, labels, K, L, algorithm, args, n_candidates=None, candidate_refresh=5):
     est = SparseGaussianMixture(
         K,
         L=L,
@@ -92,6 +92,8 @@ def run_ours(X, X_ho, labels, K, L, algorithm, args):
         weight_concentration_prior=10.0 / K,
         algorithm=algorithm,
         n_batches=args.n_batches,
+        n_candidates=n_candidates,
+        candidate_refresh=candidate_refresh,
         batch_size=int(np.ceil(X.shape[0] / args.n_batches)),
         kappa=0.6,
         delta=1.0,
@@ -223,6 +225,15 @@ def main(argv=None):
     )
     ap.add_argument("--n-batches", type=int, default=10)
     ap.add_argument(
+        "--candidates",
+        type=int,
+        default=None,
+        metavar="C",
+        help="only run the candidate-set comparison (memoized L=4 and L=K, and L=4 and L=1 "
+        "with n_candidates=C) at each --K, and add it to the existing JSON at --out",
+    )
+    ap.add_argument("--candidate-refresh", type=int, default=5)
+    ap.add_argument(
         "--replot",
         metavar="JSON",
         default=None,
@@ -265,6 +276,11 @@ def main(argv=None):
     )
 
     limits = threadpool_limits(limits=args.threads, user_api="blas") if args.threads else None
+    if args.candidates is not None:
+        run_candidates(X, X_ho, args, t0)
+        if limits is not None:
+            limits.restore_original_limits()
+        return
     results = {
         "config": {
             "n_train": int(X.shape[0]),
@@ -367,6 +383,129 @@ def main(argv=None):
         f"wrote {out.with_suffix('.json')} and {out.with_suffix('.png')} "
         f"({results['total_seconds']:.0f}s total)"
     )
+
+
+def _pass_split(passes, refresh):
+    """Median pass times of passes 2..n: all, refresh passes (1 + j * refresh) and the rest."""
+    later = passes[1:]
+    ref = [p["time_pass"] for p in later if (p["pass"] - 1) % refresh == 0]
+    non = [p for p in later if (p["pass"] - 1) % refresh != 0]
+    return {
+        "pass_2_to_n": statistics.median(p["time_pass"] for p in later),
+        "refresh_pass": statistics.median(ref) if ref else None,
+        "non_refresh_pass": statistics.median(p["time_pass"] for p in non) if non else None,
+        "non_refresh_weights": statistics.median(p["time_weights"] for p in non) if non else None,
+        "weights_2_to_n": statistics.median(p["time_weights"] for p in later),
+    }
+
+
+def run_candidates(X, X_ho, args, t0):
+    """Memoized runs with cached candidate sets beside L = 4 and L = K without them, measured
+    in the same process and interleaved per repeat; added to the JSON at ``--out`` under
+    ``candidate_runs`` / ``candidate_summary`` (the earlier runs are kept)."""
+    out = Path(args.out)
+    path = out.with_suffix(".json")
+    results = json.load(open(path)) if path.exists() else {"runs": []}
+    C, refresh = args.candidates, args.candidate_refresh
+    block = {
+        "config": {
+            "n_train": int(X.shape[0]),
+            "n_heldout": int(X_ho.shape[0]),
+            "passes": args.passes,
+            "K": args.K,
+            "n_candidates": C,
+            "candidate_refresh": refresh,
+            "n_batches": args.n_batches,
+            "threads": args.threads,
+            "repeats": args.repeats,
+            "note": "pass times are medians over passes 2..n; refresh passes (1 + j * refresh) "
+            "compute the full W, the others only the candidate pairs",
+        },
+        "runs": [],
+    }
+    summary = {}
+    for K in args.K:
+        labels = initial_labels(X, K, seed=0)
+        configs = [(4, None), (K, None), (4, C), (1, C)]
+        reps = {c: [] for c in configs}
+        for rep in range(args.repeats):
+            for L, cands in configs:
+                passes = run_ours(
+                    X,
+                    X_ho,
+                    labels,
+                    K,
+                    L,
+                    "memoized",
+                    args,
+                    n_candidates=cands,
+                    candidate_refresh=refresh,
+                )
+                reps[(L, cands)].append(passes)
+                sp = _pass_split(passes, refresh)
+
+                def fmt(v):
+                    return "   -  " if v is None or not cands else f"{v:.3f}s"
+
+                print(
+                    f"[repeat {rep + 1}/{args.repeats}] K={K:4d} "
+                    f"L={'K' if L == K else str(L):>3s} C={cands!s:>4s}  "
+                    f"pass(2-n) {sp['pass_2_to_n']:.3f}s  refresh {fmt(sp['refresh_pass'])}  "
+                    f"non-refresh {fmt(sp['non_refresh_pass'])}  "
+                    f"weights(2-n) {sp['weights_2_to_n']:.3f}s  "
+                    f"heldout {passes[-1]['heldout']:.4f}",
+                    flush=True,
+                )
+        rows = {}
+        for L, cands in configs:
+            runs = reps[(L, cands)]
+            splits = [_pass_split(p, refresh) for p in runs]
+            med = {
+                k: (statistics.median(s[k] for s in splits) if splits[0][k] is not None else None)
+                for k in splits[0]
+            }
+            row = {
+                "K": K,
+                "L": L,
+                "L_label": "K" if L == K else str(L),
+                "n_candidates": cands,
+                "candidate_refresh": refresh if cands else None,
+                "pass_times": med,
+                "final_heldout": runs[0][-1]["heldout"],
+                "passes": runs[0],
+            }
+            rows[(L, cands)] = row
+            block["runs"].append(row)
+        dense = rows[(K, None)]["pass_times"]["pass_2_to_n"]
+        bgm = _find(results.get("runs", []), method="BayesianGaussianMixture", K=K)
+        entry = {}
+        for (_L, cands), row in rows.items():
+            name = f"L={row['L_label']}" + (f" C={cands}" if cands else "")
+            pt = row["pass_times"]
+            e = {
+                "pass_2_to_n": pt["pass_2_to_n"],
+                "speedup_vs_LK": dense / pt["pass_2_to_n"],
+                "heldout": row["final_heldout"],
+                "heldout_minus_LK": row["final_heldout"] - rows[(K, None)]["final_heldout"],
+            }
+            if cands:
+                e["refresh_pass"] = pt["refresh_pass"]
+                e["non_refresh_pass"] = pt["non_refresh_pass"]
+                if pt["non_refresh_pass"] is not None:
+                    e["non_refresh_speedup_vs_LK"] = dense / pt["non_refresh_pass"]
+            if bgm is not None:
+                e["speedup_vs_BayesianGaussianMixture_iteration_earlier_run"] = (
+                    bgm["median_pass"]["time_pass"] / pt["pass_2_to_n"]
+                )
+            entry[name] = e
+        summary[f"K={K} memoized"] = entry
+    block["summary"] = summary
+    block["total_seconds"] = time.perf_counter() - t0
+    results["candidate_runs"] = block
+    with open(path, "w") as fh:
+        json.dump(results, fh, indent=1)
+    print(json.dumps(summary, indent=1))
+    print(f"added candidate_runs to {path} ({block['total_seconds']:.0f}s)")
 
 
 def _find(runs, **kw):
