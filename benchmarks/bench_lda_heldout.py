@@ -478,10 +478,14 @@ def plot(results, path):
 def markdown_table(results):
     lines = []
     for K, summ in sorted(results["summary"].items(), key=lambda kv: int(kv[0])):
-        lines.append(
-            f"\nK = {K}: scikit-learn's best held-out score {summ['sklearn_best_score']:.4f} "
-            f"reached after {summ['sklearn_time_to_best']:.1f} s\n"
-        )
+        if summ.get("sklearn_best_score") is None:  # run without the scikit-learn methods
+            lines.append(f"\nK = {K}: no scikit-learn method in this run\n")
+        else:
+            lines.append(
+                f"\nK = {K}: scikit-learn's best held-out score "
+                f"{summ['sklearn_best_score']:.4f} "
+                f"reached after {summ['sklearn_time_to_best']:.1f} s\n"
+            )
         lines.append(
             "| method | final score | best score | training time (s) | passes / sweeps | "
             "time to sklearn's best (s) | ratio to sklearn's time |"
