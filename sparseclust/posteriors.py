@@ -17,6 +17,8 @@ summary_statistics(values, indices, X, n_components, *, moments="full"|"diag"|"n
        entropy (K,)
 """
 
+import numbers
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -37,6 +39,10 @@ def _check_W(W):
 
     The per-row finiteness check is done by the kernels, which read every weight anyway.
     """
+    if sp.issparse(W):
+        raise ValueError(
+            "W must be a dense 2-D array of log weights; scipy.sparse input is not supported."
+        )
     W = np.asarray(W)
     if W.dtype not in (np.float32, np.float64):
         W = W.astype(np.float64)
@@ -60,7 +66,13 @@ def _raise_bad_rows(W, n_bad):
 def _check_L(L, K):
     if L is None:
         return K
-    if isinstance(L, (bool, np.bool_)) or int(L) != L or L < 1:
+    if (
+        isinstance(L, (bool, np.bool_))
+        or not isinstance(L, (numbers.Real, np.number))
+        or not np.isfinite(L)
+        or int(L) != L
+        or L < 1
+    ):
         raise ValueError(f"L must be an integer >= 1, got {L!r}.")
     return min(int(L), K)
 
@@ -209,6 +221,8 @@ def summary_statistics(values, indices, X, n_components, *, moments="full", n_th
             or n_components < 1:
         raise ValueError(f"n_components must be an integer >= 1, got {n_components!r}.")
     K = int(n_components)
+    if sp.issparse(X) or sp.issparse(values):
+        raise ValueError("values and X must be dense arrays; scipy.sparse input is not supported.")
     values = np.asarray(values)
     X = np.asarray(X)
     dtype = np.float32 if (values.dtype == np.float32 and X.dtype == np.float32) else np.float64
@@ -226,6 +240,8 @@ def summary_statistics(values, indices, X, n_components, *, moments="full", n_th
         )
     if not np.issubdtype(indices.dtype, np.integer):
         raise ValueError(f"indices must be integers, got dtype {indices.dtype}.")
+    if not np.isfinite(X).all():
+        raise ValueError("X contains NaN or infinity.")
     if indices.dtype != np.int32 and indices.size and (indices.min() < 0 or indices.max() >= K):
         # checked before the int32 cast could wrap them; int32 input is checked by the kernel
         raise ValueError(f"indices must lie in [0, {K}).")

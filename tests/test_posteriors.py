@@ -386,3 +386,22 @@ def test_summary_statistics_bad_input():
         P.summary_statistics(v, idx[:, :1], X, 3)
     with pytest.raises(ValueError, match="n_components"):
         P.summary_statistics(v, idx, X, 0)
+
+
+def test_clear_errors_for_unsupported_or_invalid_arguments():
+    import scipy.sparse as sps
+
+    W = np.random.RandomState(0).randn(6, 5)
+    with pytest.raises(ValueError, match="scipy.sparse"):
+        P.responsibilities(sps.csr_array(W), 2)
+    with pytest.raises(ValueError, match="L must be an integer"):
+        P.responsibilities(W, np.nan)
+    with pytest.raises(ValueError, match="L must be an integer"):
+        P.responsibilities(W, True)
+    with pytest.raises(ValueError, match="n_threads"):
+        P.responsibilities(W, 2, n_threads=1.5)
+    v, i = P.responsibilities(W, 2)
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        P.summary_statistics(v, i, np.full((6, 3), np.nan), 5)
+    with pytest.raises(ValueError, match="scipy.sparse"):
+        P.summary_statistics(v, i, sps.csr_array(np.ones((6, 3))), 5)

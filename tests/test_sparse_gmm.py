@@ -666,8 +666,9 @@ def test_feature_names_out_and_partial_fit_after_fit():
     assert list(names) == [f"sparsegaussianmixture{k}" for k in range(3)]
     # partial_fit continues from the fitted statistics with stochastic steps
     before = est.means_.copy()
+    t_before = est._svi_state.t
     est.set_params(total_samples=X.shape[0]).partial_fit(X[:50])
-    assert est.n_iter_ == 1 and not np.array_equal(est.means_, before)
+    assert est._svi_state.t == t_before + 1 and not np.array_equal(est.means_, before)
     np.testing.assert_allclose(est.means_, before, atol=1.0)
 
 
@@ -802,3 +803,24 @@ def test_candidates_validation_and_stochastic():
     c = SparseGaussianMixture(n_candidates=2, **kw).partial_fit(X).partial_fit(X)
     d = SparseGaussianMixture(**kw).partial_fit(X).partial_fit(X)
     np.testing.assert_array_equal(c.means_, d.means_)
+
+
+def test_partial_fit_after_batch_fit_is_a_small_step():
+    rng = np.random.RandomState(0)
+    centers = np.array([[0.0, 0.0], [8.0, 0.0], [0.0, 8.0], [8.0, 8.0]])
+    X = np.concatenate([c + rng.randn(100, 2) for c in centers])
+    gmm = SparseGaussianMixture(
+        n_components=4, algorithm="batch", max_iter=50, batch_size=40, random_state=0
+    ).fit(X)
+    w0, score0 = gmm.weights_.copy(), gmm.score(X)
+    t0 = gmm.n_iter_ * 10  # ceil(400 / 40) steps per pass
+    gmm.partial_fit(X[:10])  # ten points from one cluster
+    assert gmm._svi_state.t == t0 + 1
+    rho = (gmm.delta + t0 + 1) ** -gmm.kappa
+    # the weights move by at most the step size (a convex blend of count vectors), which is
+    # small because the step counter resumed after the batch passes (not rho_1 = 0.66)
+    assert rho < 0.3
+    assert np.abs(gmm.weights_ - w0).max() <= rho + 1e-9
+    assert gmm.score(X) > score0 - 0.05 * abs(score0)
+    with pytest.raises(ValueError, match="n_components=5"):
+        gmm.set_params(n_components=5).partial_fit(X[:10])

@@ -184,7 +184,8 @@ def test_partial_fit_stream_improves_score():
     # after fit, partial_fit continues from the fitted topics
     f = SparseLDA(n_components=10, random_state=0, max_iter=3).fit(train)
     f.partial_fit(train[:50])
-    assert f.n_batch_iter_ == 1
+    # the step counter resumes after the 3 memoized passes: 3 * ceil(500 / 256) steps, then one
+    assert f.n_batch_iter_ == 3 * 2 + 1
 
 
 def test_vocabulary_mismatch_and_negative_values():
@@ -295,3 +296,60 @@ def test_fit_callback_sees_every_pass_and_can_stop():
     # the last snapshot is the fitted model's topics
     np.testing.assert_allclose(seen[-1][1], lda.components_)
     assert not np.allclose(seen[0][1], seen[-1][1])
+
+
+def test_all_empty_corpus_fits_with_both_inits():
+    X = np.zeros((10, 30))
+    for init in ("kmeans++", "random"):
+        lda = SparseLDA(n_components=5, L=2, init=init, max_iter=3, random_state=0).fit(X)
+        assert np.all(np.isfinite(lda.components_))
+        np.testing.assert_allclose(lda.transform(X), 1.0 / 5)
+    lda = SparseLDA(n_components=5, L=2, random_state=0).partial_fit(X)
+    assert np.all(np.isfinite(lda.components_))
+
+
+def test_non_canonical_csr_gives_the_same_fit():
+    X = np.random.default_rng(1).poisson(1.0, (40, 30)).astype(float)
+    # the same matrix stored with every count split in two (c - 0.5 and 0.5), columns of a row
+    # in decreasing then increasing order: legal, non-canonical CSR
+    rows, cols, vals = [], [], []
+    for i in range(X.shape[0]):
+        nz = np.flatnonzero(X[i])
+        rows += [i] * (2 * nz.size)
+        cols += list(nz[::-1]) + list(nz)
+        vals += list(X[i, nz[::-1]] - 0.5) + [0.5] * nz.size
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=X.shape[0]))])
+    dup = sp.csr_array((np.array(vals), np.array(cols), indptr), shape=X.shape)
+    assert not dup.has_canonical_format
+    np.testing.assert_allclose(dup.toarray(), X)
+    kw = dict(n_components=5, L=2, max_iter=3, random_state=0)
+    ref = SparseLDA(**kw).fit(X)
+    got = SparseLDA(**kw).fit(dup)
+    np.testing.assert_allclose(got.components_, ref.components_, rtol=1e-9, atol=1e-9)
+    assert not dup.has_canonical_format  # the caller's matrix was not canonicalized in place
+
+
+def test_partial_fit_after_fit_adjusts_rather_than_replaces():
+    rng = np.random.RandomState(0)
+    X = sp.csr_array(rng.poisson(0.5, size=(300, 40)).astype(float))
+    lda = SparseLDA(n_components=4, L=2, max_iter=10, batch_size=32, random_state=0).fit(X)
+    before = lda.components_.copy()
+    mass = (before - lda.topic_word_prior).sum()
+    lda.partial_fit(X[:2])
+    after = lda.components_
+    # the step resumes at t = n_iter_ * ceil(300 / 32) and scales to the 300 fitted documents
+    t0 = lda.n_iter_ * 10
+    assert lda.n_batch_iter_ == t0 + 1
+    rho = (lda.delta + t0 + 1) ** -lda.kappa
+    assert (after - lda.topic_word_prior).sum() == pytest.approx(
+        (1 - rho) * mass + rho * 300 / 2 * X[:2].sum(), rel=1e-6
+    )
+
+
+def test_partial_fit_validates_parameters_on_every_call():
+    X = sp.csr_array(np.random.RandomState(0).poisson(0.5, size=(50, 20)).astype(float))
+    lda = SparseLDA(n_components=4, random_state=0).partial_fit(X)
+    with pytest.raises(ValueError, match="kappa"):
+        lda.set_params(kappa=5.0).partial_fit(X)
+    with pytest.raises(ValueError, match="n_components=6"):
+        lda.set_params(kappa=0.6, n_components=6).partial_fit(X)

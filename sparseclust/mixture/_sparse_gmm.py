@@ -823,7 +823,10 @@ class SparseGaussianMixture(
         if self.algorithm == "stochastic":
             self._svi_state = best.state
         else:
-            self._svi_state = StochasticState(stats=best.stats.copy(), t=0, params=best.params)
+            # a later partial_fit continues as if the n_iter_ passes had been SVI passes of
+            # batch_size minibatches, so one minibatch adjusts the fit rather than replacing it
+            t0 = int(best.n_iter) * max(1, -(-X.shape[0] // self.batch_size))
+            self._svi_state = StochasticState(stats=best.stats.copy(), t=t0, params=best.params)
         self._n_seen = X.shape[0]
         return self
 
@@ -881,7 +884,10 @@ class SparseGaussianMixture(
         statistics from ``X`` with ``init_params`` (scaled to ``total_samples``) and then takes
         one step; later calls continue the same stochastic optimization (step counter ``t``,
         learning rate ``(delta + t)^(-kappa)``). After :meth:`fit` it continues from the fitted
-        statistics.
+        statistics; after a batch or memoized fit of ``n_iter_`` passes the step counter resumes
+        at ``n_iter_ * ceil(n_samples / batch_size)``, the steps that many stochastic passes would
+        have taken. ``total_samples=None`` scales minibatches to the number of samples seen so
+        far (by ``fit`` and ``partial_fit``).
 
         Parameters
         ----------
@@ -916,6 +922,12 @@ class SparseGaussianMixture(
                 self.trace_ = []
                 self._dtype = X.dtype
             else:
+                if self.weights_.shape[0] != self.n_components:
+                    raise ValueError(
+                        f"n_components={self.n_components} differs from the "
+                        f"{self.weights_.shape[0]} components of the fitted model; call fit to "
+                        "start over."
+                    )
                 prior = self._prior
                 if X.dtype != self._dtype:
                     X = X.astype(self._dtype)

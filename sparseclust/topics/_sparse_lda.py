@@ -102,7 +102,7 @@ def _kl_kmeanspp_seeds(X, K, tau, rng):
     rows = np.repeat(np.arange(D), np.diff(X.indptr))
     pv = (X.data + tau) / Z[rows]
     U = np.diff(X.indptr)
-    negent = np.bincount(rows, weights=pv * np.log(pv), minlength=D)
+    negent = np.bincount(rows, weights=pv * np.log(pv), minlength=D).astype(np.float64)
     negent += (V - U) * (tau / Z) * np.log(tau / Z)
 
     def divergence(cands):
@@ -326,6 +326,11 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         check_non_negative(X, whom)
         if not sp.issparse(X):
             X = sp.csr_array(X)
+        elif not X.has_canonical_format:
+            # duplicate (document, word) entries are summed, on a copy: results must not depend
+            # on how a CSR matrix happens to be stored
+            X = X.copy()
+            X.sum_duplicates()
         return X
 
     def _alpha(self):
@@ -423,6 +428,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self._set_topics(result.params)
         self.trace_ = trace
         self.n_iter_ = result.n_iter
+        self._n_samples_fit = X.shape[0]
         self.lower_bounds_ = list(result.lower_bounds)
         self.lower_bound_ = result.lower_bound
         self.n_restarts_tried_ = model.counters["restarts_tried"]
@@ -439,8 +445,13 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         """One stochastic variational step on the minibatch X (paper 001 Alg. 1).
 
         The first call initializes the topics (``init``) from X; later calls blend the
-        minibatch statistics, scaled by ``total_samples / n_samples`` (None: 1), with step
-        rho_t = (delta + t)^(-kappa). Calling it after ``fit`` continues from the fitted topics.
+        minibatch statistics, scaled by ``total_samples / n_samples``, with step
+        rho_t = (delta + t)^(-kappa). ``total_samples=None`` means the number of documents given
+        to ``fit`` when the model was fitted by ``fit``, else the minibatch's own size.
+        Calling it after ``fit`` continues from the fitted topics: after a stochastic fit the
+        step counter t simply continues; after a batch or memoized fit of ``n_iter_`` passes it
+        resumes at ``n_iter_ * ceil(n_documents / batch_size)``, the steps that many SVI passes
+        would have taken, so one minibatch adjusts the topics rather than replacing them.
 
         Parameters
         ----------
@@ -451,23 +462,37 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         -------
         self
         """
+        self._validate_params()
         first = not hasattr(self, "components_")
-        if first:
-            self._validate_params()
         X = self._check_X(X, reset=first, whom="SparseLDA.partial_fit")
+        if not first and self.components_.shape[0] != self.n_components:
+            raise ValueError(
+                f"n_components={self.n_components} differs from the {self.components_.shape[0]} "
+                "topics of the fitted model; call fit to start over."
+            )
         model = self._model()
         if first:
             rng = check_random_state(self.random_state)
             self._svi_state = StochasticState(stats=self._init_stats(X, rng), t=0)
+            self._n_samples_fit = None
             self.n_restarts_tried_ = self.n_restarts_accepted_ = 0
             self.lower_bounds_ = []
             self.trace_ = []
             self.n_iter_ = 0
         elif getattr(self, "_svi_state", None) is None:
+            # continue from a batch/memoized fit as if it had been n_iter_ passes of SVI
+            # minibatches: the step counter resumes where those passes would have left it
             S = np.maximum(self.components_ - self.topic_word_prior, 0.0)
-            self._svi_state = StochasticState(stats=SuffStats(S=S, elbo_local=0.0), t=0)
+            n_fit = self._n_samples_fit
+            t0 = self.n_iter_ * max(1, -(-n_fit // self.batch_size))
+            self._svi_state = StochasticState(stats=SuffStats(S=S, elbo_local=0.0), t=t0)
         state = self._svi_state
-        total = X.shape[0] if self.total_samples is None else self.total_samples
+        if self.total_samples is not None:
+            total = self.total_samples
+        elif getattr(self, "_n_samples_fit", None):
+            total = self._n_samples_fit
+        else:
+            total = X.shape[0]
         params = stochastic_step(
             model, state, X, kappa=self.kappa, delta=self.delta, total_samples=total
         )

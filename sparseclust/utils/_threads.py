@@ -4,6 +4,7 @@
 import functools
 import os
 
+import numpy as np
 from threadpoolctl import ThreadpoolController
 
 from ._openmp import openmp_max_threads
@@ -41,6 +42,8 @@ def effective_n_threads(n_threads=None):
     """
     if n_threads is None:
         return max(1, min(openmp_max_threads(), _cpu_count()))
+    if isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer)):
+        raise ValueError(f"n_threads must be an integer or None, got {n_threads!r}.")
     n_threads = int(n_threads)
     if n_threads == 0:
         raise ValueError("n_threads must be a non-zero integer or None, got 0.")
