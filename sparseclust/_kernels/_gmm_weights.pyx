@@ -127,6 +127,24 @@ def mahalanobis_sq(
         free(buf)
 
 
+cdef inline floating _diag_form(
+    const floating[:, ::1] X, const floating[:, ::1] scales, const floating[:, ::1] offsets,
+    Py_ssize_t n, Py_ssize_t k, bint use_offsets,
+) noexcept nogil:
+    """sum_d (X[n, d] * scales[k, d] - offsets[k, d])^2 (offsets read only if use_offsets)."""
+    cdef Py_ssize_t d, D = X.shape[1]
+    cdef floating acc = 0, v
+    if use_offsets:
+        for d in range(D):
+            v = X[n, d] * scales[k, d] - offsets[k, d]
+            acc = acc + v * v
+    else:
+        for d in range(D):
+            v = X[n, d] * scales[k, d]
+            acc = acc + v * v
+    return acc
+
+
 def mahalanobis_sq_diag(
     const floating[:, ::1] X,  # IN (N, D)
     const floating[:, ::1] scales,  # IN (K, D) s_k = sqrt of the diagonal precision
@@ -141,23 +159,12 @@ def mahalanobis_sq_diag(
     ``((X[:, None, :] * scales - offsets) ** 2).sum(-1)``.
     """
     cdef Py_ssize_t N = X.shape[0]
-    cdef Py_ssize_t D = X.shape[1]
     cdef Py_ssize_t K = scales.shape[0]
-    cdef Py_ssize_t n, k, d
-    cdef floating acc, v
+    cdef Py_ssize_t n, k
     with nogil:
         for n in prange(N, schedule="static", num_threads=n_threads):
             for k in range(K):
-                acc = 0
-                if use_offsets:
-                    for d in range(D):
-                        v = X[n, d] * scales[k, d] - offsets[k, d]
-                        acc = acc + v * v
-                else:
-                    for d in range(D):
-                        v = X[n, d] * scales[k, d]
-                        acc = acc + v * v
-                out[n, k] = acc
+                out[n, k] = _diag_form(X, scales, offsets, n, k, use_offsets)
 
 
 def mahalanobis_sq_grouped(
@@ -243,24 +250,12 @@ def mahalanobis_sq_diag_pairs(
     Equivalent to ``((X[:, None, :] * scales[cand] - offsets[cand]) ** 2).sum(-1)``.
     """
     cdef Py_ssize_t N = X.shape[0]
-    cdef Py_ssize_t D = X.shape[1]
     cdef Py_ssize_t C = cand.shape[1]
-    cdef Py_ssize_t n, c, k, d
-    cdef floating acc, v
+    cdef Py_ssize_t n, c
     with nogil:
         for n in prange(N, schedule="static", num_threads=n_threads):
             for c in range(C):
-                k = cand[n, c]
-                acc = 0
-                if use_offsets:
-                    for d in range(D):
-                        v = X[n, d] * scales[k, d] - offsets[k, d]
-                        acc = acc + v * v
-                else:
-                    for d in range(D):
-                        v = X[n, d] * scales[k, d]
-                        acc = acc + v * v
-                out[n, c] = acc
+                out[n, c] = _diag_form(X, scales, offsets, n, cand[n, c], use_offsets)
 
 
 def group_by_component(

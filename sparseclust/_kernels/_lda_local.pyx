@@ -316,6 +316,25 @@ cdef inline void _kept_exp(const double* C, const int* idx, int nk, double* ce,
 # one iteration
 
 
+cdef inline double _exp_shifted(const double* C, const double* P, const int* idx, int n,
+                                double* r, double* m_out) noexcept nogil:
+    """r[j] = exp(C[k] + P[k] - m) for k = idx[j], m their maximum (written to m_out);
+    returns sum_j r[j]. The log-space exp-normalize of a word type's kept topics."""
+    cdef int j, k
+    cdef double x, m = -INFINITY, ssum = 0.0
+    for j in range(n):
+        k = idx[j]
+        x = C[k] + P[k]
+        r[j] = x
+        if x > m:
+            m = x
+    for j in range(n):
+        r[j] = exp(r[j] - m)
+        ssum = ssum + r[j]
+    m_out[0] = m
+    return ssum
+
+
 cdef double _iter_dense(const Ctx* c, DocState* s, Work* wk, const int32_t* vids,
                         const floating* cnt, int U, bint first, int* underflow) noexcept nogil:
     """One dense iteration over all (allowed) topics; returns max_k |Delta N_k|."""
@@ -504,17 +523,7 @@ cdef double _iter_sparse(const Ctx* c, DocState* s, Work* wk, const int32_t* vid
                 s.zs[u] = ssum
                 continue
             # the product underflowed: weight the same topics in log space below
-        m = -INFINITY
-        for j in range(nk):
-            k = idx[j]
-            x = C[k] + s.P[k]
-            r[j] = x
-            if x > m:
-                m = x
-        ssum = 0.0
-        for j in range(nk):
-            r[j] = exp(r[j] - m)
-            ssum = ssum + r[j]
+        ssum = _exp_shifted(C, s.P, idx, nk, r, &m)
         inv = 1.0 / ssum
         cu = cnt[u]
         for j in range(nk):
@@ -765,17 +774,7 @@ cdef void _cold_row(const Ctx* c, const double* C, const double* P0, const int* 
             cand[j] = j
         sc_lda_select_top(w, cand, K, Lk)
         memcpy(idx, cand, Lk * sizeof(int))
-    m = -INFINITY
-    for j in range(Lk):
-        k = idx[j]
-        x = C[k] + P0[k]
-        r[j] = x
-        if x > m:
-            m = x
-    ssum = 0.0
-    for j in range(Lk):
-        r[j] = exp(r[j] - m)
-        ssum = ssum + r[j]
+    ssum = _exp_shifted(C, P0, idx, Lk, r, &m)
     inv = 1.0 / ssum
     for j in range(Lk):
         r[j] = r[j] * inv

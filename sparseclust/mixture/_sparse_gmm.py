@@ -41,6 +41,15 @@ def _threads_for(n_rows, n_components, n_threads):
     return 1 if n_rows * n_components < _MIN_PARALLEL_WEIGHTS else n_threads
 
 
+
+def _top_l_among(Wc, cand, L, n_threads):
+    """Top-L responsibilities among each row's candidate clusters.
+
+    ``Wc[n, c]`` is the weight of cluster ``cand[n, c]``; returns (values, cluster ids).
+    """
+    values, local = posteriors.responsibilities(Wc, L, n_threads=n_threads)
+    return values, np.take_along_axis(cand, local.astype(np.intp), axis=1)
+
 class _Timer:
     """Accumulates wall-clock seconds per named sub-step of the local step."""
 
@@ -201,8 +210,7 @@ class _SparseGMMModel(VariationalModel):
             Wc = self.restricted_weights(Xc, params, cc, qform=qform)
             t1 = time.perf_counter()
             nt = _threads_for(Wc.shape[0], C, self.n_threads)
-            values, local = posteriors.responsibilities(Wc, self.L, n_threads=nt)
-            indices = np.take_along_axis(cc, local.astype(np.intp), axis=1)
+            values, indices = _top_l_among(Wc, cc, self.L, nt)
             t2 = time.perf_counter()
             s = self.stats_from_responsibilities(values, indices, Xc)
             t3 = time.perf_counter()
@@ -241,8 +249,7 @@ class _SparseGMMModel(VariationalModel):
                 cc = posteriors.top_l_indices(W, n_candidates, n_threads=nt)
                 cand[start : start + Xc.shape[0]] = cc
                 Wc = np.take_along_axis(W, cc.astype(np.intp), axis=1)
-                values, local = posteriors.responsibilities(Wc, self.L, n_threads=nt)
-                indices = np.take_along_axis(cc, local.astype(np.intp), axis=1)
+                values, indices = _top_l_among(Wc, cc, self.L, nt)
             t2 = time.perf_counter()
             s = self.stats_from_responsibilities(values, indices, Xc)
             t3 = time.perf_counter()
