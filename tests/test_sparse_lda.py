@@ -353,3 +353,47 @@ def test_partial_fit_validates_parameters_on_every_call():
         lda.set_params(kappa=5.0).partial_fit(X)
     with pytest.raises(ValueError, match="n_components=6"):
         lda.set_params(kappa=0.6, n_components=6).partial_fit(X)
+
+
+def _kmeans_objective(X, counts, tau):
+    """sum_d max_k x_d . log mu_k + tau sum_kv log mu_kv, mu_k = (c_k + tau) / (C_k + V tau)."""
+    logmu = np.log(counts + tau) - np.log((counts + tau).sum(axis=1, keepdims=True))
+    return (X @ logmu.T).max(axis=1).sum() + tau * logmu.sum()
+
+
+def test_kl_kmeans_never_decreases_its_objective():
+    # short documents over a large vocabulary (tau * V = 60 >> N_d ~ 15): the regime where a
+    # smoothed document distribution would be mostly prior mass
+    from sparseclust.topics._sparse_lda import _kl_kmeans
+
+    rng = np.random.default_rng(0)
+    K_true, V, D, tau = 6, 600, 240, 0.1
+    topics = rng.dirichlet(np.full(V, 0.05), size=K_true)
+    X = np.stack([rng.multinomial(15, topics[rng.integers(K_true)]) for _ in range(D)])
+    X = X.astype(float)
+    Xs = sp.csr_array(X)
+    seeds = rng.choice(D, size=8, replace=False)
+    values = [_kmeans_objective(X, _kl_kmeans(Xs, seeds, tau, n), tau) for n in range(8)]
+    assert np.all(np.diff(values) >= -1e-9 * np.abs(values[0])), values
+    assert values[-1] > values[0]
+    # counts are a partition of the corpus (apart from clusters left empty, which keep theirs)
+    counts = _kl_kmeans(Xs, seeds, tau, 20)
+    assert counts.sum() >= X.sum() - 1e-9
+
+
+def test_kl_kmeans_recovers_separated_document_clusters():
+    # four clusters with disjoint vocabularies; one seed in each: every document must end in its
+    # own cluster, however much larger tau * V is than the documents
+    from sparseclust.topics._sparse_lda import _kl_kmeans
+
+    rng = np.random.default_rng(1)
+    K, block, per, tau = 4, 40, 30, 1.0
+    X = np.zeros((K * per, K * block))
+    labels = np.repeat(np.arange(K), per)
+    for d, k in enumerate(labels):
+        words = rng.integers(k * block, (k + 1) * block, size=20)
+        np.add.at(X[d], words, 1.0)
+    seeds = np.array([0, per, 2 * per, 3 * per])
+    counts = _kl_kmeans(sp.csr_array(X), seeds, tau, 20)
+    for k in range(K):
+        np.testing.assert_allclose(counts[k], X[labels == k].sum(axis=0))

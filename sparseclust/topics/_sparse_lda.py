@@ -27,7 +27,7 @@ from ._local import TopicTables, local_step
 __all__ = ["SparseLDA"]
 
 #: Bregman k-means iterations after the k-means++ seeding of init='kmeans++'
-_KMEANS_ITERS = 10
+_KMEANS_ITERS = 20
 
 
 class _LDAParams:
@@ -131,24 +131,30 @@ def _kl_kmeanspp_seeds(X, K, tau, rng):
 def _kl_kmeans(X, seeds, tau, n_iter):
     """Bregman (KL) k-means from seed documents: returns (K, V) cluster word counts.
 
-    Each iteration assigns every document to the center mu_k (smoothed word distribution of
-    the cluster's summed counts) minimizing KL(p_d || mu_k) -- i.e. maximizing
-    sum_v (x_dv + tau) log mu_kv -- and recomputes the centers. Empty clusters keep their
-    previous counts.
+    The centers are smoothed word distributions mu_k = (c_k + tau) / (C_k + V tau) of the
+    cluster's summed counts c_k. Each iteration assigns every document to the center that
+    minimizes KL(x_d / N_d || mu_k), i.e. maximizes sum_v x_dv log mu_kv -- hard-assignment EM
+    for a mixture of multinomials -- and recomputes the centers, until no assignment changes.
+    Empty clusters keep their previous counts.
+
+    The document's own distribution is *not* smoothed here: with tau * V much larger than a
+    typical document length, a smoothed p_d is mostly prior mass, the assignment is then
+    decided by sum_v log mu_kv (a property of the center alone, not of the document) and
+    the iteration piles most documents into a few broad clusters.
     """
     D, V = X.shape
     counts = X[seeds].toarray()
+    z_old = None
     for _ in range(n_iter):
         logmu = np.log(counts + tau) - np.log((counts + tau).sum(axis=1, keepdims=True))
-        score = np.asarray(X @ logmu.T) + tau * logmu.sum(axis=1)[None, :]
-        z = np.argmax(score, axis=1)
+        z = np.argmax(np.asarray(X @ logmu.T), axis=1)
+        if z_old is not None and np.array_equal(z, z_old):
+            break
         R = sp.csr_array((np.ones(D), (z, np.arange(D))), shape=(counts.shape[0], D))
         new = np.asarray((R @ X).toarray())
         empty = new.sum(axis=1) == 0
         new[empty] = counts[empty]
-        if np.array_equal(new, counts):
-            break
-        counts = new
+        counts, z_old = new, z
     return counts
 
 
@@ -196,9 +202,10 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     restarts : int, default=4
         Restart proposals per document and local step (0 disables them).
     init : {'kmeans++', 'random'}, default='kmeans++'
-        'kmeans++': Bregman (KL) k-means++ seeding on documents; topic k starts from
-        lambda_k = tau + (word counts of seed document k). 'random': lambda_kv = tau + g_kv
-        with g_kv ~ Gamma(100, 0.01).
+        'kmeans++': Bregman (KL) k-means++ seeding on documents (paper 000 Sec. 6), then
+        up to 20 iterations of KL k-means (hard-assignment EM for a mixture of multinomials);
+        topic k starts from lambda_k = tau + (word counts of the documents in cluster k).
+        'random': lambda_kv = tau + g_kv with g_kv ~ Gamma(100, 0.01).
     random_state : int, RandomState instance or None, default=None
     n_threads : int or None, default=None
         OpenMP threads of the local step; results do not depend on it.
