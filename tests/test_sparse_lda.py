@@ -126,8 +126,9 @@ def test_memoized_elbo_never_decreases(L):
     assert lb[-1] > lb[0]
 
 
+@pytest.mark.parametrize("restarts", [0, 4])
 @pytest.mark.parametrize("algorithm", ["memoized", "batch", "stochastic"])
-def test_planted_topics_recovered_with_L8(algorithm):
+def test_planted_topics_recovered_with_L8(algorithm, restarts):
     # On this corpus (2/3 of the documents mix 2-3 topics) LDA has poor local optima in which
     # two fitted topics share one block; which optimum is reached depends on the k-means++
     # seeding, for scikit-learn's LatentDirichletAllocation as well. The seed below gives a
@@ -135,11 +136,12 @@ def test_planted_topics_recovered_with_L8(algorithm):
     X, topics = planted_corpus(seed=4, K=10, block=10, D=400, length=60)
     m = SparseLDA(
         n_components=10, L=8, algorithm=algorithm, max_iter=30, batch_size=100,
-        random_state=1,
+        random_state=1, restarts=restarts,
     ).fit(sp.csr_array(X))
     d = hellinger_matching(m.topic_word_distribution_, topics)
     assert d.max() < 0.15, d
-    assert m.n_restarts_tried_ > 0
+    assert (m.n_restarts_tried_ > 0) == (restarts > 0)
+    assert m.n_restarts_accepted_ <= m.n_restarts_tried_
     assert all("restarts_tried" in e and "elbo" in e for e in m.trace_)
 
 
