@@ -162,6 +162,28 @@ def vectorize(train_texts, test_texts=None, min_df=5, **kwargs):
 # timing
 
 
+def newsgroups_heldout_split(seed=0, n_test=1000, n_train=None, min_df=5):
+    """The 20 Newsgroups split of the held-out benchmarks (``bench_lda_heldout.py``).
+
+    ``train`` posts shuffled once with ``RandomState(seed)`` (so online methods do not see
+    the newsgroups one after another; the first ``n_train`` kept if given), vectorized by
+    :func:`vectorize`; then ``n_test`` ``test`` posts drawn with the same generator.
+    Returns ``(X_train, X_test, feature_names)``, CSR float64.
+    """
+    import scipy.sparse as sp
+
+    train_texts, _, _ = load_20newsgroups("train")
+    test_texts, _, _ = load_20newsgroups("test")
+    rng = np.random.RandomState(seed)
+    order = rng.permutation(len(train_texts))
+    if n_train:
+        order = order[:n_train]
+    train_texts = [train_texts[i] for i in order]
+    X_train, X_test, vocab = vectorize(train_texts, test_texts, min_df=min_df)
+    test_idx = np.sort(rng.permutation(X_test.shape[0])[:n_test])
+    return sp.csr_matrix(X_train), X_test[test_idx], vocab
+
+
 class Stopwatch:
     """Wall clock that can be paused, e.g. while a held-out score is computed.
 

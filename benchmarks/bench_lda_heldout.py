@@ -36,11 +36,16 @@ import time
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, Stopwatch, environment, load_20newsgroups, vectorize, write_json  # noqa: E402
+from _common import (  # noqa: E402
+    RESULTS,
+    Stopwatch,
+    environment,
+    newsgroups_heldout_split,
+    write_json,
+)
 
 from sparseclust.metrics import document_completion_score  # noqa: E402
 
@@ -578,17 +583,8 @@ def main(argv=None):
         print(msg, flush=True)
 
     t0 = time.perf_counter()
-    train_texts, _, _ = load_20newsgroups("train")
-    test_texts, _, _ = load_20newsgroups("test")
-    rng = np.random.RandomState(opts.seed)
-    order = rng.permutation(len(train_texts))
-    if opts.n_train:
-        order = order[: opts.n_train]
-    train_texts = [train_texts[i] for i in order]  # shuffled once for the online methods
-    X_train, X_test, vocab = vectorize(train_texts, test_texts, min_df=5)
-    test_idx = np.sort(rng.permutation(X_test.shape[0])[: opts.n_test])
-    X_test = X_test[test_idx]
-    X_train = sp.csr_matrix(X_train)
+    # train shuffled once (for the online methods), seeded test subset
+    X_train, X_test, vocab = newsgroups_heldout_split(opts.seed, opts.n_test, opts.n_train)
     log(
         f"20 Newsgroups: train {X_train.shape[0]} docs x {X_train.shape[1]} words, "
         f"{int(X_train.sum())} tokens; test subset {X_test.shape[0]} docs, "

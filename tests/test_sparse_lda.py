@@ -399,3 +399,43 @@ def test_kl_kmeans_recovers_separated_document_clusters():
     counts = _kl_kmeans(sp.csr_array(X), seeds, tau, 20)
     for k in range(K):
         np.testing.assert_allclose(counts[k], X[labels == k].sum(axis=0))
+
+
+def test_init_array_is_a_warm_start():
+    # initial counts S = the planted topics times their token counts: lambda = tau + S, and
+    # training from there keeps the planted topics, for a random_state whose k-means++ seeding
+    # alone does not find them (two fitted topics share one block from that seeding)
+    X, topics = planted_corpus(seed=4, K=10, block=10, D=400, length=60)
+    kw = dict(n_components=10, L=8, max_iter=30, random_state=0)
+    cold = SparseLDA(**kw).fit(X)
+    assert hellinger_matching(cold.topic_word_distribution_, topics).max() > 0.15
+    S = topics * (X.sum() / 10)
+    S_before = S.copy()
+    warm = SparseLDA(init=S, **kw).fit(X)
+    assert hellinger_matching(warm.topic_word_distribution_, topics).max() < 0.15
+    np.testing.assert_array_equal(S, S_before)  # the caller's array is not modified
+    # one batch pass from the array = one global step after a dense-equivalent local step
+    one = SparseLDA(init=S, L=10, n_components=10, algorithm="batch", max_iter=1,
+                    local_tol=1e-10, local_max_iter=1000).fit(X)
+    lam0 = S + one.topic_word_prior
+    El0 = psi(lam0) - psi(lam0.sum(axis=1))[:, None]
+    res = local_step(sp.csr_array(X), El0, one.doc_topic_prior_, L=None, tol=1e-10,
+                     max_iter=1000, restarts=0)
+    np.testing.assert_allclose(one.components_, one.topic_word_prior + res.topic_word_stats,
+                               rtol=1e-8)
+
+
+@pytest.mark.parametrize(
+    "init, match",
+    [
+        (np.ones((3, 7)), "expected"),
+        (-np.ones((4, 6)), "Negative"),
+        (np.full((4, 6), np.nan), "NaN"),
+    ],
+)
+def test_init_array_errors(init, match):
+    X = np.random.default_rng(0).poisson(1.0, (20, 6)).astype(float)
+    with pytest.raises(ValueError, match=match):
+        SparseLDA(n_components=4, init=init).fit(X)
+    with pytest.raises(ValueError, match=match):
+        SparseLDA(n_components=4, init=init).partial_fit(X)

@@ -19,7 +19,12 @@ from scipy.special import gammaln, psi
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
+from sklearn.utils.validation import (
+    check_array,
+    check_is_fitted,
+    check_non_negative,
+    validate_data,
+)
 
 from .._engine import StochasticState, SuffStats, VariationalModel, fit_engine, stochastic_step
 from ._local import TopicTables, local_step
@@ -205,11 +210,14 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         (K = 100 and 400) memoized training with 4 proposals ended at a lower held-out score
         and a lower whole-corpus ELBO than without them (``benchmarks/README.md``), hence
         the default.
-    init : {'kmeans++', 'random'}, default='kmeans++'
+    init : {'kmeans++', 'random'} or array-like of shape (n_components, n_features), \
+            default='kmeans++'
         'kmeans++': Bregman (KL) k-means++ seeding on documents (paper 000 Sec. 6), then
         up to 20 iterations of KL k-means (hard-assignment EM for a mixture of multinomials);
         topic k starts from lambda_k = tau + (word counts of the documents in cluster k).
-        'random': lambda_kv = tau + g_kv with g_kv ~ Gamma(100, 0.01).
+        'random': lambda_kv = tau + g_kv with g_kv ~ Gamma(100, 0.01). An array gives the
+        initial topic-word counts S directly, lambda = tau + S (non-negative and finite; e.g.
+        another model's topic-word counts, for a warm start).
     random_state : int, RandomState instance or None, default=None
     n_threads : int or None, default=None
         OpenMP threads of the local step; results do not depend on it.
@@ -271,7 +279,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         "local_max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
         "local_tol": [Interval(numbers.Real, 0, None, closed="left")],
         "restarts": [Interval(numbers.Integral, 0, None, closed="left")],
-        "init": [StrOptions({"kmeans++", "random"})],
+        "init": [StrOptions({"kmeans++", "random"}), "array-like"],
         "random_state": ["random_state"],
         "n_threads": [numbers.Integral, None],
         "verbose": ["verbose"],
@@ -356,6 +364,15 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     def _init_stats(self, X, rng):
         K, V = self.n_components, X.shape[1]
+        if not isinstance(self.init, str):
+            S = check_array(self.init, dtype=np.float64, copy=True, input_name="init")
+            if S.shape != (K, V):
+                raise ValueError(
+                    f"init has shape {S.shape}; expected (n_components, n_features) = "
+                    f"({K}, {V})."
+                )
+            check_non_negative(S, "SparseLDA init")
+            return SuffStats(S=np.ascontiguousarray(S), elbo_local=0.0)
         if self.init == "random":
             S = rng.gamma(100.0, 0.01, (K, V))
         else:
