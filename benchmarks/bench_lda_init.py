@@ -93,11 +93,13 @@ def kos_check(n_seeds, score_threads):
     for seed in range(n_seeds):
         tr, te = _split_documents(X.shape[0], 0.1, seed)
         Xtr, Xte = X[tr], X[te]
-        old = smoothed_kmeans(Xtr, _kl_kmeanspp_seeds(Xtr, 20, TAU, np.random.RandomState(seed)),
-                              TAU, 10)
+        rng = np.random.RandomState(seed)
+        old = smoothed_kmeans(Xtr, _kl_kmeanspp_seeds(Xtr, 20, TAU, rng), TAU, 10)
         row = {"seed": seed}
         for name, init in (("kmeans++", "kmeans++"), ("smoothed-kmeans", old)):
-            model = SparseLDA(n_components=20, L=8, max_iter=30, init=init, random_state=seed)
+            # the array arm gets the generator as the seeding left it: same batch split
+            state = np.random.RandomState(seed) if name == "kmeans++" else rng
+            model = SparseLDA(n_components=20, L=8, max_iter=30, init=init, random_state=state)
             model.fit(Xtr)
             row[name] = float(
                 document_completion_score(
@@ -138,7 +140,17 @@ def main(argv=None):
         rows = kos_check(opts.kos, opts.score_threads)
         if opts.out == str(RESULTS / "lda_init.json"):
             opts.out = str(RESULTS / "lda_init_kos.json")
-        payload = {"benchmark": "lda_init_kos", "settings": vars(opts), "rows": rows}
+        settings = {
+            "corpus": "KOS (bundled)",
+            "n_components": 20,
+            "L": 8,
+            "max_iter": 30,
+            "heldout_documents": 0.1,
+            "heldout_fraction_of_word_types": 0.2,
+            "restarts": 0,
+            "seeds": list(range(opts.kos)),
+        }
+        payload = {"benchmark": "lda_init_kos", "settings": settings, "rows": rows}
         payload["environment"] = environment()
         write_json(opts.out, payload)
         print("| seed | kmeans++ | smoothed rule | difference |")
@@ -185,6 +197,7 @@ def main(argv=None):
         elif name == "kmeans-only":  # the default's k-means result, before any pass
             init = _kl_kmeans(Xc, _kl_kmeanspp_seeds(Xc, K, TAU, rng), TAU, 20)
         elif name == "tomotopy-warm":
+            _kl_kmeanspp_seeds(Xc, K, TAU, rng)  # advance rng as the default start does
             try:
                 init, phi = tomotopy_counts(Xtr, K, alpha, opts.gibbs_sweeps, opts.seed)
             except ImportError:
@@ -218,7 +231,10 @@ def main(argv=None):
             max_iter=opts.passes,
             tol=0,
             init=init,
-            random_state=opts.seed,
+            # an array init draws nothing from the generator, the string inits draw their own:
+            # handing over the generator as the seeding left it (seeding code identical to the
+            # estimator's) gives every arm the engine's batch split of the default arm
+            random_state=np.random.RandomState(opts.seed) if isinstance(init, str) else rng,
             n_threads=opts.threads,
         )
         model.fit(Xtr, callback=callback)
