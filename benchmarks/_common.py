@@ -162,6 +162,17 @@ def vectorize(train_texts, test_texts=None, min_df=5, **kwargs):
 # timing
 
 
+def token_lists(X):
+    """Each CSR row as a list of word-id strings, every id repeated by its count (the input
+    format of the token-based peers, e.g. tomotopy's ``add_doc``)."""
+    docs = []
+    for d in range(X.shape[0]):
+        lo, hi = X.indptr[d], X.indptr[d + 1]
+        ids = np.repeat(X.indices[lo:hi], X.data[lo:hi].astype(np.int64))
+        docs.append([str(j) for j in ids])
+    return docs
+
+
 def newsgroups_heldout_split(seed=0, n_test=1000, n_train=None, min_df=5):
     """The 20 Newsgroups split of the held-out benchmarks (``bench_lda_heldout.py``).
 

@@ -44,6 +44,7 @@ from _common import (  # noqa: E402
     Stopwatch,
     environment,
     newsgroups_heldout_split,
+    token_lists,
     write_json,
 )
 
@@ -260,11 +261,7 @@ class Tomotopy:
         self.sweeps = sweeps_per_step
         self.seed = seed
         # token lists prepared outside the timed region
-        self.docs = []
-        for d in range(X.shape[0]):
-            lo, hi = X.indptr[d], X.indptr[d + 1]
-            ids = np.repeat(X.indices[lo:hi], X.data[lo:hi].astype(np.int64))
-            self.docs.append([str(j) for j in ids])
+        self.docs = token_lists(X)
         self.total = 0
 
     def start(self):

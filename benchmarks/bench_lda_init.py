@@ -32,11 +32,17 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, environment, newsgroups_heldout_split, write_json  # noqa: E402
+from _common import (  # noqa: E402
+    RESULTS,
+    environment,
+    newsgroups_heldout_split,
+    token_lists,
+    write_json,
+)
 
 from sparseclust import SparseLDA  # noqa: E402
 from sparseclust.metrics import document_completion_score  # noqa: E402
-from sparseclust.topics._sparse_lda import _kl_kmeans, _kl_kmeanspp_seeds  # noqa: E402
+from sparseclust.topics._sparse_lda import _kl_kmeanspp_seeds  # noqa: E402
 
 TAU = 0.1
 
@@ -63,11 +69,9 @@ def tomotopy_counts(X, K, alpha, sweeps, seed):
 
     model = tp.LDAModel(tw=tp.TermWeight.ONE, k=K, alpha=alpha, eta=TAU, seed=seed)
     model.optim_interval = 0
-    for d in range(X.shape[0]):
-        lo, hi = X.indptr[d], X.indptr[d + 1]
-        ids = np.repeat(X.indices[lo:hi], X.data[lo:hi].astype(np.int64))
-        if ids.size:
-            model.add_doc([str(j) for j in ids])
+    for words in token_lists(X):
+        if words:
+            model.add_doc(words)
     model.train(sweeps, workers=1)
     V = X.shape[1]
     cols = np.array([int(w) for w in model.used_vocabs])
@@ -194,8 +198,6 @@ def main(argv=None):
             init = Xc[_kl_kmeanspp_seeds(Xc, K, TAU, rng)].toarray()
         elif name == "smoothed-kmeans":
             init = smoothed_kmeans(Xc, _kl_kmeanspp_seeds(Xc, K, TAU, rng), TAU, 10)
-        elif name == "kmeans-only":  # the default's k-means result, before any pass
-            init = _kl_kmeans(Xc, _kl_kmeanspp_seeds(Xc, K, TAU, rng), TAU, 20)
         elif name == "tomotopy-warm":
             _kl_kmeanspp_seeds(Xc, K, TAU, rng)  # advance rng as the default start does
             try:
