@@ -33,6 +33,8 @@ _MOMENTS = {"none": _stats.NONE, "diag": _stats.DIAG, "full": _stats.FULL}
 # for K <= 800 (the scan's insertions cost O(L) each); 32 sits between the two measurements.
 _SCAN_MAX_L = 32
 
+_INT32_MAX = int(np.iinfo(np.int32).max)
+
 
 def _check_W(W):
     """Cheap checks only: dtype, shape, contiguity (a copy only when needed).
@@ -48,6 +50,9 @@ def _check_W(W):
         W = W.astype(np.float64)
     if W.ndim != 2 or W.shape[1] < 1:
         raise ValueError(f"W must be a 2-D array with at least one column, got shape {W.shape}.")
+    if W.shape[1] > _INT32_MAX:
+        # column indices are int32 (rows may be any number: row offsets are 64-bit)
+        raise ValueError(f"W has {W.shape[1]} columns; at most {_INT32_MAX} are supported.")
     return np.ascontiguousarray(W)
 
 
@@ -221,6 +226,8 @@ def summary_statistics(values, indices, X, n_components, *, moments="full", n_th
             or n_components < 1:
         raise ValueError(f"n_components must be an integer >= 1, got {n_components!r}.")
     K = int(n_components)
+    if K > _INT32_MAX:
+        raise ValueError(f"n_components={K} exceeds the int32 range of the cluster indices.")
     if sp.issparse(X) or sp.issparse(values):
         raise ValueError("values and X must be dense arrays; scipy.sparse input is not supported.")
     values = np.asarray(values)

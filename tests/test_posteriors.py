@@ -183,14 +183,16 @@ def test_extreme_rows():
     np.testing.assert_array_equal(P.responsibilities(W, 2)[0][1], [0.0, 1.0])
 
 
-@pytest.mark.parametrize("code_name", ["INSERT", "BUFFER", "SCAN"])
+@pytest.mark.parametrize("code_name", ["INSERT", "BUFFER", "BUFFER_PORTABLE", "SCAN"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("K,L", [(9, 2), (64, 4), (200, 1), (203, 4), (400, 16), (1500, 32)])
 def test_single_pass_variants_long_rows(code_name, dtype, K, L):
     """Both single-pass variants (and the L, K dispatch) on rows long enough for the block
     test, the seeded threshold and several compactions: sorted rows put every weight above
     the running threshold, rounded rows have many ties, -inf-heavy rows have fewer finite
-    entries than L."""
+    entries than L. BUFFER_PORTABLE is the buffer scan with the portable block test (the
+    code a compiler without vector extensions gets; BUFFER is that code too in such a
+    build)."""
     from sparseclust._kernels import _topl
 
     code = getattr(_topl, code_name)
@@ -208,7 +210,7 @@ def test_single_pass_variants_long_rows(code_name, dtype, K, L):
     np.testing.assert_array_equal(v, np.take_along_axis(W, idx, 1))
 
 
-@pytest.mark.parametrize("code_name", ["INSERT", "BUFFER", "SCAN"])
+@pytest.mark.parametrize("code_name", ["INSERT", "BUFFER", "BUFFER_PORTABLE", "SCAN"])
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
 def test_single_pass_variants_flag_bad_entries_anywhere(code_name, bad):
     from sparseclust._kernels import _topl

@@ -22,8 +22,19 @@ form into ``x^T P x - 2 x^T P m + m^T P m``. The caller must limit BLAS to one t
 
 from cython cimport floating
 from cython.parallel cimport parallel, prange
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport free
 from scipy.linalg.cython_blas cimport dgemm, sgemm
+
+from sparseclust._kernels._parallel cimport sc_set_alloc_fail_thread, sc_thread_malloc
+
+
+def _fail_thread_allocations(int thread):
+    """Make the per-thread buffer allocations of OpenMP thread ``thread`` fail (-1: none,
+    -2: every thread).
+
+    For tests of the out-of-memory path only.
+    """
+    sc_set_alloc_fail_thread(thread)
 
 
 cdef void _tri_product(
@@ -39,6 +50,7 @@ cdef void _tri_product(
     """
     cdef char tr = b'T'
     cdef int h, n2
+    cdef Py_ssize_t ld = D
     cdef float one_f = 1.0
     cdef float zero_f = 0.0
     cdef double one_d = 1.0
@@ -54,7 +66,7 @@ cdef void _tri_product(
     h = n // 2
     n2 = n - h
     _tri_product(Xb, C, Y, D, rows, h, depth - 1)
-    _tri_product(Xb + h, C + h * D + h, Y + <Py_ssize_t> h * rows, D, rows, n2, depth - 1)
+    _tri_product(Xb + h, C + h * ld + h, Y + <Py_ssize_t> h * rows, D, rows, n2, depth - 1)
     if floating is float:
         sgemm(&tr, &tr, &rows, &n2, &h, &one_f, <float*> Xb, &D, <float*> (C + h), &D, &one_f,
               Y + <Py_ssize_t> h * rows, &rows)
@@ -100,6 +112,7 @@ def mahalanobis_sq(
     cdef floating* acc
     cdef floating* col
     cdef floating o, v
+    cdef Py_ssize_t n_fail = 0
     if N == 0 or K == 0 or D == 0:
         out[:, :] = 0
         return
@@ -107,9 +120,13 @@ def mahalanobis_sq(
         block_rows = 1
     n_blocks = (N + block_rows - 1) // block_rows
     with nogil, parallel(num_threads=n_threads):
-        buf = <floating*> malloc((<Py_ssize_t> block_rows * (D + 1) + 8) * sizeof(floating))
-        acc = buf + <Py_ssize_t> block_rows * D
+        buf = <floating*> sc_thread_malloc(
+            (<Py_ssize_t> block_rows * (D + 1) + 8) * sizeof(floating))
+        acc = (buf + <Py_ssize_t> block_rows * D) if buf != NULL else NULL
         for b in prange(n_blocks, schedule="static"):
+            if buf == NULL:
+                n_fail += 1
+                continue
             start = b * block_rows
             rows = <int> min(<Py_ssize_t> block_rows, N - start)
             for k in range(K):
@@ -125,6 +142,8 @@ def mahalanobis_sq(
                 for i in range(rows):
                     out[start + i, k] = acc[i]
         free(buf)
+    if n_fail:
+        raise MemoryError("could not allocate the per-thread product buffer")
 
 
 cdef inline floating _diag_form(
@@ -202,6 +221,7 @@ def mahalanobis_sq_grouped(
     cdef floating* acc
     cdef floating* col
     cdef floating o, v
+    cdef Py_ssize_t n_fail = 0
     if B == 0:
         return
     if D == 0:
@@ -210,10 +230,14 @@ def mahalanobis_sq_grouped(
     if block_rows < 1:
         block_rows = 1
     with nogil, parallel(num_threads=n_threads):
-        xg = <floating*> malloc((<Py_ssize_t> block_rows * (2 * D + 1) + 8) * sizeof(floating))
-        buf = xg + <Py_ssize_t> block_rows * D
-        acc = buf + <Py_ssize_t> block_rows * D
+        xg = <floating*> sc_thread_malloc(
+            (<Py_ssize_t> block_rows * (2 * D + 1) + 8) * sizeof(floating))
+        buf = (xg + <Py_ssize_t> block_rows * D) if xg != NULL else NULL
+        acc = (buf + <Py_ssize_t> block_rows * D) if xg != NULL else NULL
         for b in prange(B, schedule="dynamic"):
+            if xg == NULL:
+                n_fail += 1
+                continue
             k = item_comp[b]
             s0 = item_start[b]
             rows = <int> (item_stop[b] - s0)
@@ -233,6 +257,8 @@ def mahalanobis_sq_grouped(
             for i in range(rows):
                 out[order[s0 + i]] = acc[i]
         free(xg)
+    if n_fail:
+        raise MemoryError("could not allocate the per-thread gather buffer")
 
 
 def mahalanobis_sq_diag_pairs(

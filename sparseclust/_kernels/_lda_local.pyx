@@ -59,7 +59,18 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 from scipy.special.cython_special cimport gammaln
 
+from sparseclust._kernels._parallel cimport sc_set_alloc_fail_thread, sc_thread_malloc
+
 import numpy as np
+
+
+def _fail_thread_allocations(int thread):
+    """Make the per-thread buffer allocations of OpenMP thread ``thread`` fail (-1: none,
+    -2: every thread).
+
+    For tests of the out-of-memory path only.
+    """
+    sc_set_alloc_fail_thread(thread)
 
 cdef extern from * nogil:
     """
@@ -183,17 +194,19 @@ cdef struct Work:
 
 cdef inline void _bind(DocState* s, double* dbuf, int* ibuf, char* cbuf, int K, int Umax,
                        int Lk) noexcept nogil:
+    # offsets in Py_ssize_t: 3 K + 3 Umax can exceed the int range
+    cdef Py_ssize_t k = K, u = Umax
     s.N = dbuf
-    s.P = dbuf + K
-    s.expP = dbuf + 2 * K
-    s.zm = dbuf + 3 * K
-    s.zs = dbuf + 3 * K + Umax
-    s.cm = dbuf + 3 * K + 2 * Umax
-    s.r = dbuf + 3 * K + 3 * Umax
-    s.ce = s.r + <Py_ssize_t> Umax * Lk
+    s.P = dbuf + k
+    s.expP = dbuf + 2 * k
+    s.zm = dbuf + 3 * k
+    s.zs = dbuf + 3 * k + u
+    s.cm = dbuf + 3 * k + 2 * u
+    s.r = dbuf + 3 * k + 3 * u
+    s.ce = s.r + u * Lk
     s.active = ibuf
-    s.nk = ibuf + K
-    s.idx = ibuf + K + Umax
+    s.nk = ibuf + k
+    s.idx = ibuf + k + u
     s.act = cbuf
 
 
@@ -787,8 +800,7 @@ cdef int _build_tables(const Ctx* c, const double* CT, const int32_t* types, Py_
                        double* cmax, bint want_cold, int n_threads) except -1:
     """Rows t of the cold-start table and cmax[types[t]], in parallel over word types."""
     cdef int K = c.K, Lk = c.Lk, k
-    cdef int fail[1]
-    cdef Py_ssize_t t
+    cdef Py_ssize_t t, n_fail = 0
     cdef double* P0 = <double*> malloc(K * sizeof(double))
     cdef int* allk = <int*> malloc(K * sizeof(int))
     cdef double* w
@@ -797,26 +809,25 @@ cdef int _build_tables(const Ctx* c, const double* CT, const int32_t* types, Py_
         free(P0)
         free(allk)
         raise MemoryError("could not allocate the local-step scratch space")
-    fail[0] = 0
     for k in range(K):
         P0[k] = -c.log_K
         allk[k] = k
     with nogil, parallel(num_threads=n_threads):
-        w = <double*> malloc(K * sizeof(double))
-        cand = <int*> malloc(K * sizeof(int))
-        if w == NULL or cand == NULL:
-            fail[0] = 1
-        else:
-            for t in prange(nrow, schedule="static"):
-                _cold_row(c, CT + <Py_ssize_t> types[t] * K, P0, allk, w, cand,
-                          cold_idx + t * Lk if want_cold else NULL,
-                          cold_r + t * Lk if want_cold else NULL,
-                          cold_zm + t, cold_zs + t, cmax + types[t])
+        w = <double*> sc_thread_malloc(K * sizeof(double))
+        cand = <int*> sc_thread_malloc(K * sizeof(int))
+        for t in prange(nrow, schedule="static"):
+            if w == NULL or cand == NULL:
+                n_fail += 1
+                continue
+            _cold_row(c, CT + <Py_ssize_t> types[t] * K, P0, allk, w, cand,
+                      cold_idx + t * Lk if want_cold else NULL,
+                      cold_r + t * Lk if want_cold else NULL,
+                      cold_zm + t, cold_zs + t, cmax + types[t])
         free(w)
         free(cand)
     free(P0)
     free(allk)
-    if fail[0]:
+    if n_fail:
         raise MemoryError("could not allocate the local-step scratch space")
     return 0
 
@@ -884,7 +895,7 @@ def lda_local_docs(
     cdef int* ibuf
     cdef char* cbuf
     cdef Py_ssize_t nd, ni
-    cdef int fail[1]
+    cdef Py_ssize_t n_fail = 0
     cdef Py_ssize_t V = CT.shape[0], nrow = 0, t
     cdef int32_t[::1] types_v, rows_v
     cdef int[:, ::1] cidx_v
@@ -988,7 +999,6 @@ def lda_local_docs(
             if want_cmax:
                 c.cmax = &cmax_v[0]
 
-    fail[0] = 0
     nd = _state_doubles(K, Umax, c.Lk)
     ni = _state_ints(K, Umax, c.Lk)
     cdef double* expP_p = &expP_v[0, 0] if dense else NULL
@@ -999,20 +1009,20 @@ def lda_local_docs(
     cdef const floating* dat_p = &data[0] if nnz > 0 else NULL
 
     with nogil, parallel(num_threads=n_threads):
-        dbuf = <double*> malloc((2 * nd + 2 * K) * sizeof(double))
-        ibuf = <int*> malloc((2 * ni + 3 * K) * sizeof(int))
-        cbuf = <char*> malloc(2 * K * sizeof(char))
-        if dbuf == NULL or ibuf == NULL or cbuf == NULL:
-            fail[0] = 1
-        else:
-            for d in prange(D, schedule="dynamic"):
-                _process_doc(&c, d, &indptr[0], ind_p, dat_p, dbuf, ibuf, cbuf, Umax,
-                             &N_v[0, 0], expP_p, zs_p, r_p, idx_p, &elbo_v[0], &data_v[0],
-                             &psisum_v[0], &nit_v[0], &tried_v[0], &acc_v[0], &uflow_v[0])
+        dbuf = <double*> sc_thread_malloc((2 * nd + 2 * K) * sizeof(double))
+        ibuf = <int*> sc_thread_malloc((2 * ni + 3 * K) * sizeof(int))
+        cbuf = <char*> sc_thread_malloc(2 * K * sizeof(char))
+        for d in prange(D, schedule="dynamic"):
+            if dbuf == NULL or ibuf == NULL or cbuf == NULL:
+                n_fail += 1
+                continue
+            _process_doc(&c, d, &indptr[0], ind_p, dat_p, dbuf, ibuf, cbuf, Umax,
+                         &N_v[0, 0], expP_p, zs_p, r_p, idx_p, &elbo_v[0], &data_v[0],
+                         &psisum_v[0], &nit_v[0], &tried_v[0], &acc_v[0], &uflow_v[0])
         free(dbuf)
         free(ibuf)
         free(cbuf)
-    if fail[0]:
+    if n_fail:
         raise MemoryError("could not allocate the local-step scratch space")
     return dict(N=N, expP=expP, zs=zs, r=r, idx=idx, elbo=elbo, data=data_t,
                 psi_sum=psisum, n_iter=n_iter, tried=tried, accepted=acc, underflow=uflow)
@@ -1051,40 +1061,47 @@ def lda_summary(
     cdef int K = <int> N.shape[1], Lk = <int> r.shape[1], k, t
     cdef double coef, acc
     cdef double* tmp
+    cdef Py_ssize_t n_fail = 0
     cdef double* psi_alpha = <double*> malloc(K * sizeof(double))
     if psi_alpha == NULL:
-        raise MemoryError()
+        raise MemoryError("could not allocate the summary-step scratch space")
     for k in range(K):
         psi_alpha[k] = _digamma(alpha[k])
     with nogil, parallel(num_threads=n_threads):
-        tmp = <double*> malloc(K * sizeof(double))
-        if tmp != NULL:
-            for v in prange(V, schedule="dynamic", chunksize=64):
-                if col_ptr[v + 1] == col_ptr[v]:
-                    continue
-                if dense:
-                    memset(tmp, 0, K * sizeof(double))
-                    for q in range(col_ptr[v], col_ptr[v + 1]):
-                        p = col_pos[q]
-                        dd = col_doc[q]
-                        if skip[dd]:
-                            continue
-                        coef = data[p] / zs[p]
-                        for k in range(K):
-                            tmp[k] = tmp[k] + coef * expP[dd, k]
+        tmp = <double*> sc_thread_malloc(K * sizeof(double))
+        for v in prange(V, schedule="dynamic", chunksize=64):
+            if col_ptr[v + 1] == col_ptr[v]:
+                continue
+            if tmp == NULL:
+                # never drop a word type's statistics: fail the whole call instead
+                n_fail += 1
+                continue
+            if dense:
+                memset(tmp, 0, K * sizeof(double))
+                for q in range(col_ptr[v], col_ptr[v + 1]):
+                    p = col_pos[q]
+                    dd = col_doc[q]
+                    if skip[dd]:
+                        continue
+                    coef = data[p] / zs[p]
                     for k in range(K):
-                        ST[v, k] = ST[v, k] + ET[v, k] * tmp[k]
-                else:
-                    for q in range(col_ptr[v], col_ptr[v + 1]):
-                        p = col_pos[q]
-                        if skip[col_doc[q]]:
-                            continue
-                        for t in range(Lk):
-                            k = idx[p, t]
-                            if k < 0:
-                                break
-                            ST[v, k] = ST[v, k] + data[p] * r[p, t]
+                        tmp[k] = tmp[k] + coef * expP[dd, k]
+                for k in range(K):
+                    ST[v, k] = ST[v, k] + ET[v, k] * tmp[k]
+            else:
+                for q in range(col_ptr[v], col_ptr[v + 1]):
+                    p = col_pos[q]
+                    if skip[col_doc[q]]:
+                        continue
+                    for t in range(Lk):
+                        k = idx[p, t]
+                        if k < 0:
+                            break
+                        ST[v, k] = ST[v, k] + data[p] * r[p, t]
         free(tmp)
+    if n_fail:
+        free(psi_alpha)
+        raise MemoryError("could not allocate the summary-step scratch space")
     with nogil, parallel(num_threads=n_threads):
         for k in prange(K, schedule="static"):
             acc = 0.0

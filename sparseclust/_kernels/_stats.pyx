@@ -24,8 +24,10 @@ from cython cimport floating
 from cython.parallel cimport parallel, prange
 from libc.math cimport isfinite, log, sqrt
 from libc.stdint cimport int32_t, int64_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport free
 from scipy.linalg.cython_blas cimport dsyrk
+
+from sparseclust._kernels._parallel cimport sc_set_alloc_fail_thread, sc_thread_malloc
 
 import numpy as np
 
@@ -40,6 +42,15 @@ DIAG = MOMENTS_DIAG
 FULL = MOMENTS_FULL
 
 cdef int GATHER_ROWS = 256
+
+
+def _fail_thread_allocations(int thread):
+    """Make the per-thread buffer allocations of OpenMP thread ``thread`` fail (-1: none,
+    -2: every thread).
+
+    For tests of the out-of-memory path only.
+    """
+    sc_set_alloc_fail_thread(thread)
 
 
 def summary_statistics(
@@ -146,7 +157,7 @@ def summary_statistics(
     with nogil, parallel(num_threads=n_threads):
         A = NULL
         if moments == MOMENTS_FULL:
-            A = <double*> malloc(GATHER_ROWS * D * sizeof(double) + 8)
+            A = <double*> sc_thread_malloc(GATHER_ROWS * D * sizeof(double) + 8)
         for k in prange(K, schedule="dynamic"):
             if moments == MOMENTS_FULL and A == NULL:
                 n_fail += 1

@@ -10,7 +10,9 @@ outputs are zero-filled) and the wrapper raises.
 from cython cimport floating
 from cython.parallel cimport parallel, prange
 from libc.stdint cimport int32_t
-from libc.stdlib cimport free, malloc
+from libc.stdlib cimport free
+
+from sparseclust._kernels._parallel cimport sc_set_alloc_fail_thread, sc_thread_malloc
 
 import numpy as np
 
@@ -22,12 +24,26 @@ cdef extern from "topl.h" namespace "sparseclust" nogil:
     int top_l_resp_row[T](const T* w, int K, int L, int method, void* work, int32_t* idx,
                           T* val)
     int dense_resp_row[T](const T* w, int K, T* out)
+    int topl_vector_extensions()
 
 # method codes shared with topl.h (TopLMethod)
 SELECT = 0
 SCAN = 1  # single pass; the kernel picks INSERT or BUFFER by L and K
 INSERT = 2
 BUFFER = 3
+BUFFER_PORTABLE = 4  # BUFFER with the portable block test (compared with BUFFER in the tests)
+
+#: whether the buffer scan's block test uses GCC/Clang vector extensions (else portable code)
+VECTOR_EXTENSIONS = bool(topl_vector_extensions())
+
+
+def _fail_thread_allocations(int thread):
+    """Make the per-thread buffer allocations of OpenMP thread ``thread`` fail (-1: none,
+    -2: every thread).
+
+    For tests of the out-of-memory path only.
+    """
+    sc_set_alloc_fail_thread(thread)
 
 
 def top_l(
@@ -46,7 +62,7 @@ def top_l(
     method : 0 SELECT (introselect, ``std::nth_element``), 1 SCAN (single pass, variant
         chosen by L and K), 2 INSERT (single pass, sorted size-L buffer with insertions),
         3 BUFFER (single pass, threshold and a size-4L candidate buffer compacted with
-        ``std::nth_element``)
+        ``std::nth_element``), 4 BUFFER with the portable block test
     normalize : if true, values are the top-L responsibilities exp(W_sel - max) / sum,
         else the selected weights themselves
     n_threads : int >= 1
@@ -75,7 +91,7 @@ def top_l(
     if N == 0:
         return values_arr, indices_arr, 0
     with nogil, parallel(num_threads=n_threads):
-        work = malloc(nbytes)
+        work = sc_thread_malloc(nbytes)
         for n in prange(N, schedule="static"):
             m = 0  # assigned in the loop body: thread-private
             if work == NULL:

@@ -28,18 +28,46 @@ namespace sparseclust {
 
 // TOPL_SCAN picks one of the two single-pass variants by L and K (top_l_scan_auto);
 // TOPL_INSERT and TOPL_BUFFER force one of them.
-enum TopLMethod { TOPL_SELECT = 0, TOPL_SCAN = 1, TOPL_INSERT = 2, TOPL_BUFFER = 3 };
+// TOPL_BUFFER_PORTABLE is TOPL_BUFFER with the portable block test (for tests).
+enum TopLMethod {
+    TOPL_SELECT = 0,
+    TOPL_SCAN = 1,
+    TOPL_INSERT = 2,
+    TOPL_BUFFER = 3,
+    TOPL_BUFFER_PORTABLE = 4
+};
 
 // Candidate-buffer capacity of the threshold scan, in multiples of L (plus one block of slack).
 constexpr int TOPL_BUFFER_FACTOR = 4;
 constexpr int TOPL_BLOCK = 8;
 constexpr int TOPL_SEED_GROUPS = 2;  // seed groups per selected entry (0: no seed)
 
+// Whether the packed block test below uses GCC/Clang vector extensions.  A compiler without
+// them (or a build with SPARSECLUST_NO_VECTOR_EXTENSIONS defined, SPARSECLUST_PORTABLE=1 in
+// setup.py) gets the portable scalar loop, which gives the same answer.
+#if !defined(SPARSECLUST_NO_VECTOR_EXTENSIONS) && (defined(__GNUC__) || defined(__clang__))
+#define SPARSECLUST_VECTOR_EXTENSIONS 1
+#else
+#define SPARSECLUST_VECTOR_EXTENSIONS 0
+#endif
+
+inline int topl_vector_extensions() { return SPARSECLUST_VECTOR_EXTENSIONS; }
+
 // True iff some of the TOPL_BLOCK weights p[0..8) is not below t (w >= t, NaN, +inf).
-// Written with GCC/Clang vector extensions so that it compiles to packed compares on any
-// target (one unordered "not less than" per SIMD register, then one horizontal test).
+// Portable form: one unordered "not less than" per weight, or-ed without branches.
 template <typename T>
-inline bool block_reaches(const T* p, T t) {
+inline bool block_reaches_portable(const T* p, T t) {
+    bool any = false;
+    for (int j = 0; j < TOPL_BLOCK; ++j) any |= !(p[j] < t);
+    return any;
+}
+
+#if SPARSECLUST_VECTOR_EXTENSIONS
+// The same test written with GCC/Clang vector extensions, so that it compiles to packed
+// compares on any target (one unordered "not less than" per SIMD register, then one
+// horizontal test).
+template <typename T>
+inline bool block_reaches_packed(const T* p, T t) {
     constexpr int W = 16 / sizeof(T);  // lanes of a 16-byte register
     typedef T V __attribute__((vector_size(16), aligned(sizeof(T))));
     typedef std::conditional_t<sizeof(T) == 8, int64_t, int32_t> I;
@@ -56,6 +84,16 @@ inline bool block_reaches(const T* p, T t) {
     I all = below[0];
     for (int j = 1; j < W; ++j) all &= below[j];
     return all == 0;
+}
+#endif
+
+// The block test of the buffer scan; Portable forces the scalar form (tests compare the two).
+template <typename T, bool Portable>
+inline bool block_reaches(const T* p, T t) {
+#if SPARSECLUST_VECTOR_EXTENSIONS
+    if (!Portable) return block_reaches_packed(p, t);
+#endif
+    return block_reaches_portable(p, t);
 }
 
 template <typename T>
@@ -286,7 +324,7 @@ inline T seed_threshold(const T* w, int K, int L, int G, T* work) {
 // is abandoned before any compaction (the comparator needs NaN-free input).  Rows with many
 // -inf weights keep t = -inf until L finite entries were seen and simply compact more often.
 // work: at least TOPL_BUFFER_FACTOR * L + TOPL_BLOCK pairs.  Outputs in ascending index order.
-template <typename T>
+template <typename T, bool Portable = false>
 inline int top_l_buffer(const T* w, int K, int L, WeightIndex<T>* work, int32_t* idx, T* val,
                         T* row_max, int seed_groups) {
     const T inf = std::numeric_limits<T>::infinity();
@@ -298,7 +336,7 @@ inline int top_l_buffer(const T* w, int K, int L, WeightIndex<T>* work, int32_t*
     int k = 0;
     for (; k + TOPL_BLOCK <= K; k += TOPL_BLOCK) {
         const T* p = w + k;
-        if (!block_reaches(p, t)) continue;
+        if (!block_reaches<T, Portable>(p, t)) continue;
         int bad = 0;
         for (int j = 0; j < TOPL_BLOCK; ++j) {
             T v = p[j];
@@ -377,6 +415,9 @@ inline int top_l_row(const T* w, int K, int L, int method, void* work, int32_t* 
     if (method == TOPL_BUFFER)
         return top_l_buffer(w, K, L, static_cast<WeightIndex<T>*>(work), idx, val, row_max,
                             TOPL_SEED_GROUPS);
+    if (method == TOPL_BUFFER_PORTABLE)
+        return top_l_buffer<T, true>(w, K, L, static_cast<WeightIndex<T>*>(work), idx, val,
+                                     row_max, TOPL_SEED_GROUPS);
     return top_l_select(w, K, L, static_cast<T*>(work), idx, val, row_max);
 }
 

@@ -139,6 +139,9 @@ def _check_counts(X, V):
         raise ValueError(
             f"X has {X.shape[1]} features (word types), but the topics have {V} words."
         )
+    if V > np.iinfo(np.int32).max:
+        # word ids are int32 in the kernels (entry and document offsets are 64-bit)
+        raise ValueError(f"{V} word types exceed the int32 range of the word ids.")
     data = X.data
     if data.dtype not in (np.float32, np.float64):
         data = data.astype(np.float64)

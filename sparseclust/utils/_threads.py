@@ -39,16 +39,23 @@ def effective_n_threads(n_threads=None):
     Returns
     -------
     n : int, >= 1
+        In a build without OpenMP (:func:`openmp_enabled` is False) ``None`` gives 1 and the
+        kernels run serially whatever the value.
     """
     if n_threads is None:
         return max(1, min(openmp_max_threads(), _cpu_count()))
+    n_threads = _check_n_threads(n_threads)
+    if n_threads < 0:
+        return max(1, _cpu_count() + 1 + n_threads)
+    return n_threads
+
+
+def _check_n_threads(n_threads):
     if isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer)):
         raise ValueError(f"n_threads must be an integer or None, got {n_threads!r}.")
     n_threads = int(n_threads)
     if n_threads == 0:
         raise ValueError("n_threads must be a non-zero integer or None, got 0.")
-    if n_threads < 0:
-        return max(1, _cpu_count() + 1 + n_threads)
     return n_threads
 
 
