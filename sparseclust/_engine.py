@@ -244,6 +244,16 @@ def _rel_change(new, old):
     return abs(new - old) / max(abs(new), abs(old), 1e-300)
 
 
+def _elbo_change(new, old, tol_scale):
+    """The convergence measure: ``|new - old| / tol_scale`` (e.g. nats per sample or token),
+    or the relative change ``|new - old| / max(|new|, |old|)`` when ``tol_scale`` is None."""
+    if tol_scale is None:
+        return _rel_change(new, old)
+    if not np.isfinite(old):
+        return np.inf
+    return abs(new - old) / float(tol_scale)
+
+
 def fit_engine(
     model,
     X,
@@ -262,6 +272,7 @@ def fit_engine(
     callback=None,
     heldout_score=None,
     state=None,
+    tol_scale=None,
 ):
     """Train ``model`` on ``X`` from ``init_stats`` with the chosen learning algorithm.
 
@@ -277,9 +288,12 @@ def fit_engine(
     max_iter : int
         Number of passes over the data.
     tol : float
-        Stop when the relative change of the ELBO between passes ``|L_t - L_{t-1}| / |L_t|``
-        falls below ``tol`` (batch and memoized; stochastic runs ``max_iter`` passes unless
-        ``tol`` is met by its running objective estimate).
+        Stop when the change of the ELBO between passes falls below ``tol``: ``|L_t - L_{t-1}|
+        / tol_scale`` when ``tol_scale`` is given (e.g. the number of samples or tokens, so that
+        ``tol`` is in nats per sample or token), else the relative change ``|L_t - L_{t-1}| /
+        |L_t|``. Batch and memoized; stochastic runs ``max_iter`` passes unless ``tol`` is met
+        by its running objective estimate. ``tol = 0`` runs ``max_iter`` passes. The measure
+        is recorded in the trace as ``elbo_change``.
     n_batches : int
         Number of fixed batches for ``memoized``.
     batch_size : int
@@ -301,6 +315,8 @@ def fit_engine(
         excluded from ``elapsed``.
     state : StochasticState or None
         Continue stochastic training from this state (its ``t`` and blended statistics).
+    tol_scale : float or None
+        Divisor of the ELBO change in the convergence test (see ``tol``).
 
     Returns
     -------
@@ -385,8 +401,10 @@ def fit_engine(
                 "time_local": timings.get("local", 0.0),
                 "time_global": timings.get("global", 0.0),
             }
+            change = _elbo_change(elbo, prev, tol_scale)
+            entry["elbo_change"] = change
             stop = _record(entry, params, state.stats)
-            if tol > 0 and _rel_change(elbo, prev) < tol:
+            if tol > 0 and change < tol:
                 converged = True
             prev = elbo
             if converged or stop:
@@ -411,6 +429,7 @@ def fit_engine(
     total = None
     batch_stats = [None] * len(batches)
     prev = -np.inf
+    n_global = 0  # global steps taken (the initial one from init_stats not counted)
     for it in range(max_iter):
         t_local = t_global = 0.0
         if total is None or algorithm == "batch":
@@ -425,6 +444,7 @@ def fit_engine(
             total = acc
             ta = time.perf_counter()
             params = model.global_step(total)
+            n_global += 1
             t_global += time.perf_counter() - ta
         else:
             for b, Xb in enumerate(Xb_list):
@@ -434,21 +454,24 @@ def fit_engine(
                 total = total - batch_stats[b] + s_b
                 batch_stats[b] = s_b
                 params = model.global_step(total)
+                n_global += 1
                 t_local += tb - ta
                 t_global += time.perf_counter() - tb
         total, params = model.after_pass(total, params, {"batch_stats": batch_stats})
         elbo = float(model.elbo(total, params))
         lower_bounds.append(elbo)
         n_iter = it + 1
+        change = _elbo_change(elbo, prev, tol_scale)
         entry = {
             "pass": n_iter,
-            "step": n_iter * len(batches),
+            "step": n_global,
             "elbo": elbo,
+            "elbo_change": change,
             "time_local": t_local,
             "time_global": t_global,
         }
         stop = _record(entry, params, total)
-        if _rel_change(elbo, prev) < tol:
+        if change < tol:
             converged = True
         prev = elbo
         if converged or stop:

@@ -21,9 +21,19 @@ def pytest_addoption(parser):
     )
 
 
+_NO_DATA = (
+    "--runslow needs the real corpora (kos/, 20newsgroups/, imdb/, bsds500/), looked for in "
+    "{path}. Set SPARSECLUST_SHARED_DATA to the folder that holds them, e.g. "
+    "SPARSECLUST_SHARED_DATA=/path/to/shared/data pytest --runslow, or clone the repository "
+    "next to that folder (as ../shared/data)."
+)
+
+
 def pytest_collection_modifyitems(config, items):
     """Slow tests (real corpora in ../shared/data) are deselected unless --runslow is given."""
     if config.getoption("--runslow"):
+        if any("slow" in item.keywords for item in items) and not SHARED_DATA.is_dir():
+            raise pytest.UsageError(_NO_DATA.format(path=SHARED_DATA))
         return
     slow = [item for item in items if "slow" in item.keywords]
     if slow:
@@ -35,5 +45,5 @@ def pytest_collection_modifyitems(config, items):
 def shared_data():
     """Path to ../shared/data (real corpora and images); slow tests only."""
     if not SHARED_DATA.is_dir():
-        pytest.fail(f"shared data folder not found at {SHARED_DATA}")
+        pytest.fail(_NO_DATA.format(path=SHARED_DATA))
     return SHARED_DATA

@@ -27,6 +27,9 @@ from sparseclust import SparseGaussianMixture
 from sparseclust.mixture._sparse_gmm import _SparseGMMModel
 
 CASES = [("full", False), ("diag", False), ("full", True), ("diag", True)]
+# with the spherical model (not in scikit-learn's parity tests: its Bayesian mixture uses the
+# Wishart formula for E[log lambda] there too)
+ALL_CASES = CASES + [("spherical", False), ("spherical", True)]
 
 
 def _blobs(n_per=80, D=3, seed=0, sep=5.0, n_clusters=3):
@@ -64,6 +67,10 @@ def _sklearn_fit(X, R0, ct, max_iter):
 
 
 def _ours(X, **kw):
+    # most tests here check the exact (dense, batch) coordinate ascent against references; they
+    # ask for it explicitly unless they set L or algorithm themselves
+    kw.setdefault("L", None)
+    kw.setdefault("algorithm", "batch")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         return SparseGaussianMixture(**kw).fit(X)
@@ -161,7 +168,28 @@ def _log_marginal_chain(X, ct, zero_mean, m0, beta0, nu0, psi0):
     return total
 
 
-@pytest.mark.parametrize("ct,zero_mean", CASES)
+def _log_marginal_spherical(X, zero_mean, m0, beta0, nu0, psi0):
+    """log p(X) of one component with Lambda = lambda I, lambda ~ Gamma(D nu0/2, D psi0/2),
+    mu | lambda ~ N(m0, (beta0 lambda)^-1 I) (or mu = 0): the Normal-Gamma marginal
+    likelihood in closed form."""
+    n, D = X.shape
+    a0, b0 = 0.5 * D * nu0, 0.5 * D * psi0
+    a = a0 + 0.5 * n * D
+    if zero_mean:
+        b = b0 + 0.5 * np.sum(X**2)
+        log_beta = 0.0
+    else:
+        beta = beta0 + n
+        xbar = X.mean(0) if n else m0
+        b = b0 + 0.5 * (np.sum((X - xbar) ** 2) + beta0 * n / beta * np.sum((xbar - m0) ** 2))
+        log_beta = 0.5 * D * np.log(beta0 / beta)
+    return (
+        -0.5 * n * D * np.log(2 * np.pi) + log_beta + gammaln(a) - gammaln(a0)
+        + a0 * np.log(b0) - a * np.log(b)
+    )
+
+
+@pytest.mark.parametrize("ct,zero_mean", ALL_CASES)
 def test_elbo_of_hard_assignment_is_log_joint(ct, zero_mean):
     # with one-hot responsibilities and the optimal q(pi, phi), the ELBO equals log p(X, z)
     X, y = _blobs(n_per=15, D=3)
@@ -173,11 +201,16 @@ def test_elbo_of_hard_assignment_is_log_joint(ct, zero_mean):
     model = _SparseGMMModel(prior, K, 1, X.dtype)
     s = model.stats_from_responsibilities(np.ones((X.shape[0], 1)), y.astype(np.int32)[:, None], X)
     elbo = model.elbo(s, model.global_step(s))
-    psi0 = prior.psi0 if ct == "full" else np.diag(prior.psi0)
     a0 = prior.alpha0
     Nk = np.bincount(y, minlength=K)
     ref = gammaln(K * a0) - gammaln(len(y) + K * a0) + np.sum(gammaln(Nk + a0) - gammaln(a0))
     for k in range(K):
+        if ct == "spherical":
+            ref += _log_marginal_spherical(
+                X[y == k], zero_mean, prior.m0, prior.beta0, prior.nu0, float(prior.psi0)
+            )
+            continue
+        psi0 = prior.psi0 if ct == "full" else np.diag(prior.psi0)
         ref += _log_marginal_chain(
             X[y == k], ct, zero_mean, prior.m0, prior.beta0, prior.nu0, psi0
         )
@@ -251,7 +284,7 @@ def test_elbo_soft_responsibilities_matches_direct_evaluation():
 # ----------------------------------------------------------------------------- algorithms
 @pytest.mark.parametrize("algorithm", ["batch", "memoized"])
 @pytest.mark.parametrize("L", [1, 2, 6])
-@pytest.mark.parametrize("ct,zero_mean", CASES)
+@pytest.mark.parametrize("ct,zero_mean", ALL_CASES)
 def test_elbo_never_decreases(algorithm, L, ct, zero_mean):
     X, _ = _blobs(n_per=60, D=3, sep=2.0)
     est = _ours(
@@ -273,7 +306,7 @@ def test_elbo_never_decreases(algorithm, L, ct, zero_mean):
     assert lb[-1] > lb[0]
 
 
-@pytest.mark.parametrize("ct,zero_mean", CASES)
+@pytest.mark.parametrize("ct,zero_mean", ALL_CASES)
 def test_first_memoized_pass_equals_batch_iteration(ct, zero_mean):
     X, _ = _blobs(n_per=50)
     kw = dict(n_components=4, covariance_type=ct, zero_mean=zero_mean, max_iter=1, random_state=7)
@@ -387,13 +420,21 @@ def test_zero_mean_wishart_posterior_one_iteration():
     assert np.all(np.isinf(est.mean_precision_))
 
 
-@pytest.mark.parametrize("ct,zero_mean", CASES)
+@pytest.mark.parametrize("ct,zero_mean", ALL_CASES)
 def test_score_samples_predict_proba_transform(ct, zero_mean):
     X, _ = _blobs(n_per=60)
     K, L = 4, 2
     est = _ours(X, n_components=K, L=L, covariance_type=ct, zero_mean=zero_mean, random_state=0)
     # score_samples against scipy densities of the point estimates
-    cov = est.covariances_ if ct == "full" else np.array([np.diag(c) for c in est.covariances_])
+    D = X.shape[1]
+    if ct == "full":
+        cov = est.covariances_
+    elif ct == "diag":
+        cov = np.array([np.diag(c) for c in est.covariances_])
+    else:
+        assert est.covariances_.shape == (K,)
+        cov = np.array([c * np.eye(D) for c in est.covariances_])
+        np.testing.assert_allclose(est.precisions_, 1.0 / est.covariances_, rtol=1e-12)
     ref = logsumexp(
         np.column_stack(
             [
@@ -477,16 +518,20 @@ def test_grid_search_selects_by_heldout_score():
     gs = GridSearchCV(base, grid, cv=2).fit(X)
     means = gs.cv_results_["mean_test_score"]
     assert len(means) == 12 and np.all(np.isfinite(means))
-    assert gs.best_index_ == int(np.argmax(means))
-    # the test score is the held-out mean log-likelihood of each fold
+    # every fold score is the held-out mean log-likelihood of the fold under a model fitted on
+    # the other fold with those parameters: recompute all of them by hand
+    from sklearn.base import clone
     from sklearn.model_selection import KFold
 
-    tr, te = next(iter(KFold(2).split(X)))
-    params = gs.cv_results_["params"][0]
-    fold = base.set_params(**params).fit(X[tr])
-    np.testing.assert_allclose(
-        gs.cv_results_["split0_test_score"][0], fold.score(X[te]), rtol=1e-12
-    )
+    folds = list(KFold(2).split(X))
+    manual = np.empty((len(gs.cv_results_["params"]), 2))
+    for i, params in enumerate(gs.cv_results_["params"]):
+        for f, (tr, te) in enumerate(folds):
+            fold = clone(base).set_params(**params).fit(X[tr])
+            manual[i, f] = fold.score(X[te])
+    np.testing.assert_allclose(gs.cv_results_["split0_test_score"], manual[:, 0], rtol=1e-12)
+    np.testing.assert_allclose(gs.cv_results_["split1_test_score"], manual[:, 1], rtol=1e-12)
+    assert gs.best_params_ == gs.cv_results_["params"][int(np.argmax(manual.mean(1)))]
 
     pipe = Pipeline(
         [
@@ -501,8 +546,10 @@ def test_grid_search_selects_by_heldout_score():
         ]
     )
     gs2 = GridSearchCV(pipe, {f"gmm__{k}": v for k, v in grid.items()}, cv=2).fit(X)
-    assert gs2.best_index_ == int(np.argmax(gs2.cv_results_["mean_test_score"]))
-    assert np.isfinite(gs2.score(X))
+    # the refitted pipeline scores X through its transformers
+    best = clone(pipe).set_params(**gs2.best_params_).fit(X)
+    Z = best[:-1].transform(X)
+    np.testing.assert_allclose(gs2.score(X), best[-1].score(Z), rtol=1e-12)
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
@@ -548,7 +595,7 @@ def test_rejects_bad_input():
         SparseGaussianMixture(2, algorithm="gibbs").fit(X)
 
 
-@pytest.mark.parametrize("ct,zero_mean", CASES)
+@pytest.mark.parametrize("ct,zero_mean", ALL_CASES)
 def test_float32_in_float32_out(ct, zero_mean):
     X, _ = _blobs(n_per=100)
     kw = dict(
@@ -597,20 +644,51 @@ def test_warm_start_and_n_init():
     with pytest.warns(ConvergenceWarning):
         est.fit(X)
     assert est.lower_bound_ >= first - 1e-9 * abs(first)
-    # n_init keeps the best of its initializations
-    runs = [
-        _ours(X, n_components=3, init_params="random", max_iter=5, random_state=s).lower_bound_
-        for s in range(3)
-    ]
-    best = _ours(X, n_components=3, init_params="random", max_iter=5, random_state=0, n_init=3)
-    assert best.lower_bound_ >= min(runs)
+    # n_init keeps the initialization with the largest final ELBO: record every run
+    runs = []
+    original = SparseGaussianMixture._run_engine
+
+    def recording(self, *args, **kwargs):
+        result = original(self, *args, **kwargs)
+        runs.append(result)
+        return result
+
+    kw = dict(n_components=3, init_params="random", max_iter=5, random_state=0)
+    SparseGaussianMixture._run_engine = recording
+    try:
+        best = _ours(X, n_init=4, **kw)
+    finally:
+        SparseGaussianMixture._run_engine = original
+    finals = [r.lower_bound for r in runs]
+    assert len(finals) == 4 and len(set(finals)) > 1  # the initializations differ
+    kept = int(np.argmax(finals))
+    assert best.lower_bound_ == finals[kept]
+    assert best.lower_bounds_ == runs[kept].lower_bounds
+    np.testing.assert_array_equal(best.weight_concentration_, runs[kept].params.theta)
 
 
-def test_threads_give_same_result():
-    X, _ = _blobs(n_per=100)
-    a = _ours(X, n_components=3, L=2, random_state=0, n_threads=1)
-    b = _ours(X, n_components=3, L=2, random_state=0, n_threads=2)
-    np.testing.assert_allclose(a.means_, b.means_, rtol=1e-10)
+@pytest.mark.parametrize("algorithm", ["batch", "memoized", "stochastic"])
+@pytest.mark.parametrize("ct,zero_mean", ALL_CASES)
+def test_threads_give_identical_results(algorithm, ct, zero_mean):
+    # blocks of n_rows * K weights above the size where the kernels start to use threads, so
+    # that two threads really share the work; everything must be bit-identical
+    from sparseclust.mixture._sparse_gmm import _MIN_PARALLEL_WEIGHTS, _threads_for
+
+    X, _ = _blobs(n_per=4000, D=5, n_clusters=3, sep=3.0)
+    K = 8
+    kw = dict(n_components=K, L=3, covariance_type=ct, zero_mean=zero_mean,
+              algorithm=algorithm, n_batches=2, batch_size=6000, max_iter=4, tol=0,
+              random_state=0)
+    assert (X.shape[0] // 2) * K >= _MIN_PARALLEL_WEIGHTS and _threads_for(6000, K, 2) == 2
+    a = _ours(X, n_threads=1, **kw)
+    b = _ours(X, n_threads=2, **kw)
+    for attr in ATTRS + ["precisions_", "lower_bounds_"]:
+        np.testing.assert_array_equal(getattr(a, attr), getattr(b, attr), err_msg=attr)
+    for method in ("predict_proba", "score_samples", "predict"):
+        np.testing.assert_array_equal(getattr(a, method)(X), getattr(b, method)(X))
+    np.testing.assert_array_equal(
+        a.transform(X, sparse_output=True).toarray(), b.transform(X, sparse_output=True).toarray()
+    )
 
 
 # ----------------------------------------------------------------------------- weight kernel
@@ -824,3 +902,97 @@ def test_partial_fit_after_batch_fit_is_a_small_step():
     assert gmm.score(X) > score0 - 0.05 * abs(score0)
     with pytest.raises(ValueError, match="n_components=5"):
         gmm.set_params(n_components=5).partial_fit(X[:10])
+
+
+# ----------------------------------------------------------------------------- initialization
+@pytest.mark.parametrize("ct", ["full", "diag", "spherical"])
+def test_weights_means_precisions_init(ct):
+    # the initial statistics are those of the top-L posterior of the given point mixture:
+    # compare with responsibilities computed by scipy from the same parameters
+    X, _ = _blobs(n_per=50, D=3)
+    K, D = 3, 3
+    rng = np.random.RandomState(1)
+    w = np.array([0.5, 0.3, 0.2])
+    means = X[rng.choice(X.shape[0], K, replace=False)]
+    A = rng.randn(K, D, D)
+    P_full = np.einsum("kij,klj->kil", A, A) + 2 * np.eye(D)
+    P = {"full": P_full, "diag": rng.uniform(0.5, 2.0, (K, D)),
+         "spherical": rng.uniform(0.5, 2.0, K)}[ct]
+    if ct == "full":
+        cov = np.linalg.inv(P_full)
+    elif ct == "diag":
+        cov = np.array([np.diag(1 / p) for p in P])
+    else:
+        cov = np.array([np.eye(D) / p for p in P])
+    logp = np.column_stack([np.log(w[k]) + stats.multivariate_normal.logpdf(X, means[k], cov[k])
+                            for k in range(K)])
+    for L in (K, 2):
+        ref_R = np.zeros_like(logp)
+        top = np.argsort(-logp, axis=1)[:, :L]
+        sel = np.take_along_axis(logp, top, 1)
+        np.put_along_axis(ref_R, top, np.exp(sel - logsumexp(sel, 1, keepdims=True)), 1)
+        est = SparseGaussianMixture(K, L=L, covariance_type=ct, weights_init=w,
+                                    means_init=means, precisions_init=P, random_state=0)
+        prior = est._build_prior(X)
+        model = est._make_model(prior, X.dtype)
+        s = est._initial_stats(model, X, np.random.RandomState(0))
+        np.testing.assert_allclose(s["N"], ref_R.sum(0), rtol=1e-10)
+        np.testing.assert_allclose(s["Sx"], ref_R.T @ X, rtol=1e-10)
+    # a fit started at well-separated true centers keeps them
+    est = _ours(X, n_components=K, covariance_type=ct, means_init=means, random_state=0)
+    assert est.converged_
+
+
+def test_partial_parameter_init_and_errors():
+    X, y = _blobs(n_per=50, D=3)
+    K = 3
+    centers = np.array([X[y == k].mean(0) for k in range(K)])
+    # only the means: weights and precisions come from the init_params initialization
+    est = _ours(X, n_components=K, L=1, means_init=centers, init_params="random",
+                random_state=0, max_iter=1)
+    # one batch iteration from the hard responsibilities of those means: each point goes to
+    # its own cluster's center (well separated), so the fitted means are the posterior means
+    # of the clusters, (beta0 m0 + n_k xbar_k) / (beta0 + n_k)
+    n_k = np.bincount(y)[:, None]
+    expected = (est.mean_prior_ + n_k * centers) / (1.0 + n_k)
+    np.testing.assert_allclose(est.means_, expected, rtol=1e-6)
+    bad = [
+        (dict(weights_init=[0.5, 0.5]), "weights_init must be 3"),
+        (dict(weights_init=[0.5, 0.3, 0.3]), "sum to 1"),
+        (dict(means_init=np.zeros((2, 3))), "means_init must be"),
+        (dict(means_init=centers, zero_mean=True), "zero_mean"),
+        (dict(precisions_init=np.ones((3, 3))), "precisions_init must be"),
+        (dict(precisions_init=-np.tile(np.eye(3), (3, 1, 1))), "not positive definite"),
+        (dict(precisions_init=np.ones((3, 3)), covariance_type="diag", L=None), None),
+        (dict(precisions_init=-np.ones(3), covariance_type="spherical"), "positive"),
+        (dict(covariance_type="spherical", covariance_prior=np.ones(3)), "positive float"),
+    ]
+    for kw, match in bad:
+        est = SparseGaussianMixture(K, random_state=0, **kw)
+        if match is None:
+            est.fit(X)  # valid
+        else:
+            with pytest.raises(ValueError, match=match):
+                est.fit(X)
+
+
+def test_tol_is_the_elbo_change_per_sample():
+    X, _ = _blobs(n_per=100, D=3, sep=2.0)
+    est = SparseGaussianMixture(6, algorithm="batch", max_iter=500, tol=1e-4,
+                                random_state=0).fit(X)
+    assert est.converged_
+    change = np.abs(np.diff(est.lower_bounds_)) / X.shape[0]
+    np.testing.assert_allclose([e["elbo_change"] for e in est.trace_[1:]], change, rtol=1e-12)
+    assert change[-1] < 1e-4 and np.all(change[:-1] >= 1e-4)
+    with pytest.warns(ConvergenceWarning, match="nats per sample"):
+        SparseGaussianMixture(6, max_iter=2, tol=1e-12, random_state=0).fit(X)
+
+
+def test_defaults_are_sparse_and_memoized():
+    est = SparseGaussianMixture(10)
+    assert est.L == 4 and est.algorithm == "memoized"
+    X, _ = _blobs(n_per=100, D=3, sep=2.0)
+    est.set_params(random_state=0).fit(X)
+    assert est.predict_proba(X).astype(bool).sum(1).max() <= 4
+    # memoized: one global step per batch after the first pass
+    assert est.trace_[-1]["step"] == 1 + (est.n_iter_ - 1) * est.n_batches

@@ -18,7 +18,13 @@ responsibilities are ever stored. Notation follows paper 000, App. A-B and Bisho
   ``a = (nu0 + N) / 2``, rate
   ``b_d = (psi0_d + scatter_d + beta0 N / beta (xbar_d - m0_d)^2) / 2``.
   The expected precision ``a / b_d`` equals the one of scikit-learn's ``'diag'`` model; the
-  expected log precision is the exact Gamma one, ``psi(a) - log b_d``.
+  expected log precision is the exact Gamma one, ``psi(a) - log b_d``;
+- ``'spherical'``: one precision per component for all dimensions, ``Lambda_k = lambda_k I``,
+  ``lambda_k ~ Gamma(D nu0 / 2, D psi0 / 2)`` (the ``nu0`` pseudo-samples contribute ``D`` scalar
+  observations each; ``psi0`` is a scalar), ``mu_k | lambda_k ~ N(m0, (beta0 lambda_k)^-1 I)``;
+  posterior shape ``a = D (nu0 + N) / 2``, rate
+  ``b = (D psi0 + sum_d scatter_d + beta0 N / beta ||xbar - m0||^2) / 2``, so
+  ``E[lambda_k] = a / b`` and ``E[log lambda_k] = psi(a) - log b``.
 
 ``reg_covar`` is an isotropic pseudo-scatter ``reg I`` added to every sample's ``x x^T``: it enters
 the global step as ``Sxx + reg N I`` *and* the weights ``W`` as ``-reg/2 tr E[Lambda_k]``, so the
@@ -50,7 +56,7 @@ class GaussianPrior:
     beta0: float  # mean precision prior (unused when zero_mean)
     m0: np.ndarray  # (D,) mean prior (zeros when zero_mean)
     nu0: float  # degrees of freedom prior
-    psi0: np.ndarray  # (D, D) inverse scale matrix ('full') or (D,) rates x 2 ('diag')
+    psi0: np.ndarray  # (D, D) inverse scale ('full'), (D,) rates x 2 ('diag'), () ('spherical')
     reg: float  # reg_covar
 
     @property
@@ -68,11 +74,11 @@ class GaussianParams:
     elog_pi : (K,) E[log pi_k] = psi(theta_k) - psi(sum theta).
     beta : (K,) mean precisions (inf for zero_mean).
     means : (K, D) posterior means m_k (zeros for zero_mean).
-    nu : (K,) degrees of freedom (Wishart nu_k, or 2 a_k for 'diag').
-    scale_inv : (K, D, D) W_k^-1 ('full') or (K, D) 2 b_kd ('diag').
+    nu : (K,) degrees of freedom (Wishart nu_k; 2 a_k for 'diag'; 2 a_k / D for 'spherical').
+    scale_inv : (K, D, D) W_k^-1 ('full'), (K, D) 2 b_kd ('diag') or (K,) 2 b_k ('spherical').
     prec_chol : (K, D, D) upper-triangular C_k with E[Lambda_k] = C_k C_k^T ('full'),
-        or (K, D) sqrt(E[lambda_kd]) ('diag').
-    precisions : (K, D, D) or (K, D) E[Lambda_k].
+        (K, D) sqrt(E[lambda_kd]) ('diag') or (K,) sqrt(E[lambda_k]) ('spherical').
+    precisions : (K, D, D), (K, D) or (K,) E[Lambda_k].
     elog_det : (K,) E[log |Lambda_k|].
     const : (K,) the part of W_nk that does not depend on x_n:
         E[log pi_k] - D/2 log 2 pi + E[log|Lambda_k|]/2 - D / (2 beta_k) - reg/2 tr E[Lambda_k].
@@ -92,7 +98,7 @@ class GaussianParams:
     def precisions(self):
         """E[Lambda_k] = C_k C_k^T (computed on demand: the local step needs only C_k)."""
         C = self.prec_chol
-        return C * C if C.ndim == 2 else C @ np.swapaxes(C, 1, 2)
+        return C @ np.swapaxes(C, 1, 2) if C.ndim == 3 else C * C
 
 
 def _log_multigamma(a, D):
@@ -123,7 +129,7 @@ def global_step(stats, prior):
     Parameters
     ----------
     stats : mapping with ``N`` (K,), ``Sx`` (K, D) (unless zero mean) and ``Sxx`` (K, D, D)
-        ('full') or ``Sxx_diag`` (K, D) ('diag').
+        ('full') or ``Sxx_diag`` (K, D) ('diag', 'spherical').
     prior : GaussianPrior
 
     Returns
@@ -169,6 +175,29 @@ def global_step(stats, prior):
             prec_chol[k] = math.sqrt(nu[k]) * Linv.T
         elog_det = _multi_digamma_sum(0.5 * nu, D) + D * math.log(2.0) - logdet_scale_inv
         tr_prec = np.einsum("kij,kij->k", prec_chol, prec_chol)  # tr(C C^T)
+    elif prior.covariance_type == "spherical":
+        # the diagonal scatter summed over dimensions: one Gamma posterior per component
+        Sxx = np.asarray(stats["Sxx_diag"], dtype=np.float64)
+        scatter = Sxx.sum(1)
+        if not prior.zero_mean:
+            Nc, beta, xbar, means = _centered(N, np.asarray(stats["Sx"], dtype=np.float64), prior)
+            diff = xbar - prior.m0[None, :]
+            scatter = (
+                scatter - Nc * (xbar**2).sum(1) + prior.beta0 * Nc / beta * (diff**2).sum(1)
+            )
+        scale_inv = D * float(prior.psi0) + scatter
+        if reg:
+            scale_inv = scale_inv + reg * D * np.maximum(N, 0.0)
+        if not np.all(scale_inv > 0):
+            raise ValueError(
+                "A posterior variance is not positive; increase reg_covar or check "
+                "covariance_prior."
+            )
+        # Gamma(a, b) with a = D nu / 2, b = scale_inv / 2: E[lambda] = D nu / scale_inv
+        prec = D * nu / scale_inv
+        prec_chol = np.sqrt(prec)
+        elog_det = D * (digamma(0.5 * D * nu) - np.log(0.5 * scale_inv))
+        tr_prec = D * prec
     else:
         Sxx = np.asarray(stats["Sxx_diag"], dtype=np.float64)
         scale_inv = prior.psi0[None, :] + Sxx
@@ -270,6 +299,37 @@ def elbo(stats, params, prior):
                 + 0.5 * D
             )
             L_lik = L_lik - 0.5 * N * D / beta
+    elif prior.covariance_type == "spherical":
+        prec = params.precisions  # E[lambda_k] = a / b
+        a = 0.5 * D * nu
+        b = 0.5 * params.scale_inv
+        elog_lam = digamma(a) - np.log(b)
+        Sxx = np.asarray(stats["Sxx_diag"], dtype=np.float64)
+        Q = Sxx.sum(1) + reg * D * np.maximum(N, 0.0)
+        if not prior.zero_mean:
+            m = params.means
+            Sx = np.asarray(stats["Sx"], dtype=np.float64)
+            Q = Q - 2.0 * (m * Sx).sum(1) + N * (m**2).sum(1)
+        L_lik = N * (-0.5 * D * LOG_2PI + 0.5 * D * elog_lam) - 0.5 * prec * Q
+        a0 = 0.5 * D * nu0
+        b0 = 0.5 * D * float(prior.psi0)
+        L_prior = (
+            a0 * math.log(b0)
+            - gammaln(a0)
+            + (a0 - 1.0) * elog_lam
+            - b0 * prec
+            - (a * np.log(b) - gammaln(a) + (a - 1.0) * elog_lam - a)
+        )
+        if not prior.zero_mean:
+            beta, beta0 = params.beta, prior.beta0
+            dm = params.means - prior.m0[None, :]
+            L_prior = L_prior + (
+                0.5 * D * np.log(beta0 / beta)
+                - 0.5 * beta0 * prec * (dm**2).sum(1)
+                - 0.5 * D * beta0 / beta
+                + 0.5 * D
+            )
+            L_lik = L_lik - 0.5 * N * D / beta
     else:
         prec = params.precisions  # E[lambda_kd] = a / b_d
         a = 0.5 * nu
@@ -321,7 +381,8 @@ class QuadraticForm:
     the squares are taken after the product, so the form is accurate in float32 even for nearly
     singular covariances (an expanded
     ``x^T P x - 2 x^T P m + m^T P m`` would cancel catastrophically there). 'diag' uses the
-    ``O(N K D)`` kernel with ``C_k = diag(sqrt(E[lambda_k]))``. Computation in ``dtype``.
+    ``O(N K D)`` kernel with ``C_k = diag(sqrt(E[lambda_k]))``, 'spherical' the same kernel with
+    ``C_k = sqrt(E[lambda_k]) I``. Computation in ``dtype``.
 
     Equivalent to ``np.einsum("nki,kij,nkj->nk", d, P, d)`` with ``d = X[:, None] - means``.
     """
@@ -335,6 +396,10 @@ class QuadraticForm:
         self.dtype = dtype
         self.n_threads = n_threads
         C = np.asarray(prec_chol, dtype=np.float64)
+        if covariance_type == "spherical":
+            # lambda_k I: the diagonal form with the same scale in every dimension
+            D = np.asarray(means).shape[1]
+            C = np.repeat(C[:, None], D, axis=1)
         self.factors = np.ascontiguousarray(C, dtype=dtype)
         if self.zero_mean:
             self.center = None

@@ -12,11 +12,14 @@ shared training engine (:func:`sparseclust._engine.fit_engine`).
 """
 
 import numbers
+import time
+import warnings
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import gammaln, psi
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import (
@@ -88,6 +91,12 @@ class _LDAModel(VariationalModel):
         cdir_post = gammaln(lam.sum(axis=1)) - gammaln(lam).sum(axis=1)
         glob = K * cdir_prior - float(cdir_post.sum()) + float(np.sum((tau - lam) * El))
         return float(stats["elbo_local"]) + data + glob
+
+
+def _mean_doc_tokens(X):
+    """Mean number of tokens per document of X (1 for a minibatch without tokens)."""
+    n = float(X.sum())
+    return n / X.shape[0] if n > 0 else 1.0
 
 
 def _kl_kmeanspp_seeds(X, K, tau, rng):
@@ -352,6 +361,12 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             X.sum_duplicates()
         return X
 
+    def _svi_scale(self, n_docs):
+        """Factor by which the stochastic objective scales the documents given to fit."""
+        if self.algorithm == "stochastic" and self.total_samples is not None:
+            return float(self.total_samples) / max(n_docs, 1)
+        return 1.0
+
     def _alpha(self):
         if self.doc_topic_prior is None:
             return 0.5 / self.n_components
@@ -431,6 +446,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             public["components"] = info["params"].lam
             return bool(callback(public))
 
+        n_tokens = float(X.sum())
         result = fit_engine(
             model,
             X,
@@ -446,6 +462,9 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             random_state=rng.randint(np.iinfo(np.int32).max),
             verbose=self.verbose,
             callback=_snapshot,
+            # tol is in nats per training token (an empty corpus has nothing to converge); a
+            # stochastic objective is scaled to total_samples documents
+            tol_scale=max(n_tokens * self._svi_scale(X.shape[0]), 1.0),
         )
         trace, prev = [], {k: 0 for k in model.counters}
         for entry, snap in zip(result.trace, snapshots, strict=True):
@@ -456,17 +475,28 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self._set_topics(result.params)
         self.trace_ = trace
         self.n_iter_ = result.n_iter
+        self.converged_ = bool(result.converged)
         self._n_samples_fit = X.shape[0]
         self.lower_bounds_ = list(result.lower_bounds)
         self.lower_bound_ = result.lower_bound
         self.n_restarts_tried_ = model.counters["restarts_tried"]
         self.n_restarts_accepted_ = model.counters["restarts_accepted"]
+        self.n_batch_iter_ = int(trace[-1]["step"]) if trace else 0
         if self.algorithm == "stochastic":
             self._svi_state = result.state
-            self.n_batch_iter_ = result.state.t
         else:
             self._svi_state = None
-            self.n_batch_iter_ = 0
+            # the documents' ELBO terms of the fitted statistics, for partial_fit's objective
+            self._elbo_local_fit = float(result.stats["elbo_local"])
+        stopped = callback is not None and len(trace) < self.max_iter
+        if not self.converged_ and not stopped and self.algorithm != "stochastic":
+            warnings.warn(
+                f"SparseLDA did not converge in {self.max_iter} passes: the last ELBO change "
+                f"was {trace[-1]['elbo_change']:.3g} nats per token, tol={self.tol}. Increase "
+                "max_iter (or tol).",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
         return self
 
     def partial_fit(self, X, y=None):
@@ -507,13 +537,16 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             self.lower_bounds_ = []
             self.trace_ = []
             self.n_iter_ = 0
+            self.n_batch_iter_ = 0
+            self.converged_ = False
         elif getattr(self, "_svi_state", None) is None:
             # continue from a batch/memoized fit as if it had been n_iter_ passes of SVI
             # minibatches: the step counter resumes where those passes would have left it
             S = np.maximum(self.components_ - self.topic_word_prior, 0.0)
             n_fit = self._n_samples_fit
             t0 = self.n_iter_ * max(1, -(-n_fit // self.batch_size))
-            self._svi_state = StochasticState(stats=SuffStats(S=S, elbo_local=0.0), t=t0)
+            local = getattr(self, "_elbo_local_fit", 0.0)
+            self._svi_state = StochasticState(stats=SuffStats(S=S, elbo_local=local), t=t0)
         state = self._svi_state
         if self.total_samples is not None:
             total = self.total_samples
@@ -521,13 +554,36 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             total = self._n_samples_fit
         else:
             total = X.shape[0]
+        timings = {}
+        t0 = time.perf_counter()
         params = stochastic_step(
-            model, state, X, kappa=self.kappa, delta=self.delta, total_samples=total
+            model, state, X, kappa=self.kappa, delta=self.delta, total_samples=total,
+            timings=timings,
         )
+        elapsed = time.perf_counter() - t0
+        elbo = float(model.elbo(state.stats, params))
         self._set_topics(params)
-        self.n_batch_iter_ = state.t
+        self.n_batch_iter_ = getattr(self, "n_batch_iter_", 0) + 1
         self.n_restarts_tried_ += model.counters["restarts_tried"]
         self.n_restarts_accepted_ += model.counters["restarts_accepted"]
+        prev = self.lower_bounds_[-1] if self.lower_bounds_ else -np.inf
+        # the objective is scaled to `total` documents: about total * (tokens per document)
+        scale = max(float(total) * _mean_doc_tokens(X), 1.0)
+        change = abs(elbo - prev) / scale if np.isfinite(prev) else np.inf
+        self.lower_bounds_.append(elbo)
+        self.lower_bound_ = elbo
+        entry = {
+            "pass": None,
+            "step": self.n_batch_iter_,
+            "elapsed": (self.trace_[-1]["elapsed"] if self.trace_ else 0.0) + elapsed,
+            "elbo": elbo,
+            "elbo_change": change,
+            "rho": state.rho,
+            "time_local": timings.get("local", 0.0),
+            "time_global": timings.get("global", 0.0),
+        }
+        entry.update(model.counters)
+        self.trace_.append(entry)
         return self
 
     # -----------------------------------------------------------------------------------
@@ -561,8 +617,20 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return theta.astype(X.dtype, copy=False)
 
     def fit_transform(self, X, y=None, **fit_params):
-        """``fit(X)`` then ``transform(X)``."""
-        return self.fit(X, y).transform(X)
+        """``fit(X, **fit_params)`` then ``transform(X)``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : ignored
+        **fit_params
+            Passed to :meth:`fit` (``callback``).
+
+        Returns
+        -------
+        doc_topic : ndarray (n_samples, n_components)
+        """
+        return self.fit(X, y, **fit_params).transform(X)
 
     def _elbo_per_token(self, X):
         res = local_step(X, self._tables(), self.doc_topic_prior_, L=None,
