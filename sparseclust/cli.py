@@ -2,17 +2,22 @@
 """Command-line interface: ``sparseclust topics [PATH] ...``.
 
 Fits :class:`sparseclust.SparseLDA` to a corpus, then prints each topic's top words, the
-held-out document-completion score (paper 000, App. E) on a fraction of the documents kept
-out of training, the mean UMass coherence (paper 001, Eq. 13) on the training documents,
-and timings. See ``doc/cli.md``.
+held-out document-completion score (Hughes & Sudderth 2016, App. E) on a fraction of the
+documents kept out of training beside the score of a unigram model on the same held-out
+words, the mean UMass coherence (Mimno et al. 2011) on the training documents, whether
+training converged, and timings; optionally saves the model and the document-topic matrix.
+See ``doc/cli.md``.
 """
 
 import argparse
+import gzip
 import json
 import os
+import pickle
 import re
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +26,9 @@ __all__ = ["main"]
 
 _UCI_DOCWORD = re.compile(r"^docword\.(?P<name>.+)\.txt(\.gz)?$")
 _LDAC_SUFFIXES = (".ldac", ".lda-c", ".dat")
+_LINES_SUFFIXES = (".txt",)
+_FORMATS = ("auto", "uci", "ldac", "lines", "folder")
+_DOC_TOPIC_SUFFIXES = (".npy", ".csv", ".tsv", ".txt")
 
 
 class CLIError(Exception):
@@ -48,6 +56,16 @@ def _nonzero_int(text):
         raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
     if value == 0:
         raise argparse.ArgumentTypeError("expected a non-zero integer (-1 = all CPUs)")
+    return value
+
+
+def _nonnegative_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}") from None
+    if not value >= 0 or not np.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
     return value
 
 
@@ -88,9 +106,15 @@ def _build_parser():
         help=(
             "corpus: a UCI bag-of-words file docword.NAME.txt[.gz] (vocabulary from --vocab "
             "or the sibling vocab.NAME.txt), an LDA-C file (.ldac, .lda-c, .dat; vocabulary "
-            "from --vocab), or a folder of .txt files (one document each). "
-            "Default: the bundled KOS blog corpus."
+            "from --vocab), a text file with one document per line (.txt), or a folder of "
+            ".txt files (one document each). Default: the bundled KOS blog corpus."
         ),
+    )
+    t.add_argument(
+        "--format",
+        choices=_FORMATS,
+        default="auto",
+        help="corpus format (default auto: from the file name, see PATH)",
     )
     t.add_argument("--vocab", metavar="FILE", help="vocabulary file, one word per line")
     t.add_argument(
@@ -99,8 +123,8 @@ def _build_parser():
     t.add_argument(
         "--L",
         type=_positive_int,
-        default=8,
-        help="topics kept per word type (default 8; L >= K is dense)",
+        default=None,
+        help="topics kept per word type (default 8, or K when K < 8; L = K is dense)",
     )
     t.add_argument(
         "--algorithm",
@@ -113,6 +137,13 @@ def _build_parser():
         type=_positive_int,
         default=30,
         help="passes over the training documents (default 30)",
+    )
+    t.add_argument(
+        "--tol",
+        type=_nonnegative_float,
+        default=None,
+        help="stop when the ELBO changes by less than this many nats per training token "
+        "between passes (default: SparseLDA's; 0 runs every pass)",
     )
     t.add_argument(
         "--n-batches", type=_positive_int, default=None, help="batches of the memoized algorithm"
@@ -140,7 +171,7 @@ def _build_parser():
         "--min-df",
         type=_positive_int,
         default=1,
-        help="folder input only: drop words in fewer documents (default 1)",
+        help="text input only (folder or lines): drop words in fewer documents (default 1)",
     )
     t.add_argument(
         "--threads",
@@ -158,6 +189,18 @@ def _build_parser():
         metavar="JSON",
         help="also write topics, scores and timings to this JSON file",
     )
+    t.add_argument(
+        "--save-model",
+        metavar="FILE",
+        help="save the fitted SparseLDA with pickle (load it with pickle.load; only load "
+        "files you trust)",
+    )
+    t.add_argument(
+        "--doc-topics",
+        metavar="FILE",
+        help="save the document-topic matrix E[pi_d] of every document, in corpus order "
+        "(rows: documents, columns: topics), as .npy, .csv, .tsv or .txt",
+    )
     return parser
 
 
@@ -165,15 +208,57 @@ def _build_parser():
 # corpus loading
 
 
-def _load_corpus(path, vocab=None, min_df=1):
-    """Returns ``(X csr, feature_names, description)``; unreadable input raises CLIError."""
+def _load_corpus(path, vocab=None, min_df=1, fmt="auto"):
+    """Returns ``(X csr, feature_names or None, description)``; bad input raises CLIError."""
     try:
-        return _load_corpus_unchecked(path, vocab, min_df)
+        return _load_corpus_unchecked(path, vocab, min_df, fmt)
     except (ValueError, OSError, UnicodeDecodeError) as exc:
         raise CLIError(f"cannot read corpus: {exc}") from None
 
 
-def _load_corpus_unchecked(path, vocab, min_df):
+def _head_bytes(path, n=8192):
+    """The first ``n`` bytes of a file, decompressed when it is gzip-compressed."""
+    with open(path, "rb") as fh:
+        head = fh.read(n)
+    if head[:2] == b"\x1f\x8b":
+        try:
+            with gzip.open(path, "rb") as fh:
+                head = fh.read(n)
+        except (OSError, EOFError):
+            pass  # the reader reports the broken archive
+    return head
+
+
+def _refuse_binary(path):
+    """A corpus file must be text: NUL bytes (in its first 8 KiB) mean a binary file."""
+    if b"\0" in _head_bytes(path):
+        raise CLIError(
+            f"{path}: this looks like a binary file (it contains NUL bytes), not a text "
+            "corpus; expected a UCI docword.NAME.txt[.gz] file, an LDA-C file, a text file "
+            "with one document per line, or a folder of .txt files"
+        )
+
+
+def _detect_format(p):
+    if p.is_dir():
+        return "folder"
+    if _UCI_DOCWORD.match(p.name) is not None:
+        return "uci"
+    name = p.name.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    if name.endswith(_LDAC_SUFFIXES):
+        return "ldac"
+    if name.endswith(_LINES_SUFFIXES):
+        return "lines"
+    raise CLIError(
+        f"{p}: unrecognised corpus format; expected a UCI docword.NAME.txt[.gz] file, "
+        f"an LDA-C file ({', '.join(_LDAC_SUFFIXES)}), a text file with one document per "
+        "line (.txt) or a folder of .txt files (or give --format)"
+    )
+
+
+def _load_corpus_unchecked(path, vocab, min_df, fmt):
     from sparseclust import datasets
 
     if path is None:
@@ -187,32 +272,56 @@ def _load_corpus_unchecked(path, vocab, min_df):
         raise CLIError(f"{path}: no such file or directory")
     if vocab is not None and not Path(vocab).is_file():
         raise CLIError(f"{vocab}: vocabulary file not found")
+    fmt = _detect_format(p) if fmt == "auto" else fmt
+    if (fmt == "folder") != p.is_dir():
+        raise CLIError(f"{path}: --format {fmt} needs a {'folder' if fmt == 'folder' else 'file'}")
 
-    if p.is_dir():
+    if fmt == "folder":
         if vocab is not None:
             raise CLIError("--vocab is not used with a folder of text files")
+        files = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() == ".txt")
+        for f in files:
+            _refuse_binary(f)
         bunch = datasets.load_text_folder(p, min_df=min_df, decode_error="replace")
         return bunch.data, bunch.feature_names, f"text files under {p}"
 
-    m = _UCI_DOCWORD.match(p.name)
-    if m is not None:
-        if vocab is None:
+    _refuse_binary(p)
+    if fmt == "lines":
+        if vocab is not None:
+            raise CLIError("--vocab is not used with a text file (the words are the vocabulary)")
+        bunch = datasets.load_text_lines(p, min_df=min_df, decode_error="replace")
+        return bunch.data, bunch.feature_names, f"lines of {p.name} (one document per line)"
+
+    if vocab is not None:
+        _refuse_binary(vocab)
+    if fmt == "uci":
+        m = _UCI_DOCWORD.match(p.name)
+        if vocab is None and m is not None:
             sibling = p.with_name(f"vocab.{m.group('name')}.txt")
             vocab = sibling if sibling.is_file() else None
         bunch = datasets.load_uci_bow(p, vocab)
         return bunch.data, bunch.feature_names, f"UCI bag of words {p.name}"
+    bunch = datasets.load_ldac(p, vocab)
+    return bunch.data, bunch.feature_names, f"LDA-C {p.name}"
 
-    name = p.name.lower()
-    if name.endswith(".gz"):
-        name = name[:-3]
-    if name.endswith(_LDAC_SUFFIXES):
-        bunch = datasets.load_ldac(p, vocab)
-        return bunch.data, bunch.feature_names, f"LDA-C {p.name}"
 
-    raise CLIError(
-        f"{path}: unrecognised corpus format; expected a UCI docword.NAME.txt[.gz] file, "
-        f"an LDA-C file ({', '.join(_LDAC_SUFFIXES)}) or a folder of .txt files"
-    )
+def _missing_vocabulary_hint(path, fmt):
+    """Why the corpus has no vocabulary, for the warning."""
+    p = Path(path)
+    m = _UCI_DOCWORD.match(p.name)
+    if m is not None and fmt in ("auto", "uci"):
+        return f"no --vocab and no vocab.{m.group('name')}.txt beside {p.name}"
+    return "no --vocab given"
+
+
+def _save_doc_topics(path, theta):
+    suffix = Path(path).suffix.lower()
+    if suffix == ".npy":
+        np.save(path, theta)
+        return
+    delimiter = "," if suffix == ".csv" else "\t"
+    header = delimiter.join(f"topic{k}" for k in range(theta.shape[1]))
+    np.savetxt(path, theta, delimiter=delimiter, header=header, comments="", fmt="%.6g")
 
 
 # ---------------------------------------------------------------------------------------
@@ -265,6 +374,32 @@ def _say(args, message):
         print(message, file=sys.stderr, flush=True)
 
 
+def _warn(args, message):
+    """Warnings are shown even with --quiet."""
+    print(f"sparseclust: warning: {message}", file=sys.stderr, flush=True)
+
+
+def _convergence_summary(model, args):
+    """Whether and why training stopped, from the fitted model's trace."""
+    trace = getattr(model, "trace_", None) or []
+    n_iter = int(getattr(model, "n_iter_", len(trace)))
+    tol = float(model.tol)
+    last = trace[-1].get("elbo_change") if trace else None
+    last = None if last is None or not np.isfinite(last) else float(last)
+    converged = bool(getattr(model, "converged_", False))
+    if converged:
+        msg = (f"converged after {n_iter} passes (the ELBO changed by {last:.2g} nats per "
+               f"token in the last pass, below tol = {tol:g})")
+    elif model.algorithm == "stochastic":
+        msg = (f"ran {n_iter} passes of stochastic training (its running objective is an "
+               f"estimate; it stops early only if that changes by less than tol = {tol:g})")
+    else:
+        change = "" if last is None else f"; the ELBO still changed by {last:.2g} nats per token"
+        msg = (f"stopped after --max-iter {n_iter} passes without converging{change} "
+               f"(tol = {tol:g}); more passes may improve the topics")
+    return {"converged": converged, "last_change": last, "tol": tol, "message": msg}
+
+
 # ---------------------------------------------------------------------------------------
 # the topics command
 
@@ -279,12 +414,31 @@ def _split_documents(n_docs, fraction, seed):
     return np.sort(perm[n_test:]), np.sort(perm[:n_test])
 
 
+def _unigram_baseline(X_train, X_test, tau, seed, n_threads):
+    """Document completion of the unigram model: every held-out token scored by the smoothed
+    training word frequencies p_v = (c_v + tau) / (N + V tau), on the same split as the topic
+    model (the split depends only on the held-out documents, the fraction and the seed)."""
+    from sparseclust.metrics import document_completion_score
+
+    counts = np.asarray(X_train.sum(axis=0), dtype=np.float64).ravel() + tau
+    return document_completion_score(
+        (counts / counts.sum())[None, :], X_test, heldout_fraction=0.2, random_state=seed,
+        doc_topic_prior=1.0, n_threads=n_threads,
+    )
+
+
 def _run_topics(args):
     t0 = time.perf_counter()
-    X, feature_names, description = _load_corpus(args.path, args.vocab, args.min_df)
+    X, feature_names, description = _load_corpus(args.path, args.vocab, args.min_df, args.format)
     X = X.tocsr()
     n_docs, n_words = X.shape
     if feature_names is None:
+        _warn(
+            args,
+            f"no vocabulary for {Path(args.path).name} "
+            f"({_missing_vocabulary_hint(args.path, args.format)}): topics are shown as word "
+            "ids word0, word1, ...; give --vocab FILE (one word per line) for words",
+        )
         feature_names = np.array([f"word{j}" for j in range(n_words)], dtype=object)
     if n_docs < 2 or X.nnz == 0:
         raise CLIError(
@@ -294,10 +448,24 @@ def _run_topics(args):
         raise CLIError(f"--n-topics {args.n_topics} exceeds the number of documents ({n_docs})")
     if args.top_n < 2:
         raise CLIError("--top-n must be at least 2 (coherence scores word pairs)")
-    if args.output:
-        parent = Path(args.output).resolve().parent
-        if not parent.is_dir():
-            raise CLIError(f"cannot write {args.output}: directory {parent} does not exist")
+    for target in (args.output, args.save_model, args.doc_topics):
+        if target:
+            parent = Path(target).resolve().parent
+            if not parent.is_dir():
+                raise CLIError(f"cannot write {target}: directory {parent} does not exist")
+    if args.doc_topics and Path(args.doc_topics).suffix.lower() not in _DOC_TOPIC_SUFFIXES:
+        raise CLIError(
+            f"--doc-topics {args.doc_topics}: expected a file ending in "
+            f"{', '.join(_DOC_TOPIC_SUFFIXES)}"
+        )
+    if args.L is None:
+        args.L = min(8, args.n_topics)
+    elif args.L > args.n_topics:
+        _warn(
+            args,
+            f"--L {args.L} exceeds --n-topics {args.n_topics}: using L = {args.n_topics} "
+            "(every topic kept: the dense local step)",
+        )
     train_idx, test_idx = _split_documents(n_docs, args.heldout_fraction, args.seed)
     X_train, X_test = X[train_idx], X[test_idx]
     t_load = time.perf_counter() - t0
@@ -318,6 +486,8 @@ def _run_topics(args):
         random_state=args.seed,
         n_threads=args.threads,
     )
+    if args.tol is not None:
+        params["tol"] = args.tol
     if args.n_batches is not None:
         params["n_batches"] = args.n_batches
     if args.batch_size is not None:
@@ -334,18 +504,24 @@ def _run_topics(args):
     progress = _Progress(args.max_iter, enabled=not args.quiet)
     t0 = time.perf_counter()
     try:
-        model.fit(X_train, callback=progress)
+        with warnings.catch_warnings():
+            # convergence is reported below, in words
+            from sklearn.exceptions import ConvergenceWarning
+
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            model.fit(X_train, callback=progress)
     except ValueError as exc:
         raise CLIError(f"cannot fit: {exc}") from None
     finally:
         progress.close()
     t_fit = time.perf_counter() - t0
+    convergence = _convergence_summary(model, args)
 
     t0 = time.perf_counter()
     words = top_words(model, feature_names, n=args.top_n)
     top_n = min(args.top_n, n_words)
     coherence = umass_coherence(model, X_train, top_n=top_n) if top_n >= 2 else None
-    heldout = None
+    heldout = baseline = None
     if X_test.shape[0] > 0:
         try:
             heldout = document_completion_score(
@@ -354,6 +530,9 @@ def _run_topics(args):
                 heldout_fraction=0.2,
                 random_state=args.seed,
                 n_threads=args.threads,
+            )
+            baseline = _unigram_baseline(
+                X_train, X_test, float(model.topic_word_prior_), args.seed, args.threads
             )
         except ValueError as exc:
             _say(args, f"no held-out score: {exc}")
@@ -376,7 +555,15 @@ def _run_topics(args):
     if heldout is not None:
         print(
             f"held-out document completion: {heldout:.4f} nats per token "
-            f"({len(test_idx)} documents, 20% of each one's word types held out)",
+            f"({len(test_idx)} documents, 20% of each one's word types held out; "
+            f"perplexity {np.exp(-heldout):.0f})",
+            file=out,
+        )
+        print(
+            f"  unigram baseline on the same held-out words: {baseline:.4f} nats per token "
+            f"(perplexity {np.exp(-baseline):.0f}); the topics gain {heldout - baseline:+.4f} "
+            "nats per token (higher is better; the baseline predicts every word by its "
+            "frequency in the training documents)",
             file=out,
         )
     if coherence is not None:
@@ -385,10 +572,29 @@ def _run_topics(args):
             f"mean {coherence.mean():.2f}",
             file=out,
         )
+    print(f"training: {convergence['message']}", file=out)
     n_iter = getattr(model, "n_iter_", None)
     iters = f" ({n_iter} passes)" if n_iter is not None else ""
+    t0 = time.perf_counter()
+    if args.doc_topics:
+        try:
+            _save_doc_topics(args.doc_topics, model.transform(X).astype(np.float64))
+        except OSError as exc:
+            raise CLIError(f"cannot write {args.doc_topics}: {exc}") from None
+        _say(args, f"wrote the {n_docs} x {args.n_topics} document-topic matrix to "
+                   f"{args.doc_topics}")
+    if args.save_model:
+        try:
+            with open(args.save_model, "wb") as fh:
+                pickle.dump(model, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        except OSError as exc:
+            raise CLIError(f"cannot write {args.save_model}: {exc}") from None
+        _say(args, f"saved the model to {args.save_model}")
+    t_save = time.perf_counter() - t0
+    saved = f", save {t_save:.2f}s" if (args.doc_topics or args.save_model) else ""
     print(
-        f"timings: load {t_load:.2f}s, fit {t_fit:.2f}s{iters}, evaluate {t_eval:.2f}s", file=out
+        f"timings: load {t_load:.2f}s, fit {t_fit:.2f}s{iters}, evaluate {t_eval:.2f}s{saved}",
+        file=out,
     )
 
     if args.output:
@@ -415,11 +621,16 @@ def _run_topics(args):
             ],
             "scores": {
                 "heldout_document_completion": heldout,
+                "heldout_unigram_baseline": baseline,
                 "umass_coherence_mean": None if coherence is None else float(coherence.mean()),
                 "coherence_top_n": top_n,
             },
             "timings": {"load": t_load, "fit": t_fit, "evaluate": t_eval},
             "n_iter": None if n_iter is None else int(n_iter),
+            "converged": convergence["converged"],
+            "last_elbo_change_per_token": convergence["last_change"],
+            "tol": convergence["tol"],
+            "saved": {"model": args.save_model, "doc_topics": args.doc_topics},
             "trace": _plain_trace(trace),
         }
         try:

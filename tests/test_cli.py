@@ -369,3 +369,135 @@ def test_python_dash_m_entry_point():
     )
     assert proc.returncode == 2
     assert "no such file or directory" in proc.stderr
+
+
+# ---------------------------------------------------------------------------------------
+# text lines, binary input, warnings, baseline, convergence, saved outputs
+
+
+def _lines_corpus(path, X):
+    words = vocab_words()
+    lines = [" ".join(w for w, c in zip(words, row, strict=True) for _ in range(c)) for row in X]
+    lines[4] = ""  # an empty document keeps its row
+    lines[0] = "The and " + lines[0]  # stop words
+    path.write_text("\n".join(lines) + "\n")
+    return lines
+
+
+def test_topics_on_one_document_per_line(tmp_path, capsys):
+    X = planted_counts(n_docs=40, seed=7)
+    path = tmp_path / "posts.txt"
+    lines = _lines_corpus(path, X)
+    theta_path = tmp_path / "theta.csv"
+    model_path = tmp_path / "model.pkl"
+    code, out, err = run(
+        ["topics", str(path), "-k", "3", "--max-iter", "20", "--seed", "2", "--top-n", "4",
+         "--doc-topics", str(theta_path), "--save-model", str(model_path)],
+        capsys,
+    )
+    assert code == 0, err
+    assert "one document per line" in err and "40 documents" in err
+    theta = np.loadtxt(theta_path, delimiter=",", skiprows=1)
+    assert theta.shape == (len(lines), 3)
+    np.testing.assert_allclose(theta.sum(1), 1.0, rtol=1e-5)
+    import pickle
+
+    with open(model_path, "rb") as fh:
+        model = pickle.load(fh)
+    from sparseclust.datasets import load_text_lines
+
+    X_lines = load_text_lines(path).data
+    # the saved matrix is the saved model's transform of every line, in order
+    np.testing.assert_allclose(theta, model.transform(X_lines), rtol=1e-5, atol=1e-6)
+    # every topic is one planted block
+    blocks = [{block_of(w) for w in ws} for ws in
+              [[w for w in ln.split()[2:] if w in vocab_words()]
+               for ln in out.splitlines() if re.match(r"^\s+\d+\s+\d+\.\d%", ln)]]
+    assert all(len(b) == 1 for b in blocks) and set().union(*blocks) == {0, 1, 2}
+
+
+def test_doc_topics_npy_and_bad_suffix(tmp_path, capsys):
+    path = write_uci(tmp_path, planted_counts(n_docs=30))
+    npy = tmp_path / "theta.npy"
+    code, out, err = run(["topics", str(path), "-k", "2", "--max-iter", "3", "-q",
+                          "--doc-topics", str(npy)], capsys)
+    assert code == 0, err
+    assert np.load(npy).shape == (30, 2)
+    code, out, err = run(["topics", str(path), "-q", "--doc-topics", str(tmp_path / "t.xlsx")],
+                         capsys)
+    assert code == 2 and "expected a file ending in .npy" in err
+
+
+def test_heldout_score_has_a_unigram_baseline(tmp_path, capsys):
+    from sparseclust.metrics import document_completion_score, split_document_types
+
+    X = planted_counts(n_docs=60, seed=8)
+    path = write_uci(tmp_path, X)
+    out_json = tmp_path / "o.json"
+    code, out, err = run(["topics", str(path), "-k", "3", "--max-iter", "15", "-q", "--seed",
+                          "4", "-o", str(out_json)], capsys)
+    assert code == 0, err
+    payload = json.loads(out_json.read_text())
+    base = payload["scores"]["heldout_unigram_baseline"]
+    assert f"unigram baseline on the same held-out words: {base:.4f}" in out
+    # the baseline by hand: held-out words of the same split, scored by the smoothed training
+    # word frequencies
+    train_idx, test_idx = _split_documents(60, 0.1, 4)
+    counts = X[train_idx].sum(0) + 0.1
+    p = counts / counts.sum()
+    import scipy.sparse as sp
+
+    Xt = sp.csr_array(X[test_idx].astype(float))
+    _, held, _ = split_document_types(Xt, heldout_fraction=0.2, random_state=4)
+    manual = float((held.data * np.log(p[held.indices])).sum() / held.data.sum())
+    assert base == pytest.approx(manual, rel=1e-9)
+    assert base == pytest.approx(
+        document_completion_score(p[None, :], Xt, random_state=4, doc_topic_prior=1.0)
+    )
+    # planted topics beat the unigram model
+    assert payload["scores"]["heldout_document_completion"] > base + 0.3
+
+
+def test_convergence_is_reported(tmp_path, capsys):
+    path = write_uci(tmp_path, planted_counts(n_docs=40))
+    out_json = tmp_path / "o.json"
+    code, out, err = run(["topics", str(path), "-k", "3", "--max-iter", "200", "--tol", "1e-3",
+                          "-q", "-o", str(out_json)], capsys)
+    assert code == 0, err
+    payload = json.loads(out_json.read_text())
+    assert payload["converged"] and payload["n_iter"] < 200
+    assert f"converged after {payload['n_iter']} passes" in out
+    assert payload["last_elbo_change_per_token"] < 1e-3
+    code, out, err = run(["topics", str(path), "-k", "3", "--max-iter", "2", "--tol", "1e-9",
+                          "-q"], capsys)
+    assert code == 0 and "without converging" in out and "ConvergenceWarning" not in err
+
+
+def test_warnings_for_missing_vocabulary_and_clamped_L(tmp_path, capsys):
+    path = write_uci(tmp_path, planted_counts(n_docs=30), vocab=False)
+    code, out, err = run(["topics", str(path), "-k", "3", "--L", "5", "--max-iter", "2", "-q",
+                          "--heldout-fraction", "0"], capsys)
+    assert code == 0, err
+    assert "warning: no vocabulary" in err and "vocab.tiny.txt" in err
+    assert "warning: --L 5 exceeds --n-topics 3: using L = 3" in err
+    assert "Topics (K=3, L=3)" in out
+    # no warning for the default L with few topics, nor with a vocabulary
+    path = write_uci(tmp_path, planted_counts(n_docs=30), name="v")
+    code, out, err = run(["topics", str(path), "-k", "3", "--max-iter", "2", "-q"], capsys)
+    assert code == 0 and "warning" not in err
+
+
+@pytest.mark.parametrize("name", ["docword.bin.txt", "blob.dat", "posts.txt", "folder"])
+def test_binary_input_is_refused(tmp_path, capsys, name):
+    blob = bytes(range(256)) * 8
+    if name == "folder":
+        (tmp_path / "folder").mkdir()
+        (tmp_path / "folder" / "a.txt").write_text("fine text")
+        (tmp_path / "folder" / "b.txt").write_bytes(blob)
+        target = tmp_path / "folder"
+    else:
+        target = tmp_path / name
+        target.write_bytes(gzip.compress(blob) if name.endswith(".dat") else blob)
+    code, out, err = run(["topics", str(target), "-q"], capsys)
+    assert code == 2
+    assert "looks like a binary file" in err and "NUL bytes" in err

@@ -17,6 +17,7 @@ from sparseclust.datasets import (
     load_ldac,
     load_sample_patches,
     load_text_folder,
+    load_text_lines,
     load_uci_bow,
     save_uci_bow,
 )
@@ -583,3 +584,27 @@ def test_empty_corpora(tmp_path):
     assert load_ldac(ldac, n_features=4).data.nnz == 0
     ldac.write_text("")
     assert load_ldac(ldac).data.shape == (0, 0)
+
+
+def test_load_text_lines(tmp_path):
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    lines = ["The cat sat on the mat", "", "dogs and cats", "a dog, a cat; a mat", "naïve café"]
+    path = tmp_path / "docs.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    b = load_text_lines(path)
+    ref = CountVectorizer(stop_words="english").fit(lines)
+    assert b.data.shape == (5, len(ref.vocabulary_))  # line i is row i, blank lines included
+    np.testing.assert_array_equal(b.data.toarray(), ref.transform(lines).toarray())
+    np.testing.assert_array_equal(b.feature_names, ref.get_feature_names_out())
+    assert b.data[1].nnz == 0 and b.data.dtype == np.float64
+    gz = tmp_path / "docs.txt.gz"
+    gz.write_bytes(gzip.compress(path.read_bytes()))
+    assert (load_text_lines(gz).data != b.data).nnz == 0
+    (tmp_path / "bin.txt").write_bytes(b"ok line\nbad \x00 line\n")
+    with pytest.raises(ValueError, match="bin.txt, line 2: contains NUL bytes"):
+        load_text_lines(tmp_path / "bin.txt")
+    (tmp_path / "latin.txt").write_bytes("caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ValueError, match="line 1: cannot decode"):
+        load_text_lines(tmp_path / "latin.txt")
+    assert load_text_lines(tmp_path / "latin.txt", encoding="latin-1").data.shape == (1, 1)

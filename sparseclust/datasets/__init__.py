@@ -3,13 +3,13 @@
 
 - :func:`load_kos` -- the KOS blog corpus (UCI "Bag of Words", CC BY 4.0), bundled;
 - :func:`load_uci_bow`, :func:`save_uci_bow`, :func:`load_ldac`,
-  :func:`load_text_folder` -- bag-of-words readers and writer;
+  :func:`load_text_folder`, :func:`load_text_lines` -- bag-of-words readers and writer;
 - :func:`extract_patches`, :func:`load_sample_patches`, :func:`load_image_patches` --
   image patches on a regular grid, the data of the Gaussian-mixture experiments.
 """
 
 from ._base import load_kos
-from ._bow import load_ldac, load_text_folder, load_uci_bow, save_uci_bow
+from ._bow import load_ldac, load_text_folder, load_text_lines, load_uci_bow, save_uci_bow
 from ._images import extract_patches, load_image_patches, load_sample_patches
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "load_ldac",
     "load_sample_patches",
     "load_text_folder",
+    "load_text_lines",
     "load_uci_bow",
     "save_uci_bow",
 ]

@@ -624,3 +624,60 @@ def load_text_folder(path, **vectorizer_params):
         vectorizer=vectorizer,
         DESCR=descr,
     )
+
+
+def load_text_lines(path, **vectorizer_params):
+    """Vectorize a text file with one document per line into a document-term count matrix.
+
+    Line ``i`` (1-based) is row ``i - 1``; blank lines are empty documents, so the rows stay
+    aligned with the lines. Gzip-compressed content is decompressed. Counting uses
+    :class:`sklearn.feature_extraction.text.CountVectorizer`.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file.
+    **vectorizer_params
+        Parameters of :class:`~sklearn.feature_extraction.text.CountVectorizer`; the
+        defaults here are ``stop_words="english"`` and ``dtype=np.float64``. ``encoding``
+        (default ``"utf-8"``) and ``decode_error`` (default ``"strict"``) are used to read
+        the file. ``input`` is set by this function and may not be given.
+
+    Returns
+    -------
+    bunch : :class:`~sklearn.utils.Bunch`
+        ``data``: CSR count matrix ``(n_lines, n_words)``; ``feature_names``: object array of
+        the words; ``vectorizer``: the fitted ``CountVectorizer``; ``DESCR``.
+
+    Raises
+    ------
+    ValueError
+        If the file contains NUL bytes (a binary file, not text) or cannot be decoded (the
+        message names the line).
+    """
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    if "input" in vectorizer_params:
+        raise ValueError("load_text_lines reads the file itself; do not pass 'input'")
+    params = {"stop_words": "english", "dtype": np.float64}
+    params.update(vectorizer_params)
+    encoding = params.get("encoding", "utf-8")
+    decode_error = params.get("decode_error", "strict")
+    raw, path = _read_source(path)
+    if b"\0" in raw:
+        lineno = raw[: raw.index(b"\0")].count(b"\n") + 1
+        raise _error(path, lineno, "contains NUL bytes: a binary file, not text")
+    try:
+        text = raw.decode(encoding, decode_error)
+    except UnicodeDecodeError as exc:
+        lineno = raw[: exc.start].count(b"\n") + 1
+        raise _error(path, lineno, f"cannot decode as {encoding} ({exc.reason})") from None
+    lines = text.splitlines()
+    vectorizer = CountVectorizer(input="content", **params)
+    X = sp.csr_matrix(vectorizer.fit_transform(lines))
+    feature_names = np.asarray(vectorizer.get_feature_names_out(), dtype=object)
+    descr = (
+        f"Lines of {path}: {X.shape[0]} documents, {X.shape[1]} words, {int(X.sum())} tokens, "
+        "vectorized by CountVectorizer."
+    )
+    return Bunch(data=X, feature_names=feature_names, vectorizer=vectorizer, DESCR=descr)
