@@ -211,15 +211,104 @@ def stops(passes, tols=TOLS):
             "tight_elbo_change": passes[-1]["elbo_change"], "by_tol": out}
 
 
-def choose_tol(records, target=TARGET, margin=0.5):
+def old_rule_stop(passes, rel_tol):
+    """Where the previous rule, the relative ELBO change |L_t - L_{t-1}| / |L_t| < rel_tol,
+    stopped the same run, and the relative gap of its held-out score to the tight one."""
+    tight = passes[-1]["heldout"]
+    stop = passes[-1]
+    for prev, cur in zip(passes, passes[1:], strict=False):
+        if abs(cur["elbo"] - prev["elbo"]) / max(abs(cur["elbo"]), abs(prev["elbo"])) < rel_tol:
+            stop = cur
+            break
+    return {"rel_tol": rel_tol, "pass": stop["pass"], "elapsed": stop["elapsed"],
+            "heldout": stop["heldout"], "rel_gap": (stop["heldout"] - tight) / abs(tight)}
+
+
+def _tol_ok(record, tol, target, margin, ref=None):
+    """The stop at ``tol`` is within ``margin * target`` (relative) of the record's own tight
+    score and, if ``ref`` is given, at most ``target`` below that reference score."""
+    st = record["stops"]["by_tol"][repr(tol)]
+    ok = abs(st["rel_gap"]) <= margin * target
+    if ref is not None:
+        ok &= (ref - st["heldout"]) <= target * abs(ref)
+    return ok
+
+
+def choose_tol(records, target=TARGET, margin=0.5, refs=None):
     """Largest tol whose stopping pass is within ``margin * target`` of the tight score on
-    every tuning record (the margin is kept for the reporting splits)."""
+    every (tuning) record -- half the allowed gap, the other half kept for the reporting
+    splits -- and, with ``refs`` ({data: score}), not more than ``target`` below the
+    reference score of its data set."""
     for tol in TOLS:  # decreasing
-        ok = all(abs(r["stops"]["by_tol"][repr(tol)]["rel_gap"]) <= margin * target
-                 for r in records)
-        if ok:
+        if all(_tol_ok(r, tol, target, margin, None if refs is None else refs[r["data"]])
+               for r in records):
             return tol
-    return TOLS[-1]
+    return None
+
+
+def choose_gmm(runs, target=TARGET):
+    """Defaults of the mixture from the tuning runs: for every (algorithm, L) its largest tol
+    that passes :func:`choose_tol` against the tight score of exact dense coordinate ascent
+    (batch, L = K) of each data set, then the configuration with the least total time to its
+    stop. Returns the choice, the per-configuration table and the reporting rows."""
+    tuning = [r for r in runs if r["split"] == "tuning"]
+    refs = {r["data"]: r["stops"]["tight_heldout"] for r in tuning
+            if r["algorithm"] == "batch" and r["L"] == "K"}
+    table = {}
+    for key in sorted({(r["algorithm"], str(r["L"])) for r in tuning}):
+        recs = [r for r in tuning if (r["algorithm"], str(r["L"])) == key]
+        tol = choose_tol(recs, target, refs=refs)
+        entry = {"tol": tol, "time": None, "per_data": {}}
+        if tol is not None:
+            entry["time"] = sum(r["stops"]["by_tol"][repr(tol)]["elapsed"] for r in recs)
+            for r in recs:
+                st = r["stops"]["by_tol"][repr(tol)]
+                entry["per_data"][r["data"]] = {
+                    "pass": st["pass"], "time": st["elapsed"], "heldout": st["heldout"],
+                    "rel_gap_own_tight": st["rel_gap"],
+                    "rel_gap_dense_batch_tight": (st["heldout"] - refs[r["data"]])
+                    / abs(refs[r["data"]]),
+                }
+        table[f"{key[0]} L={key[1]}"] = entry
+    ok = {k: v for k, v in table.items() if v["tol"] is not None}
+    choice = min(ok, key=lambda k: ok[k]["time"]) if ok else None
+    reporting = []
+    if choice is not None:
+        alg, L = choice.split(" L=")
+        tol = table[choice]["tol"]
+        rep_refs = {r["data"]: r["stops"]["tight_heldout"] for r in runs
+                    if r["split"] != "tuning" and r["algorithm"] == "batch" and r["L"] == "K"}
+        for r in runs:
+            if r["split"] == "tuning" or r["algorithm"] != alg or str(r["L"]) != L:
+                continue
+            st = r["stops"]["by_tol"][repr(tol)]
+            reporting.append({
+                "data": r["data"], "split": r["split"], "algorithm": alg, "L": L,
+                **{k: st[k] for k in ("pass", "elapsed", "heldout", "rel_gap", "reached")},
+                "previous_rule": old_rule_stop(r["passes"], 1e-3),
+                "tight_heldout": r["stops"]["tight_heldout"],
+                "rel_gap_dense_batch_tight": (st["heldout"] - rep_refs[r["data"]])
+                / abs(rep_refs[r["data"]]),
+            })
+    return {"configuration": choice, "tol": table[choice]["tol"] if choice else None,
+            "tuning_table": table, "reporting": reporting}
+
+
+def choose_lda(runs, target=TARGET):
+    tuning = [r for r in runs if r["split"] == "tuning"]
+    tol = choose_tol(tuning, target)
+    return {
+        "tol": tol,
+        "tuning": [{"data": r["data"], **r["stops"]["by_tol"][repr(tol)]} for r in tuning],
+        "reporting": [
+            {"data": r["data"], "split": r["split"],
+             **{k: r["stops"]["by_tol"][repr(tol)][k] for k in ("pass", "elapsed", "heldout",
+                                                             "rel_gap", "reached")},
+             "tight_heldout": r["stops"]["tight_heldout"], "tight_pass": r["stops"]["tight_pass"],
+             "previous_rule": old_rule_stop(r["passes"], 1e-4)}
+            for r in runs if r["split"] != "tuning"
+        ],
+    }
 
 
 # ---------------------------------------------------------------------------------------
@@ -245,40 +334,9 @@ def gmm_part(args, results):
                           f"last heldout {p[-1]['heldout']:.4f} change {p[-1]['elbo_change']:.2e}"
                           f"  ({time.perf_counter() - t0:.0f}s)", flush=True)
     results["gmm_runs"] = runs
-    # the stopping rule: chosen on the tuning splits of the default candidates
-    tuning = [r for r in runs if r["split"] == "tuning"]
-    tol = choose_tol(tuning)
-    # L and algorithm: among configurations whose score at that tol is at most TARGET below
-    # the tight score of exact dense coordinate ascent (batch, L = K) on every tuning split
-    # (a higher score is fine), the fastest in total
-    ref = {r["data"]: r["stops"]["tight_heldout"] for r in tuning
-           if r["algorithm"] == "batch" and r["L"] == "K"}
-    table = {}
-    for r in tuning:
-        key = f"{r['algorithm']} L={r['L']}"
-        st = r["stops"]["by_tol"][repr(tol)]
-        ok = (ref[r["data"]] - st["heldout"]) <= TARGET * abs(ref[r["data"]])
-        e = table.setdefault(key, {"ok": True, "time": 0.0, "per_data": {}})
-        e["ok"] &= bool(ok)
-        e["time"] += st["elapsed"]
-        e["per_data"][r["data"]] = {"time": st["elapsed"], "pass": st["pass"],
-                                    "heldout": st["heldout"],
-                                    "gap_to_dense_batch_tight": (st["heldout"] - ref[r["data"]])
-                                    / abs(ref[r["data"]])}
-    ok = {k: v for k, v in table.items() if v["ok"]}
-    choice = min(ok, key=lambda k: ok[k]["time"]) if ok else None
-    report = [r for r in runs if r["split"] != "tuning"]
-    results["gmm_choice"] = {
-        "tol": tol, "configuration": choice, "tuning_table": table,
-        "reporting": [
-            {"data": r["data"], "split": r["split"], "algorithm": r["algorithm"], "L": r["L"],
-             **{k: r["stops"]["by_tol"][repr(tol)][k] for k in ("pass", "elapsed", "heldout",
-                                                             "rel_gap", "reached")},
-             "tight_heldout": r["stops"]["tight_heldout"]}
-            for r in report
-        ],
-    }
-    print(f"gmm: tol {tol}, configuration {choice}", flush=True)
+    results["gmm_choice"] = choose_gmm(runs)
+    c = results["gmm_choice"]
+    print(f"gmm: configuration {c['configuration']}, tol {c['tol']}", flush=True)
 
 
 def lda_part(args, results):
@@ -297,19 +355,8 @@ def lda_part(args, results):
             print(f"lda {name:7s} {split:14s} last heldout {p[-1]['heldout']:.4f} change "
                   f"{p[-1]['elbo_change']:.2e}  ({time.perf_counter() - t0:.0f}s)", flush=True)
     results["lda_runs"] = runs
-    tuning = [r for r in runs if r["split"] == "tuning"]
-    tol = choose_tol(tuning)
-    results["lda_choice"] = {
-        "tol": tol,
-        "reporting": [
-            {"data": r["data"], "split": r["split"],
-             **{k: r["stops"]["by_tol"][repr(tol)][k] for k in ("pass", "elapsed", "heldout",
-                                                             "rel_gap", "reached")},
-             "tight_heldout": r["stops"]["tight_heldout"], "tight_pass": r["stops"]["tight_pass"]}
-            for r in runs if r["split"] != "tuning"
-        ],
-    }
-    print(f"lda: tol {tol}", flush=True)
+    results["lda_choice"] = choose_lda(runs)
+    print(f"lda: tol {results['lda_choice']['tol']}", flush=True)
 
 
 def main(argv=None):
@@ -318,7 +365,19 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=str(RESULTS / "defaults.json"))
+    ap.add_argument("--analyze", metavar="JSON", default=None,
+                    help="only recompute the choices from the runs stored in JSON")
     args = ap.parse_args(argv)
+    if args.analyze:
+        import json
+
+        path = Path(args.analyze)
+        results = json.loads(path.read_text())
+        results["gmm_choice"] = choose_gmm(results["gmm_runs"])
+        results["lda_choice"] = choose_lda(results["lda_runs"])
+        write_json(path, results)
+        print(json.dumps({k: results[k] for k in ("gmm_choice", "lda_choice")}, indent=1))
+        return
     out = Path(args.out)
     results = {}
     if out.exists() and args.part != "all":

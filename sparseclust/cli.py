@@ -135,8 +135,9 @@ def _build_parser():
     t.add_argument(
         "--max-iter",
         type=_positive_int,
-        default=30,
-        help="passes over the training documents (default 30)",
+        default=50,
+        help="maximum passes over the training documents (default 50; training stops "
+        "earlier when it converges, see --tol)",
     )
     t.add_argument(
         "--tol",
