@@ -4,7 +4,9 @@
 Estimators follow scikit-learn's API:
 
 - :class:`SparseGaussianMixture` -- variational Gaussian mixture with L-sparse responsibilities;
-- :class:`SparseLDA` -- latent Dirichlet allocation with the L-sparse document local step.
+- :class:`SparseLDA` -- latent Dirichlet allocation with the L-sparse document local step;
+- :class:`HDPTopicModel` -- hierarchical Dirichlet process topic model that learns its number
+  of topics (merge and delete moves).
 """
 
 import importlib
@@ -12,6 +14,7 @@ import importlib
 __version__ = "0.1.0"
 
 _LAZY = {
+    "HDPTopicModel": "sparseclust.topics",
     "SparseGaussianMixture": "sparseclust.mixture",
     "SparseLDA": "sparseclust.topics",
 }

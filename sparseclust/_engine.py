@@ -157,8 +157,26 @@ class VariationalModel:
         """Whole-data objective for ``stats`` and ``params = global_step(stats)``."""
         raise NotImplementedError
 
+    def visit(self, X, params, batch):
+        """Local step of batch number ``batch`` in batch/memoized training.
+
+        Defaults to :meth:`local_step`; a model with moves overrides it to also gather, for
+        the batch, what its moves need (e.g. merge terms of candidate pairs).
+        """
+        return self.local_step(X, params)
+
+    def before_pass(self, stats, params, state):
+        """Hook run before every pass of batch/memoized training (e.g. choosing the move
+        candidates whose terms the pass gathers). ``stats`` is None before the first pass.
+        Does nothing by default."""
+
     def after_pass(self, stats, params, state):
-        """Hook run after every complete pass (e.g. merge/delete moves). Identity by default."""
+        """Hook run after every complete pass (e.g. merge/delete moves). Identity by default.
+
+        In batch/memoized training ``state`` is a dict with ``batch_stats`` (the cached
+        statistics of every batch, which a move must edit consistently with the returned
+        whole-data statistics), ``batches`` (the data of every batch) and ``pass`` (1-based).
+        """
         return stats, params
 
 
@@ -432,12 +450,13 @@ def fit_engine(
     n_global = 0  # global steps taken (the initial one from init_stats not counted)
     for it in range(max_iter):
         t_local = t_global = 0.0
+        model.before_pass(total, params, {"batch_stats": batch_stats, "pass": it + 1})
         if total is None or algorithm == "batch":
             # full sweep under fixed params, one global step at the end
             acc = None
             for b, Xb in enumerate(Xb_list):
                 ta = time.perf_counter()
-                s_b = model.local_step(Xb, params)
+                s_b = model.visit(Xb, params, b)
                 t_local += time.perf_counter() - ta
                 batch_stats[b] = s_b
                 acc = s_b if acc is None else acc + s_b
@@ -449,7 +468,7 @@ def fit_engine(
         else:
             for b, Xb in enumerate(Xb_list):
                 ta = time.perf_counter()
-                s_b = model.local_step(Xb, params)
+                s_b = model.visit(Xb, params, b)
                 tb = time.perf_counter()
                 total = total - batch_stats[b] + s_b
                 batch_stats[b] = s_b
@@ -457,7 +476,11 @@ def fit_engine(
                 n_global += 1
                 t_local += tb - ta
                 t_global += time.perf_counter() - tb
-        total, params = model.after_pass(total, params, {"batch_stats": batch_stats})
+        tm = time.perf_counter()
+        total, params = model.after_pass(
+            total, params, {"batch_stats": batch_stats, "batches": Xb_list, "pass": it + 1}
+        )
+        t_moves = time.perf_counter() - tm
         elbo = float(model.elbo(total, params))
         lower_bounds.append(elbo)
         n_iter = it + 1
@@ -469,6 +492,7 @@ def fit_engine(
             "elbo_change": change,
             "time_local": t_local,
             "time_global": t_global,
+            "time_moves": t_moves,
         }
         stop = _record(entry, params, total)
         if change < tol:

@@ -149,8 +149,11 @@ cdef struct Ctx:
     double eps_rel
     double restart_min
     double log_K
-    double sum_alpha
+    double sum_alpha      # sum_k alpha_k + alpha_rem
     double lg_sum_alpha
+    # cold-start document weights P0 (K,) (NULL: uniform, P0_k = -log K) and max_k P0_k
+    const double* P0
+    double P0max
     const double* CT      # (V, K) E[log phi]^T
     const double* ET      # (V, K) exp(CT - rowmax) (dense only)
     const double* rowmax  # (V,) (dense only)
@@ -356,10 +359,16 @@ cdef double _iter_dense(const Ctx* c, DocState* s, Work* wk, const int32_t* vids
     cdef const double* e
     cdef double* Nnew = wk.Nnew
     if first:
-        for k in range(K):
-            s.P[k] = -c.log_K
-            s.expP[k] = 1.0 if s.act[k] else 0.0
-        s.pshift = -c.log_K
+        if c.P0 == NULL:
+            for k in range(K):
+                s.P[k] = -c.log_K
+                s.expP[k] = 1.0 if s.act[k] else 0.0
+            s.pshift = -c.log_K
+        else:
+            for k in range(K):
+                s.P[k] = c.P0[k]
+                s.expP[k] = exp(c.P0[k] - c.P0max) if s.act[k] else 0.0
+            s.pshift = c.P0max
     else:
         stheta = c.sum_alpha
         for j in range(s.n_active):
@@ -430,7 +439,7 @@ cdef double _iter_sparse(const Ctx* c, DocState* s, Work* wk, const int32_t* vid
             if s.act[k]:
                 s.active[n] = k
                 n += 1
-            s.P[k] = -c.log_K
+            s.P[k] = -c.log_K if c.P0 == NULL else c.P0[k]
         s.n_active = n
         select = True
     else:
@@ -810,7 +819,7 @@ cdef int _build_tables(const Ctx* c, const double* CT, const int32_t* types, Py_
         free(allk)
         raise MemoryError("could not allocate the local-step scratch space")
     for k in range(K):
-        P0[k] = -c.log_K
+        P0[k] = -c.log_K if c.P0 == NULL else c.P0[k]
         allk[k] = k
     with nogil, parallel(num_threads=n_threads):
         w = <double*> sc_thread_malloc(K * sizeof(double))
@@ -856,6 +865,8 @@ def lda_local_docs(
     int n_threads,
     bint cold_table=True,
     bint bounded_select=True,
+    double alpha_rem=0.0,
+    const double[::1] P0=None,     # IN (K,) cold-start weights E[log pi] (None: uniform)
 ):
     """Phase 1 of the local step: every document of the batch, in parallel.
 
@@ -869,6 +880,13 @@ def lda_local_docs(
     ``n_iter``, ``tried``, ``accepted`` (D,) int32; ``underflow`` (D,) int32, 1 where the
     dense regime underflowed (that document's outputs are invalid and must be recomputed in
     the sparse regime with Lk = K).
+
+    ``alpha_rem`` >= 0 is a Dirichlet entry K + 1 that no token can take (the remainder mass
+    alpha E[beta_{K+1}] of a truncated hierarchical Dirichlet process): theta_{d,K+1} =
+    alpha_rem in every document, so it only enters sum_k theta_dk (and c_Dir). ``P0`` replaces
+    the uniform cold-start weights P_dk = -log K by given values (e.g. log E[beta_k], the
+    initialization Hughes, Kim & Sudderth (2015) recommend for the HDP); it must be the same
+    for every document, which keeps the batch-wide cold-start table exact.
 
     Equivalent to running ``DenseStepForDoc`` (Lk = 0) or ``LSparseStepForDoc`` of paper 000
     Alg. 2 on each row, followed by restart proposals (App. D.4).
@@ -953,10 +971,20 @@ def lda_local_docs(
     c.eps_rel = eps_rel
     c.restart_min = restart_min
     c.log_K = log(<double> K)
-    c.sum_alpha = 0.0
+    c.sum_alpha = alpha_rem
     for j in range(K):
         c.sum_alpha += alpha[j]
     c.lg_sum_alpha = gammaln(c.sum_alpha)
+    c.P0 = NULL
+    c.P0max = 0.0
+    if P0 is not None:
+        if P0.shape[0] != K:
+            raise ValueError(f"P0 has {P0.shape[0]} entries, expected {K}")
+        c.P0 = &P0[0]
+        c.P0max = P0[0]
+        for j in range(K):
+            if P0[j] > c.P0max:
+                c.P0max = P0[j]
     c.CT = &CT[0, 0]
     c.ET = &ET[0, 0] if dense else NULL
     c.rowmax = &rowmax[0] if dense else NULL

@@ -170,8 +170,15 @@ def _columns(indptr, indices, V):
     return col_ptr, order, np.ascontiguousarray(doc[order])
 
 
-def _run(indptr, indices, data, tables, alpha, Lk, opts, ST, sum_elogpi, n_threads, doc_N):
-    """Phase 1 + phase 2 on one chunk of documents; returns the per-document outputs."""
+def _run(indptr, indices, data, tables, alpha, Lk, opts, ST, sum_elogpi, n_threads, doc_N,
+         alpha_rem=0.0, P0=None, extra=None, doc_ids=None):
+    """Phase 1 + phase 2 on one chunk of documents; returns the per-document outputs.
+
+    ``extra``, if given, is called as ``extra(piece)`` for every set of documents whose
+    outputs are final (the chunk minus its underflowed documents, then those documents redone
+    in log space), with ``piece`` a dict of the CSR arrays, the kernel outputs, ``skip``
+    (documents to ignore), ``Lk`` and ``doc_ids`` (their positions in the batch).
+    """
     dense = Lk == 0
     K = tables.n_topics
     if dense:
@@ -182,6 +189,7 @@ def _run(indptr, indices, data, tables, alpha, Lk, opts, ST, sum_elogpi, n_threa
         indptr, indices, data, tables.CT, ET, rowmax, alpha, Lk,
         opts["max_iter"], opts["tol"], opts["n_select_first"], opts["select_every"],
         opts["restarts"], opts["restart_max_iter"], RESTART_MIN, EPS_REL, n_threads,
+        alpha_rem=alpha_rem, P0=P0,
     )
     uflow = out["underflow"]
     col_ptr, col_pos, col_doc = _columns(indptr, indices, tables.n_words)
@@ -189,6 +197,11 @@ def _run(indptr, indices, data, tables, alpha, Lk, opts, ST, sum_elogpi, n_threa
         col_ptr, col_pos, col_doc, data, out["N"], out["expP"], out["zs"], out["r"],
         out["idx"], ET, alpha, out["psi_sum"], uflow, ST, sum_elogpi, int(dense), n_threads,
     )
+    if extra is not None:
+        if doc_ids is None:
+            doc_ids = np.arange(indptr.shape[0] - 1)
+        extra(dict(indptr=indptr, indices=indices, data=data, out=out, skip=uflow, Lk=Lk,
+                   ET=ET, doc_ids=doc_ids))
     if dense and uflow.any():
         # exp(E[log phi]) underflowed for some word type of these documents: redo them with
         # the log-space routine over all K topics (the sparse regime with L = K)
@@ -197,8 +210,9 @@ def _run(indptr, indices, data, tables, alpha, Lk, opts, ST, sum_elogpi, n_threa
         np.cumsum(indptr[bad + 1] - indptr[bad], out=sub_ptr[1:])
         take = np.concatenate([np.arange(indptr[d], indptr[d + 1]) for d in bad])
         sub = _run(sub_ptr, indices[take], data[take], tables, alpha, K, opts, ST,
-                   sum_elogpi, n_threads, doc_N)
-        for key in ("N", "elbo", "data", "n_iter", "tried", "accepted"):
+                   sum_elogpi, n_threads, doc_N, alpha_rem, P0, extra,
+                   None if doc_ids is None else doc_ids[bad])
+        for key in ("N", "elbo", "data", "n_iter", "tried", "accepted", "psi_sum"):
             out[key][bad] = sub[key]
     return out
 
@@ -218,6 +232,9 @@ def local_step(
     return_doc_topic=False,
     n_threads=None,
     force_sparse=False,
+    alpha_rem=0.0,
+    init_weights=None,
+    extra=None,
 ):
     """Local step of LDA over a batch of documents, reduced to statistics (paper 000 Alg. 2).
 
@@ -258,6 +275,15 @@ def local_step(
         Run the L-sparse routine (log-space weights, active set, selection schedule) even when
         ``L`` is None or >= K, with L = K. For tests and benchmarks; the dense regime computes
         the same fixed point faster.
+    alpha_rem : float
+        A Dirichlet entry K + 1 that no token takes (the remainder mass alpha E[beta_{K+1}] of
+        a truncated HDP): theta_{d,K+1} = alpha_rem, so sum_k theta_dk and c_Dir include it.
+    init_weights : ndarray (K,) or None
+        Cold-start E[log pi_d] (the same for every document), e.g. log E[beta_k] for the HDP
+        (Hughes, Kim & Sudderth 2015, supplement Sec. E); None means uniform weights.
+    extra : callable or None
+        Called with each processed piece of documents (see ``_run``), to gather further
+        statistics from the kernel outputs (the HDP's).
 
     Returns
     -------
@@ -282,12 +308,21 @@ def local_step(
         raise ValueError(f"L must be None or an integer >= 1, got {L!r}.")
     dense = (L is None or L >= K) and not force_sparse
     Lk = 0 if dense else (K if L is None else min(int(L), K))
+    alpha_rem = float(alpha_rem)
+    if not (np.isfinite(alpha_rem) and alpha_rem >= 0):
+        raise ValueError(f"alpha_rem must be finite and >= 0, got {alpha_rem!r}.")
+    P0 = None
+    if init_weights is not None:
+        P0 = np.ascontiguousarray(init_weights, dtype=np.float64)
+        if P0.shape != (K,) or not np.all(np.isfinite(P0)):
+            raise ValueError(f"init_weights must be a finite array of shape ({K},).")
     return _local_step_impl(
         indptr, indices, data, D, tables, alpha, Lk,
         dict(max_iter=int(max_iter), tol=float(tol), n_select_first=int(n_select_first),
              select_every=int(select_every), restarts=int(restarts),
              restart_max_iter=int(restart_max_iter)),
         return_doc_topic, _threads_for(n_threads, indices.size),
+        alpha_rem=alpha_rem, P0=P0, extra=extra,
     )
 
 
@@ -299,7 +334,7 @@ def _threads_for(n_threads, nnz):
 
 
 def _local_step_impl(indptr, indices, data, D, tables, alpha, Lk, opts, return_doc_topic,
-                     n_threads):
+                     n_threads, alpha_rem=0.0, P0=None, extra=None):
     K, V = tables.n_topics, tables.n_words
     ST = np.zeros((V, K))
     sum_elogpi = np.zeros(K)
@@ -312,7 +347,8 @@ def _local_step_impl(indptr, indices, data, D, tables, alpha, Lk, opts, return_d
         a, b = indptr[start], indptr[stop]
         sub_ptr = indptr[start : stop + 1] - a
         out = _run(sub_ptr, indices[a:b], data[a:b], tables, alpha, Lk, opts, ST,
-                   sum_elogpi, n_threads, doc_N)
+                   sum_elogpi, n_threads, doc_N, alpha_rem, P0, extra,
+                   np.arange(start, stop))
         elbo += float(np.sum(out["elbo"]))
         data_term += float(np.sum(out["data"]))
         tried += int(out["tried"].sum())

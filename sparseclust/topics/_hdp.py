@@ -1,0 +1,518 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""HDPTopicModel: a hierarchical Dirichlet process topic model that learns how many topics
+it needs (Hughes, Kim & Sudderth 2015), with the L-sparse document local step of Hughes &
+Sudderth (2016). The model, the objective and the moves are in :mod:`._hdp_model`."""
+
+import numbers
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
+
+from .._engine import StochasticState, fit_engine, stochastic_step
+from ._hdp_model import HDPModel, empty_stats
+from ._local import local_step
+from ._sparse_lda import _KMEANS_ITERS, _kl_kmeans, _kl_kmeanspp_seeds
+
+__all__ = ["HDPTopicModel"]
+
+_MOVES = ("merge", "delete", "sort")
+#: a topic is live when it holds at least this many expected tokens
+LIVE_MIN_TOKENS = 1.0
+
+
+def _parse_moves(moves):
+    if moves is None or (isinstance(moves, str) and moves == "none"):
+        return ()
+    if isinstance(moves, str):
+        if moves == "all":
+            return _MOVES
+        moves = tuple(m.strip() for m in moves.split("+"))
+    moves = tuple(moves)
+    bad = [m for m in moves if m not in _MOVES]
+    if bad:
+        raise ValueError(
+            f"moves must be 'all', 'none', or a combination of {_MOVES} (a tuple or a "
+            f"'+'-joined string such as 'merge+delete'); got {bad!r}."
+        )
+    return tuple(m for m in _MOVES if m in moves)
+
+
+class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    r"""Hierarchical Dirichlet process topic model with memoized merge and delete moves.
+
+    A topic model that learns its number of topics (Teh et al. 2006). Top-level topic
+    weights come from a stick-breaking process, u_k ~ Beta(1, gamma),
+    beta_k = u_k \prod_{l<k} (1 - u_l); each document draws pi_d ~ Dir(alpha beta) and each
+    token a topic z ~ Cat(pi_d) and a word x ~ Cat(phi_z), phi_k ~ Dir(tau). Inference follows
+    Hughes, Kim & Sudderth (2015): a truncation at ``max_components`` topics plus a remainder,
+    q(u_k) = Beta(rho_k omega_k, (1 - rho_k) omega_k) fitted by L-BFGS-B on their surrogate
+    bound for E[log Gamma terms of Dir(alpha beta)], the LDA document local step with
+    alpha_k = alpha E[beta_k] (here L-sparse, Hughes & Sudderth 2016, started from
+    E[log pi_dk] = log E[beta_k]), and memoized training with moves that are accepted only
+    when the whole-data objective increases:
+
+    - **merge** two topics that co-occur in documents (the terms the merged model needs are
+      gathered during the pass, so no extra pass is made);
+    - **delete** a topic used by few documents: those documents are re-inferred without it;
+    - **sort** the topics by size when that raises the objective.
+
+    The number of live topics (``n_components_``) is the result, not an input.
+
+    Parameters
+    ----------
+    max_components : int, default=100
+        Truncation K: the number of topics training starts from (and the most it can have).
+    L : int or None, default=8
+        Sparsity level of the document local step (topics per word type). None or
+        ``L >= max_components`` gives the dense local step; delete moves need L < K.
+    alpha : float, default=0.5
+        Document-level concentration: pi_d ~ Dir(alpha beta). Matches a SparseLDA with
+        ``doc_topic_prior = alpha / K`` in total prior mass.
+    gamma : float, default=1.0
+        Top-level concentration of the stick-breaking prior u_k ~ Beta(1, gamma).
+    topic_word_prior : float, default=0.1
+        tau: symmetric Dirichlet prior of the topics.
+    algorithm : {'memoized', 'stochastic', 'batch'}, default='memoized'
+        Learning algorithm (:mod:`sparseclust._engine`). Moves run in memoized and batch
+        training only.
+    moves : {'all', 'none'}, str or tuple, default='all'
+        Moves of memoized/batch training: any of 'merge', 'delete', 'sort' (a tuple, or a
+        string joined by '+', e.g. 'merge+sort').
+    n_batches : int, default=10
+        Fixed batches of memoized training.
+    batch_size : int, default=256
+        Minibatch size of stochastic training.
+    kappa, delta : float, default=0.6, 1.0
+        Stochastic step size rho_t = (delta + t)^(-kappa).
+    total_samples : float or None, default=None
+        Corpus size minibatch statistics are scaled to (stochastic training, partial_fit).
+    max_iter : int, default=50
+        Passes over the data.
+    tol : float, default=1e-4
+        Stop when the relative change of the objective between two passes is below ``tol``
+        and the pass accepted no move.
+    local_max_iter, local_tol : int, float, default=100, 0.05
+        Local step limits (iterations; max_k |Delta N_dk|).
+    restarts : int, default=0
+        Restart proposals per document in the local step.
+    init : {'kmeans++', 'random'}, default='kmeans++'
+        Initial topics, as in :class:`SparseLDA`; the topics start sorted by size, with
+        E[beta] proportional to their sizes.
+    random_state : int, RandomState instance or None, default=None
+    n_threads : int or None, default=None
+        OpenMP threads of the local step; results do not depend on it.
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    n_components_ : int
+        Number of live topics: topics holding at least one expected token.
+    components_ : ndarray (n_components_, n_features)
+        Dirichlet parameters lambda of the live topics, largest first.
+    topic_word_distribution_ : ndarray (n_components_, n_features)
+        Posterior-mean topics E[phi_k], same order.
+    exp_dirichlet_component_ : ndarray (n_components_, n_features)
+        exp(E[log phi_k]).
+    topic_weights_ : ndarray (n_components_,)
+        E[beta_k] of the live topics (the mean top-level weights; the rest of the unit mass
+        belongs to dead topics and to the remainder of the truncation).
+    doc_topic_prior_ : ndarray (n_components_,)
+        alpha E[beta_k]: the document-level Dirichlet prior of the live topics.
+    rho_, omega_ : ndarray (n_topics_model_,)
+        Stick parameters of every topic of the fitted truncation, in the model's (stick)
+        order.
+    n_topics_model_ : int
+        Topics left in the truncation after the moves (live or not).
+    n_iter_ : int
+    n_batch_iter_ : int
+        Stochastic steps taken (stochastic training and partial_fit).
+    converged_ : bool
+    lower_bound_ : float
+    lower_bounds_ : list of float
+    trace_ : list of dict
+        Per pass: pass, elapsed, elbo, time_local/global/moves, ``n_topics`` (topics in the
+        truncation), ``n_live``, ``merges_tried/accepted``, ``deletes_tried/accepted``,
+        ``sorted``.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+
+    Notes
+    -----
+    ``score`` is the per-token evidence lower bound with the dense local step and the prior
+    fixed at alpha E[beta] (on the same scale as :meth:`SparseLDA.score`).
+
+    References
+    ----------
+    M. C. Hughes, D. I. Kim and E. B. Sudderth (2015). Reliable and scalable variational
+    inference for the hierarchical Dirichlet process. AISTATS.
+    M. C. Hughes and E. B. Sudderth (2016). Fast learning of clusters and topics via sparse
+    posteriors. arXiv:1609.07521.
+    Y. W. Teh, M. I. Jordan, M. J. Beal and D. M. Blei (2006). Hierarchical Dirichlet
+    processes. JASA.
+    """
+
+    _parameter_constraints = {
+        "max_components": [Interval(numbers.Integral, 1, None, closed="left")],
+        "L": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "alpha": [Interval(numbers.Real, 0, None, closed="neither")],
+        "gamma": [Interval(numbers.Real, 0, None, closed="neither")],
+        "topic_word_prior": [Interval(numbers.Real, 0, None, closed="neither")],
+        "algorithm": [StrOptions({"memoized", "stochastic", "batch"})],
+        "moves": [str, tuple, list, None],
+        "n_batches": [Interval(numbers.Integral, 1, None, closed="left")],
+        "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
+        "kappa": [Interval(numbers.Real, 0, 1, closed="right")],
+        "delta": [Interval(numbers.Real, 0, None, closed="left")],
+        "total_samples": [Interval(numbers.Real, 0, None, closed="neither"), None],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "tol": [Interval(numbers.Real, 0, None, closed="left")],
+        "local_max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "local_tol": [Interval(numbers.Real, 0, None, closed="left")],
+        "restarts": [Interval(numbers.Integral, 0, None, closed="left")],
+        "init": [StrOptions({"kmeans++", "random"})],
+        "random_state": ["random_state"],
+        "n_threads": [numbers.Integral, None],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        max_components=100,
+        *,
+        L=8,
+        alpha=0.5,
+        gamma=1.0,
+        topic_word_prior=0.1,
+        algorithm="memoized",
+        moves="all",
+        n_batches=10,
+        batch_size=256,
+        kappa=0.6,
+        delta=1.0,
+        total_samples=None,
+        max_iter=50,
+        tol=1e-4,
+        local_max_iter=100,
+        local_tol=0.05,
+        restarts=0,
+        init="kmeans++",
+        random_state=None,
+        n_threads=None,
+        verbose=0,
+    ):
+        self.max_components = max_components
+        self.L = L
+        self.alpha = alpha
+        self.gamma = gamma
+        self.topic_word_prior = topic_word_prior
+        self.algorithm = algorithm
+        self.moves = moves
+        self.n_batches = n_batches
+        self.batch_size = batch_size
+        self.kappa = kappa
+        self.delta = delta
+        self.total_samples = total_samples
+        self.max_iter = max_iter
+        self.tol = tol
+        self.local_max_iter = local_max_iter
+        self.local_tol = local_tol
+        self.restarts = restarts
+        self.init = init
+        self.random_state = random_state
+        self.n_threads = n_threads
+        self.verbose = verbose
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.positive_only = True
+        tags.input_tags.sparse = True
+        tags.transformer_tags.preserves_dtype = ["float32", "float64"]
+        return tags
+
+    # -----------------------------------------------------------------------------------
+    # helpers
+
+    def _check_X(self, X, *, reset, whom):
+        X = validate_data(
+            self, X, reset=reset, accept_sparse="csr", dtype=[np.float64, np.float32]
+        )
+        check_non_negative(X, whom)
+        if not sp.issparse(X):
+            X = sp.csr_array(X)
+        elif not X.has_canonical_format:
+            X = X.copy()
+            X.sum_duplicates()
+        return X
+
+    def _model(self, K):
+        L = self.L if (self.L is not None and self.L < K) else None
+        opts = dict(max_iter=self.local_max_iter, tol=self.local_tol, restarts=self.restarts)
+        moves = _parse_moves(self.moves) if self.algorithm != "stochastic" else ()
+        return HDPModel(self.alpha, self.gamma, self.topic_word_prior, L, opts,
+                        self.n_threads, moves)
+
+    def _init_stats(self, X, rng):
+        K, V = self.max_components, X.shape[1]
+        if self.init == "random":
+            S = rng.gamma(100.0, 0.01, (K, V))
+        else:
+            X = sp.csr_array(X, dtype=np.float64)
+            tau = float(self.topic_word_prior)
+            seeds = _kl_kmeanspp_seeds(X, min(K, X.shape[0]), tau, rng)
+            S = _kl_kmeans(X, seeds, tau, _KMEANS_ITERS)
+            if S.shape[0] < K:  # fewer documents than topics: the rest start empty
+                S = np.vstack([S, np.zeros((K - S.shape[0], V))])
+        S = S[np.argsort(-S.sum(axis=1), kind="stable")]
+        st = empty_stats(K, V)
+        st["S"] = np.ascontiguousarray(S, dtype=np.float64)
+        return st
+
+    def _set_fitted(self, params):
+        """Public attributes from the model's parameters: live topics, largest first."""
+        self._params = params
+        lam = params.lam
+        sizes = lam.sum(axis=1) - self.topic_word_prior * lam.shape[1]
+        live = np.flatnonzero(sizes >= LIVE_MIN_TOKENS)
+        if live.size == 0:
+            live = np.array([int(np.argmax(sizes))])
+        order = live[np.argsort(-sizes[live], kind="stable")]
+        self._live = order
+        self.n_components_ = int(order.size)
+        self.n_topics_model_ = int(lam.shape[0])
+        self.components_ = lam[order]
+        self.topic_word_distribution_ = self.components_ / self.components_.sum(
+            axis=1, keepdims=True)
+        self.exp_dirichlet_component_ = np.exp(params.Elogphi[order])
+        self.topic_weights_ = params.Ebeta[order]
+        self.doc_topic_prior_ = params.alpha_vec[order]
+        self.rho_ = params.rho.copy()
+        self.omega_ = params.omega.copy()
+
+    # -----------------------------------------------------------------------------------
+    # training
+
+    def fit(self, X, y=None, *, callback=None):
+        """Learn the topics, and how many there are, from document-word counts X.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Non-negative word counts.
+        y : ignored
+        callback : callable or None, default=None
+            Called after every pass with the pass's trace entry plus ``n_passes`` and
+            ``components`` (lambda of the model's topics); returning True stops training.
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        _parse_moves(self.moves)
+        X = self._check_X(X, reset=True, whom="HDPTopicModel.fit")
+        rng = check_random_state(self.random_state)
+        model = self._model(self.max_components)
+        init = self._init_stats(X, rng)
+        snaps = []
+
+        def _cb(info):
+            params = info["params"]
+            lam = params.lam
+            sizes = lam.sum(axis=1) - self.topic_word_prior * lam.shape[1]
+            log = model.round_logs[-1] if model.round_logs else {}
+            snaps.append(dict(n_topics=int(lam.shape[0]),
+                              n_live=int(np.count_nonzero(sizes >= LIVE_MIN_TOKENS)),
+                              counters=dict(model.counters), **log))
+            if callback is None:
+                return False
+            public = {k: v for k, v in info.items() if k not in ("params", "stats")}
+            public.update({k: v for k, v in snaps[-1].items() if k != "counters"})
+            public["components"] = lam
+            return bool(callback(public))
+
+        result = fit_engine(
+            model, X, init, algorithm=self.algorithm, max_iter=self.max_iter,
+            tol=0.0, n_batches=min(self.n_batches, X.shape[0]),
+            batch_size=self.batch_size, kappa=self.kappa, delta=self.delta,
+            total_samples=self.total_samples,
+            random_state=rng.randint(np.iinfo(np.int32).max), verbose=self.verbose,
+            callback=self._stopper(_cb, snaps),
+        )
+        trace, prev = [], {k: 0 for k in model.counters}
+        for entry, snap in zip(result.trace, snaps, strict=True):
+            entry = dict(entry)
+            c = snap.pop("counters")
+            entry.update({k: c[k] - prev[k] for k in c})
+            prev = c
+            entry.update(snap)
+            trace.append(entry)
+        self.trace_ = trace
+        self.lower_bounds_ = list(result.lower_bounds)
+        self.lower_bound_ = result.lower_bound
+        self.n_iter_ = result.n_iter
+        self.converged_ = bool(self._converged)
+        self._n_samples_fit = X.shape[0]
+        self._set_fitted(result.params)
+        if self.algorithm == "stochastic":
+            self._svi_state = result.state
+            self.n_batch_iter_ = result.state.t
+        else:
+            self._svi_state = None
+            self.n_batch_iter_ = 0
+        if not self.converged_ and self.tol > 0:
+            warnings.warn(
+                f"HDPTopicModel did not converge in max_iter={self.max_iter} passes "
+                f"(tol={self.tol}); increase max_iter or tol.", ConvergenceWarning,
+                stacklevel=2,
+            )
+        return self
+
+    def _stopper(self, cb, snaps):
+        """Callback that also applies the stopping rule: relative objective change below tol
+        in a pass that accepted no move."""
+        self._converged = False
+        state = {"prev": -np.inf}
+
+        def _inner(info):
+            stop = cb(info)
+            elbo = info["elbo"]
+            prev = state["prev"]
+            state["prev"] = elbo
+            s = snaps[-1]
+            moved = s.get("merges_accepted", 0) or s.get("deletes_accepted", 0) or s.get(
+                "sorted", False)
+            if (self.tol > 0 and np.isfinite(prev) and not moved
+                    and abs(elbo - prev) <= self.tol * max(abs(elbo), abs(prev))):
+                self._converged = True
+                return True
+            return stop
+
+        return _inner
+
+    def partial_fit(self, X, y=None):
+        """One stochastic variational step on the minibatch X (no moves).
+
+        The first call initializes the truncation (``max_components`` topics, ``init``) from
+        X; later calls blend the minibatch's statistics with rho_t = (delta + t)^(-kappa), the
+        stick parameters then maximizing the surrogate objective of the blended statistics.
+        After ``fit`` it continues from the fitted model (all topics of its truncation).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        _parse_moves(self.moves)
+        first = not hasattr(self, "components_")
+        X = self._check_X(X, reset=first, whom="HDPTopicModel.partial_fit")
+        if first:
+            rng = check_random_state(self.random_state)
+            self._svi_state = StochasticState(stats=self._init_stats(X, rng), t=0)
+            self._n_samples_fit = None
+            self.lower_bounds_, self.trace_ = [], []
+            self.n_iter_ = 0
+            self.converged_ = False
+            model = self._model(self.max_components)
+        else:
+            params = self._params
+            model = self._model(params.K)
+            model.rho, model.omega = params.rho, params.omega
+            if getattr(self, "_svi_state", None) is None:
+                n_fit = self._n_samples_fit
+                t0 = self.n_iter_ * max(1, -(-n_fit // self.batch_size))
+                self._svi_state = StochasticState(stats=self._fitted_stats, t=t0)
+            self._svi_state.params = None
+        model.moves = ()
+        state = self._svi_state
+        if self.total_samples is not None:
+            total = self.total_samples
+        elif getattr(self, "_n_samples_fit", None):
+            total = self._n_samples_fit
+        else:
+            total = X.shape[0]
+        params = stochastic_step(model, state, X, kappa=self.kappa, delta=self.delta,
+                                 total_samples=total)
+        self._set_fitted(params)
+        self.n_batch_iter_ = state.t
+        return self
+
+    @property
+    def _fitted_stats(self):
+        """Statistics reproducing the fitted parameters (for partial_fit after fit)."""
+        p = self._params
+        st = empty_stats(p.K, p.lam.shape[1])
+        st["S"] = np.maximum(p.lam - self.topic_word_prior, 0.0)
+        return st
+
+    # -----------------------------------------------------------------------------------
+    # inference
+
+    def _doc_topic_all(self, X):
+        p = self._params
+        res = local_step(X, p.tables, p.alpha_vec, L=None, max_iter=self.local_max_iter,
+                         tol=self.local_tol, restarts=self.restarts, return_doc_topic=True,
+                         n_threads=self.n_threads, alpha_rem=p.alpha_rem, init_weights=p.P0)
+        return res
+
+    def transform(self, X, *, normalize=True):
+        """Document-topic distributions over the live topics.
+
+        The dense local step with the fitted topics and prior alpha E[beta] gives
+        theta_dk = N_dk + alpha E[beta_k]; the live topics' entries (in the order of
+        ``components_``) are returned, divided by their sum, so rows sum to 1.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        normalize : bool, default=True
+            If False, return theta of the live topics (the Dirichlet parameters).
+
+        Returns
+        -------
+        doc_topic : ndarray (n_samples, n_components_), dtype of X
+        """
+        check_is_fitted(self)
+        X = self._check_X(X, reset=False, whom="HDPTopicModel.transform")
+        res = self._doc_topic_all(X)
+        theta = res.doc_topic[:, self._live] + self.doc_topic_prior_
+        if normalize:
+            theta /= theta.sum(axis=1, keepdims=True)
+        return theta.astype(X.dtype, copy=False)
+
+    def fit_transform(self, X, y=None, **fit_params):
+        """``fit(X, **fit_params)`` then ``transform(X)``."""
+        return self.fit(X, y, **fit_params).transform(X)
+
+    def score(self, X, y=None):
+        """Per-token evidence lower bound of X under the fitted model (larger is better).
+
+        sum_d L_d / sum_d N_d with L_d the document ELBO under q(phi) = Dir(lambda) and the
+        document prior Dir(alpha E[beta]) over the model's topics and the remainder (the
+        dense local step), comparable with :meth:`SparseLDA.score`. 0.0 when X has no tokens.
+        """
+        check_is_fitted(self)
+        X = self._check_X(X, reset=False, whom="HDPTopicModel.score")
+        res = self._doc_topic_all(X)
+        if res.n_tokens == 0:
+            return 0.0
+        return float((res.elbo_local + res.elbo_data) / res.n_tokens)
+
+    def perplexity(self, X):
+        """exp(-score(X)): per-token perplexity bound."""
+        return float(np.exp(-self.score(X)))
+
+    @property
+    def _n_features_out(self):
+        return self.n_components_
+

@@ -1,0 +1,865 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The HDP topic model as local step + global step, with memoized merge and delete moves.
+
+Model (Teh et al. 2006; variational family of Hughes, Kim & Sudderth 2015): topic weights
+by stick-breaking, u_k ~ Beta(1, gamma), beta_k = u_k prod_{l<k} (1 - u_l) (k = 1..K) and the
+remainder beta_{K+1} = prod_{l<=K} (1 - u_l); documents pi_d ~ Dir(alpha beta_1, ...,
+alpha beta_{K+1}), z_dn ~ Cat(pi_d), x_dn ~ Cat(phi_{z_dn}), phi_k ~ Dir(tau).
+q(u_k) = Beta(rho_k omega_k, (1 - rho_k) omega_k), q(pi_d) = Dir(theta_d) over K + 1 entries,
+q(z_dn) = Cat(r_dn) over K topics with at most L non-zeros per word type, q(phi_k) = Dir(lambda_k).
+
+Objective (supplement Eq. 1, 2, 17, 20; theta_d = N_d + alpha^used as the local step leaves it):
+
+    L = sum_k [c_D(tau) - c_D(lambda_k) + sum_v (S_kv + tau - lambda_kv) E[log phi_kv]]   (data)
+        + H                                                  (assignment entropy -sum c r log r)
+        - LS + sum_{k<=K+1} G_k - sum_{k<=K+1} A_k           (-sum_d c_D(theta_d) - ...)
+        + D K log alpha + K c_B(1, gamma) + L_G(rho, omega)  (surrogate bound and sticks)
+
+with the additive statistics of the documents
+
+    S_kv = sum_{d,u: v_du = v} c_du r_duk,  T_k = sum_d E[log pi_dk],
+    G_k = sum_d log Gamma(theta_dk),  A_k = sum_d alpha^used_k E[log pi_dk],
+    LS = sum_d log Gamma(sum_k theta_dk),  H,  D,
+
+(k = 1..K + 1 for T, G, A; alpha^used is the prior the local step used), and L_G of
+:func:`sparseclust._stickbreak.hdp_objective`, which contains alpha sum_k E[beta_k] T_k. Because
+the theta-dependent terms are kept as statistics, the objective is exact for any (rho, omega),
+so the global step may change alpha E[beta] without a new local step, and memoized training
+is monotone.
+
+Moves (memoized and batch training): a **merge** of topics a and b adds their responsibilities
+(r'_a = r_a + r_b, theta'_a = theta_a + theta_b); its statistics need, per candidate pair,
+sum_d log Gamma(theta_da + theta_db), sum_d E[log pi'_da] and the entropy change, gathered
+during the pass. A **delete** of topic j re-runs the local step, without j, on the documents
+that use it (N_dj > 0), and folds theta_dj = alpha^used_j into the remainder entry in every
+other document (their theta_d keeps its sum, so no other term changes). Each proposal is
+accepted only if the whole-data objective increases. A **sort** reorders the topics by size
+when that increases the objective (the stick-breaking prior depends on the order).
+"""
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import gammaln, psi
+
+from .._engine import SuffStats, VariationalModel
+from .._kernels import _hdp_stats
+from .._moves import (
+    RoundLog,
+    compaction,
+    pair_lookup,
+    select_deletes,
+    select_merge_pairs,
+    usage_correlation,
+)
+from .._stickbreak import (
+    c_beta,
+    expected_beta,
+    hdp_objective,
+    optimize_hdp_sticks,
+    sticks_from_weights,
+)
+from ._local import TopicTables, _threads_for, local_step
+
+#: floor on E[beta_k] in the local step's prior (late sticks can underflow to 0)
+MIN_EBETA = 1e-100
+#: a proposal is accepted when it raises the objective by more than this fraction of |L|
+ACCEPT_RTOL = 1e-12
+
+_FIELDS = ("S", "T", "G", "A", "LS", "H", "D")
+
+
+def stick_value(n_docs, T, alpha, gamma, rho, omega):
+    """D K log alpha + K c_B(1, gamma) + L_G(rho, omega): every term of the objective that
+    involves the sticks (the surrogate bound, the stick prior and alpha E[beta] T)."""
+    K = rho.size
+    if K == 0:
+        return float(alpha * T[-1]) if n_docs > 0 else 0.0
+    x = np.concatenate([np.log(rho) - np.log1p(-rho), np.log(omega)])
+    f, _ = hdp_objective(x, float(n_docs), np.asarray(T, dtype=float), alpha, gamma)
+    return float(n_docs * K * np.log(alpha) + K * c_beta(1.0, gamma) - f)
+
+
+def topic_terms(S, lam, Elogphi, tau):
+    """Per-topic data term sum_v S_kv E[log phi_kv] + c_D(tau 1_V) - c_D(lambda_k)
+    + sum_v (tau - lambda_kv) E[log phi_kv] (supplement Eq. 2)."""
+    V = lam.shape[1]
+    cdir_prior = gammaln(V * tau) - V * gammaln(tau)
+    cdir_post = gammaln(lam.sum(axis=1)) - gammaln(lam).sum(axis=1)
+    return np.sum((S + tau - lam) * Elogphi, axis=1) + cdir_prior - cdir_post
+
+
+class HDPParams:
+    """Global parameters: lambda (K, V), E[log phi], the sticks (rho, omega) and the local
+    step's prior alpha E[beta_k], remainder alpha E[beta_{K+1}] and cold start log E[beta_k]."""
+
+    def __init__(self, lam, rho, omega, alpha, Elogphi=None, tterm=None):
+        self.lam = lam
+        if Elogphi is None:
+            Elogphi = psi(lam) - psi(lam.sum(axis=1))[:, None]
+        self.Elogphi = Elogphi
+        self.rho = np.asarray(rho, dtype=np.float64)
+        self.omega = np.asarray(omega, dtype=np.float64)
+        self.Ebeta = expected_beta(self.rho)
+        eb = np.maximum(self.Ebeta, MIN_EBETA)
+        self.alpha_vec = np.ascontiguousarray(alpha * eb[:-1])
+        self.alpha_rem = float(alpha * eb[-1])
+        self.P0 = np.log(eb[:-1])
+        self.tterm = tterm
+        self._tables = None
+
+    @property
+    def K(self):
+        return self.lam.shape[0]
+
+    @property
+    def tables(self):
+        if self._tables is None:
+            self._tables = TopicTables(self.Elogphi)
+        return self._tables
+
+    def alpha_all(self):
+        return np.concatenate([self.alpha_vec, [self.alpha_rem]])
+
+
+def empty_stats(K, V):
+    """Statistics of no documents (the shape every additive combination needs)."""
+    z = np.zeros(K + 1)
+    return SuffStats(S=np.zeros((K, V)), T=z.copy(), G=z.copy(), A=z.copy(), LS=0.0, H=0.0,
+                     D=0.0)
+
+
+def _numpy_bundle(rows, alpha_all, K, V, pairs):
+    """Statistics of a few saved documents computed in numpy from their local-step outputs.
+
+    ``rows`` holds, for n documents: ``N`` (n, K), ``psi_sum`` (n,), ``elbo`` (n,) the
+    kernel's local ELBO terms, ``indptr``/``indices``/``data``/``r``/``idx`` of their entries.
+    Returns a dict with the statistics (S as a column block ``Sb`` over ``cols``) and the merge
+    terms ``PG``, ``PT``, ``PH``, ``PA`` of ``pairs``.
+    """
+    N, ps = rows["N"], rows["psi_sum"]
+    n = N.shape[0]
+    a = alpha_all[:K]
+    arem = alpha_all[K]
+    theta = N + a
+    T = np.empty(K + 1)
+    T[:K] = (psi(theta) - ps[:, None]).sum(axis=0)
+    T[K] = float(np.sum(psi(arem) - ps))
+    G = np.empty(K + 1)
+    G[:K] = gammaln(theta).sum(axis=0)
+    G[K] = n * gammaln(arem)
+    A = alpha_all * T
+    sum_all = float(alpha_all.sum())
+    stheta = N.sum(axis=1) + sum_all
+    LS = float(np.sum(gammaln(stheta)))
+    cdir_alpha = gammaln(sum_all) - float(np.sum(gammaln(alpha_all)))
+    cdir_theta = gammaln(stheta) - gammaln(theta).sum(axis=1) - gammaln(arem)
+    H = float(np.sum(rows["elbo"] - cdir_alpha + cdir_theta))
+    # S over the word types of these documents
+    idx, r = rows["idx"], rows["r"]
+    ent = np.repeat(np.arange(idx.shape[0]), idx.shape[1])
+    keep = idx.ravel() >= 0
+    cols, inv = np.unique(rows["indices"], return_inverse=True)
+    Sb = np.zeros((K, cols.size))
+    np.add.at(Sb, (idx.ravel()[keep], inv[ent[keep]]),
+              (rows["data"][ent] * r.ravel())[keep])
+    out = dict(cols=cols, Sb=Sb, T=T, G=G, A=A, LS=LS, H=H, D=float(n))
+    P = pairs.shape[0]
+    if P:
+        x0 = a[pairs[:, 0]] + a[pairs[:, 1]]
+        x = N[:, pairs[:, 0]] + N[:, pairs[:, 1]] + x0
+        out["PT"] = (psi(x) - ps[:, None]).sum(axis=0)
+        out["PG"] = gammaln(x).sum(axis=0)
+        out["PA"] = x0 * out["PT"]
+        PH = np.zeros(P)
+        _hdp_stats.pair_entropy_sparse(
+            rows["indptr"], rows["data"], r, idx, np.zeros(n, dtype=np.int32),
+            pair_lookup(pairs, K), K, PH, 1,
+        )
+        out["PH"] = PH
+    return out
+
+
+class MoveRound:
+    """Candidates of one pass and what the pass gathered for them, per batch."""
+
+    def __init__(self, K, pairs, deletes):
+        self.K = K
+        self.pairs = np.asarray(pairs, dtype=np.int32).reshape(-1, 2)
+        self.pair_of = pair_lookup(self.pairs, K) if self.pairs.shape[0] else None
+        self.deletes = np.asarray(deletes, dtype=np.int64)
+        self.batch = {}  # batch -> dict(PT, PG, PH, PA, alpha, D, targets)
+
+
+class HDPModel(VariationalModel):
+    """HDP topic model for :func:`sparseclust._engine.fit_engine` (see the module docstring).
+
+    Parameters
+    ----------
+    alpha, gamma, tau : float
+        Document concentration, top-level stick concentration, topic-word prior.
+    L : int or None
+        Sparsity level of the local step.
+    local_opts : dict
+        ``max_iter``, ``tol``, ``restarts`` of the local step.
+    n_threads : int or None
+    moves : tuple of str
+        Subset of ``("merge", "delete", "sort")``.
+    move_opts : dict
+        ``start`` (first pass whose end runs moves, >= 2), ``max_pairs``,
+        ``pairs_per_topic``, ``min_corr``, ``delete_docs`` (budget of documents to revisit
+        per pass), ``max_deletes``.
+    """
+
+    def __init__(self, alpha, gamma, tau, L, local_opts, n_threads, moves=(), move_opts=None):
+        self.alpha = float(alpha)
+        self.gamma = float(gamma)
+        self.tau = float(tau)
+        self.L = L
+        self.local_opts = dict(local_opts)
+        self.n_threads = n_threads
+        self.moves = tuple(moves)
+        opts = dict(start=2, max_pairs=400, pairs_per_topic=4, min_corr=0.05,
+                    delete_docs=500, max_deletes=20, cooldown=3)
+        opts.update(move_opts or {})
+        self.move_opts = opts
+        self.rho = None
+        self.omega = None
+        self.round = None
+        self.usage = None
+        self._usage_acc = None
+        self.round_logs = []
+        # topic identities across passes (kept through compaction and sorting, renewed by a
+        # merge) and the pass at which a proposal about them was last rejected: a rejected
+        # proposal is not tried again for ``cooldown`` passes
+        self.uid = None
+        self._next_uid = 0
+        self._pass = 0
+        self.rejected_pairs = {}
+        self.rejected_deletes = {}
+        self.counters = {"restarts_tried": 0, "restarts_accepted": 0, "local_iters": 0}
+
+    # ---------------------------------------------------------------------------------
+    # local step
+
+    def _local(self, X, params, rnd=None, want_usage=False, return_doc_topic=False):
+        """Local step of X under params; returns (SuffStats, extras)."""
+        K = params.K
+        nt = _threads_for(self.n_threads, X.nnz if hasattr(X, "nnz") else X.size)
+        alpha_vec, alpha_rem = params.alpha_vec, params.alpha_rem
+        alpha_all = params.alpha_all()
+        sum_all = float(alpha_all.sum())
+        pairs = rnd.pairs if rnd is not None else np.zeros((0, 2), dtype=np.int32)
+        P = pairs.shape[0]
+        dels = rnd.deletes if rnd is not None else np.zeros(0, dtype=np.int64)
+        acc = dict(G=np.zeros(K), Trem=0.0, LS=0.0, PG=np.zeros(P), PT=np.zeros(P),
+                   PH=np.zeros(P), targets=[])
+        if want_usage:
+            acc.update(n_users=np.zeros(K), sum_p=np.zeros(K), sum_pp=sp.csr_array((K, K)),
+                       n_docs=0.0)
+        psi_rem = float(psi(alpha_rem))
+
+        def extra(piece):
+            out = piece["out"]
+            skip = np.ascontiguousarray(piece["skip"], dtype=np.int32)
+            N, ps = out["N"], out["psi_sum"]
+            keep = skip == 0
+            data = np.ascontiguousarray(piece["data"], dtype=np.float64)
+            _hdp_stats.topic_lgamma(N, alpha_vec, skip, acc["G"], nt)
+            acc["Trem"] += float(np.sum(psi_rem - ps[keep]))
+            acc["LS"] += float(np.sum(gammaln(N[keep].sum(axis=1) + sum_all)))
+            if P:
+                _hdp_stats.pair_theta(N, alpha_vec, ps, skip, pairs, acc["PG"], acc["PT"], nt)
+                if piece["Lk"] > 0:
+                    _hdp_stats.pair_entropy_sparse(
+                        piece["indptr"], data, out["r"], out["idx"], skip, rnd.pair_of, K,
+                        acc["PH"], nt,
+                    )
+                else:
+                    _hdp_stats.pair_entropy_dense(
+                        piece["indptr"], piece["indices"], data, out["expP"], out["zs"],
+                        piece["ET"], skip, pairs, acc["PH"], nt,
+                    )
+            if want_usage:
+                Nk = N[keep]
+                nd = Nk.sum(axis=1)
+                acc["n_users"] += (Nk > 0).sum(axis=0)
+                acc["n_docs"] += float(np.count_nonzero(nd > 0))
+                Pm = sp.csr_array(Nk / np.where(nd > 0, nd, 1.0)[:, None])
+                acc["sum_p"] += np.asarray(Pm.sum(axis=0)).ravel()
+                acc["sum_pp"] = acc["sum_pp"] + (Pm.T @ Pm)
+            if dels.size and piece["Lk"] > 0:
+                sel = np.flatnonzero(keep & (N[:, dels] > 0).any(axis=1))
+                if sel.size:
+                    ip = piece["indptr"]
+                    take = np.concatenate([np.arange(ip[d], ip[d + 1]) for d in sel])
+                    sub_ptr = np.zeros(sel.size + 1, dtype=np.int64)
+                    np.cumsum(ip[sel + 1] - ip[sel], out=sub_ptr[1:])
+                    acc["targets"].append(dict(
+                        doc_ids=piece["doc_ids"][sel], N=N[sel].copy(), psi_sum=ps[sel].copy(),
+                        elbo=out["elbo"][sel].copy(), indptr=sub_ptr,
+                        indices=piece["indices"][take].copy(), data=data[take],
+                        r=out["r"][take].copy(), idx=out["idx"][take].copy(),
+                    ))
+
+        res = local_step(
+            X, params.tables, alpha_vec, L=self.L, n_threads=self.n_threads,
+            alpha_rem=alpha_rem, init_weights=params.P0, extra=extra,
+            return_doc_topic=return_doc_topic, **self.local_opts,
+        )
+        self.counters["restarts_tried"] += res.n_restarts_tried
+        self.counters["restarts_accepted"] += res.n_restarts_accepted
+        self.counters["local_iters"] += res.n_iter_total
+        D = float(X.shape[0])
+        T = np.concatenate([res.sum_Elogpi, [acc["Trem"]]])
+        G = np.concatenate([acc["G"], [D * gammaln(alpha_rem)]])
+        A = alpha_all * T
+        cdir_alpha = gammaln(sum_all) - float(np.sum(gammaln(alpha_all)))
+        H = res.elbo_local - D * cdir_alpha + acc["LS"] - float(G.sum())
+        stats = SuffStats(S=res.topic_word_stats, T=T, G=G, A=A, LS=acc["LS"], H=H, D=D)
+        acc["PA"] = (alpha_vec[pairs[:, 0]] + alpha_vec[pairs[:, 1]]) * acc["PT"] if P else None
+        acc["alpha"] = alpha_all
+        acc["doc_topic"] = res.doc_topic
+        return stats, acc
+
+    def local_step(self, X, params):
+        return self._local(X, params)[0]
+
+    def visit(self, X, params, batch):
+        want_usage = "merge" in self.moves or "delete" in self.moves
+        stats, acc = self._local(X, params, rnd=self.round, want_usage=want_usage)
+        if want_usage and self._usage_acc is not None:
+            u = self._usage_acc
+            for key in ("n_users", "sum_p", "n_docs"):
+                u[key] = u[key] + acc[key]
+            u["sum_pp"] = u["sum_pp"] + acc["sum_pp"]
+        if self.round is not None:
+            self.round.batch[batch] = dict(
+                PT=acc["PT"], PG=acc["PG"], PH=acc["PH"], PA=acc["PA"], alpha=acc["alpha"],
+                alpha0=acc["alpha"].copy(), D=int(X.shape[0]), targets=acc["targets"],
+            )
+        return stats
+
+    # ---------------------------------------------------------------------------------
+    # global step and objective
+
+    def _sticks_for(self, stats, K):
+        D = float(stats["D"])
+        if D <= 0 or self.rho is None or self.rho.size != K:
+            # no document statistics yet (initialization) or a new truncation: E[beta]
+            # proportional to the topic sizes, remainder 1 / (K + 1)
+            sizes = np.maximum(stats["S"].sum(axis=1), 0.0) + 1e-3
+            beta = np.concatenate([sizes / sizes.sum() * K / (K + 1.0), [1.0 / (K + 1.0)]])
+            rho0, omega0 = sticks_from_weights(beta)
+        else:
+            rho0, omega0 = self.rho, self.omega
+        if D <= 0:
+            return rho0, omega0
+        rho, omega, _ = optimize_hdp_sticks(D, stats["T"], self.alpha, self.gamma, rho0,
+                                            omega0)
+        return rho, omega
+
+    def global_step(self, stats):
+        S = stats["S"]
+        lam = self.tau + np.maximum(S, 0.0)
+        rho, omega = self._sticks_for(stats, S.shape[0])
+        self.rho, self.omega = rho, omega
+        return HDPParams(lam, rho, omega, self.alpha)
+
+    def elbo(self, stats, params):
+        tt = params.tterm
+        if tt is None:
+            tt = params.tterm = topic_terms(stats["S"], params.lam, params.Elogphi, self.tau)
+        total = float(tt.sum())
+        D = float(stats["D"])
+        if D <= 0:
+            return total
+        total += -stats["LS"] + float(stats["G"].sum()) - float(stats["A"].sum()) + stats["H"]
+        total += stick_value(D, stats["T"], self.alpha, self.gamma, params.rho, params.omega)
+        return total
+
+    # ---------------------------------------------------------------------------------
+    # moves
+
+    def _recent(self, memo, key):
+        last = memo.get(key)
+        return last is not None and self._pass - last <= self.move_opts["cooldown"]
+
+    def before_pass(self, stats, params, state):
+        self.round = None
+        self._pass = state["pass"]
+        if not ({"merge", "delete"} & set(self.moves)):
+            return
+        K = params.K
+        if self.uid is None or self.uid.size != K:
+            self.uid = np.arange(self._next_uid, self._next_uid + K)
+            self._next_uid += K
+        self._usage_acc = dict(n_users=np.zeros(K), sum_p=np.zeros(K), n_docs=0.0,
+                               sum_pp=sp.csr_array((K, K)))
+        if state["pass"] < self.move_opts["start"] or self.usage is None:
+            return
+        u = self.usage
+        if u["n_users"].size != K:
+            return
+        pairs = np.zeros((0, 2), dtype=np.int32)
+        if "merge" in self.moves and K > 1:
+            corr = usage_correlation(u["sum_p"], u["sum_pp"], u["n_docs"])
+            for (ua, ub) in list(self.rejected_pairs):
+                if not self._recent(self.rejected_pairs, (ua, ub)):
+                    del self.rejected_pairs[(ua, ub)]
+                    continue
+                ia, ib = np.flatnonzero(self.uid == ua), np.flatnonzero(self.uid == ub)
+                if ia.size and ib.size:
+                    corr[ia[0], ib[0]] = corr[ib[0], ia[0]] = -np.inf
+            pairs, _ = select_merge_pairs(
+                corr, max_per_component=self.move_opts["pairs_per_topic"],
+                max_pairs=self.move_opts["max_pairs"], min_score=self.move_opts["min_corr"],
+            )
+        dels = np.zeros(0, dtype=np.int64)
+        if "delete" in self.moves and K > 1 and self.L is not None and self.L < K:
+            allowed = np.array([not self._recent(self.rejected_deletes, int(x))
+                                for x in self.uid])
+            dels = select_deletes(u["n_users"], max_items=self.move_opts["delete_docs"],
+                                  max_candidates=self.move_opts["max_deletes"],
+                                  allowed=allowed)
+        if pairs.shape[0] or dels.size:
+            self.round = MoveRound(K, pairs, dels)
+
+    def after_pass(self, stats, params, state):
+        log = RoundLog()
+        if self._usage_acc is not None:
+            self.usage = self._usage_acc
+            self._usage_acc = None
+        batch_stats = state["batch_stats"]
+        if any(st is stats for st in batch_stats):
+            stats = stats.copy()
+        rnd, self.round = self.round, None
+        changed = False
+        if rnd is not None and len(rnd.batch) == len(batch_stats):
+            work = _Workspace(self, stats, params)
+            if rnd.pairs.shape[0]:
+                self._merges(work, rnd, batch_stats, log)
+            if rnd.deletes.size:
+                self._deletes(work, rnd, batch_stats, state["batches"], log)
+            if log.merges_accepted or log.deletes_accepted:
+                stats, params = work.compact(batch_stats)
+                self._remap_usage(work)
+                uid = self.uid.copy()
+                for op in work.ops:
+                    if op[0] == "merge":
+                        uid[op[1]] = self._next_uid
+                        self._next_uid += 1
+                self.uid = uid[work.alive]
+                changed = True
+        if "sort" in self.moves:
+            res = self._sort(stats, params, batch_stats, log)
+            if res is not None:
+                stats, params = res
+                changed = True
+        self.round_logs.append(log.as_dict())
+        if changed:
+            self.rho, self.omega = params.rho, params.omega
+        return stats, params
+
+    def _remap_usage(self, work):
+        """Carry the last pass's usage to the compacted topics (merged usage adds)."""
+        u = self.usage
+        if u is None:
+            return
+        M = work.merge_map  # (K,) index each original topic's usage now belongs to, -1 dead
+        keep = M >= 0
+        K2 = int(work.alive.sum())
+        R = sp.csr_array((np.ones(keep.sum()), (M[keep], np.flatnonzero(keep))),
+                         shape=(K2, M.size))
+        self.usage = dict(n_users=R @ u["n_users"], sum_p=R @ u["sum_p"], n_docs=u["n_docs"],
+                          sum_pp=sp.csr_array(R @ u["sum_pp"] @ R.T))
+
+    def _merges(self, work, rnd, batch_stats, log):
+        tot = {f: sum(rnd.batch[b][f] for b in rnd.batch) for f in ("PT", "PG", "PH", "PA")}
+        for p in range(rnd.pairs.shape[0]):
+            a, b = (int(x) for x in rnd.pairs[p])
+            if not (work.alive[a] and work.alive[b]) or a in log.touched or b in log.touched:
+                continue
+            log.merges_tried += 1
+            if not work.try_merge(a, b, tot["PT"][p], tot["PG"][p], tot["PA"][p],
+                                  tot["PH"][p]):
+                self.rejected_pairs[(int(self.uid[a]), int(self.uid[b]))] = self._pass
+            else:
+                log.merges_accepted += 1
+                log.touched.update((a, b))
+                for bb, st in enumerate(batch_stats):
+                    g = rnd.batch[bb]
+                    _merge_fields(st, a, b, g["PT"][p], g["PG"][p], g["PA"][p], g["PH"][p])
+                    g["alpha"] = g["alpha"].copy()
+                    g["alpha"][a] += g["alpha"][b]
+                    g["alpha"][b] = 0.0
+                work.ops.append(("merge", a, b, p))
+
+    def _deletes(self, work, rnd, batch_stats, batches, log):
+        K = rnd.K
+        reinferred = {bb: np.zeros(rnd.batch[bb]["D"], dtype=bool) for bb in rnd.batch}
+        after_topics = {bb: [] for bb in rnd.batch}   # (doc mask, N rows in original space)
+        groups = {bb: [dict(alpha=rnd.batch[bb]["alpha"].copy(),
+                            docs=np.ones(rnd.batch[bb]["D"], dtype=bool))]
+                  for bb in rnd.batch}
+        for j in rnd.deletes:
+            j = int(j)
+            if not work.alive[j] or j in log.touched:
+                continue
+            # target documents of j in every batch, from the rows saved during the pass
+            targets, befores, ok = {}, {}, True
+            for bb in rnd.batch:
+                for rows in rnd.batch[bb]["targets"]:
+                    m = rows["N"][:, j] > 0
+                    if not m.any():
+                        continue
+                    ids = rows["doc_ids"][m]
+                    if reinferred[bb][ids].any():
+                        ok = False
+                        break
+                    sub = _take_rows(rows, m)
+                    alpha0 = rnd.batch[bb]["alpha0"]
+                    bundle = _numpy_bundle(sub, alpha0, K, work.V, rnd.pairs)
+                    _replay(bundle, work.ops, alpha0.copy(), K)
+                    targets.setdefault(bb, []).append(ids)
+                    befores.setdefault(bb, []).append(bundle)
+                if not ok:
+                    break
+            if not ok:
+                continue
+            # documents re-inferred by an earlier delete must not use j
+            for bb in after_topics:
+                for _mask, Nrows in after_topics[bb]:
+                    if np.any(Nrows[:, j] > 0):
+                        ok = False
+            if not ok:
+                continue
+            log.deletes_tried += 1
+            tmask = {bb: np.zeros(rnd.batch[bb]["D"], dtype=bool) for bb in rnd.batch}
+            for bb, lst in targets.items():
+                for ids in lst:
+                    tmask[bb][ids] = True
+            res = work.try_delete(j, befores, tmask, groups, batches)
+            if res is None:
+                self.rejected_deletes[int(self.uid[j])] = self._pass
+                continue
+            log.deletes_accepted += 1
+            log.touched.add(j)
+            after, params0 = res
+            for bb, st in enumerate(batch_stats):
+                for bundle in befores.get(bb, []):
+                    _sub_bundle(st, bundle)
+                _fold_delete(st, j, [(g["alpha"], int(np.count_nonzero(g["docs"] & ~tmask[bb])))
+                                     for g in groups[bb]])
+                if bb in after:
+                    _add_expanded(st, after[bb]["stats"], work.alive_after_j)
+            new_alpha = np.zeros(K + 1)
+            new_alpha[np.flatnonzero(work.alive_after_j)] = params0.alpha_vec
+            new_alpha[K] = params0.alpha_rem
+            for bb in rnd.batch:
+                for g in groups[bb]:
+                    g["alpha"] = g["alpha"].copy()
+                    g["alpha"][K] += g["alpha"][j]
+                    g["alpha"][j] = 0.0
+                    g["docs"] = g["docs"] & ~tmask[bb]
+                if tmask[bb].any():
+                    groups[bb].append(dict(alpha=new_alpha.copy(), docs=tmask[bb].copy()))
+                    reinferred[bb] |= tmask[bb]
+                    Nfull = np.zeros((after[bb]["doc_topic"].shape[0], K))
+                    Nfull[:, np.flatnonzero(work.alive_after_j)] = after[bb]["doc_topic"]
+                    after_topics[bb].append((tmask[bb].copy(), Nfull))
+            work.commit_delete(j)
+            work.ops.append(("delete", j))
+
+    def _sort(self, stats, params, batch_stats, log):
+        K = params.K
+        if K < 2 or float(stats["D"]) <= 0:
+            return None
+        order = np.argsort(-stats["S"].sum(axis=1), kind="stable")
+        if np.array_equal(order, np.arange(K)):
+            return None
+        full = np.concatenate([order, [K]])
+        T = stats["T"][full]
+        beta = params.Ebeta[full]
+        rho0, omega0 = sticks_from_weights(beta, params.omega[order])
+        rho, omega, _ = optimize_hdp_sticks(float(stats["D"]), T, self.alpha, self.gamma, rho0,
+                                            omega0)
+        D = float(stats["D"])
+        old = stick_value(D, stats["T"], self.alpha, self.gamma, params.rho, params.omega)
+        new = stick_value(D, T, self.alpha, self.gamma, rho, omega)
+        if not new > old + ACCEPT_RTOL * abs(old):
+            return None
+        log.sorted = True
+        if self.uid is not None and self.uid.size == K:
+            self.uid = self.uid[order]
+        for st in batch_stats:
+            _permute(st, order)
+        stats = stats.copy()
+        _permute(stats, order)
+        tterm = None if params.tterm is None else params.tterm[order]
+        newp = HDPParams(params.lam[order], rho, omega, self.alpha, params.Elogphi[order], tterm)
+        if self.usage is not None and self.usage["n_users"].size == K:
+            u = self.usage
+            self.usage = dict(n_users=u["n_users"][order], sum_p=u["sum_p"][order],
+                              n_docs=u["n_docs"],
+                              sum_pp=sp.csr_array(u["sum_pp"].toarray()[np.ix_(order, order)]))
+        return stats, newp
+
+
+def _take_rows(rows, m):
+    """The saved rows of the documents selected by the boolean mask m."""
+    sel = np.flatnonzero(m)
+    ip = rows["indptr"]
+    take = np.concatenate([np.arange(ip[d], ip[d + 1]) for d in sel])
+    sub_ptr = np.zeros(sel.size + 1, dtype=np.int64)
+    np.cumsum(ip[sel + 1] - ip[sel], out=sub_ptr[1:])
+    return dict(N=rows["N"][sel], psi_sum=rows["psi_sum"][sel], elbo=rows["elbo"][sel],
+                indptr=sub_ptr, indices=rows["indices"][take], data=rows["data"][take],
+                r=np.ascontiguousarray(rows["r"][take]),
+                idx=np.ascontiguousarray(rows["idx"][take]))
+
+
+def _merge_fields(st, a, b, PT, PG, PA, PH):
+    """Merge topic b into a in statistics (SuffStats or bundle dict) given the pair terms."""
+    if "S" in st:
+        S = st["S"]
+        S[a] += S[b]
+        S[b] = 0.0
+    else:
+        st["Sb"][a] += st["Sb"][b]
+        st["Sb"][b] = 0.0
+    for f, v in (("T", PT), ("G", PG), ("A", PA)):
+        arr = st[f]
+        arr[a] = v
+        arr[b] = 0.0
+    st["H"] = st["H"] + PH
+
+
+def _fold_delete(st, j, groups):
+    """Fold topic j of documents that do not use it into the remainder entry K + 1.
+
+    ``groups`` lists (alpha^used (K + 1,), number of documents); for each such document
+    theta_{d,rem} becomes alpha_j + alpha_rem, sum_k theta_dk is unchanged.
+    """
+    T, G, A = st["T"], st["G"], st["A"]
+    K = T.size - 1
+    A[K] += A[j]
+    for alpha, n in groups:
+        if n == 0:
+            continue
+        aj, ar = alpha[j], alpha[K]
+        if aj <= 0:
+            continue
+        s = aj + ar
+        T[K] += n * (psi(s) - psi(ar))
+        G[K] += n * (gammaln(s) - gammaln(ar))
+        A[K] += n * (s * psi(s) - aj * psi(aj) - ar * psi(ar))
+    T[j] = G[j] = A[j] = 0.0
+    if "S" in st:
+        st["S"][j] = 0.0
+    else:
+        st["Sb"][j] = 0.0
+
+
+def _replay(bundle, ops, sub_alpha, K):
+    """Apply the round's accepted moves so far to a bundle of visit-time statistics."""
+    n = bundle["D"]
+    for op in ops:
+        if op[0] == "merge":
+            _, a, b, p = op
+            _merge_fields(bundle, a, b, bundle["PT"][p], bundle["PG"][p], bundle["PA"][p],
+                          bundle["PH"][p])
+            sub_alpha[a] += sub_alpha[b]
+            sub_alpha[b] = 0.0
+        else:
+            j = op[1]
+            _fold_delete(bundle, j, [(sub_alpha.copy(), int(n))])
+            sub_alpha[K] += sub_alpha[j]
+            sub_alpha[j] = 0.0
+
+
+def _sub_bundle(st, bundle):
+    st["S"][:, bundle["cols"]] -= bundle["Sb"]
+    for f in ("T", "G", "A"):
+        st[f] = st[f] - bundle[f]
+    for f in ("LS", "H", "D"):
+        st[f] = st[f] - bundle[f]
+
+
+def _add_expanded(st, small, alive):
+    """Add statistics computed over the topics ``alive`` (plus the remainder) to full-space
+    statistics."""
+    idx = np.flatnonzero(alive)
+    K = alive.size
+    st["S"][idx] += small["S"]
+    for f in ("T", "G", "A"):
+        arr = st[f].copy()
+        arr[idx] += small[f][:-1]
+        arr[K] += small[f][-1]
+        st[f] = arr
+    for f in ("LS", "H", "D"):
+        st[f] = st[f] + small[f]
+
+
+def _permute(st, order):
+    K = order.size
+    full = np.concatenate([order, [K]])
+    st["S"] = np.ascontiguousarray(st["S"][order])
+    for f in ("T", "G", "A"):
+        st[f] = st[f][full]
+
+
+class _Workspace:
+    """Whole-data statistics and parameters during a move round, in the topic space of the
+    pass (removed topics are flagged, not dropped, until :meth:`compact`)."""
+
+    def __init__(self, model, stats, params):
+        self.m = model
+        self.stats = stats
+        for f in ("T", "G", "A"):
+            stats[f] = stats[f].copy()
+        self.K, self.V = params.lam.shape
+        self.alive = np.ones(self.K, dtype=bool)
+        self.lam = params.lam.copy()
+        self.El = params.Elogphi.copy()
+        self.tterm = (params.tterm if params.tterm is not None
+                      else topic_terms(stats["S"], params.lam, params.Elogphi, model.tau)).copy()
+        self.rho, self.omega = params.rho.copy(), params.omega.copy()
+        self.ops = []
+        self.merge_map = np.arange(self.K)
+        self.alive_after_j = None
+        self.value = self._value(self.stats, self.alive, self.tterm, self.rho, self.omega)
+
+    def _value(self, st, alive, tterm, rho, omega):
+        full = np.concatenate([np.flatnonzero(alive), [self.K]])
+        m = self.m
+        D = float(st["D"])
+        out = float(tterm[alive].sum())
+        out += -st["LS"] + float(st["G"][full].sum()) - float(st["A"][full].sum()) + st["H"]
+        out += stick_value(D, st["T"][full], m.alpha, m.gamma, rho, omega)
+        return out
+
+    def _sticks(self, st, alive, beta_full):
+        """Re-optimized sticks for the topics ``alive`` from a start with E[beta] = beta_full
+        (indexed like the original topics plus the remainder) and the current omega."""
+        full = np.concatenate([np.flatnonzero(alive), [self.K]])
+        beta = beta_full[full]
+        om = np.zeros(self.K)
+        om[self.alive] = self.omega
+        rho0, omega0 = sticks_from_weights(beta / beta.sum(), np.maximum(om[alive], 1e-3))
+        rho, omega, _ = optimize_hdp_sticks(float(st["D"]), st["T"][full], self.m.alpha,
+                                            self.m.gamma, rho0, omega0, maxiter=100)
+        return rho, omega
+
+    def _beta_full(self):
+        b = np.zeros(self.K + 1)
+        full = np.concatenate([np.flatnonzero(self.alive), [self.K]])
+        b[full] = expected_beta(self.rho)
+        return b
+
+    def try_merge(self, a, b, PT, PG, PA, PH):
+        st = self.stats
+        tau = self.m.tau
+        S_ab = st["S"][a] + st["S"][b]
+        lam_ab = tau + np.maximum(S_ab, 0.0)
+        El_ab = psi(lam_ab) - psi(lam_ab.sum())
+        tt_ab = topic_terms(S_ab[None], lam_ab[None], El_ab[None], tau)[0]
+        prop = {f: st[f].copy() for f in ("T", "G", "A")}
+        prop["T"][a], prop["G"][a], prop["A"][a] = PT, PG, PA
+        prop["T"][b] = prop["G"][b] = prop["A"][b] = 0.0
+        prop.update(LS=st["LS"], H=st["H"] + PH, D=st["D"])
+        alive = self.alive.copy()
+        alive[b] = False
+        tterm = self.tterm.copy()
+        tterm[a] = tt_ab
+        beta = self._beta_full()
+        beta[a] += beta[b]
+        rho, omega = self._sticks(prop, alive, beta)
+        value = self._value(prop, alive, tterm, rho, omega)
+        if not value > self.value + ACCEPT_RTOL * abs(self.value):
+            return False
+        st["S"][a] = S_ab
+        st["S"][b] = 0.0
+        for f in ("T", "G", "A"):
+            st[f] = prop[f]
+        st["H"] = prop["H"]
+        self.alive, self.tterm, self.rho, self.omega, self.value = alive, tterm, rho, omega, value
+        self.lam[a], self.El[a] = lam_ab, El_ab
+        self.merge_map[self.merge_map == b] = a
+        return True
+
+    def try_delete(self, j, befores, tmask, groups, batches):
+        m = self.m
+        st = self.stats
+        K = self.K
+        rest = {f: st[f].copy() for f in ("T", "G", "A")}
+        rest.update(S=st["S"].copy(), LS=st["LS"], H=st["H"], D=st["D"])
+        for lst in befores.values():
+            for bundle in lst:
+                _sub_bundle(rest, bundle)
+        fold = []
+        for bb, gl in groups.items():
+            for g in gl:
+                fold.append((g["alpha"], int(np.count_nonzero(g["docs"] & ~tmask[bb]))))
+        _fold_delete(rest, j, fold)
+        alive = self.alive.copy()
+        alive[j] = False
+        idx = np.flatnonzero(alive)
+        # parameters for re-inferring the targets: the current topics without j, and the
+        # current sticks with j's weight moved to the remainder
+        beta = self._beta_full()
+        beta[K] += beta[j]
+        beta[j] = 0.0
+        full = np.concatenate([idx, [K]])
+        om = np.zeros(K)
+        om[self.alive] = self.omega
+        rho0, omega0 = sticks_from_weights(beta[full] / beta[full].sum(), om[idx])
+        params0 = HDPParams(self.lam[idx], rho0, omega0, m.alpha, self.El[idx])
+        after = {}
+        for bb, mask in tmask.items():
+            if not mask.any():
+                continue
+            Xt = batches[bb][np.flatnonzero(mask)]
+            small, acc = m._local(Xt, params0, return_doc_topic=True)
+            after[bb] = dict(stats=small, doc_topic=acc["doc_topic"])
+            _add_expanded(rest, small, alive)
+        lam = m.tau + np.maximum(rest["S"], 0.0)
+        El = psi(lam) - psi(lam.sum(axis=1))[:, None]
+        tterm = topic_terms(rest["S"], lam, El, m.tau)
+        rho, omega = self._sticks(rest, alive, beta)
+        value = self._value(rest, alive, tterm, rho, omega)
+        if not value > self.value + ACCEPT_RTOL * abs(self.value):
+            return None
+        self._pending = (rest, alive, lam, El, tterm, rho, omega, value)
+        self.alive_after_j = alive
+        return after, params0
+
+    def commit_delete(self, j):
+        rest, alive, lam, El, tterm, rho, omega, value = self._pending
+        st = self.stats
+        st["S"] = rest["S"]
+        for f in ("T", "G", "A", "LS", "H", "D"):
+            st[f] = rest[f]
+        self.alive, self.lam, self.El, self.tterm = alive, lam, El, tterm
+        self.rho, self.omega, self.value = rho, omega, value
+        self.merge_map[self.merge_map == j] = -1
+        self._pending = None
+
+    def compact(self, batch_stats):
+        """Drop the removed topics from the whole-data and every batch's statistics."""
+        idx = np.flatnonzero(self.alive)
+        full = np.concatenate([idx, [self.K]])
+
+        def shrink(st):
+            st["S"] = np.ascontiguousarray(st["S"][idx])
+            for f in ("T", "G", "A"):
+                st[f] = st[f][full]
+
+        shrink(self.stats)
+        for st in batch_stats:
+            shrink(st)
+        new = compaction(self.alive)
+        mm = self.merge_map
+        self.merge_map = np.where(mm >= 0, new[np.maximum(mm, 0)], -1)
+        params = HDPParams(self.lam[idx], self.rho, self.omega, self.m.alpha, self.El[idx],
+                           self.tterm[idx])
+        return self.stats, params

@@ -1,0 +1,522 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""HDPTopicModel: stick-breaking objective, local step, statistics, moves and the estimator,
+against numpy references written from the definitions (Hughes, Kim & Sudderth 2015)."""
+
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy import integrate
+from scipy.optimize import approx_fprime
+from scipy.special import gammaln, psi
+from sklearn.model_selection import GridSearchCV
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from sparseclust import HDPTopicModel
+from sparseclust._stickbreak import (
+    c_beta,
+    dp_sticks,
+    expected_beta,
+    expected_log_beta,
+    expected_log_u,
+    hdp_objective,
+    optimize_hdp_sticks,
+    stick_prior_terms,
+    sticks_from_weights,
+)
+from sparseclust.topics._hdp_model import (
+    HDPModel,
+    HDPParams,
+    MoveRound,
+    _fold_delete,
+    _merge_fields,
+    _numpy_bundle,
+    _Workspace,
+    stick_value,
+)
+from sparseclust.topics._local import local_step
+
+# ---------------------------------------------------------------------------------------------
+# references
+
+
+def cdir(a):
+    return gammaln(np.sum(a)) - np.sum(gammaln(a))
+
+
+def ref_doc_step(ids, c, C, alpha_vec, alpha_rem, P0, tol=1e-10, max_iter=2000):
+    """Dense local step of one document from E[log pi] = P0 (numpy), with the remainder
+    entry alpha_rem that no token takes. Returns theta (K + 1,) and R (U, K)."""
+    K = C.shape[0]
+    P = P0.copy()
+    N = np.zeros(K)
+    for it in range(max_iter):
+        if it > 0:
+            P = psi(N + alpha_vec) - psi(N.sum() + alpha_vec.sum() + alpha_rem)
+        W = C[:, ids].T + P
+        R = np.exp(W - W.max(axis=1, keepdims=True))
+        R /= R.sum(axis=1, keepdims=True)
+        Nn = c @ R
+        delta = np.abs(Nn - N).max()
+        N = Nn
+        if it > 0 and delta < tol:
+            break
+    return np.concatenate([N + alpha_vec, [alpha_rem]]), R
+
+
+def ref_objective(X, docs, lam, rho, omega, alpha, gamma, tau):
+    """The HDP objective with the surrogate bound, from its definition, for given local
+    parameters ``docs`` = [(theta_d (K + 1,), R_d (U_d, K))] and global ones."""
+    K, V = lam.shape
+    El = psi(lam) - psi(lam.sum(axis=1))[:, None]
+    Eb = expected_beta(rho)
+    elu, el1mu = expected_log_u(rho, omega)
+    surrogate = K * np.log(alpha) + np.sum(elu + (K - np.arange(K)) * el1mu)
+    total = 0.0
+    for d, (theta, R) in enumerate(docs):
+        row = X[[d]]
+        ids, c = row.indices, row.data
+        Elogpi = psi(theta) - psi(theta.sum())
+        N = c @ R if ids.size else np.zeros(K)
+        Nfull = np.concatenate([N, [0.0]])
+        total += surrogate + np.sum((alpha * Eb - 1.0) * Elogpi)         # E log p(pi | beta)
+        total -= cdir(theta) + np.sum((theta - 1.0) * Elogpi)              # - E log q(pi)
+        total += np.sum(Nfull * Elogpi)                                    # E log p(z | pi)
+        if ids.size:
+            nz = R > 0
+            total -= np.sum((c[:, None] * R)[nz] * np.log(R[nz]))        # - E log q(z)
+            total += np.sum(c[:, None] * R * El[:, ids].T)                 # E log p(x | z)
+    for k in range(K):
+        total += cdir(np.full(V, tau)) + np.sum((tau - 1) * El[k])
+        total -= cdir(lam[k]) + np.sum((lam[k] - 1) * El[k])
+    total += stick_prior_terms(rho, omega, gamma)
+    return total
+
+
+def hdp_corpus(seed, K=20, V=200, D=600, length=60, gamma=2.0, alpha=1.0):
+    """Documents from a truncated HDP with K topics on disjoint word blocks plus noise."""
+    rng = np.random.RandomState(seed)
+    u = rng.beta(1.0, gamma, size=K)
+    beta = u * np.concatenate([[1.0], np.cumprod(1 - u)[:-1]])
+    beta = beta / beta.sum()
+    block = V // K
+    phi = np.full((K, V), 0.02 / V)
+    for k in range(K):
+        phi[k, k * block:(k + 1) * block] += 0.98 / block
+    phi /= phi.sum(axis=1, keepdims=True)
+    rows = []
+    for _ in range(D):
+        pi = rng.dirichlet(alpha * beta + 1e-3)
+        z = rng.choice(K, size=length, p=pi)
+        w = np.array([rng.choice(V, p=phi[k]) for k in z])
+        rows.append(np.bincount(w, minlength=V))
+    return sp.csr_array(np.asarray(rows, dtype=np.float64)), phi, beta
+
+
+def small_problem(seed=0, K=5, V=30, D=20):
+    rng = np.random.RandomState(seed)
+    dense = rng.poisson(0.5, size=(D, V)).astype(float)
+    dense[3] = 0.0  # an empty document
+    X = sp.csr_array(dense)
+    lam = 0.1 + rng.gamma(0.5, 2.0, size=(K, V))
+    rho = rng.uniform(0.1, 0.6, K)
+    omega = rng.uniform(2.0, 30.0, K)
+    return X, lam, rho, omega
+
+
+def dense_model(alpha=0.7, gamma=2.0, tau=0.1, moves=()):
+    return HDPModel(alpha, gamma, tau, None, dict(max_iter=2000, tol=1e-10, restarts=0), 1,
+                    moves)
+
+
+def ref_docs(X, params):
+    C = params.Elogphi
+    return [ref_doc_step(X[[d]].indices, X[[d]].data, C, params.alpha_vec, params.alpha_rem,
+                         params.P0) for d in range(X.shape[0])]
+
+
+# ---------------------------------------------------------------------------------------------
+# stick-breaking
+
+
+def test_objective_gradient_matches_finite_differences():
+    rng = np.random.default_rng(0)
+    for K in (1, 4, 12):
+        T = -rng.gamma(2.0, 30.0, K + 1)
+        x = rng.normal(scale=1.5, size=2 * K)
+
+        def f(z, K=K, T=T):
+            return hdp_objective(z, 40.0, T, 0.8, 3.0)[0]
+
+        g = hdp_objective(x, 40.0, T, 0.8, 3.0)[1]
+        num = approx_fprime(x, f, 1e-7)
+        np.testing.assert_allclose(g, num, rtol=2e-5, atol=1e-5 * np.abs(g).max())
+
+
+def test_objective_is_the_sum_of_its_definitions():
+    # L_G + D K log alpha + K c_B(1, gamma) = L_u + D * surrogate + alpha E[beta] . T
+    rng = np.random.default_rng(1)
+    K, D, alpha, gamma = 7, 25.0, 0.6, 1.7
+    rho, omega = rng.uniform(0.05, 0.9, K), rng.uniform(0.5, 40, K)
+    T = -rng.gamma(2.0, 10.0, K + 1)
+    elu, el1mu = expected_log_u(rho, omega)
+    surrogate = K * np.log(alpha) + np.sum(elu + (K - np.arange(K)) * el1mu)
+    want = stick_prior_terms(rho, omega, gamma) + D * surrogate + alpha * expected_beta(rho) @ T
+    assert stick_value(D, T, alpha, gamma, rho, omega) == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("alpha", [0.05, 0.5, 1.0, 5.0, 40.0])
+def test_surrogate_bound_is_below_the_exact_cumulant(alpha):
+    # supplement Fig. 2 setting: K = 1, beta = [beta_1, 1 - beta_1]
+    for b1 in np.linspace(0.01, 0.99, 25):
+        exact = gammaln(alpha) - gammaln(alpha * b1) - gammaln(alpha * (1 - b1))
+        bound = np.log(alpha) + np.log(b1) + np.log(1 - b1)
+        assert bound <= exact + 1e-12
+    # and its expectation under q(u_1) = Beta(a, b), by quadrature
+    for a, b in [(0.7, 3.0), (5.0, 5.0), (40.0, 2.0)]:
+        def integrand(u, a=a, b=b):
+            dens = np.exp((a - 1) * np.log(u) + (b - 1) * np.log1p(-u) - (-c_beta(a, b)))
+            return dens * (gammaln(alpha) - gammaln(alpha * u) - gammaln(alpha * (1 - u)))
+
+        exact = integrate.quad(integrand, 0, 1, limit=200)[0]
+        rho, omega = np.array([a / (a + b)]), np.array([a + b])
+        elu, el1mu = expected_log_u(rho, omega)
+        assert np.log(alpha) + elu[0] + el1mu[0] <= exact + 1e-8
+
+
+def test_optimizer_improves_and_never_returns_worse_than_the_start():
+    rng = np.random.default_rng(2)
+    K, D = 10, 100.0
+    T = -np.sort(rng.gamma(2.0, 200.0, K + 1))
+    rho0, omega0 = np.full(K, 0.2), np.full(K, 5.0)
+
+    def value(r, o):
+        return stick_value(D, T, 0.5, 1.0, r, o)
+
+    rho, omega, _ = optimize_hdp_sticks(D, T, 0.5, 1.0, rho0, omega0)
+    assert value(rho, omega) > value(rho0, omega0)
+    # restarting from the optimum returns it (or something no worse)
+    rho2, omega2, _ = optimize_hdp_sticks(D, T, 0.5, 1.0, rho, omega)
+    assert value(rho2, omega2) >= value(rho, omega) - 1e-9 * abs(value(rho, omega))
+
+
+def test_stick_helpers():
+    rho = np.array([0.5, 0.25, 0.9])
+    Eb = expected_beta(rho)
+    np.testing.assert_allclose(Eb, [0.5, 0.125, 0.3375, 0.0375])
+    r2, _ = sticks_from_weights(Eb)
+    np.testing.assert_allclose(r2, rho)
+    omega = np.array([3.0, 10.0, 2.0])
+    elu, el1mu = expected_log_u(rho, omega)
+    want = [elu[0], el1mu[0] + elu[1], el1mu[0] + el1mu[1] + elu[2], el1mu.sum()]
+    np.testing.assert_allclose(expected_log_beta(rho, omega), want)
+    # DP mixture closed form: a = 1 + N_k, b = gamma + sum_{l>k} N_l
+    r, o = dp_sticks(np.array([5.0, 3.0, 0.0]), 2.0)
+    np.testing.assert_allclose(r * o, [6.0, 4.0, 1.0])
+    np.testing.assert_allclose((1 - r) * o, [5.0, 2.0, 2.0])
+
+
+# ---------------------------------------------------------------------------------------------
+# local step and statistics
+
+
+def test_local_step_matches_numpy_reference_with_remainder_and_beta_start():
+    X, lam, rho, omega = small_problem()
+    params = HDPParams(lam, rho, omega, 0.7)
+    res = local_step(X, params.tables, params.alpha_vec, L=None, max_iter=2000, tol=1e-10,
+                     restarts=0, return_doc_topic=True, alpha_rem=params.alpha_rem,
+                     init_weights=params.P0)
+    docs = ref_docs(X, params)
+    N_ref = np.array([th[:-1] - params.alpha_vec for th, _ in docs])
+    np.testing.assert_allclose(res.doc_topic, N_ref, atol=1e-8)
+    Elogpi = np.array([psi(th) - psi(th.sum()) for th, _ in docs])
+    np.testing.assert_allclose(res.sum_Elogpi, Elogpi[:, :-1].sum(0), rtol=1e-9)
+
+
+def test_local_step_with_fixed_sticks_is_the_lda_local_step_with_per_topic_alpha():
+    # moves off, rho fixed: the HDP statistics S and T are those of the LDA local step with
+    # alpha_k = alpha E[beta_k] (uniform cold start on both sides)
+    X, lam, rho, omega = small_problem(seed=3, K=6)
+    params = HDPParams(lam, rho, omega, 0.9)
+    params.P0 = np.full(6, -np.log(6))
+    m = dense_model(alpha=0.9)
+    m.L = 3
+    st = m.local_step(X, params)
+    ref = local_step(X, lam_Elogphi(lam), params.alpha_vec, L=3, max_iter=2000, tol=1e-10,
+                     restarts=0, alpha_rem=params.alpha_rem)
+    np.testing.assert_array_equal(st["S"], ref.topic_word_stats)
+    np.testing.assert_array_equal(st["T"][:-1], ref.sum_Elogpi)
+
+
+def lam_Elogphi(lam):
+    return psi(lam) - psi(lam.sum(axis=1))[:, None]
+
+
+def test_whole_data_objective_matches_definition():
+    X, lam, rho, omega = small_problem(seed=1)
+    alpha, gamma, tau = 0.7, 2.0, 0.1
+    params = HDPParams(lam, rho, omega, alpha)
+    m = dense_model(alpha, gamma, tau)
+    st = m.local_step(X, params)
+    got = m.elbo(st, params)
+    want = ref_objective(X, ref_docs(X, params), lam, rho, omega, alpha, gamma, tau)
+    assert got == pytest.approx(want, rel=1e-9)
+    # the objective stays exact when the sticks (hence alpha E[beta]) change after the local
+    # step: the theta-dependent terms are statistics
+    rho2, omega2 = rho[::-1].copy(), omega * 1.5
+    params2 = HDPParams(lam, rho2, omega2, alpha)
+    want2 = ref_objective(X, ref_docs(X, params), lam, rho2, omega2, alpha, gamma, tau)
+    assert m.elbo(st, params2) == pytest.approx(want2, rel=1e-9)
+
+
+@pytest.mark.parametrize("L", [None, 3])
+def test_merge_statistics_equal_a_from_scratch_evaluation(L):
+    X, lam, rho, omega = small_problem(seed=2, K=5, D=30)
+    alpha, gamma, tau = 0.7, 2.0, 0.1
+    params = HDPParams(lam, rho, omega, alpha)
+    m = dense_model(alpha, gamma, tau)
+    m.L = L
+    pairs = np.array([(a, b) for a in range(5) for b in range(a + 1, 5)], dtype=np.int32)
+    m.round = MoveRound(5, pairs, [])
+    st = m.visit(X, params, 0)
+    g = m.round.batch[0]
+    # local parameters of every document, reconstructed from the kernel's per-document outputs
+    res = local_step(X, params.tables, params.alpha_vec, L=L, max_iter=2000, tol=1e-10,
+                     restarts=0, return_doc_topic=True, alpha_rem=params.alpha_rem,
+                     init_weights=params.P0, extra=_capture_R(X))
+    docs = _captured_docs(X, res, params)
+    for p, (a, b) in enumerate(pairs):
+        merged = st.copy()
+        _merge_fields(merged, a, b, g["PT"][p], g["PG"][p], g["PA"][p], g["PH"][p])
+        keep = [k for k in range(5) if k != b]
+        full = keep + [5]
+        for f in ("T", "G", "A"):
+            merged[f] = merged[f][full]
+        merged["S"] = merged["S"][keep]
+        lam2 = tau + merged["S"]
+        rho2, omega2 = rho[:4].copy(), omega[:4].copy()
+        p2 = HDPParams(lam2, rho2, omega2, alpha)
+        docs2 = []
+        for theta, R in docs:
+            th = theta.copy()
+            th[a] += th[b]
+            R2 = R.copy()
+            R2[:, a] += R2[:, b]
+            docs2.append((th[full], R2[:, keep]))
+        want = ref_objective(X, docs2, lam2, rho2, omega2, alpha, gamma, tau)
+        assert m.elbo(merged, p2) == pytest.approx(want, rel=1e-8), (a, b)
+
+
+_CAPTURED = {}
+
+
+def _capture_R(X):
+    _CAPTURED.clear()
+
+    def extra(piece):
+        _CAPTURED["piece"] = piece
+
+    return extra
+
+
+def _captured_docs(X, res, params):
+    """(theta_d, R_d) of every document from the kernel outputs captured by ``_capture_R``."""
+    piece = _CAPTURED["piece"]
+    out = piece["out"]
+    K = params.K
+    docs = []
+    for d in range(X.shape[0]):
+        lo, hi = piece["indptr"][d], piece["indptr"][d + 1]
+        R = np.zeros((hi - lo, K))
+        if piece["Lk"] > 0:
+            for q in range(lo, hi):
+                for t in range(piece["Lk"]):
+                    k = out["idx"][q, t]
+                    if k >= 0:
+                        R[q - lo, k] = out["r"][q, t]
+        else:
+            ET = piece["ET"]
+            for q in range(lo, hi):
+                v = piece["indices"][q]
+                R[q - lo] = out["expP"][d] * ET[v] / out["zs"][q]
+        theta = np.concatenate([res.doc_topic[d] + params.alpha_vec, [params.alpha_rem]])
+        docs.append((theta, R))
+    return docs
+
+
+def test_fold_of_an_unused_topic_into_the_remainder_is_exact():
+    # documents that do not use topic j: folding theta_dj into the remainder entry changes
+    # only T, G, A of j and the remainder; check against the definition
+    X, lam, rho, omega = small_problem(seed=4, K=5, D=25)
+    alpha, gamma, tau = 0.7, 2.0, 0.1
+    params = HDPParams(lam, rho, omega, alpha)
+    m = dense_model(alpha, gamma, tau)
+    m.L = 2
+    res = local_step(X, params.tables, params.alpha_vec, L=2, max_iter=2000, tol=1e-10,
+                     restarts=0, return_doc_topic=True, alpha_rem=params.alpha_rem,
+                     init_weights=params.P0, extra=_capture_R(X))
+    docs = _captured_docs(X, res, params)
+    unused = np.flatnonzero((res.doc_topic > 0).sum(axis=0) < X.shape[0])
+    j = int(unused[0])
+    users = np.flatnonzero(res.doc_topic[:, j] > 0)
+    rest = np.setdiff1d(np.arange(X.shape[0]), users)
+    Xr = X[rest]
+    st = m.local_step(Xr, params)
+    _fold_delete(st, j, [(params.alpha_all(), Xr.shape[0])])
+    keep = [k for k in range(5) if k != j]
+    full = keep + [5]
+    for f in ("T", "G", "A"):
+        st[f] = st[f][full]
+    st["S"] = st["S"][keep]
+    lam2 = lam[keep]
+    rho2, omega2 = rho[:4].copy(), omega[:4].copy()
+    p2 = HDPParams(lam2, rho2, omega2, alpha)
+    docs2 = []
+    for d in rest:
+        theta, R = docs[d]
+        th = theta.copy()
+        th[5] += th[j]
+        docs2.append((th[full], R[:, keep]))
+    want = ref_objective(Xr, docs2, lam2, rho2, omega2, alpha, gamma, tau)
+    assert m.elbo(st, p2) == pytest.approx(want, rel=1e-8)
+
+
+def test_numpy_bundle_equals_kernel_statistics_of_the_same_documents():
+    X, lam, rho, omega = small_problem(seed=5, K=6, D=40)
+    params = HDPParams(lam, rho, omega, 0.7)
+    m = dense_model()
+    m.L = 3
+    pairs = np.array([(0, 1), (2, 5), (1, 4)], dtype=np.int32)
+    m.round = MoveRound(6, pairs, [0, 1, 2, 3, 4, 5])
+    m.visit(X, params, 0)
+    g = m.round.batch[0]
+    rows = g["targets"][0]
+    bundle = _numpy_bundle(rows, g["alpha0"], 6, X.shape[1], pairs)
+    m2 = dense_model()
+    m2.L = 3
+    m2.round = MoveRound(6, pairs, [])
+    st = m2.visit(X[rows["doc_ids"]], params, 0)
+    g2 = m2.round.batch[0]
+    S = np.zeros_like(st["S"])
+    S[:, bundle["cols"]] = bundle["Sb"]
+    np.testing.assert_allclose(S, st["S"], rtol=1e-12, atol=1e-12)
+    for f in ("T", "G", "A"):
+        np.testing.assert_allclose(bundle[f], st[f], rtol=1e-10)
+    for f in ("LS", "H", "D"):
+        assert bundle[f] == pytest.approx(st[f], rel=1e-10)
+    for f in ("PT", "PG", "PA", "PH"):
+        np.testing.assert_allclose(bundle[f], g2[f], rtol=1e-10, atol=1e-12)
+
+
+def test_accepted_merge_value_equals_the_objective_of_the_merged_statistics():
+    X, lam, rho, omega = small_problem(seed=6, K=5, D=30)
+    alpha, gamma, tau = 0.7, 2.0, 0.1
+    m = dense_model(alpha, gamma, tau)
+    m.L = 3
+    pairs = np.array([(a, b) for a in range(5) for b in range(a + 1, 5)], dtype=np.int32)
+    m.round = MoveRound(5, pairs, [])
+    params = HDPParams(lam, rho, omega, alpha)
+    st = m.visit(X, params, 0)
+    params = m.global_step(st)
+    work = _Workspace(m, st.copy(), params)
+    g = m.round.batch[0]
+    # force a comparison of the proposal value with the merged statistics' objective
+    work.value = -1e300
+    assert work.try_merge(0, 1, g["PT"][0], g["PG"][0], g["PA"][0], g["PH"][0])
+    stats, p2 = work.compact([])
+    assert m.elbo(stats, p2) == pytest.approx(work.value, rel=1e-10)
+
+
+# ---------------------------------------------------------------------------------------------
+# training
+
+
+def test_memoized_objective_never_decreases_with_moves():
+    X, _, _ = hdp_corpus(0, K=8, V=80, D=200, length=40)
+    m = HDPTopicModel(max_components=20, L=4, max_iter=15, tol=0, n_batches=4,
+                      random_state=0, local_tol=1e-4).fit(X)
+    lb = np.asarray(m.lower_bounds_)
+    assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:]))
+    tr = m.trace_
+    assert sum(e["merges_accepted"] + e["deletes_accepted"] for e in tr) > 0
+    assert tr[-1]["n_topics"] < 20
+
+
+def test_live_topics_sorted_and_transform_rows_sum_to_one():
+    X, _, _ = hdp_corpus(1, K=6, V=60, D=150, length=40)
+    m = HDPTopicModel(max_components=15, max_iter=10, tol=0, random_state=0).fit(X)
+    sizes = m.components_.sum(axis=1)
+    assert np.all(np.diff(sizes) <= 0)
+    assert m.components_.shape == (m.n_components_, X.shape[1])
+    np.testing.assert_allclose(m.topic_word_distribution_.sum(axis=1), 1.0)
+    Z = m.transform(X)
+    assert Z.shape == (X.shape[0], m.n_components_)
+    np.testing.assert_allclose(Z.sum(axis=1), 1.0)
+    assert m.topic_weights_.shape == (m.n_components_,)
+    assert np.all(m.doc_topic_prior_ > 0)
+
+
+def test_threads_bit_identical():
+    X, _, _ = hdp_corpus(2, K=6, V=60, D=300, length=50)
+    kw = dict(max_components=12, max_iter=6, tol=0, random_state=0, n_batches=3)
+    a = HDPTopicModel(n_threads=1, **kw).fit(X)
+    b = HDPTopicModel(n_threads=2, **kw).fit(X)
+    np.testing.assert_array_equal(a.components_, b.components_)
+    assert a.lower_bounds_ == b.lower_bounds_
+
+
+def test_same_random_state_same_fit_pickle_and_empty_documents():
+    X, _, _ = hdp_corpus(3, K=5, V=50, D=120, length=30)
+    X = sp.vstack([X, sp.csr_array((2, X.shape[1]))]).tocsr()
+    a = HDPTopicModel(max_components=10, max_iter=5, tol=0, random_state=4).fit(X)
+    b = HDPTopicModel(max_components=10, max_iter=5, tol=0, random_state=4).fit(X)
+    np.testing.assert_array_equal(a.components_, b.components_)
+    c = pickle.loads(pickle.dumps(a))
+    np.testing.assert_array_equal(c.transform(X), a.transform(X))
+    Z = a.transform(X[-2:])
+    np.testing.assert_allclose(Z.sum(axis=1), 1.0)
+    Z32 = a.transform(X.astype(np.float32))
+    assert Z32.dtype == np.float32
+
+
+def test_bad_input():
+    X, _, _ = hdp_corpus(4, K=4, V=40, D=60, length=20)
+    with pytest.raises(ValueError, match="Negative"):
+        HDPTopicModel(max_components=5).fit(-X.toarray())
+    Xn = X.toarray()
+    Xn[0, 0] = np.nan
+    with pytest.raises(ValueError):
+        HDPTopicModel(max_components=5).fit(Xn)
+    m = HDPTopicModel(max_components=5, max_iter=3, random_state=0).fit(X)
+    with pytest.raises(ValueError, match="features"):
+        m.transform(X[:, :-1])
+    with pytest.raises(ValueError, match="features"):
+        m.partial_fit(X[:, :-1])
+    with pytest.raises(ValueError, match="moves"):
+        HDPTopicModel(moves="split").fit(X)
+    with pytest.raises(ValueError):
+        HDPTopicModel(L=0).fit(X)
+    X0 = X.copy()
+    HDPTopicModel(max_components=5, max_iter=2, random_state=0).fit(X)
+    assert (X0 != X).nnz == 0
+
+
+def test_partial_fit_stream_and_gridsearch():
+    X, _, _ = hdp_corpus(5, K=5, V=50, D=300, length=40)
+    m = HDPTopicModel(max_components=10, random_state=0, total_samples=300)
+    s0 = None
+    for start in range(0, 300, 50):
+        m.partial_fit(X[start:start + 50])
+        if s0 is None:
+            s0 = m.score(X)
+    assert m.score(X) > s0
+    assert m.n_batch_iter_ == 6
+    g = GridSearchCV(HDPTopicModel(max_components=8, max_iter=3, random_state=0),
+                     {"L": [2, 4], "gamma": [1.0, 5.0]}, cv=2).fit(X)
+    assert g.best_params_["L"] in (2, 4)
+
+
+@parametrize_with_checks([HDPTopicModel(max_components=4, max_iter=3, random_state=0)])
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
