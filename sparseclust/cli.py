@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Command-line interface: ``sparseclust topics [PATH] ...``.
 
-Fits :class:`sparseclust.SparseLDA` to a corpus, then prints each topic's top words, the
+Fits :class:`sparseclust.SparseLDA` (or, with ``--model hdp``, :class:`sparseclust.HDPTopicModel`,
+which learns the number of topics) to a corpus, then prints each topic's top words, the
 held-out document-completion score (Hughes & Sudderth 2016, App. E) on a fraction of the
 documents kept out of training beside the score of a unigram model on the same held-out
 words, the mean UMass coherence (Mimno et al. 2011) on the training documents, whether
@@ -118,6 +119,13 @@ def _build_parser():
     )
     t.add_argument("--vocab", metavar="FILE", help="vocabulary file, one word per line")
     t.add_argument(
+        "--model",
+        choices=("lda", "hdp"),
+        default="lda",
+        help="lda: SparseLDA with K topics (default); hdp: HDPTopicModel, which learns the "
+        "number of topics starting from K (--n-topics is then its truncation)",
+    )
+    t.add_argument(
         "--n-topics", "-k", type=_positive_int, default=20, help="number of topics K (default 20)"
     )
     t.add_argument(
@@ -193,7 +201,7 @@ def _build_parser():
     t.add_argument(
         "--save-model",
         metavar="FILE",
-        help="save the fitted SparseLDA with pickle (load it with pickle.load; only load "
+        help="save the fitted model with pickle (load it with pickle.load; only load "
         "files you trust)",
     )
     t.add_argument(
@@ -477,16 +485,18 @@ def _run_topics(args):
     )
 
     from sparseclust.metrics import document_completion_score, top_words, umass_coherence
-    from sparseclust.topics import SparseLDA
+    from sparseclust.topics import HDPTopicModel, SparseLDA
 
+    Estimator = HDPTopicModel if args.model == "hdp" else SparseLDA
+    size = "max_components" if args.model == "hdp" else "n_components"
     params = dict(
-        n_components=args.n_topics,
         L=min(args.L, args.n_topics),
         algorithm=args.algorithm,
         max_iter=args.max_iter,
         random_state=args.seed,
         n_threads=args.threads,
     )
+    params[size] = args.n_topics
     if args.tol is not None:
         params["tol"] = args.tol
     if args.n_batches is not None:
@@ -494,13 +504,14 @@ def _run_topics(args):
     if args.batch_size is not None:
         params["batch_size"] = args.batch_size
     try:
-        model = SparseLDA(**params)
+        model = Estimator(**params)
     except TypeError as exc:  # pragma: no cover - estimator contract
-        raise CLIError(f"SparseLDA does not accept these options: {exc}") from None
+        raise CLIError(f"{Estimator.__name__} does not accept these options: {exc}") from None
+    what = "truncation K" if args.model == "hdp" else "K"
     _say(
         args,
-        f"fitting SparseLDA: K={args.n_topics}, L={params['L']}, algorithm={args.algorithm}, "
-        f"up to {args.max_iter} passes",
+        f"fitting {Estimator.__name__}: {what}={args.n_topics}, L={params['L']}, "
+        f"algorithm={args.algorithm}, up to {args.max_iter} passes",
     )
     progress = _Progress(args.max_iter, enabled=not args.quiet)
     t0 = time.perf_counter()
@@ -547,8 +558,11 @@ def _run_topics(args):
     order = np.argsort(-share, kind="stable")
 
     out = sys.stdout
-    print(f"\nTopics (K={args.n_topics}, L={params['L']}), by share of training tokens:", file=out)
-    width = len(str(args.n_topics - 1))
+    n_shown = len(order)
+    learned = f", learned from a truncation of {args.n_topics}" if args.model == "hdp" else ""
+    print(f"\nTopics (K={n_shown}{learned}, L={params['L']}), by share of training tokens:",
+          file=out)
+    width = len(str(n_shown - 1))
     for k in order:
         coh = f"  [coherence {coherence[k]:7.1f}]" if coherence is not None else ""
         print(f"  {k:>{width}} {100 * share[k]:5.1f}%  {' '.join(words[k])}{coh}", file=out)
@@ -582,7 +596,8 @@ def _run_topics(args):
             _save_doc_topics(args.doc_topics, model.transform(X).astype(np.float64))
         except OSError as exc:
             raise CLIError(f"cannot write {args.doc_topics}: {exc}") from None
-        _say(args, f"wrote the {n_docs} x {args.n_topics} document-topic matrix to "
+        n_cols = getattr(model, "n_components_", args.n_topics)
+        _say(args, f"wrote the {n_docs} x {n_cols} document-topic matrix to "
                    f"{args.doc_topics}")
     if args.save_model:
         try:
@@ -610,6 +625,8 @@ def _run_topics(args):
                 "n_train": int(len(train_idx)),
                 "n_heldout": int(len(test_idx)),
             },
+            "model": Estimator.__name__,
+            "n_topics": int(len(order)),
             "params": {k: v for k, v in params.items()},
             "topics": [
                 {

@@ -140,6 +140,30 @@ def test_topics_on_uci_corpus_recovers_planted_blocks(tmp_path, capsys):
     assert payload["timings"]["fit"] > 0
 
 
+def test_topics_hdp_learns_the_planted_number_of_topics(tmp_path, capsys):
+    X = planted_counts(n_docs=120)
+    path = write_uci(tmp_path, X)
+    out_json = tmp_path / "hdp.json"
+    code, out, err = run(
+        ["topics", str(path), "--model", "hdp", "--n-topics", "10", "--L", "3",
+         "--max-iter", "20", "--top-n", "4", "--seed", "0", "-q", "--output", str(out_json)],
+        capsys,
+    )
+    assert code == 0, err
+    payload = json.loads(out_json.read_text())
+    assert payload["model"] == "HDPTopicModel"
+    # three planted blocks, from a truncation of 10 topics
+    assert payload["n_topics"] == 3, out
+    assert "learned from a truncation of 10" in out
+    blocks = set()
+    for t in payload["topics"]:
+        b = {block_of(w) for w in t["words"]}
+        assert len(b) == 1, t["words"]
+        blocks |= b
+    assert blocks == {0, 1, 2}
+    assert heldout_score(out) > math.log(1 / 18) + 0.3
+
+
 def test_topics_on_text_folder(tmp_path, capsys):
     X = planted_counts(n_docs=30, seed=3)
     words = vocab_words()

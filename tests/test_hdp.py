@@ -520,3 +520,32 @@ def test_partial_fit_stream_and_gridsearch():
 @parametrize_with_checks([HDPTopicModel(max_components=4, max_iter=3, random_state=0)])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+def planted_hdp_corpus(seed, K=20, V=200, D=1000, length=50):
+    """K block topics with Dir(5)-distributed top-level weights; documents mix a few."""
+    rng = np.random.RandomState(seed)
+    beta = rng.dirichlet(np.full(K, 5.0))
+    block = V // K
+    phi = np.full((K, V), 0.05 / V)
+    for k in range(K):
+        phi[k, k * block:(k + 1) * block] += 0.95 / block
+    phi /= phi.sum(axis=1, keepdims=True)
+    cdf = phi.cumsum(axis=1)
+    rows = []
+    for _ in range(D):
+        pi = rng.dirichlet(beta * K / 2 + 1e-3)
+        z = rng.choice(K, size=length, p=pi)
+        w = (rng.rand(length)[:, None] > cdf[z]).sum(axis=1)
+        rows.append(np.bincount(w, minlength=V))
+    return sp.csr_array(np.asarray(rows, dtype=np.float64))
+
+
+def test_planted_number_of_topics_is_recovered_from_a_larger_truncation():
+    # true K = 20, truncation 100; seeds 0..4, all of them reported (not hand-picked)
+    hits = []
+    for seed in range(5):
+        X = planted_hdp_corpus(seed)
+        m = HDPTopicModel(max_components=100, max_iter=20, tol=0, random_state=seed).fit(X)
+        hits.append(abs(m.n_components_ - 20) <= 3)
+    assert sum(hits) >= 4, hits

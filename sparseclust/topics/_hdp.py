@@ -95,8 +95,9 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     max_iter : int, default=50
         Passes over the data.
     tol : float, default=1e-4
-        Stop when the relative change of the objective between two passes is below ``tol``
-        and the pass accepted no move.
+        Stop when the objective changed by less than ``tol`` nats per training token between
+        two passes and the pass accepted no move (the unit of :class:`SparseLDA`'s ``tol``;
+        0 runs ``max_iter`` passes).
     local_max_iter, local_tol : int, float, default=100, 0.05
         Local step limits (iterations; max_k |Delta N_dk|).
     restarts : int, default=0
@@ -124,6 +125,8 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         belongs to dead topics and to the remainder of the truncation).
     doc_topic_prior_ : ndarray (n_components_,)
         alpha E[beta_k]: the document-level Dirichlet prior of the live topics.
+    topic_word_prior_ : float
+        tau used.
     rho_, omega_ : ndarray (n_topics_model_,)
         Stick parameters of every topic of the fitted truncation, in the model's (stick)
         order.
@@ -291,6 +294,7 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         self.exp_dirichlet_component_ = np.exp(params.Elogphi[order])
         self.topic_weights_ = params.Ebeta[order]
         self.doc_topic_prior_ = params.alpha_vec[order]
+        self.topic_word_prior_ = float(self.topic_word_prior)
         self.rho_ = params.rho.copy()
         self.omega_ = params.omega.copy()
 
@@ -342,7 +346,7 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             batch_size=self.batch_size, kappa=self.kappa, delta=self.delta,
             total_samples=self.total_samples,
             random_state=rng.randint(np.iinfo(np.int32).max), verbose=self.verbose,
-            callback=self._stopper(_cb, snaps),
+            callback=self._stopper(_cb, snaps), tol_scale=max(float(X.sum()), 1.0),
         )
         trace, prev = [], {k: 0 for k in model.counters}
         for entry, snap in zip(result.trace, snaps, strict=True):
@@ -374,21 +378,17 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         return self
 
     def _stopper(self, cb, snaps):
-        """Callback that also applies the stopping rule: relative objective change below tol
-        in a pass that accepted no move."""
+        """Callback that also applies the stopping rule: objective change below ``tol`` nats
+        per token (the engine's ``elbo_change``) in a pass that accepted no move."""
         self._converged = False
-        state = {"prev": -np.inf}
 
         def _inner(info):
             stop = cb(info)
-            elbo = info["elbo"]
-            prev = state["prev"]
-            state["prev"] = elbo
+            change = info.get("elbo_change", np.inf)
             s = snaps[-1]
             moved = s.get("merges_accepted", 0) or s.get("deletes_accepted", 0) or s.get(
                 "sorted", False)
-            if (self.tol > 0 and np.isfinite(prev) and not moved
-                    and abs(elbo - prev) <= self.tol * max(abs(elbo), abs(prev))):
+            if self.tol > 0 and np.isfinite(change) and not moved and change < self.tol:
                 self._converged = True
                 return True
             return stop

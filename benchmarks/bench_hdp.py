@@ -1,0 +1,376 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""HDPTopicModel against the grid of SparseLDA fits a user would otherwise run, and against the
+HDP topic models of gensim and tomotopy: learned number of topics, held-out document
+completion and wall-clock time, on KOS and 20 Newsgroups.
+
+Methods (one thread each, topic-word prior 0.1, document concentration alpha = 0.5):
+
+* ``hdp``: HDPTopicModel from a truncation of ``--truncation`` topics (default 200), memoized
+  training with merge/delete/sort moves, L = 8, its default stopping rule; several seeds;
+* ``lda-K``: SparseLDA at K in ``--ks`` (memoized, L = 8, alpha = 0.5 / K per topic, i.e. the
+  same total prior mass), its default stopping rule; plus one SparseLDA at the K the HDP
+  learned (seed by seed), for the time and pass-time ratios;
+* ``gensim-hdp``: gensim ``HdpModel`` (online variational HDP; T = truncation, second-level
+  truncation K = 15 as its default, alpha = 0.5, gamma as ours, eta = 0.1, chunks of 256), one
+  pass over the shuffled training set per step, its topics and document prior from
+  ``hdp_to_lda``;
+* ``tomotopy-hdp``: tomotopy ``HDPModel`` (collapsed Gibbs sampling of the Chinese restaurant
+  franchise; alpha = 0.5, eta = 0.1, gamma as ours, ``optim_interval = 0`` so the priors stay
+  fixed as for every other method, ``initial_k`` its default), 10 sweeps per step, scored on
+  its live topics with document prior alpha times each live topic's share of the tokens.
+
+The peers run for ``--peer-budget`` seconds (default: twice the slowest HDP fit). Every
+method is scored by :func:`sparseclust.metrics.document_completion_score` on the same test
+documents, split and seed; scoring time is excluded from every clock.
+
+Data: KOS (bundled; 10% of the documents held out, seeded) and 20 Newsgroups (the split of
+``bench_lda_heldout.py``: 11,314 training posts, 1,000 test posts).
+
+Usage::
+
+    python benchmarks/bench_hdp.py                       # both corpora, ~2-3 h on 2 cores
+    python benchmarks/bench_hdp.py --corpora kos --quick # smoke run
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (  # noqa: E402
+    RESULTS,
+    Stopwatch,
+    environment,
+    newsgroups_heldout_split,
+    token_lists,
+    write_json,
+)
+
+from sparseclust import HDPTopicModel, SparseLDA  # noqa: E402
+from sparseclust.metrics import document_completion_score  # noqa: E402
+
+ALPHA = 0.5
+TAU = 0.1
+
+
+def load(corpus, seed):
+    if corpus == "kos":
+        from sparseclust.datasets import load_kos
+
+        X = sp.csr_array(load_kos().data, dtype=np.float64)
+        perm = np.random.RandomState(seed).permutation(X.shape[0])
+        n_test = int(round(0.1 * X.shape[0]))
+        return X[np.sort(perm[n_test:])], X[np.sort(perm[:n_test])]
+    X_train, X_test, _ = newsgroups_heldout_split(seed=seed)
+    return sp.csr_array(X_train), sp.csr_array(X_test)
+
+
+class Scorer:
+    def __init__(self, X_test, seed):
+        self.X_test, self.seed, self.seconds = X_test, seed, 0.0
+
+    def __call__(self, topic_word, alpha):
+        t0 = time.perf_counter()
+        s = document_completion_score(topic_word, self.X_test, random_state=self.seed,
+                                      doc_topic_prior=alpha, n_threads=1)
+        self.seconds += time.perf_counter() - t0
+        return float(s)
+
+
+def live_from_lambda(lam):
+    sizes = lam.sum(axis=1) - TAU * lam.shape[1]
+    return sizes >= 1.0
+
+
+def run_hdp(X, scorer, truncation, seed, gamma, max_iter):
+    m = HDPTopicModel(truncation, alpha=ALPHA, gamma=gamma, topic_word_prior=TAU, L=8,
+                      max_iter=max_iter, random_state=seed, n_threads=1)
+    curve = []
+
+    def cb(info):
+        # score the live topics with the current prior alpha E[beta]: rebuild from lambda
+        lam = info["components"]
+        live = live_from_lambda(lam)
+        curve.append(dict(t=info["elapsed"], n_live=int(live.sum()),
+                          n_topics=int(lam.shape[0]), merges=info.get("merges_accepted", 0),
+                          deletes=info.get("deletes_accepted", 0)))
+        return False
+
+    m.fit(X, callback=cb)
+    final = scorer(m, None)
+    passes = [e["time_local"] + e["time_global"] + e["time_moves"] for e in m.trace_]
+    return dict(method="hdp", seed=seed, gamma=gamma, n_live=m.n_components_,
+                n_topics_model=m.n_topics_model_, n_iter=m.n_iter_,
+                seconds=m.trace_[-1]["elapsed"], final_score=final, curve=curve,
+                pass_seconds=passes, trace=[{k: v for k, v in e.items()
+                                             if isinstance(v, (int, float, bool))}
+                                            for e in m.trace_])
+
+
+def run_lda(X, scorer, K, seed, max_iter, score_every_pass=True):
+    m = SparseLDA(K, L=8, doc_topic_prior=ALPHA / K, topic_word_prior=TAU, max_iter=max_iter,
+                  random_state=seed, n_threads=1)
+    curve = []
+
+    def cb(info):
+        if score_every_pass:
+            lam = info["components"]
+            curve.append(dict(t=info["elapsed"],
+                              score=scorer(lam / lam.sum(axis=1, keepdims=True), ALPHA / K)))
+        return False
+
+    m.fit(X, callback=cb)
+    final = scorer(m, ALPHA / K)
+    passes = [e["time_local"] + e["time_global"] for e in m.trace_]
+    return dict(method=f"lda-{K}", K=K, seed=seed, n_iter=m.n_iter_,
+                seconds=m.trace_[-1]["elapsed"], final_score=final, curve=curve,
+                pass_seconds=passes)
+
+
+def run_gensim(X, scorer, truncation, seed, gamma, budget):
+    from gensim.models import HdpModel
+
+    V = X.shape[1]
+    id2word = {i: str(i) for i in range(V)}
+    rng = np.random.RandomState(seed)
+    docs = [list(zip(X.indices[X.indptr[d]:X.indptr[d + 1]].tolist(),
+                     X.data[X.indptr[d]:X.indptr[d + 1]].tolist())) for d in range(X.shape[0])]
+    n_chunks = -(-len(docs) // 256)
+    sw = Stopwatch()
+    hdp, curve, passes = None, [], 0
+    while True:
+        order = rng.permutation(len(docs))
+        corpus = [docs[i] for i in order]
+        if hdp is None:
+            # the first pass is made by the constructor (a model built empty and then
+            # updated returns NaN topics in the gensim version measured); max_chunks makes
+            # every later ``update`` call exactly one pass
+            hdp = HdpModel(corpus, id2word, max_chunks=n_chunks, chunksize=256, T=truncation,
+                           alpha=ALPHA, gamma=gamma, eta=TAU, random_state=seed)
+        else:
+            hdp.update(corpus)
+        passes += 1
+        t = sw.pause()
+        alpha, beta = hdp.hdp_to_lda()
+        score = scorer(beta, np.maximum(alpha, 1e-12))
+        curve.append(dict(t=t, score=score, passes=passes))
+        if t >= budget:
+            break
+        sw.resume()
+    return dict(method="gensim-hdp", seed=seed, n_live=int(truncation), seconds=curve[-1]["t"],
+                final_score=curve[-1]["score"], curve=curve)
+
+
+def run_tomotopy(X, scorer, seed, gamma, budget, sweeps=10):
+    import tomotopy as tp
+
+    V = X.shape[1]
+    words = token_lists(X)
+    sw = Stopwatch()
+    mdl = tp.HDPModel(tw=tp.TermWeight.ONE, alpha=ALPHA, eta=TAU, gamma=gamma, seed=seed)
+    mdl.optim_interval = 0
+    for w in words:
+        if w:
+            mdl.add_doc(w)
+    mdl.train(0, workers=1)
+    cols = np.array([int(w) for w in mdl.used_vocabs])
+    curve, total = [], 0
+    while True:
+        mdl.train(sweeps, workers=1)
+        total += sweeps
+        t = sw.pause()
+        live = [k for k in range(mdl.k) if mdl.is_live_topic(k)]
+        counts = np.asarray(mdl.get_count_by_topics(), dtype=float)[live]
+        phi = np.zeros((len(live), V))
+        for i, k in enumerate(live):
+            phi[i, cols] = mdl.get_topic_word_dist(k)
+        missing = np.setdiff1d(np.arange(V), cols)
+        if missing.size:
+            phi[:, missing] = phi[:, cols].min(axis=1, keepdims=True)
+        alpha = ALPHA * np.maximum(counts / counts.sum(), 1e-12)
+        score = scorer(phi, alpha)
+        curve.append(dict(t=t, score=score, sweeps=total, n_live=len(live)))
+        if t >= budget:
+            break
+        sw.resume()
+    return dict(method="tomotopy-hdp", seed=seed, n_live=curve[-1]["n_live"],
+                seconds=curve[-1]["t"], final_score=curve[-1]["score"], curve=curve)
+
+
+def summarize(runs):
+    hdp = [r for r in runs if r["method"] == "hdp"]
+    grid = [r for r in runs if r["method"].startswith("lda-") and r.get("grid")]
+    best = max(grid, key=lambda r: r["final_score"]) if grid else None
+    out = {"best_grid_K": best["K"] if best else None,
+           "best_grid_score": best["final_score"] if best else None,
+           "grid_seconds": float(sum(r["seconds"] for r in grid)),
+           "hdp": []}
+    for h in hdp:
+        at_k = [r for r in runs if r["method"].startswith("lda-") and r.get("learned_for")
+                == h["seed"]]
+        row = dict(seed=h["seed"], n_live=h["n_live"], score=h["final_score"],
+                   seconds=h["seconds"], passes=h["n_iter"])
+        if best:
+            row["minus_best_grid"] = h["final_score"] - best["final_score"]
+        if at_k:
+            lda = at_k[0]
+            row["lda_at_learned_K_seconds"] = lda["seconds"]
+            row["lda_at_learned_K_score"] = lda["final_score"]
+            row["time_ratio_to_lda_at_learned_K"] = h["seconds"] / lda["seconds"]
+            # pass time once the number of topics has settled: the last third of the passes
+            hp = h["pass_seconds"][-max(1, len(h["pass_seconds"]) // 3):]
+            row["pass_ratio_to_lda"] = float(np.median(hp) / np.median(lda["pass_seconds"]))
+        for peer in ("gensim-hdp", "tomotopy-hdp"):
+            pr = [r for r in runs if r["method"] == peer]
+            if pr:
+                row[f"minus_{peer}"] = h["final_score"] - pr[0]["final_score"]
+        out["hdp"].append(row)
+    return out
+
+
+def plot(results, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    corpora = list(results)
+    fig, axes = plt.subplots(2, len(corpora), figsize=(6.5 * len(corpora), 8), squeeze=False)
+    for j, c in enumerate(corpora):
+        runs = results[c]["runs"]
+        ax, ax2 = axes[0, j], axes[1, j]
+        for r in runs:
+            m = r["method"]
+            if m == "hdp":
+                ts = [p["t"] for p in r["curve"]]
+                ax2.plot(ts, [p["n_live"] for p in r["curve"]], "-", color="C3", alpha=0.7,
+                         label="HDPTopicModel" if r["seed"] == 0 else None)
+                ax.plot([r["seconds"]], [r["final_score"]], "o", color="C3",
+                        label="HDPTopicModel (end)" if r["seed"] == 0 else None)
+            elif m.startswith("lda-") and r.get("grid"):
+                ax.plot([p["t"] for p in r["curve"]], [p["score"] for p in r["curve"]], "-",
+                        lw=1, label=f"SparseLDA K={r['K']}")
+            elif m == "gensim-hdp":
+                ax.plot([p["t"] for p in r["curve"]], [p["score"] for p in r["curve"]], "--",
+                        color="k", label="gensim HdpModel")
+            elif m == "tomotopy-hdp":
+                ax.plot([p["t"] for p in r["curve"]], [p["score"] for p in r["curve"]], ":",
+                        color="C4", label="tomotopy HDPModel")
+                ax2.plot([p["t"] for p in r["curve"]], [p["n_live"] for p in r["curve"]], ":",
+                         color="C4", label="tomotopy HDPModel")
+        ax.set_xscale("log")
+        ax.set_title(f"{c}: held-out document completion")
+        ax.set_ylabel("nats per held-out token")
+        ax.set_xlabel("training seconds (1 thread)")
+        lo = max(min(p["score"] for r in runs for p in r.get("curve", []) if "score" in p),
+                 max(r["final_score"] for r in runs) - 0.5)
+        ax.set_ylim(bottom=lo)
+        ax.legend(fontsize=7)
+        ax2.set_xscale("log")
+        ax2.set_title(f"{c}: live topics")
+        ax2.set_xlabel("training seconds (1 thread)")
+        ax2.set_ylabel("topics")
+        ax2.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def markdown(results):
+    lines = []
+    for c, res in results.items():
+        s = res["summary"]
+        lines.append(f"**{c}** (best SparseLDA on the grid: K = {s['best_grid_K']}, "
+                     f"{s['best_grid_score']:.4f}; the whole grid took {s['grid_seconds']:.0f} s)")
+        lines.append("")
+        lines.append("| run | learned K | held-out | seconds | vs best grid | time / LDA at "
+                     "learned K | pass / LDA pass |")
+        lines.append("|---|---|---|---|---|---|---|")
+        for h in s["hdp"]:
+            lines.append(
+                f"| HDP seed {h['seed']} | {h['n_live']} | {h['score']:.4f} | "
+                f"{h['seconds']:.0f} | {h.get('minus_best_grid', float('nan')):+.4f} | "
+                f"{h.get('time_ratio_to_lda_at_learned_K', float('nan')):.2f} | "
+                f"{h.get('pass_ratio_to_lda', float('nan')):.2f} |")
+        for r in res["runs"]:
+            if r["method"] in ("gensim-hdp", "tomotopy-hdp"):
+                lines.append(f"| {r['method']} | {r['n_live']} | {r['final_score']:.4f} | "
+                             f"{r['seconds']:.0f} | | | |")
+            elif r["method"].startswith("lda-") and r.get("grid"):
+                lines.append(f"| SparseLDA K={r['K']} | {r['K']} | {r['final_score']:.4f} | "
+                             f"{r['seconds']:.0f} | | | |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--corpora", nargs="+", default=["kos", "20ng"], choices=["kos", "20ng"])
+    p.add_argument("--truncation", type=int, default=200)
+    p.add_argument("--ks", type=int, nargs="+", default=[25, 50, 100, 200, 400])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--gamma", type=float, default=None,
+                   help="stick concentration (default: HDPTopicModel's default)")
+    p.add_argument("--max-iter", type=int, default=100)
+    p.add_argument("--peer-budget", type=float, default=None)
+    p.add_argument("--methods", nargs="+", default=["hdp", "lda", "gensim", "tomotopy"])
+    p.add_argument("--quick", action="store_true", help="small smoke run")
+    p.add_argument("--out", default=str(RESULTS / "hdp.json"))
+    args = p.parse_args(argv)
+    if args.quick:
+        args.truncation, args.ks, args.seeds, args.max_iter = 40, [10, 20], [0], 5
+        args.peer_budget = args.peer_budget or 10.0
+    gamma = args.gamma if args.gamma is not None else HDPTopicModel().gamma
+    results = {}
+    for corpus in args.corpora:
+        X, X_test = load(corpus, 0)
+        scorer = Scorer(X_test, 0)
+        print(f"== {corpus}: train {X.shape}, test {X_test.shape[0]} documents", flush=True)
+        runs = []
+        if "hdp" in args.methods:
+            for seed in args.seeds:
+                r = run_hdp(X, scorer, args.truncation, seed, gamma, args.max_iter)
+                print(f"  hdp seed {seed}: K={r['n_live']} score={r['final_score']:.4f} "
+                      f"{r['seconds']:.1f}s {r['n_iter']} passes", flush=True)
+                runs.append(r)
+                if "lda" in args.methods:
+                    lr = run_lda(X, scorer, r["n_live"], seed, args.max_iter,
+                                 score_every_pass=False)
+                    lr["learned_for"] = seed
+                    print(f"    lda at K={r['n_live']}: {lr['final_score']:.4f} "
+                          f"{lr['seconds']:.1f}s", flush=True)
+                    runs.append(lr)
+        if "lda" in args.methods:
+            for K in args.ks:
+                r = run_lda(X, scorer, K, 0, args.max_iter)
+                r["grid"] = True
+                print(f"  lda K={K}: {r['final_score']:.4f} {r['seconds']:.1f}s "
+                      f"{r['n_iter']} passes", flush=True)
+                runs.append(r)
+        hdp_times = [r["seconds"] for r in runs if r["method"] == "hdp"]
+        budget = args.peer_budget or (2.0 * max(hdp_times) if hdp_times else 300.0)
+        if "gensim" in args.methods:
+            r = run_gensim(X, scorer, args.truncation, 0, gamma, budget)
+            print(f"  gensim: {r['final_score']:.4f} {r['seconds']:.1f}s", flush=True)
+            runs.append(r)
+        if "tomotopy" in args.methods:
+            r = run_tomotopy(X, scorer, 0, gamma, budget)
+            print(f"  tomotopy: K={r['n_live']} {r['final_score']:.4f} {r['seconds']:.1f}s",
+                  flush=True)
+            runs.append(r)
+        results[corpus] = {"runs": runs, "summary": summarize(runs), "peer_budget": budget,
+                           "n_train": X.shape[0], "n_test": X_test.shape[0],
+                           "n_words": X.shape[1]}
+        write_json(args.out, {"environment": environment(), "args": vars(args),
+                              "alpha": ALPHA, "topic_word_prior": TAU, "gamma": gamma,
+                              "results": results})
+    print(markdown(results))
+    plot(results, Path(args.out).with_suffix(".png"))
+    return results
+
+
+if __name__ == "__main__":
+    main()
