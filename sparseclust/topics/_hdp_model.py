@@ -88,6 +88,22 @@ def topic_terms(S, lam, Elogphi, tau):
     return np.sum((S + tau - lam) * Elogphi, axis=1) + cdir_prior - cdir_post
 
 
+def _row_parts(S, lam, tau):
+    """Per-topic sums over the given word types from which :func:`topic_terms` is assembled:
+    Q_k = sum_v [(S + tau - lambda)_kv psi(lambda_kv) + log Gamma(lambda_kv)],
+    E_k = sum_v (S + tau - lambda)_kv and Lambda_k = sum_v lambda_kv. Additive over word
+    types, so a change confined to a few columns updates them in O(K x columns)."""
+    d = S + tau - lam
+    return (d * psi(lam) + gammaln(lam)).sum(axis=1), d.sum(axis=1), lam.sum(axis=1)
+
+
+def _terms_from_parts(Q, E, Lam, V, tau):
+    """:func:`topic_terms` from the parts of :func:`_row_parts` summed over all V word types:
+    c_D(tau) - c_D(lambda_k) + sum_v (S + tau - lambda)_kv (psi(lambda_kv) - psi(Lambda_k))."""
+    cdir_prior = gammaln(V * tau) - V * gammaln(tau)
+    return Q - psi(Lam) * E - gammaln(Lam) + cdir_prior
+
+
 class HDPParams:
     """Global parameters: lambda (K, V), E[log phi], the sticks (rho, omega) and the local
     step's prior alpha E[beta_k], remainder alpha E[beta_{K+1}] and cold start log E[beta_k]."""
@@ -381,8 +397,17 @@ class HDPModel(VariationalModel):
     # moves
 
     def _recent(self, memo, key):
-        last = memo.get(key)
-        return last is not None and self._pass - last <= self.move_opts["cooldown"]
+        """Was a proposal about ``key`` rejected recently? After its n-th rejection a
+        proposal waits ``cooldown * 2 ** (n - 1)`` passes (at most 8 cool-downs)."""
+        rec = memo.get(key)
+        if rec is None:
+            return False
+        last, n = rec
+        return self._pass - last <= self.move_opts["cooldown"] * 2 ** min(n - 1, 3)
+
+    def _reject(self, memo, key):
+        rec = memo.get(key)
+        memo[key] = (self._pass, 1 if rec is None else rec[1] + 1)
 
     def before_pass(self, stats, params, state):
         self.round = None
@@ -403,9 +428,12 @@ class HDPModel(VariationalModel):
         pairs = np.zeros((0, 2), dtype=np.int32)
         if "merge" in self.moves and K > 1:
             corr = usage_correlation(u["sum_p"], u["sum_pp"], u["n_docs"])
+            live_uid = set(self.uid.tolist())
             for (ua, ub) in list(self.rejected_pairs):
+                if ua not in live_uid or ub not in live_uid:
+                    del self.rejected_pairs[(ua, ub)]  # a topic of the pair is gone
+                    continue
                 if not self._recent(self.rejected_pairs, (ua, ub)):
-                    del self.rejected_pairs[(ua, ub)]
                     continue
                 ia, ib = np.flatnonzero(self.uid == ua), np.flatnonzero(self.uid == ub)
                 if ia.size and ib.size:
@@ -482,7 +510,7 @@ class HDPModel(VariationalModel):
             log.merges_tried += 1
             if not work.try_merge(a, b, tot["PT"][p], tot["PG"][p], tot["PA"][p],
                                   tot["PH"][p]):
-                self.rejected_pairs[(int(self.uid[a]), int(self.uid[b]))] = self._pass
+                self._reject(self.rejected_pairs, (int(self.uid[a]), int(self.uid[b])))
             else:
                 log.merges_accepted += 1
                 log.touched.update((a, b))
@@ -540,7 +568,7 @@ class HDPModel(VariationalModel):
                     tmask[bb][ids] = True
             res = work.try_delete(j, befores, tmask, groups, batches)
             if res is None:
-                self.rejected_deletes[int(self.uid[j])] = self._pass
+                self._reject(self.rejected_deletes, int(self.uid[j]))
                 continue
             log.deletes_accepted += 1
             log.touched.add(j)
@@ -551,7 +579,7 @@ class HDPModel(VariationalModel):
                 _fold_delete(st, j, [(g["alpha"], int(np.count_nonzero(g["docs"] & ~tmask[bb])))
                                      for g in groups[bb]])
                 if bb in after:
-                    _add_expanded(st, after[bb]["stats"], work.alive_after_j)
+                    _add_expanded(st, after[bb]["stats"], work.alive_after_j, after[bb]["cols"])
             new_alpha = np.zeros(K + 1)
             new_alpha[np.flatnonzero(work.alive_after_j)] = params0.alpha_vec
             new_alpha[K] = params0.alpha_rem
@@ -685,12 +713,15 @@ def _sub_bundle(st, bundle):
         st[f] = st[f] - bundle[f]
 
 
-def _add_expanded(st, small, alive):
-    """Add statistics computed over the topics ``alive`` (plus the remainder) to full-space
-    statistics."""
+def _add_expanded(st, small, alive, cols=None):
+    """Add statistics computed over the topics ``alive`` (plus the remainder), and over the
+    word types ``cols`` (all if None), to full-space statistics."""
     idx = np.flatnonzero(alive)
     K = alive.size
-    st["S"][idx] += small["S"]
+    if cols is None:
+        st["S"][idx] += small["S"]
+    else:
+        st["S"][np.ix_(idx, cols)] += small["S"]
     for f in ("T", "G", "A"):
         arr = st[f].copy()
         arr[idx] += small[f][:-1]
@@ -723,6 +754,7 @@ class _Workspace:
         self.El = params.Elogphi.copy()
         self.tterm = (params.tterm if params.tterm is not None
                       else topic_terms(stats["S"], params.lam, params.Elogphi, model.tau)).copy()
+        self.Q, self.E, self.Lam = _row_parts(stats["S"], self.lam, model.tau)
         self.rho, self.omega = params.rho.copy(), params.omega.copy()
         self.ops = []
         self.merge_map = np.arange(self.K)
@@ -784,18 +816,38 @@ class _Workspace:
         st["H"] = prop["H"]
         self.alive, self.tterm, self.rho, self.omega, self.value = alive, tterm, rho, omega, value
         self.lam[a], self.El[a] = lam_ab, El_ab
+        q, e, lsum = _row_parts(S_ab[None], lam_ab[None], tau)
+        self.Q[a], self.E[a], self.Lam[a] = q[0], e[0], lsum[0]
         self.merge_map[self.merge_map == b] = a
         return True
 
     def try_delete(self, j, befores, tmask, groups, batches):
+        """Objective of the model without topic j: its target documents re-inferred without
+        it, every other document's theta_dj folded into the remainder.
+
+        Only the word types of the target documents (``cols``) change in S, so the
+        re-inference runs on those columns of E[log phi] and the data term is updated from
+        the per-topic parts of :func:`_row_parts` over those columns (exact up to rounding;
+        :meth:`compact` recomputes it from scratch).
+        """
         m = self.m
         st = self.stats
-        K = self.K
+        K, tau = self.K, m.tau
+        bundles = [b for lst in befores.values() for b in lst]
+        Xts = {bb: batches[bb][np.flatnonzero(mask)] for bb, mask in tmask.items()
+               if mask.any()}
+        pieces = [b["cols"] for b in bundles]
+        pieces += [np.asarray(sp.csr_array(X).indices) for X in Xts.values()]
+        cols = (np.unique(np.concatenate(pieces)).astype(np.int64) if pieces
+                else np.zeros(0, dtype=np.int64))
+        S_old = st["S"][:, cols]
+        Sc = S_old.copy()
         rest = {f: st[f].copy() for f in ("T", "G", "A")}
-        rest.update(S=st["S"].copy(), LS=st["LS"], H=st["H"], D=st["D"])
-        for lst in befores.values():
-            for bundle in lst:
-                _sub_bundle(rest, bundle)
+        rest.update(Sb=Sc, LS=st["LS"], H=st["H"], D=st["D"])
+        for bundle in bundles:
+            Sc[:, np.searchsorted(cols, bundle["cols"])] -= bundle["Sb"]
+            for f in ("T", "G", "A", "LS", "H", "D"):
+                rest[f] = rest[f] - bundle[f]
         fold = []
         for bb, gl in groups.items():
             for g in gl:
@@ -804,8 +856,8 @@ class _Workspace:
         alive = self.alive.copy()
         alive[j] = False
         idx = np.flatnonzero(alive)
-        # parameters for re-inferring the targets: the current topics without j, and the
-        # current sticks with j's weight moved to the remainder
+        # parameters for re-inferring the targets: the current topics without j on the
+        # targets' word types, and the current sticks with j's weight moved to the remainder
         beta = self._beta_full()
         beta[K] += beta[j]
         beta[j] = 0.0
@@ -813,33 +865,49 @@ class _Workspace:
         om = np.zeros(K)
         om[self.alive] = self.omega
         rho0, omega0 = sticks_from_weights(beta[full] / beta[full].sum(), om[idx])
-        params0 = HDPParams(self.lam[idx], rho0, omega0, m.alpha, self.El[idx])
+        sub = np.ix_(idx, cols)
+        params0 = HDPParams(self.lam[sub], rho0, omega0, m.alpha, self.El[sub])
         after = {}
-        for bb, mask in tmask.items():
-            if not mask.any():
-                continue
-            Xt = batches[bb][np.flatnonzero(mask)]
-            small, acc = m._local(Xt, params0, return_doc_topic=True)
-            after[bb] = dict(stats=small, doc_topic=acc["doc_topic"])
-            _add_expanded(rest, small, alive)
-        lam = m.tau + np.maximum(rest["S"], 0.0)
-        El = psi(lam) - psi(lam.sum(axis=1))[:, None]
-        tterm = topic_terms(rest["S"], lam, El, m.tau)
+        for bb, Xt in Xts.items():
+            small, acc = m._local(Xt[:, cols], params0, return_doc_topic=True)
+            after[bb] = dict(stats=small, doc_topic=acc["doc_topic"], cols=cols)
+            Sc[idx] += small["S"]
+            for f in ("T", "G", "A"):
+                rest[f][idx] += small[f][:-1]
+                rest[f][K] += small[f][-1]
+            for f in ("LS", "H", "D"):
+                rest[f] = rest[f] + small[f]
+        lam_c = tau + np.maximum(Sc, 0.0)
+        q0, e0, l0 = _row_parts(S_old, self.lam[:, cols], tau)
+        q1, e1, l1 = _row_parts(Sc, lam_c, tau)
+        Q, E, Lam = self.Q - q0 + q1, self.E - e0 + e1, self.Lam - l0 + l1
+        tterm = _terms_from_parts(Q, E, Lam, self.V, tau)
         rho, omega = self._sticks(rest, alive, beta)
         value = self._value(rest, alive, tterm, rho, omega)
         if not value > self.value + ACCEPT_RTOL * abs(self.value):
             return None
-        self._pending = (rest, alive, lam, El, tterm, rho, omega, value)
+        self._pending = (cols, Sc, lam_c, rest, alive, Q, E, Lam, tterm, rho, omega, value)
         self.alive_after_j = alive
         return after, params0
 
     def commit_delete(self, j):
-        rest, alive, lam, El, tterm, rho, omega, value = self._pending
+        cols, Sc, lam_c, rest, alive, Q, E, Lam, tterm, rho, omega, value = self._pending
         st = self.stats
-        st["S"] = rest["S"]
+        S = st["S"]
+        S[:, cols] = Sc
+        S[j] = 0.0
         for f in ("T", "G", "A", "LS", "H", "D"):
             st[f] = rest[f]
-        self.alive, self.lam, self.El, self.tterm = alive, lam, El, tterm
+        # E[log phi_kv] = psi(lambda_kv) - psi(Lambda_k): shift the rows whose total changed,
+        # then recompute the changed columns
+        shift = psi(self.Lam) - psi(Lam)
+        rows = np.flatnonzero(shift != 0.0)
+        if rows.size:
+            self.El[rows] += shift[rows, None]
+        self.lam[:, cols] = lam_c
+        self.El[:, cols] = psi(lam_c) - psi(Lam)[:, None]
+        self.Q, self.E, self.Lam = Q, E, Lam
+        self.alive, self.tterm = alive, tterm
         self.rho, self.omega, self.value = rho, omega, value
         self.merge_map[self.merge_map == j] = -1
         self._pending = None
@@ -860,6 +928,8 @@ class _Workspace:
         new = compaction(self.alive)
         mm = self.merge_map
         self.merge_map = np.where(mm >= 0, new[np.maximum(mm, 0)], -1)
-        params = HDPParams(self.lam[idx], self.rho, self.omega, self.m.alpha, self.El[idx],
-                           self.tterm[idx])
+        # lambda, E[log phi] and the data term from scratch, so the rounding of the
+        # column-wise updates during the round does not accumulate
+        lam = self.m.tau + np.maximum(self.stats["S"], 0.0)
+        params = HDPParams(lam, self.rho, self.omega, self.m.alpha)
         return self.stats, params
