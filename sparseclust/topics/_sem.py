@@ -340,9 +340,10 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         y : ignored
         callback : callable or None, default=None
             Called after every sweep as ``callback(info)``: the sweep's trace entry plus
-            ``n_passes`` (= ``max_iter``) and ``components`` (the current W + beta, K x V).
-            Returning ``True`` stops training. Time spent in the callback is excluded from
-            ``elapsed``.
+            ``n_passes`` (= ``max_iter``) and ``word_topic_counts``, the current counts W as a
+            (n_features, n_components) int32 array that the next sweep overwrites (the
+            topics are ``(W.T + beta)`` row-normalized; copy it to keep it). Returning
+            ``True`` stops training. Time spent in the callback is excluded from ``elapsed``.
 
         Returns
         -------
@@ -397,9 +398,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
                 converged = True
                 break
             if callback is not None:
-                info = dict(entry, n_passes=self.max_iter,
-                            components=W.T.astype(np.float64) + beta)
-                if callback(info):
+                if callback(dict(entry, n_passes=self.max_iter, word_topic_counts=W)):
                     break
         self._set_topics(W)
         self.trace_ = trace
