@@ -186,7 +186,18 @@ def main(argv=None):
     p.add_argument("--crossover-ks", type=int, nargs="*", default=[4, 8, 16, 32, 64])
     p.add_argument("--quick", action="store_true", help="2000 documents, K = 50, 10 s")
     p.add_argument("--out", default=str(RESULTS / "sem.json"))
+    p.add_argument("--summarize", action="store_true",
+                   help="only recompute the summary, table and plot of an existing --out JSON")
     args = p.parse_args(argv)
+    if args.summarize:
+        import json
+
+        results = json.loads(Path(args.out).read_text())
+        results["summary"] = summarize(results)
+        write_json(args.out, results)
+        plot(results, Path(args.out).with_suffix(".png"))
+        print(markdown_table(results))
+        return
     if args.quick:
         args.ks, args.budget, args.n_train, args.n_test = [50], 10.0, 2000, 200
         args.crossover_ks = [8, 32]
@@ -235,8 +246,44 @@ def main(argv=None):
         print(f"  -> tokens/s {info['tokens_per_s']}, final {rec.curve[-1][1]:.4f}", flush=True)
         results["runs"] = runs
         write_json(args.out, results)
+    results["summary"] = summarize(results)
+    write_json(args.out, results)
     plot(results, Path(args.out).with_suffix(".png"))
     print(markdown_table(results))
+
+
+def summarize(results):
+    """The issue's targets from the stored runs: tokens/s ratios to tomotopy, held-out score
+    against tomotopy at equal time (tomotopy's checkpoints from 30 s on, each method's last
+    checkpoint at or before that time), final scores, 2-thread speed-up, memory."""
+    out = []
+    groups = sorted({(r["K"], r["alpha"]) for r in results["runs"]})
+    for K, alpha in groups:
+        runs = {r["method"]: r for r in results["runs"] if (r["K"], r["alpha"]) == (K, alpha)}
+        tomo = runs.get("tomotopy")
+        row = {"K": K, "alpha": alpha}
+        for name in ("sem-1t", "sem-2t"):
+            r = runs.get(name)
+            if r is None or tomo is None:
+                continue
+            diffs = []
+            for t, s_tomo, _ in tomo["curve"]:
+                if t < 30.0:
+                    continue
+                s = score_at(r["curve"], t)
+                diffs.append(None if s is None else s - s_tomo)
+            row[name] = {
+                "tokens_per_s_ratio_to_tomotopy": r["tokens_per_s"] / tomo["tokens_per_s"],
+                "heldout_minus_tomotopy_at_tomotopy_checkpoints_from_30s": diffs,
+                "ahead_at_every_checkpoint_from_30s": bool(diffs) and all(
+                    d is not None and d >= 0 for d in diffs),
+                "final_minus_tomotopy_final": r["curve"][-1][1] - tomo["curve"][-1][1],
+            }
+        if "sem-1t" in runs and "sem-2t" in runs:
+            row["two_thread_speedup"] = runs["sem-2t"]["tokens_per_s"] / \
+                runs["sem-1t"]["tokens_per_s"]
+        out.append(row)
+    return out
 
 
 def score_at(curve, t):

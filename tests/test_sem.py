@@ -272,3 +272,25 @@ def test_pickle_pipeline_and_fractional_counts():
     lay = token_layout(sp.csr_array(np.array([[0.4, 1.6, 2.0]])))
     np.testing.assert_array_equal(lay.cnt, [0, 2, 2])
     assert lay.tokptr[-1] == 4
+
+
+def test_grid_search_over_kappa_delta_with_online_fit():
+    X, _ = planted_corpus(seed=11, K=4, block=6, D=120, length=30)
+    gs = GridSearchCV(
+        StochasticEMLDA(4, algorithm="online", max_iter=2, batch_size=30, n_fold_in=6,
+                        random_state=0),
+        {"kappa": [0.5, 0.9], "delta": [1.0, 10.0]}, cv=2,
+    ).fit(X)
+    scores = gs.cv_results_["mean_test_score"]
+    assert np.isfinite(scores).all() and len(np.unique(scores)) > 1
+
+
+def test_tol_stops_on_log_joint_change():
+    X, _ = planted_corpus(seed=12, K=4, block=6, D=100, length=30)
+    m = StochasticEMLDA(4, max_iter=200, tol=0.05, random_state=0).fit(X)
+    assert m.converged_ and m.n_iter_ < 200
+    assert m.trace_[-1]["log_joint_change"] < 0.05
+    assert all(e["log_joint_change"] >= 0.05 for e in m.trace_[:-1])
+    stopped = StochasticEMLDA(4, max_iter=50, random_state=0).fit(
+        X, callback=lambda info: info["sweep"] == 3)
+    assert stopped.n_iter_ == 3 and not stopped.converged_

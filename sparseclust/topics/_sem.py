@@ -31,9 +31,10 @@ __all__ = ["StochasticEMLDA", "token_layout"]
 #: token layout of a count matrix: CSR structure, tokens per entry and token offsets per document
 TokenLayout = namedtuple("TokenLayout", "indptr indices cnt tokptr")
 
-#: 'auto' uses the dense path up to this many topics (benchmarks/bench_sem.py measures the
-#: crossover)
-DENSE_MAX_K = 16
+#: 'auto' uses the dense path up to this many topics: on 20 Newsgroups (bench_sem.py, median
+#: of the first 5 sweeps from uniform assignments, one thread) the dense path was as fast or
+#: faster up to K = 64 and the alias path faster from K = 128 (results/sem.json, "crossover")
+DENSE_MAX_K = 64
 
 #: local-step settings of score(): SparseLDA's defaults, so that both estimators report the
 #: same per-token bound
@@ -163,7 +164,8 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         over N tokens, so ``tol`` below that never triggers.
     sampler : {'auto', 'alias', 'dense'}, default='auto'
         Per-token sampler: 'alias' (alias tables + document part, cost independent of K),
-        'dense' (all K topics), 'auto' = 'dense' for ``n_components <= 16``, else 'alias'.
+        'dense' (all K topics), 'auto' = 'dense' for ``n_components <= 64``, else 'alias'
+        (the measured crossover, ``doc/sem.md``).
     algorithm : {'batch', 'online'}, default='batch'
         'batch': ``fit`` runs ``max_iter`` stochastic-EM sweeps over all documents.
         'online': ``fit`` runs ``max_iter`` passes of the minibatch steps of
