@@ -306,6 +306,10 @@ def markdown_table(results):
     return "\n".join(lines)
 
 
+COLORS = {"sem-1t": "tab:blue", "sem-2t": "tab:cyan", "tomotopy": "tab:orange",
+          "lda": "tab:red", "sparselda": "tab:purple"}
+
+
 def plot(results, path):
     import matplotlib
 
@@ -319,8 +323,9 @@ def plot(results, path):
             if (r["K"], r["alpha"]) != (K, alpha):
                 continue
             c = np.array([(t, s) for t, s, _ in r["curve"]])
-            ax.plot(c[:, 0], c[:, 1], marker=".", label=r["method"])
+            ax.plot(c[:, 0], c[:, 1], marker=".", label=r["method"], color=COLORS.get(r["method"]))
         ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         ax.set_title(f"20 Newsgroups, K={K}, alpha={alpha:g}")
         ax.set_xlabel("training seconds")
         ax.set_ylabel("held-out document completion (nats/token)")
