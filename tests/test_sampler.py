@@ -62,21 +62,29 @@ def test_alias_tables_reproduce_the_weights():
 
 @pytest.mark.parametrize("dense", [False, True])
 def test_frozen_draws_follow_the_exact_conditional(dense):
-    # one document: word 0 fixes the document counts, word 3 has many tokens; in FROZEN mode
-    # every token of word 3 is drawn from (n_dk + alpha_k) w_3k with n_d from the initial z
+    # many identical documents with their own streams: in FROZEN mode every token of word 3 is
+    # drawn from (n_dk + alpha_k) w_3k with n_d the counts of the initial assignments (which
+    # include the token itself); topics 1 and 3 are absent, so the alias part is exercised
     w, alpha = _problem()
     K = w.shape[1]
-    n = 40000
-    X = sp.csr_array(np.array([[7, 0, 0, n]], dtype=np.float64))
+    D = 20000
+    X = sp.csr_array(np.tile(np.array([4.0, 0.0, 0.0, 3.0]), (D, 1)))
     lay = token_layout(X)
-    z = np.zeros(lay.tokptr[-1], np.uint16)
-    z[:7] = [2, 2, 2, 4, 4, 2, 0]          # topics 1 and 3 absent from the document
-    z[7:] = 2
-    nd = np.bincount(z, minlength=K)
-    _sweep(lay, z, np.array([11], np.uint64), w, alpha, mode=FROZEN, dense=dense)
+    init = np.array([2, 2, 4, 0, 4, 2, 0], np.uint16)
+    z = np.tile(init, D)
+    nd = np.bincount(init, minlength=K)
+    _sweep(lay, z, np.arange(D, dtype=np.uint64), w, alpha, mode=FROZEN, dense=dense)
     p = (nd + alpha) * w[3].astype(np.float64)
-    counts = np.bincount(z[7:].astype(np.int64), minlength=K)
-    assert chisquare(counts, n * p / p.sum()).pvalue > 1e-4
+    counts = np.bincount(z.reshape(D, 7)[:, 4:].ravel().astype(np.int64), minlength=K)
+    assert chisquare(counts, 3 * D * p / p.sum()).pvalue > 1e-4
+    # the test can fail: a conditional with the token's own topic left out (the collapsed
+    # Gibbs conditional) and one with alpha doubled are rejected
+    for k_own in range(K):
+        if init[4:].tolist().count(k_own):
+            own = (nd - (np.arange(K) == k_own) + alpha) * w[3].astype(np.float64)
+            assert chisquare(counts, 3 * D * own / own.sum()).pvalue < 1e-6
+    p2 = (nd + 2 * alpha) * w[3].astype(np.float64)
+    assert chisquare(counts, 3 * D * p2 / p2.sum()).pvalue < 1e-6
 
 
 @pytest.mark.parametrize("dense", [False, True])
@@ -96,6 +104,9 @@ def test_live_first_token_follows_the_exact_conditional(dense):
     p = (alpha + rest) * w[0].astype(np.float64)
     counts = np.bincount(z[::6].astype(np.int64), minlength=K)
     assert chisquare(counts, D * p / p.sum()).pvalue > 1e-4
+    # the stochastic-EM conditional (own topic counted) is rejected
+    own = (alpha + rest + (np.arange(K) == init[0])) * w[0].astype(np.float64)
+    assert chisquare(counts, D * own / own.sum()).pvalue < 1e-6
 
 
 @pytest.mark.parametrize("dense", [False, True])
