@@ -2,7 +2,8 @@
 """Command-line interface: ``sparseclust topics [PATH] ...``.
 
 Fits :class:`sparseclust.SparseLDA` (or, with ``--model hdp``, :class:`sparseclust.HDPTopicModel`,
-which learns the number of topics) to a corpus, then prints each topic's top words, the
+which learns the number of topics, or with ``--model sem``, :class:`sparseclust.StochasticEMLDA`,
+LDA by parallel stochastic EM) to a corpus, then prints each topic's top words, the
 held-out document-completion score (Hughes & Sudderth 2016, App. E) on a fraction of the
 documents kept out of training beside the score of a unigram model on the same held-out
 words, the mean UMass coherence (Mimno et al. 2011) on the training documents, whether
@@ -120,10 +121,12 @@ def _build_parser():
     t.add_argument("--vocab", metavar="FILE", help="vocabulary file, one word per line")
     t.add_argument(
         "--model",
-        choices=("lda", "hdp"),
+        choices=("lda", "hdp", "sem"),
         default="lda",
         help="lda: SparseLDA with K topics (default); hdp: HDPTopicModel, which learns the "
-        "number of topics starting from K (--n-topics is then its truncation)",
+        "number of topics starting from K (--n-topics is then its truncation); sem: "
+        "StochasticEMLDA, one sampled topic per token and sweep (--max-iter sweeps; --L "
+        "does not apply; --algorithm stochastic runs its online minibatch steps)",
     )
     t.add_argument(
         "--n-topics", "-k", type=_positive_int, default=20, help="number of topics K (default 20)"
@@ -355,20 +358,24 @@ class _Progress:
     def __call__(self, info):
         if not self.enabled:
             return False
-        done = int(info.get("pass", 0))
+        done = int(info.get("pass", info.get("sweep", 0)) or 0)
         total = int(info.get("n_passes", self.total)) or self.total
-        elbo = info.get("elbo", float("nan"))
+        # StochasticEMLDA reports its log joint likelihood instead of an ELBO
+        label = "ELBO" if "elbo" in info else "log joint"
+        elbo = info.get("elbo", info.get("log_joint", float("nan")))
+        if elbo is None:
+            elbo = float("nan")
         elapsed = info.get("elapsed", 0.0)
         if self.tty:
             filled = int(round(self.width * min(done, total) / total))
             bar = "#" * filled + "-" * (self.width - filled)
             self.stream.write(
                 f"\r  fit [{bar}] {done:>{len(str(total))}}/{total} passes  "
-                f"ELBO {elbo: .5e}  {elapsed:6.1f}s"
+                f"{label} {elbo: .5e}  {elapsed:6.1f}s"
             )
             self._drawn = True
         else:
-            self.stream.write(f"  pass {done}/{total}  ELBO {elbo: .6e}  {elapsed:.2f}s\n")
+            self.stream.write(f"  pass {done}/{total}  {label} {elbo: .6e}  {elapsed:.2f}s\n")
         self.stream.flush()
         return False
 
@@ -393,6 +400,8 @@ def _convergence_summary(model, args):
     trace = getattr(model, "trace_", None) or []
     n_iter = int(getattr(model, "n_iter_", len(trace)))
     tol = float(model.tol)
+    if type(model).__name__ == "StochasticEMLDA":
+        return _sem_convergence_summary(model, trace, n_iter, tol)
     last = trace[-1].get("elbo_change") if trace else None
     last = None if last is None or not np.isfinite(last) else float(last)
     converged = bool(getattr(model, "converged_", False))
@@ -406,6 +415,24 @@ def _convergence_summary(model, args):
         change = "" if last is None else f"; the ELBO still changed by {last:.2g} nats per token"
         msg = (f"stopped after --max-iter {n_iter} passes without converging{change} "
                f"(tol = {tol:g}); more passes may improve the topics")
+    return {"converged": converged, "last_change": last, "tol": tol, "message": msg}
+
+
+def _sem_convergence_summary(model, trace, n_iter, tol):
+    """The same summary for StochasticEMLDA (sweeps and its log joint likelihood)."""
+    converged = bool(getattr(model, "converged_", False))
+    last = trace[-1].get("log_joint_change") if trace else None
+    last = None if last is None or not np.isfinite(last) else float(last)
+    if model.algorithm == "online":
+        msg = f"ran {n_iter} passes of online stochastic-EM minibatch steps"
+    elif converged:
+        msg = (f"converged after {n_iter} sweeps (the log joint likelihood changed by "
+               f"{last:.2g} nats per token in the last sweep, below tol = {tol:g})")
+    else:
+        change = "" if last is None else (f"; the log joint likelihood changed by {last:.2g} "
+                                          "nats per token in the last sweep")
+        msg = (f"ran {n_iter} stochastic-EM sweeps{change} (a sampler's log joint keeps "
+               "fluctuating; more sweeps may improve the topics)")
     return {"converged": converged, "last_change": last, "tol": tol, "message": msg}
 
 
@@ -467,9 +494,11 @@ def _run_topics(args):
             f"--doc-topics {args.doc_topics}: expected a file ending in "
             f"{', '.join(_DOC_TOPIC_SUFFIXES)}"
         )
+    if args.model == "sem" and args.L is not None:
+        _warn(args, "--L does not apply to --model sem (it samples one topic per token)")
     if args.L is None:
         args.L = min(8, args.n_topics)
-    elif args.L > args.n_topics:
+    elif args.L > args.n_topics and args.model != "sem":
         _warn(
             args,
             f"--L {args.L} exceeds --n-topics {args.n_topics}: using L = {args.n_topics} "
@@ -485,9 +514,9 @@ def _run_topics(args):
     )
 
     from sparseclust.metrics import document_completion_score, top_words, umass_coherence
-    from sparseclust.topics import HDPTopicModel, SparseLDA
+    from sparseclust.topics import HDPTopicModel, SparseLDA, StochasticEMLDA
 
-    Estimator = HDPTopicModel if args.model == "hdp" else SparseLDA
+    Estimator = {"hdp": HDPTopicModel, "sem": StochasticEMLDA}.get(args.model, SparseLDA)
     size = "max_components" if args.model == "hdp" else "n_components"
     params = dict(
         L=min(args.L, args.n_topics),
@@ -496,10 +525,13 @@ def _run_topics(args):
         random_state=args.seed,
         n_threads=args.threads,
     )
+    if args.model == "sem":
+        del params["L"]
+        params["algorithm"] = "online" if args.algorithm == "stochastic" else "batch"
     params[size] = args.n_topics
     if args.tol is not None:
         params["tol"] = args.tol
-    if args.n_batches is not None:
+    if args.n_batches is not None and args.model != "sem":
         params["n_batches"] = args.n_batches
     if args.batch_size is not None:
         params["batch_size"] = args.batch_size
@@ -508,10 +540,12 @@ def _run_topics(args):
     except TypeError as exc:  # pragma: no cover - estimator contract
         raise CLIError(f"{Estimator.__name__} does not accept these options: {exc}") from None
     what = "truncation K" if args.model == "hdp" else "K"
+    l_text = f", L={params['L']}" if "L" in params else ""
     _say(
         args,
-        f"fitting {Estimator.__name__}: {what}={args.n_topics}, L={params['L']}, "
-        f"algorithm={args.algorithm}, up to {args.max_iter} passes",
+        f"fitting {Estimator.__name__}: {what}={args.n_topics}{l_text}, "
+        f"algorithm={params['algorithm']}, up to {args.max_iter} "
+        f"{'sweeps' if args.model == 'sem' else 'passes'}",
     )
     progress = _Progress(args.max_iter, enabled=not args.quiet)
     t0 = time.perf_counter()
@@ -560,7 +594,7 @@ def _run_topics(args):
     out = sys.stdout
     n_shown = len(order)
     learned = f", learned from a truncation of {args.n_topics}" if args.model == "hdp" else ""
-    print(f"\nTopics (K={n_shown}{learned}, L={params['L']}), by share of training tokens:",
+    print(f"\nTopics (K={n_shown}{learned}{l_text}), by share of training tokens:",
           file=out)
     width = len(str(n_shown - 1))
     for k in order:
@@ -589,7 +623,8 @@ def _run_topics(args):
         )
     print(f"training: {convergence['message']}", file=out)
     n_iter = getattr(model, "n_iter_", None)
-    iters = f" ({n_iter} passes)" if n_iter is not None else ""
+    unit = "sweeps" if args.model == "sem" and params["algorithm"] == "batch" else "passes"
+    iters = f" ({n_iter} {unit})" if n_iter is not None else ""
     t0 = time.perf_counter()
     if args.doc_topics:
         try:

@@ -164,6 +164,42 @@ def test_topics_hdp_learns_the_planted_number_of_topics(tmp_path, capsys):
     assert heldout_score(out) > math.log(1 / 18) + 0.3
 
 
+def test_topics_sem_recovers_the_planted_blocks(tmp_path, capsys):
+    X = planted_counts(n_docs=120)
+    path = write_uci(tmp_path, X)
+    out_json = tmp_path / "sem.json"
+    code, out, err = run(
+        ["topics", str(path), "--model", "sem", "--n-topics", "3", "--max-iter", "50",
+         "--top-n", "4", "--seed", "0", "--output", str(out_json)],
+        capsys,
+    )
+    assert code == 0, err
+    payload = json.loads(out_json.read_text())
+    assert payload["model"] == "StochasticEMLDA"
+    assert "L" not in payload["params"] and payload["params"]["algorithm"] == "batch"
+    assert "log joint" in err and "stochastic-EM sweeps" in out and "(50 sweeps)" in out
+    blocks = set()
+    for t in payload["topics"]:
+        b = {block_of(w) for w in t["words"]}
+        assert len(b) == 1, t["words"]
+        blocks |= b
+    assert blocks == {0, 1, 2}
+    assert heldout_score(out) > math.log(1 / 18) + 0.3
+    assert len(payload["trace"]) == 50 and "log_joint" in payload["trace"][0]
+
+
+def test_topics_sem_online_and_l_warning(tmp_path, capsys):
+    path = write_uci(tmp_path, planted_counts(n_docs=60))
+    code, out, err = run(
+        ["topics", str(path), "--model", "sem", "--n-topics", "3", "--L", "2", "--algorithm",
+         "stochastic", "--batch-size", "20", "--max-iter", "3", "-q"],
+        capsys,
+    )
+    assert code == 0, err
+    assert "--L does not apply" in err
+    assert "online stochastic-EM minibatch steps" in out
+
+
 def test_topics_on_text_folder(tmp_path, capsys):
     X = planted_counts(n_docs=30, seed=3)
     words = vocab_words()

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Topic models with L-sparse document local steps (paper 000, Sec. 5-6)."""
+"""Topic models: L-sparse variational LDA and HDP (paper 000, Sec. 5-6), stochastic-EM LDA."""
 
 from ._hdp import HDPTopicModel
+from ._sem import StochasticEMLDA
 from ._sparse_lda import SparseLDA
 
-__all__ = ["HDPTopicModel", "SparseLDA"]
+__all__ = ["HDPTopicModel", "SparseLDA", "StochasticEMLDA"]

@@ -1,0 +1,338 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""StochasticEMLDA against collapsed Gibbs samplers and SparseLDA on 20 Newsgroups.
+
+Methods, all with alpha = 0.5 / K and beta = 0.1 (``--paper-alpha`` adds runs with the
+paper's alpha = 50 / K at the largest K for StochasticEMLDA and tomotopy):
+
+* ``sem-1t``, ``sem-2t``: StochasticEMLDA (sampler 'auto'), 1 and 2 OpenMP threads;
+* ``tomotopy``: tomotopy ``LDAModel`` (collapsed Gibbs, one thread, ``optim_interval=0``),
+  5 sweeps per step;
+* ``lda``: the ``lda`` package (collapsed Gibbs, one sweep per step through its
+  ``_sample_topics``);
+* ``sparselda``: SparseLDA, memoized, L = 8, one thread.
+
+Measured, per K:
+
+* tokens per second of one sweep (median over the run's sweeps; for StochasticEMLDA the sweep
+  includes the word weights, the alias tables and the log joint likelihood);
+* held-out document completion (:func:`sparseclust.metrics.document_completion_score`, the
+  scorer of ``bench_lda_heldout.py``: same split, same alpha) at geometric checkpoints of
+  training time; the scoring time is excluded from each method's clock;
+* the peak of the memory numpy allocates during two StochasticEMLDA sweeps (tracemalloc).
+
+A first part times the dense and the alias paths of the sampler on the same corpus for small
+K (the crossover used by ``sampler='auto'``).
+
+Usage::
+
+    python benchmarks/bench_sem.py                 # K = 100, 400, 1000; 60 s per method
+    python benchmarks/bench_sem.py --quick         # smoke run
+"""
+
+import argparse
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import RESULTS, Stopwatch, environment, newsgroups_heldout_split, write_json  # noqa: E402
+from bench_lda_heldout import Recorder, Scorer, Tomotopy, run_sparselda, run_stepper  # noqa: E402
+
+from sparseclust import StochasticEMLDA  # noqa: E402
+
+BETA = 0.1
+
+
+class AlphaScorer(Scorer):
+    """The held-out scorer with a given alpha (the 50 / K runs)."""
+
+    def __init__(self, X_test, alpha, seed, n_threads):
+        super().__init__(X_test, 1, seed, n_threads)
+        self.alpha = alpha
+
+
+class TomotopyAlpha(Tomotopy):
+    def __init__(self, X, K, seed, threads, alpha):
+        super().__init__(X, K, seed, threads)
+        self.alpha = alpha
+
+    def start(self):
+        tp = self.tp
+        self.model = tp.LDAModel(tw=tp.TermWeight.ONE, k=self.K, alpha=self.alpha, eta=BETA,
+                                 seed=self.seed)
+        self.model.optim_interval = 0
+        for words in self.docs:
+            if words:
+                self.model.add_doc(words)
+        self.model.train(0, workers=self.threads)
+        self.cols = np.array([int(w) for w in self.model.used_vocabs])
+
+
+class LdaPackage:
+    """The ``lda`` package's collapsed Gibbs sampler, one sweep per step."""
+
+    def __init__(self, X, K, seed, threads, alpha):
+        import lda
+
+        self.lda = lda
+        self.X = X.astype(np.int64)
+        self.K, self.seed, self.alpha = K, seed, alpha
+        self.total = 0
+
+    def start(self):
+        self.model = self.lda.LDA(n_topics=self.K, n_iter=1, alpha=self.alpha, eta=BETA,
+                                  random_state=self.seed, refresh=10**9)
+        self.model._initialize(self.X)
+        self.rands = self.model._rands.copy()
+        self.rs = np.random.RandomState(self.seed)
+
+    def step(self):
+        self.rs.shuffle(self.rands)
+        self.model._sample_topics(self.rands)
+        self.total += 1
+        return True
+
+    def topics(self):
+        c = self.model.nzw_ + BETA
+        return c / c.sum(axis=1, keepdims=True)
+
+    def units(self, n):
+        return self.total
+
+
+def run_sem(X, K, alpha, seed, threads, recorder, budget):
+    model = StochasticEMLDA(K, doc_topic_prior=alpha, topic_word_prior=BETA, max_iter=100000,
+                            n_threads=threads, random_state=seed)
+    sw = Stopwatch()
+
+    def callback(info):
+        t = sw.pause()
+        stop = t >= budget
+        if recorder.due(t) or stop:
+            c = info["word_topic_counts"].T + BETA
+            recorder.record(t, c / c.sum(axis=1, keepdims=True), info["sweep"])
+        sw.resume()
+        return stop
+
+    model.fit(X, callback=callback)
+    sw.pause()
+    tps = [e["tokens_per_s"] for e in model.trace_]
+    return {"tokens_per_s": float(np.median(tps)), "sweeps": len(tps)}
+
+
+def timed_stepper(runner, recorder, budget, n_tokens, sweeps_per_step):
+    """run_stepper, plus the median tokens per second of the steps (sweeps)."""
+    times = []
+    orig = runner.step
+
+    def step():
+        t0 = time.perf_counter()
+        out = orig()
+        times.append(time.perf_counter() - t0)
+        return out
+
+    runner.step = step
+    run_stepper(runner, recorder, budget)
+    per_sweep = np.median(times) / sweeps_per_step
+    return {"tokens_per_s": float(n_tokens / per_sweep), "sweeps": len(times) * sweeps_per_step}
+
+
+def crossover(X, ks, sweeps=5):
+    """tokens/s of the dense and alias paths (one thread) for small K."""
+    rows = []
+    for K in ks:
+        row = {"K": K}
+        for sampler in ("dense", "alias"):
+            m = StochasticEMLDA(K, sampler=sampler, max_iter=sweeps, n_threads=1,
+                                random_state=0).fit(X)
+            row[sampler] = float(np.median([e["tokens_per_s"] for e in m.trace_]))
+        rows.append(row)
+        print(f"  crossover K={K}: dense {row['dense']:.3g}, alias {row['alias']:.3g} tokens/s",
+              flush=True)
+    return rows
+
+
+def peak_memory(X, K):
+    """Peak bytes numpy allocates during a 2-sweep fit, and the issue's budget for it."""
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    StochasticEMLDA(K, max_iter=2, n_threads=1, random_state=0).fit(X)
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    V = X.shape[1]
+    n_tokens = int(X.sum())
+    corpus = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
+    budget = 2 * 4 * K * V + 4 * n_tokens + corpus
+    return {"K": K, "peak_bytes": int(peak), "budget_bytes": int(budget),
+            "counts_bytes_x2": 8 * K * V, "tokens": n_tokens, "corpus_bytes": int(corpus)}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--ks", type=int, nargs="+", default=[100, 400, 1000])
+    p.add_argument("--budget", type=float, default=60.0, help="training seconds per method")
+    p.add_argument("--methods", nargs="+",
+                   default=["sem-1t", "sem-2t", "tomotopy", "lda", "sparselda"])
+    p.add_argument("--paper-alpha", action="store_true",
+                   help="also run sem-1t and tomotopy with alpha = 50 / K at the largest K")
+    p.add_argument("--n-test", type=int, default=1000)
+    p.add_argument("--n-train", type=int, default=None)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--growth", type=float, default=1.5)
+    p.add_argument("--crossover-ks", type=int, nargs="*", default=[4, 8, 16, 32, 64])
+    p.add_argument("--quick", action="store_true", help="2000 documents, K = 50, 10 s")
+    p.add_argument("--out", default=str(RESULTS / "sem.json"))
+    p.add_argument("--summarize", action="store_true",
+                   help="only recompute the summary, table and plot of an existing --out JSON")
+    args = p.parse_args(argv)
+    if args.summarize:
+        import json
+
+        results = json.loads(Path(args.out).read_text())
+        results["summary"] = summarize(results)
+        write_json(args.out, results)
+        plot(results, Path(args.out).with_suffix(".png"))
+        print(markdown_table(results))
+        return
+    if args.quick:
+        args.ks, args.budget, args.n_train, args.n_test = [50], 10.0, 2000, 200
+        args.crossover_ks = [8, 32]
+    X_train, X_test, _ = newsgroups_heldout_split(seed=args.seed, n_test=args.n_test,
+                                                  n_train=args.n_train)
+    n_tokens = int(X_train.sum())
+    print(f"20 Newsgroups: {X_train.shape[0]} training documents, {X_train.shape[1]} words, "
+          f"{n_tokens} tokens; {X_test.shape[0]} test documents", flush=True)
+    results = {"environment": environment(), "dataset": "20newsgroups",
+               "n_train": X_train.shape[0], "n_words": X_train.shape[1],
+               "n_tokens": n_tokens, "n_test": X_test.shape[0], "beta": BETA,
+               "budget_s": args.budget, "seed": args.seed}
+    results["crossover"] = crossover(X_train, args.crossover_ks)
+    results["memory"] = []
+    for K in args.ks:
+        results["memory"].append(peak_memory(X_train, K))
+        print(f"  memory K={K}: {results['memory'][-1]}", flush=True)
+    runs = []
+    plan = [(K, 0.5 / K, m) for K in args.ks for m in args.methods]
+    if args.paper_alpha:
+        K = max(args.ks)
+        plan += [(K, 50.0 / K, m) for m in ("sem-1t", "tomotopy")]
+    for K, alpha, method in plan:
+        scorer = AlphaScorer(X_test, alpha, args.seed, 2)
+        rec = Recorder(scorer, args.budget, growth=args.growth,
+                       log=lambda m: print(m, flush=True))
+        print(f"K={K} alpha={alpha:g} {method}", flush=True)
+        t0 = time.perf_counter()
+        if method.startswith("sem-"):
+            info = run_sem(X_train, K, alpha, args.seed, int(method[4]), rec, args.budget)
+        elif method == "tomotopy":
+            runner = TomotopyAlpha(X_train, K, args.seed + 1, 1, alpha)
+            info = timed_stepper(runner, rec, args.budget, n_tokens, runner.sweeps)
+        elif method == "lda":
+            runner = LdaPackage(X_train, K, args.seed, 1, alpha)
+            info = timed_stepper(runner, rec, args.budget, n_tokens, 1)
+        elif method == "sparselda":
+            opts = argparse.Namespace(max_passes=1000, tol=8e-5, n_batches=5)
+            run_sparselda(X_train, K, 8, "memoized", args.seed, 1, rec, args.budget, opts)
+            info = {"tokens_per_s": None, "sweeps": None}
+        else:
+            raise ValueError(method)
+        run = {"K": K, "alpha": alpha, "method": method, "curve": rec.curve,
+               "wall_s": time.perf_counter() - t0, **info}
+        runs.append(run)
+        print(f"  -> tokens/s {info['tokens_per_s']}, final {rec.curve[-1][1]:.4f}", flush=True)
+        results["runs"] = runs
+        write_json(args.out, results)
+    results["summary"] = summarize(results)
+    write_json(args.out, results)
+    plot(results, Path(args.out).with_suffix(".png"))
+    print(markdown_table(results))
+
+
+def summarize(results):
+    """The issue's targets from the stored runs: tokens/s ratios to tomotopy, held-out score
+    against tomotopy at equal time (tomotopy's checkpoints from 30 s on, each method's last
+    checkpoint at or before that time), final scores, 2-thread speed-up, memory."""
+    out = []
+    groups = sorted({(r["K"], r["alpha"]) for r in results["runs"]})
+    for K, alpha in groups:
+        runs = {r["method"]: r for r in results["runs"] if (r["K"], r["alpha"]) == (K, alpha)}
+        tomo = runs.get("tomotopy")
+        row = {"K": K, "alpha": alpha}
+        for name in ("sem-1t", "sem-2t"):
+            r = runs.get(name)
+            if r is None or tomo is None:
+                continue
+            diffs = []
+            for t, s_tomo, _ in tomo["curve"]:
+                if t < 30.0:
+                    continue
+                s = score_at(r["curve"], t)
+                diffs.append(None if s is None else s - s_tomo)
+            row[name] = {
+                "tokens_per_s_ratio_to_tomotopy": r["tokens_per_s"] / tomo["tokens_per_s"],
+                "heldout_minus_tomotopy_at_tomotopy_checkpoints_from_30s": diffs,
+                "ahead_at_every_checkpoint_from_30s": bool(diffs) and all(
+                    d is not None and d >= 0 for d in diffs),
+                "final_minus_tomotopy_final": r["curve"][-1][1] - tomo["curve"][-1][1],
+            }
+        if "sem-1t" in runs and "sem-2t" in runs:
+            row["two_thread_speedup"] = runs["sem-2t"]["tokens_per_s"] / \
+                runs["sem-1t"]["tokens_per_s"]
+        out.append(row)
+    return out
+
+
+def score_at(curve, t):
+    """Score of the last checkpoint at or before t (None before the first)."""
+    s = [c[1] for c in curve if c[0] <= t + 1e-9]
+    return s[-1] if s else None
+
+
+def markdown_table(results):
+    lines = ["| K | alpha | method | tokens/s (1 sweep) | sweeps | held-out at 30 s | final "
+             "(time) |", "|---|---|---|---|---|---|---|"]
+    for r in results["runs"]:
+        tps = "" if r["tokens_per_s"] is None else f"{r['tokens_per_s'] / 1e6:.2f} M"
+        s30 = score_at(r["curve"], 30.0)
+        last = r["curve"][-1]
+        lines.append(
+            f"| {r['K']} | {r['alpha']:g} | {r['method']} | {tps} | {r['sweeps'] or ''} | "
+            f"{'' if s30 is None else f'{s30:.4f}'} | {last[1]:.4f} ({last[0]:.0f} s) |"
+        )
+    return "\n".join(lines)
+
+
+COLORS = {"sem-1t": "tab:blue", "sem-2t": "tab:cyan", "tomotopy": "tab:orange",
+          "lda": "tab:red", "sparselda": "tab:purple"}
+
+
+def plot(results, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = sorted({(r["K"], r["alpha"]) for r in results["runs"]})
+    fig, axes = plt.subplots(1, len(groups), figsize=(4.5 * len(groups), 3.6), squeeze=False)
+    for ax, (K, alpha) in zip(axes[0], groups, strict=True):
+        for r in results["runs"]:
+            if (r["K"], r["alpha"]) != (K, alpha):
+                continue
+            c = np.array([(t, s) for t, s, _ in r["curve"]])
+            ax.plot(c[:, 0], c[:, 1], marker=".", label=r["method"], color=COLORS.get(r["method"]))
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_title(f"20 Newsgroups, K={K}, alpha={alpha:g}")
+        ax.set_xlabel("training seconds")
+        ax.set_ylabel("held-out document completion (nats/token)")
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+if __name__ == "__main__":
+    main()

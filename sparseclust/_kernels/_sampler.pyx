@@ -1,0 +1,573 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Token topic sampler shared by stochastic EM and collapsed Gibbs local steps for LDA.
+
+Both draw one topic per token from
+
+    p(z_dn = k)  propto  (alpha_k + n_dk) * w_{v k},        v = word of token n of document d,
+
+with a word-weight table ``w`` (stored word-major, shape (V, K)) that is fixed during a sweep:
+
+- stochastic EM (Zaheer & Kottur, Sec. 3.3, Eq. 10): w_vk = (W_vk + beta) / (T_k + V beta) from
+  the word-topic counts of the previous sweep (the read buffer), and n_dk the document's counts
+  of the previous sweep as well (``mode=FROZEN``): every token's distribution is fixed for the
+  sweep, the documents are independent and the draws are exact;
+- collapsed Gibbs within a document (Mimno, Hoffman & Blei 2012): w = exp(E[log phi]) fixed for a
+  minibatch and n_dk = n_dk^{-dn}, the document's counts without the token, updated token by
+  token (``mode=LIVE``), sequentially within the document.
+
+Decomposition (sparse path). p(k) propto alpha_k w_vk + n_dk w_vk.  The first term does not depend
+on the document: for every word a Walker/Vose alias table over alpha_k w_vk (total mass Q_v) is
+built once per sweep, so one draw costs O(1).  The second term is non-zero only on the topics
+present in the document and is computed exactly over them (mass S_dv = sum_{k: n_dk > 0} n_dk
+w_vk).  A uniform u in [0, S_dv + Q_v) selects the document part (a scan over the document's
+topics) when u < S_dv and the alias table otherwise; no Metropolis-Hastings correction is needed
+because both parts are exact.  Cost per token: O(number of topics in the document), not O(K).
+Dense path (small K): the K products (alpha_k + n_dk) w_vk, their cumulative sum, a binary search.
+
+In FROZEN mode all tokens of one (document, word) entry share their distribution: its masses are
+computed once per entry and the entry's tokens drawn from them.
+
+Random stream: each document has its own SplitMix64 stream keyed by (seed, sweep, key[d])
+(``sc_sampler.h``), where key[d] is the document index for training and a hash of the
+document's content for fold-in; so the draws -- and with them the assignments and counts -- are
+bit-identical for any number of threads and any scheduling.
+
+Output counts: the word-topic counts of the new assignments are incremented into ``Wout``
+(V, K) int32 with integer (atomic) additions: their sum does not depend on the order of the
+increments.  Document outputs (``acc`` rows, ``ll_doc``) are written by the thread that owns the
+document.
+"""
+
+from cython.parallel cimport parallel, prange
+from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t
+from libc.stdlib cimport free
+from libc.string cimport memset
+from scipy.special.cython_special cimport gammaln
+
+from sparseclust._kernels._parallel cimport sc_set_alloc_fail_thread, sc_thread_malloc
+
+import numpy as np
+import scipy.special as _sps
+
+cdef extern from "sc_sampler.h" nogil:
+    uint64_t sc_splitmix64(uint64_t* state)
+    uint64_t sc_stream_key(uint64_t seed, uint64_t sweep, uint64_t key)
+    double sc_uniform(uint64_t* state)
+    void sc_atomic_add_i32(int32_t* p, int32_t v)
+
+ctypedef fused zint_t:
+    uint16_t
+    uint32_t
+
+#: sampling modes
+FROZEN = 0
+LIVE = 1
+
+
+def _fail_thread_allocations(int thread):
+    """Make the per-thread buffer allocations of OpenMP thread ``thread`` fail (-1: none,
+    -2: every thread).
+
+    For tests of the out-of-memory path only.
+    """
+    sc_set_alloc_fail_thread(thread)
+
+
+cdef struct _Args:
+    const int64_t* indptr
+    const int32_t* indices
+    const int32_t* cnt
+    const int64_t* tokptr
+    const float* w
+    const float* prob
+    const int32_t* alias
+    const double* Q
+    const double* alpha
+    const double* lg_alpha
+    double sum_alpha
+    int K
+    int mode
+    int dense
+    int n_inner
+    int n_burn
+    uint64_t seed
+    uint64_t sweep
+    double* acc
+    int32_t* Wout
+    double* ll_doc
+    int atomic
+
+
+cdef inline int _search(const double* cum, int n, double u) noexcept nogil:
+    """First i with cum[i] > u (cum non-decreasing), clamped to n - 1."""
+    cdef int lo = 0, hi = n - 1, mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if cum[mid] > u:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+cdef inline int _scan(const double* cum, int n, double u) noexcept nogil:
+    """Linear version of _search, for the short document-topic lists."""
+    cdef int i
+    for i in range(n - 1):
+        if cum[i] > u:
+            return i
+    return n - 1
+
+
+cdef inline int _alias_draw(const _Args* a, int v, double x) noexcept nogil:
+    """Draw from word v's alias table with x uniform in [0, 1)."""
+    cdef int K = a.K, i
+    cdef double y = x * K, frac
+    if y < 0.0:
+        y = 0.0
+    i = <int> y
+    if i >= K:
+        i = K - 1
+    frac = y - i
+    if frac < a.prob[<int64_t> v * K + i]:
+        return i
+    return a.alias[<int64_t> v * K + i]
+
+
+cdef inline void _nd_add(int32_t* nd, int32_t* act, int32_t* pos, int* na, int k) noexcept nogil:
+    if nd[k] == 0:
+        pos[k] = na[0]
+        act[na[0]] = k
+        na[0] += 1
+    nd[k] += 1
+
+
+cdef inline void _nd_remove(int32_t* nd, int32_t* act, int32_t* pos, int* na, int k) noexcept nogil:
+    cdef int p, last
+    nd[k] -= 1
+    if nd[k] == 0:
+        p = pos[k]
+        last = act[na[0] - 1]
+        act[p] = last
+        pos[last] = p
+        na[0] -= 1
+
+
+cdef inline int _draw_one(const _Args* a, const int32_t* nd, const int32_t* act, int na,
+                          double* cum, int v, uint64_t* state) noexcept nogil:
+    """One draw from (alpha_k + nd_k) w_vk with the current nd (LIVE mode)."""
+    cdef int K = a.K, k, i
+    cdef const float* wv = a.w + <int64_t> v * K
+    cdef double tot = 0.0, sd = 0.0, u
+    if a.dense:
+        for k in range(K):
+            tot += (nd[k] + a.alpha[k]) * wv[k]
+            cum[k] = tot
+        return _search(cum, K, sc_uniform(state) * tot)
+    for i in range(na):
+        k = act[i]
+        sd += nd[k] * wv[k]
+        cum[i] = sd
+    tot = sd + a.Q[v]
+    u = sc_uniform(state) * tot
+    if u < sd:
+        return act[_scan(cum, na, u)]
+    return _alias_draw(a, v, (u - sd) / a.Q[v])
+
+
+cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t* nd,
+                  int32_t* act, int32_t* pos, double* cum) noexcept nogil:
+    """Process document d (n_inner sweeps over its tokens); returns the number of tokens whose
+    topic changed in the last inner sweep.  nd must be all zero on entry and is on exit."""
+    cdef int64_t t0 = a.tokptr[d], t1 = a.tokptr[d + 1], t, j, changed = 0
+    cdef int64_t j0 = a.indptr[d], j1 = a.indptr[d + 1]
+    cdef int K = a.K, na = 0, it, k, i, v, c, r, old
+    cdef const float* wv
+    cdef double tot, sd, u, ll
+    cdef uint64_t state
+    if t1 == t0:
+        if a.ll_doc != NULL:
+            a.ll_doc[d] = 0.0
+        return 0
+    for t in range(t0, t1):
+        _nd_add(nd, act, pos, &na, z[t])
+    state = sc_stream_key(a.seed, a.sweep, key)
+    for it in range(a.n_inner):
+        t = t0
+        for j in range(j0, j1):
+            c = a.cnt[j]
+            if c <= 0:
+                continue
+            v = a.indices[j]
+            if a.mode == 1:  # LIVE: n_dk without the token, updated token by token
+                for r in range(c):
+                    old = z[t]
+                    _nd_remove(nd, act, pos, &na, old)
+                    k = _draw_one(a, nd, act, na, cum, v, &state)
+                    _nd_add(nd, act, pos, &na, k)
+                    if k != old and it == a.n_inner - 1:
+                        changed += 1
+                    z[t] = <zint_t> k
+                    t += 1
+                continue
+            # FROZEN: one distribution per entry
+            wv = a.w + <int64_t> v * K
+            if a.dense:
+                tot = 0.0
+                for k in range(K):
+                    tot += (nd[k] + a.alpha[k]) * wv[k]
+                    cum[k] = tot
+                for r in range(c):
+                    k = _search(cum, K, sc_uniform(&state) * tot)
+                    if k != z[t] and it == a.n_inner - 1:
+                        changed += 1
+                    z[t] = <zint_t> k
+                    t += 1
+            else:
+                sd = 0.0
+                for i in range(na):
+                    k = act[i]
+                    sd += nd[k] * wv[k]
+                    cum[i] = sd
+                tot = sd + a.Q[v]
+                for r in range(c):
+                    u = sc_uniform(&state) * tot
+                    if u < sd:
+                        k = act[_scan(cum, na, u)]
+                    else:
+                        k = _alias_draw(a, v, (u - sd) / a.Q[v])
+                    if k != z[t] and it == a.n_inner - 1:
+                        changed += 1
+                    z[t] = <zint_t> k
+                    t += 1
+        if a.mode == 0:
+            # the new document counts are the read buffer of the next inner sweep
+            for i in range(na):
+                nd[act[i]] = 0
+            na = 0
+            for t in range(t0, t1):
+                _nd_add(nd, act, pos, &na, z[t])
+        if it >= a.n_burn:
+            if a.acc != NULL:
+                for i in range(na):
+                    k = act[i]
+                    a.acc[d * K + k] += nd[k]
+            if a.Wout != NULL:
+                t = t0
+                for j in range(j0, j1):
+                    v = a.indices[j]
+                    for r in range(a.cnt[j]):
+                        if a.atomic:
+                            sc_atomic_add_i32(&a.Wout[<int64_t> v * K + z[t]], 1)
+                        else:
+                            a.Wout[<int64_t> v * K + z[t]] += 1
+                        t += 1
+    if a.ll_doc != NULL:
+        # log p(z_d | alpha) = log Gamma(sum alpha) - log Gamma(N_d + sum alpha)
+        #                      + sum_k [log Gamma(n_dk + alpha_k) - log Gamma(alpha_k)]
+        ll = gammaln(a.sum_alpha) - gammaln((t1 - t0) + a.sum_alpha)
+        for i in range(na):
+            k = act[i]
+            ll += gammaln(nd[k] + a.alpha[k]) - a.lg_alpha[k]
+        a.ll_doc[d] = ll
+    for i in range(na):
+        nd[act[i]] = 0
+    return changed
+
+
+def sample_sweep(
+    const int64_t[::1] indptr,     # IN (D + 1,) CSR row pointers
+    const int32_t[::1] indices,    # IN (nnz,) word ids
+    const int32_t[::1] cnt,        # IN (nnz,) tokens per entry (>= 0)
+    const int64_t[::1] tokptr,     # IN (D + 1,) token offsets of the documents
+    zint_t[::1] z,                 # INOUT (n_tokens,) topic of every token, entry order
+    const uint64_t[::1] keys,      # IN (D,) random-stream key of every document
+    const float[:, ::1] w,         # IN (V, K) word weights
+    const double[::1] alpha,       # IN (K,) alpha_k > 0
+    const float[:, ::1] prob,      # IN (V, K) alias probabilities (sparse path) or (0, 0)
+    const int32_t[:, ::1] alias,   # IN (V, K) alias topics (sparse path) or (0, 0)
+    const double[::1] Q,           # IN (V,) sum_k alpha_k w_vk (sparse path) or (0,)
+    int mode,                      # FROZEN (0) or LIVE (1)
+    bint dense,                    # dense path (every topic) instead of alias + document part
+    int n_inner,                   # sweeps over each document's tokens
+    int n_burn,                    # inner sweeps before the counts are saved
+    uint64_t seed,
+    uint64_t sweep,
+    double[:, ::1] acc,            # INOUT (D, K) += n_dk after every saved inner sweep, or (0, 0)
+    int32_t[:, ::1] Wout,          # INOUT (V, K) += word-topic counts of saved sweeps, or (0, 0)
+    double[::1] ll_doc,            # OUT (D,) log p(z_d | alpha) after the last sweep, or (0,)
+    int n_threads,
+):
+    """One sampling sweep over all documents (see the module docstring).
+
+    Returns the number of tokens whose topic changed in the last inner sweep.
+    """
+    cdef Py_ssize_t D = indptr.shape[0] - 1, d
+    cdef int K = <int> w.shape[1], V = <int> w.shape[0]
+    cdef _Args a
+    cdef int32_t* nd
+    cdef int32_t* act
+    cdef int32_t* pos
+    cdef double* cum
+    cdef int64_t changed = 0
+    cdef int fails = 0
+    if alpha.shape[0] != K or keys.shape[0] != D or tokptr.shape[0] != D + 1:
+        raise ValueError("inconsistent shapes")
+    if indices.shape[0] != cnt.shape[0] or tokptr[D] != z.shape[0]:
+        raise ValueError("inconsistent token layout")
+    if not dense and (prob.shape[0] != V or prob.shape[1] != K or alias.shape[0] != V
+                      or alias.shape[1] != K or Q.shape[0] != V):
+        raise ValueError("the sparse path needs the alias tables of w")
+    if mode not in (0, 1) or n_inner < 1 or n_burn < 0:
+        raise ValueError("bad mode, n_inner or n_burn")
+    if acc.shape[0] > 0 and (acc.shape[0] != D or acc.shape[1] != K):
+        raise ValueError("acc must have shape (D, K)")
+    if Wout.shape[0] > 0 and (Wout.shape[0] != V or Wout.shape[1] != K):
+        raise ValueError("Wout must have shape (V, K)")
+    if ll_doc.shape[0] > 0 and ll_doc.shape[0] != D:
+        raise ValueError("ll_doc must have shape (D,)")
+    lg = np.ascontiguousarray(_sps.gammaln(np.asarray(alpha, dtype=np.float64)))
+    cdef const double[::1] lg_alpha = lg
+    a.indptr = &indptr[0]
+    a.indices = &indices[0] if indices.shape[0] > 0 else NULL
+    a.cnt = &cnt[0] if cnt.shape[0] > 0 else NULL
+    a.tokptr = &tokptr[0]
+    a.w = &w[0, 0] if V > 0 else NULL
+    a.prob = &prob[0, 0] if (not dense and V > 0) else NULL
+    a.alias = &alias[0, 0] if (not dense and V > 0) else NULL
+    a.Q = &Q[0] if (not dense and V > 0) else NULL
+    a.alpha = &alpha[0]
+    a.lg_alpha = &lg_alpha[0]
+    a.sum_alpha = float(np.sum(alpha))
+    a.K = K
+    a.mode = mode
+    a.dense = dense
+    a.n_inner = n_inner
+    a.n_burn = n_burn
+    a.seed = seed
+    a.sweep = sweep
+    a.acc = &acc[0, 0] if acc.shape[0] > 0 else NULL
+    a.Wout = &Wout[0, 0] if Wout.shape[0] > 0 else NULL
+    a.ll_doc = &ll_doc[0] if ll_doc.shape[0] > 0 else NULL
+    a.atomic = n_threads != 1
+    if D == 0 or z.shape[0] == 0:
+        if a.ll_doc != NULL:
+            memset(a.ll_doc, 0, D * sizeof(double))
+        return 0
+    with nogil, parallel(num_threads=n_threads):
+        nd = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
+        act = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
+        pos = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
+        cum = <double*> sc_thread_malloc((K + 1) * sizeof(double))
+        if nd != NULL:
+            memset(nd, 0, K * sizeof(int32_t))
+        for d in prange(D, schedule="dynamic", chunksize=16):
+            if nd == NULL or act == NULL or pos == NULL or cum == NULL:
+                fails += 1
+                continue
+            changed += _doc(&a, &z[0], d, keys[d], nd, act, pos, cum)
+        free(nd)
+        free(act)
+        free(pos)
+        free(cum)
+    if fails:
+        raise MemoryError("could not allocate the sampler scratch space")
+    return int(changed)
+
+
+cdef inline int _alias_row(const double* p, int K, float* prob, int32_t* alias, double* s,
+                           int32_t* small, int32_t* large) noexcept nogil:
+    """Vose's alias table of the non-negative weights p[0:K] (not all zero)."""
+    cdef double tot = 0.0
+    cdef int k, ns = 0, nl = 0, l, g
+    for k in range(K):
+        tot += p[k]
+    for k in range(K):
+        s[k] = p[k] * K / tot
+        if s[k] < 1.0:
+            small[ns] = k
+            ns += 1
+        else:
+            large[nl] = k
+            nl += 1
+    while ns > 0 and nl > 0:
+        ns -= 1
+        l = small[ns]
+        nl -= 1
+        g = large[nl]
+        prob[l] = <float> s[l]
+        alias[l] = g
+        s[g] = (s[g] + s[l]) - 1.0
+        if s[g] < 1.0:
+            small[ns] = g
+            ns += 1
+        else:
+            large[nl] = g
+            nl += 1
+    while nl > 0:
+        nl -= 1
+        prob[large[nl]] = 1.0
+        alias[large[nl]] = large[nl]
+    while ns > 0:  # left over by rounding: probability 1 up to rounding
+        ns -= 1
+        prob[small[ns]] = 1.0
+        alias[small[ns]] = small[ns]
+    return 0
+
+
+def build_alias(
+    const float[:, ::1] w,         # IN (V, K) word weights > 0
+    const double[::1] alpha,       # IN (K,)
+    float[:, ::1] prob,            # OUT (V, K)
+    int32_t[:, ::1] alias,         # OUT (V, K)
+    double[::1] Q,                 # OUT (V,) sum_k alpha_k w_vk
+    int n_threads,
+):
+    """Alias tables of every word over alpha_k w_vk (parallel over words)."""
+    cdef Py_ssize_t V = w.shape[0], v
+    cdef int K = <int> w.shape[1], k, fails = 0
+    cdef double* p
+    cdef double* s
+    cdef int32_t* small
+    cdef int32_t* large
+    cdef double q
+    if alpha.shape[0] != K or prob.shape[0] != V or prob.shape[1] != K or alias.shape[0] != V \
+            or alias.shape[1] != K or Q.shape[0] != V:
+        raise ValueError("inconsistent shapes")
+    if V == 0:
+        return
+    with nogil, parallel(num_threads=n_threads):
+        p = <double*> sc_thread_malloc(K * sizeof(double))
+        s = <double*> sc_thread_malloc(K * sizeof(double))
+        small = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
+        large = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
+        for v in prange(V, schedule="static"):
+            if p == NULL or s == NULL or small == NULL or large == NULL:
+                fails += 1
+                continue
+            q = 0.0
+            for k in range(K):
+                p[k] = alpha[k] * w[v, k]
+                q = q + p[k]
+            Q[v] = q
+            _alias_row(p, K, &prob[v, 0], &alias[v, 0], s, small, large)
+        free(p)
+        free(s)
+        free(small)
+        free(large)
+    if fails:
+        raise MemoryError("could not allocate the alias-table scratch space")
+
+
+def sem_word_weights(
+    const int32_t[:, ::1] W,       # IN (V, K) word-topic counts (read buffer)
+    const double[::1] inv_tot,     # IN (K,) 1 / (T_k + V beta)
+    double beta,
+    float[:, ::1] w,               # OUT (V, K) (W_vk + beta) / (T_k + V beta)
+    double[::1] word_ll,           # OUT (V,) sum_k [lgamma(W_vk + beta) - lgamma(beta)]
+    int n_threads,
+):
+    """Stochastic-EM word weights from the counts, and the words' terms of log p(x | z, beta)."""
+    cdef Py_ssize_t V = W.shape[0], v
+    cdef int K = <int> W.shape[1], k
+    cdef double lgb = gammaln(beta), ll
+    if inv_tot.shape[0] != K or w.shape[0] != V or w.shape[1] != K or word_ll.shape[0] != V:
+        raise ValueError("inconsistent shapes")
+    with nogil:
+        for v in prange(V, schedule="static", num_threads=n_threads):
+            ll = 0.0
+            for k in range(K):
+                w[v, k] = <float> ((W[v, k] + beta) * inv_tot[k])
+                if W[v, k] > 0:
+                    ll = ll + gammaln(W[v, k] + beta) - lgb
+            word_ll[v] = ll
+
+
+def random_assign(
+    const int64_t[::1] tokptr,     # IN (D + 1,)
+    zint_t[::1] z,                 # OUT (n_tokens,)
+    const uint64_t[::1] keys,      # IN (D,)
+    uint64_t seed,
+    int K,
+    int n_threads,
+):
+    """z uniform over the K topics, from the stream (seed, 0, key[d]) of each document."""
+    cdef Py_ssize_t D = tokptr.shape[0] - 1, d
+    cdef int64_t t
+    cdef uint64_t state
+    if keys.shape[0] != D or tokptr[D] != z.shape[0]:
+        raise ValueError("inconsistent shapes")
+    if z.shape[0] == 0:
+        return
+    with nogil:
+        for d in prange(D, schedule="static", num_threads=n_threads):
+            state = sc_stream_key(seed, 0, keys[d])
+            for t in range(tokptr[d], tokptr[d + 1]):
+                z[t] = <zint_t> (<int> (sc_uniform(&state) * K) % K)
+
+
+def count_words(
+    const int64_t[::1] indptr,
+    const int32_t[::1] indices,
+    const int32_t[::1] cnt,
+    const int64_t[::1] tokptr,
+    const zint_t[::1] z,
+    int32_t[:, ::1] Wout,          # INOUT (V, K) += word-topic counts of z
+    int n_threads,
+):
+    """Word-topic counts of the assignments z (integer atomic increments)."""
+    cdef Py_ssize_t D = indptr.shape[0] - 1, d
+    cdef int K = <int> Wout.shape[1], r
+    cdef int64_t j, t
+    cdef int atomic = n_threads != 1
+    if tokptr[D] != z.shape[0]:
+        raise ValueError("inconsistent shapes")
+    if z.shape[0] == 0:
+        return
+    with nogil:
+        for d in prange(D, schedule="static", num_threads=n_threads):
+            t = tokptr[d]
+            for j in range(indptr[d], indptr[d + 1]):
+                for r in range(cnt[j]):
+                    if atomic:
+                        sc_atomic_add_i32(&Wout[indices[j], z[t]], 1)
+                    else:
+                        Wout[indices[j], z[t]] += 1
+                    t = t + 1
+
+
+def content_keys(
+    const int64_t[::1] indptr,
+    const int32_t[::1] indices,
+    const int32_t[::1] cnt,
+):
+    """A 64-bit hash of every document's (word, count) entries: the stream key of fold-in, so
+    a document's draws do not depend on its position in the matrix."""
+    cdef Py_ssize_t D = indptr.shape[0] - 1, d
+    cdef int64_t j
+    cdef uint64_t h, s
+    out = np.empty(D, dtype=np.uint64)
+    cdef uint64_t[::1] o = out
+    with nogil:
+        for d in range(D):
+            h = 0x243F6A8885A308D3ULL
+            for j in range(indptr[d], indptr[d + 1]):
+                if cnt[j] <= 0:
+                    continue
+                s = h ^ <uint64_t> indices[j]
+                h = sc_splitmix64(&s)
+                s = h ^ <uint64_t> cnt[j]
+                h = sc_splitmix64(&s)
+            o[d] = h
+    return out
+
+
+def uniform_stream(uint64_t seed, uint64_t sweep, uint64_t key, Py_ssize_t n):
+    """The first n uniforms of the stream keyed by (seed, sweep, key) (for reference code)."""
+    out = np.empty(n, dtype=np.float64)
+    cdef double[::1] o = out
+    cdef uint64_t state = sc_stream_key(seed, sweep, key)
+    cdef Py_ssize_t i
+    for i in range(n):
+        o[i] = sc_uniform(&state)
+    return out

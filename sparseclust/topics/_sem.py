@@ -1,0 +1,660 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Stochastic EM for LDA (Zaheer & Kottur, Sec. 3.3, Eq. 10, Alg. 1).
+
+Every sweep draws one topic per token from
+
+    p(z_dn = k)  propto  (D_dk + alpha) (W_kv + beta) / (T_k + V beta)
+
+with all counts read from the previous sweep's assignments (the read buffer) while the new
+word-topic counts are incremented into the other buffer; documents are therefore independent
+within a sweep.  The sampling kernel is :mod:`sparseclust._kernels._sampler`.
+"""
+
+import numbers
+import time
+from collections import namedtuple
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import gammaln, psi
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
+
+from .._kernels import _sampler
+from ..utils._threads import effective_n_threads
+from ._local import TopicTables, local_step
+
+__all__ = ["StochasticEMLDA", "token_layout"]
+
+#: token layout of a count matrix: CSR structure, tokens per entry and token offsets per document
+TokenLayout = namedtuple("TokenLayout", "indptr indices cnt tokptr")
+
+#: 'auto' uses the dense path up to this many topics: on 20 Newsgroups (bench_sem.py, median
+#: of the first 5 sweeps from uniform assignments, one thread) the dense path was as fast or
+#: faster up to K = 64 and the alias path faster from K = 128 (results/sem.json, "crossover")
+DENSE_MAX_K = 64
+
+#: local-step settings of score(): SparseLDA's defaults, so that both estimators report the
+#: same per-token bound
+_SCORE_MAX_ITER = 100
+_SCORE_TOL = 0.05
+
+#: work units (tokens, or table entries) per thread below which a kernel runs on fewer threads:
+#: starting a parallel region costs more than such small work (results do not depend on it)
+_MIN_WORK_PER_THREAD = 50_000
+
+_EMPTY2F = np.zeros((0, 0), np.float32)
+_EMPTY2I = np.zeros((0, 0), np.int32)
+_EMPTY2D = np.zeros((0, 0))
+_EMPTY1 = np.zeros(0)
+
+
+def token_layout(X):
+    """Tokens of the CSR count matrix X: entry (d, v) with count c_dv holds round(c_dv) tokens
+    (fractional counts are rounded half up), laid out document by document in entry order."""
+    indptr = np.ascontiguousarray(X.indptr, dtype=np.int64)
+    indices = np.ascontiguousarray(X.indices, dtype=np.int32)
+    cnt = np.floor(np.asarray(X.data, dtype=np.float64) + 0.5)
+    if cnt.size and cnt.max() > np.iinfo(np.int32).max:
+        raise ValueError("a count of X exceeds 2**31 - 1 tokens.")
+    cnt = np.ascontiguousarray(cnt, dtype=np.int32)
+    D = indptr.size - 1
+    rows = np.repeat(np.arange(D), np.diff(indptr))
+    per_doc = np.bincount(rows, weights=cnt, minlength=D).astype(np.int64)
+    tokptr = np.zeros(D + 1, dtype=np.int64)
+    np.cumsum(per_doc, out=tokptr[1:])
+    return TokenLayout(indptr, indices, cnt, tokptr)
+
+
+def _seed(rng):
+    """A 62-bit seed of the kernel's random streams drawn from a RandomState."""
+    return (int(rng.randint(2**31)) << 31) | int(rng.randint(2**31))
+
+
+def _z_dtype(K):
+    return np.uint16 if K <= np.iinfo(np.uint16).max else np.uint32
+
+
+def _threads_for(work, n_threads):
+    return int(max(1, min(n_threads, work // _MIN_WORK_PER_THREAD)))
+
+
+class _Sampler:
+    """Word weights, alias tables and one FROZEN sweep over a token layout."""
+
+    def __init__(self, V, K, alpha, dense, n_threads):
+        self.V, self.K, self.dense, self.n_threads = V, K, dense, n_threads
+        self.alpha = np.full(K, alpha, dtype=np.float64)
+        self.w = np.empty((V, K), np.float32)
+        if dense:
+            self.prob, self.alias, self.Q = _EMPTY2F, _EMPTY2I, _EMPTY1
+        else:
+            self.prob = np.empty((V, K), np.float32)
+            self.alias = np.empty((V, K), np.int32)
+            self.Q = np.empty(V)
+
+    def set_weights_from_counts(self, W, beta):
+        """w = (W + beta) / (T + V beta) from integer counts W (V, K); returns
+        log p(x | z, beta) (the topic part of the log joint)."""
+        T = W.sum(axis=0, dtype=np.int64)
+        word_ll = np.empty(self.V)
+        _sampler.sem_word_weights(W, 1.0 / (T + self.V * beta), beta, self.w, word_ll,
+                                  _threads_for(W.size, self.n_threads))
+        K = self.K
+        return float(K * gammaln(self.V * beta) - gammaln(T + self.V * beta).sum()
+                     + word_ll.sum())
+
+    def set_weights(self, phi_t):
+        """w = phi^T given as a (V, K) array of topic-word probabilities."""
+        self.w[:] = phi_t
+
+    def build_tables(self):
+        if not self.dense:
+            _sampler.build_alias(self.w, self.alpha, self.prob, self.alias, self.Q,
+                                 _threads_for(self.w.size, self.n_threads))
+
+    def sweep(self, lay, z, keys, seed, sweep, *, n_inner=1, n_burn=0, acc=None, Wout=None,
+              ll_doc=None):
+        return _sampler.sample_sweep(
+            lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, self.w, self.alpha,
+            self.prob, self.alias, self.Q, _sampler.FROZEN, self.dense, n_inner, n_burn,
+            seed, sweep, _EMPTY2D if acc is None else acc, _EMPTY2I if Wout is None else Wout,
+            _EMPTY1 if ll_doc is None else ll_doc,
+            _threads_for(int(lay.tokptr[-1]) * n_inner, self.n_threads),
+        )
+
+
+class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+    """Latent Dirichlet allocation by parallel stochastic EM (Zaheer & Kottur).
+
+    Model: phi_k ~ Dir_V(beta), pi_d ~ Dir_K(alpha), z_dn ~ Cat(pi_d), x_dn ~ Cat(phi_{z_dn}).
+    Each sweep (an E-step, S-step and M-step in one, Zaheer & Kottur Sec. 3.3, Eq. 10) draws a
+    new topic for every token from
+
+        p(z_dn = k)  propto  (D_dk + alpha) (W_kv + beta) / (T_k + V beta),
+
+    where D_dk, W_kv, T_k are the document-topic, word-topic and topic counts of the
+    *previous* sweep's assignments (the read buffer, frozen during the sweep); the new
+    word-topic counts are incremented into a second buffer that becomes the read buffer of
+    the next sweep.  With every count frozen, the documents of a sweep are independent: they
+    are processed in parallel (OpenMP) without locks, and each token's distribution is fixed,
+    so its draw is exact.  Sampling cost per token does not grow with K: the word part
+    alpha (W_kv + beta) / (T_k + V beta) is drawn from a Walker/Vose alias table per word,
+    built once per sweep, and the document part D_dk (W_kv + beta) / (T_k + V beta) is
+    computed exactly over the topics present in the document (``sampler='alias'``); for
+    small K every topic is evaluated (``sampler='dense'``).  The initial assignments are
+    uniform.  The tokens of X are its counts rounded to the nearest integer.
+
+    Parameters
+    ----------
+    n_components : int, default=10
+        Number of topics K.
+    doc_topic_prior : float or None, default=None
+        alpha; None means 0.5 / n_components (the rule of :class:`SparseLDA`).
+    topic_word_prior : float, default=0.1
+        beta: symmetric Dirichlet prior on each topic's word distribution.
+    max_iter : int, default=100
+        Sweeps of ``fit``.
+    tol : float, default=0.0
+        Stop after the first sweep whose log joint likelihood log p(x, z | alpha, beta)
+        changed by less than ``tol`` nats per token (``converged_`` is then True). ``0`` runs
+        ``max_iter`` sweeps. The log joint of a sampler fluctuates by about 1/sqrt(N) per token
+        over N tokens, so ``tol`` below that never triggers.
+    sampler : {'auto', 'alias', 'dense'}, default='auto'
+        Per-token sampler: 'alias' (alias tables + document part, cost independent of K),
+        'dense' (all K topics), 'auto' = 'dense' for ``n_components <= 64``, else 'alias'
+        (the measured crossover, ``doc/sem.md``).
+    algorithm : {'batch', 'online'}, default='batch'
+        'batch': ``fit`` runs ``max_iter`` stochastic-EM sweeps over all documents.
+        'online': ``fit`` runs ``max_iter`` passes of the minibatch steps of
+        :meth:`partial_fit` over X (in row order), from new topics, with the corpus size
+        ``total_samples`` (None: the number of documents of X).
+    n_fold_in : int, default=20
+        Sweeps of the fold-in of :meth:`transform` and of each minibatch of
+        :meth:`partial_fit`; the first ``n_fold_in // 2`` are burn-in, the others are
+        averaged.
+    kappa, delta : float, default=0.6, 1.0
+        Step size rho_t = (delta + t)^(-kappa) of :meth:`partial_fit` and online ``fit``.
+    batch_size : int, default=256
+        :meth:`partial_fit` (and online ``fit``) processes X in minibatches of this many
+        documents.
+    total_samples : float or None, default=None
+        Corpus size the minibatch counts of :meth:`partial_fit` are scaled to; None means the
+        number of documents given to ``fit`` when the model was fitted by ``fit``, else the
+        number of documents of the ``partial_fit`` call.
+    n_threads : int or None, default=None
+        OpenMP threads (documents in parallel); results do not depend on it.
+    random_state : int, RandomState instance or None, default=None
+    verbose : int, default=0
+
+    Attributes
+    ----------
+    components_ : ndarray (n_components, n_features)
+        W_kv + beta: the Dirichlet parameters of the posterior of phi_k given the final
+        sweep's assignments (the counts of one sample, not an average over sweeps).
+    topic_word_distribution_ : ndarray (n_components, n_features)
+        The posterior mean (W_kv + beta) / (T_k + V beta) of the topics given the final
+        assignments (the MAP estimate would be (W_kv + beta - 1) / (T_k + V (beta - 1)),
+        undefined for beta < 1).
+    doc_topic_prior_, topic_word_prior_ : float
+        alpha and beta used.
+    n_iter_ : int
+        Sweeps run by ``fit``.
+    n_batch_iter_ : int
+        Minibatch steps of :meth:`partial_fit` (t of the step size).
+    converged_ : bool
+    log_joint_ : float
+        log p(x, z | alpha, beta) of the final assignments (collapsed over pi and phi).
+    trace_ : list of dict
+        Per sweep: ``sweep``, ``time`` (seconds of the sweep: weights, alias tables,
+        sampling), ``elapsed``, ``tokens_per_s``, ``log_joint``, ``log_joint_change`` (nats
+        per token), ``changed`` (tokens whose topic changed). :meth:`partial_fit` appends
+        ``step``, ``time``, ``elapsed``, ``tokens_per_s``, ``rho`` and ``changed`` per minibatch.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Only when X has string feature names.
+
+    Notes
+    -----
+    ``score`` is exactly :meth:`SparseLDA.score` for topics q(phi_k) = Dir(components_): the
+    per-token evidence lower bound of the dense variational local step, so one
+    ``GridSearchCV`` can compare both estimators.
+
+    Log joint (collapsed): log p(x, z) = sum_d [log Gamma(K alpha) - log Gamma(N_d + K alpha)
+    + sum_k (log Gamma(D_dk + alpha) - log Gamma(alpha))] + sum_k [log Gamma(V beta)
+    - log Gamma(T_k + V beta) + sum_v (log Gamma(W_kv + beta) - log Gamma(beta))].
+
+    References
+    ----------
+    M. Zaheer and S. Kottur. Stochastic Expectation Maximization for Latent Variable Models.
+    Carnegie Mellon University.
+    """
+
+    _parameter_constraints = {
+        "n_components": [Interval(numbers.Integral, 1, None, closed="left")],
+        "doc_topic_prior": [Interval(numbers.Real, 0, None, closed="neither"), None],
+        "topic_word_prior": [Interval(numbers.Real, 0, None, closed="neither")],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "tol": [Interval(numbers.Real, 0, None, closed="left")],
+        "sampler": [StrOptions({"auto", "alias", "dense"})],
+        "algorithm": [StrOptions({"batch", "online"})],
+        "n_fold_in": [Interval(numbers.Integral, 1, None, closed="left")],
+        "kappa": [Interval(numbers.Real, 0, 1, closed="right")],
+        "delta": [Interval(numbers.Real, 0, None, closed="left")],
+        "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
+        "total_samples": [Interval(numbers.Real, 0, None, closed="neither"), None],
+        "n_threads": [numbers.Integral, None],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        n_components=10,
+        *,
+        doc_topic_prior=None,
+        topic_word_prior=0.1,
+        max_iter=100,
+        tol=0.0,
+        sampler="auto",
+        algorithm="batch",
+        n_fold_in=20,
+        kappa=0.6,
+        delta=1.0,
+        batch_size=256,
+        total_samples=None,
+        n_threads=None,
+        random_state=None,
+        verbose=0,
+    ):
+        self.n_components = n_components
+        self.doc_topic_prior = doc_topic_prior
+        self.topic_word_prior = topic_word_prior
+        self.max_iter = max_iter
+        self.tol = tol
+        self.sampler = sampler
+        self.algorithm = algorithm
+        self.n_fold_in = n_fold_in
+        self.kappa = kappa
+        self.delta = delta
+        self.batch_size = batch_size
+        self.total_samples = total_samples
+        self.n_threads = n_threads
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.positive_only = True
+        tags.input_tags.sparse = True
+        tags.transformer_tags.preserves_dtype = ["float32", "float64"]
+        return tags
+
+    # -----------------------------------------------------------------------------------
+    # helpers
+
+    def _check_X(self, X, *, reset, whom):
+        X = validate_data(
+            self, X, reset=reset, accept_sparse="csr", dtype=[np.float64, np.float32]
+        )
+        check_non_negative(X, whom)
+        if not sp.issparse(X):
+            X = sp.csr_array(X)
+        elif not X.has_canonical_format:
+            X = X.copy()
+            X.sum_duplicates()
+        return X
+
+    def _alpha(self):
+        if self.doc_topic_prior is None:
+            return 0.5 / self.n_components
+        return float(self.doc_topic_prior)
+
+    def _dense(self):
+        if self.sampler == "auto":
+            return self.n_components <= DENSE_MAX_K
+        return self.sampler == "dense"
+
+    def _new_sampler(self, V):
+        return _Sampler(V, self.n_components, self._alpha(), self._dense(),
+                        effective_n_threads(self.n_threads))
+
+    def _set_topics(self, Wt):
+        """Topics from word-topic counts Wt (V, K) (integer or blended)."""
+        lam = np.ascontiguousarray(Wt.T, dtype=np.float64) + float(self.topic_word_prior)
+        self.components_ = lam
+        self.topic_word_distribution_ = lam / lam.sum(axis=1, keepdims=True)
+        self.doc_topic_prior_ = self._alpha()
+        self.topic_word_prior_ = float(self.topic_word_prior)
+
+    # -----------------------------------------------------------------------------------
+    # training
+
+    def fit(self, X, y=None, *, callback=None):
+        """Run ``max_iter`` stochastic-EM sweeps over the documents of X.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Non-negative word counts (rounded to integers).
+        y : ignored
+        callback : callable or None, default=None
+            Called after every sweep as ``callback(info)``: the sweep's trace entry plus
+            ``n_passes`` (= ``max_iter``) and ``word_topic_counts``, the current counts W as a
+            (n_features, n_components) int32 array that the next sweep overwrites (the
+            topics are ``(W.T + beta)`` row-normalized; copy it to keep it). Returning
+            ``True`` stops training. Time spent in the callback is excluded from ``elapsed``.
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        X = self._check_X(X, reset=True, whom="StochasticEMLDA.fit")
+        if self.algorithm == "online":
+            return self._fit_online(X, callback)
+        rng = check_random_state(self.random_state)
+        seed = _seed(rng)
+        D, V = X.shape
+        K = self.n_components
+        beta = float(self.topic_word_prior)
+        lay = token_layout(X)
+        N = int(lay.tokptr[-1])
+        smp = self._new_sampler(V)
+        nt = smp.n_threads
+        keys = np.arange(D, dtype=np.uint64)
+        t_start = time.perf_counter()
+        z = np.empty(N, dtype=_z_dtype(K))
+        _sampler.random_assign(lay.tokptr, z, keys, seed, K, _threads_for(N, nt))
+        W = np.zeros((V, K), np.int32)
+        W_next = np.zeros((V, K), np.int32)
+        _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
+                             _threads_for(N, nt))
+        smp.set_weights_from_counts(W, beta)
+        ll_doc = np.zeros(D)
+        elapsed = time.perf_counter() - t_start
+        trace, prev, converged = [], None, False
+        for it in range(1, self.max_iter + 1):
+            t0 = time.perf_counter()
+            smp.build_tables()
+            W_next.fill(0)
+            changed = smp.sweep(lay, z, keys, seed, it, Wout=W_next, ll_doc=ll_doc)
+            W, W_next = W_next, W
+            ll = smp.set_weights_from_counts(W, beta) + float(ll_doc.sum())
+            dt = time.perf_counter() - t0
+            elapsed += dt
+            change = abs(ll - prev) / max(N, 1) if prev is not None else np.inf
+            entry = {
+                "sweep": it, "time": dt, "elapsed": elapsed,
+                "tokens_per_s": N / dt if dt > 0 else np.inf,
+                "log_joint": ll, "log_joint_change": change, "changed": int(changed),
+            }
+            trace.append(entry)
+            prev = ll
+            if self.verbose:
+                print(f"sweep {it:4d}  log joint {ll:.6e}  change/token {change:.3g}  "
+                      f"changed {changed}  {entry['tokens_per_s']:.3g} tokens/s")
+            if self.tol > 0 and change < self.tol:
+                converged = True
+                break
+            if callback is not None:
+                if callback(dict(entry, n_passes=self.max_iter, word_topic_counts=W)):
+                    break
+        self._set_topics(W)
+        self.trace_ = trace
+        self.n_iter_ = len(trace)
+        self.n_batch_iter_ = 0
+        self._rng = rng
+        self.converged_ = converged
+        self.log_joint_ = trace[-1]["log_joint"]
+        self._n_samples_fit = D
+        self._t = None
+        return self
+
+    def _minibatch_counts(self, smp, X, seed, step, *, update_topics):
+        """Word-topic counts (V, K) of the minibatch X, averaged over the saved sweeps.
+
+        With ``update_topics`` the topics are the minibatch's own counts, refreshed every sweep
+        (stochastic EM on X from a uniform start); otherwise they stay at ``smp``'s weights
+        (fold-in).
+        """
+        D, V = X.shape
+        K = self.n_components
+        beta = float(self.topic_word_prior)
+        lay = token_layout(X)
+        keys = np.arange(D, dtype=np.uint64)
+        z = np.empty(int(lay.tokptr[-1]), dtype=_z_dtype(K))
+        sweep0 = np.uint64(step) << np.uint64(20)
+        _sampler.random_assign(lay.tokptr, z, keys, seed ^ int(sweep0), K,
+                               _threads_for(z.size, smp.n_threads))
+        n_burn = self.n_fold_in // 2
+        n_save = self.n_fold_in - n_burn
+        if update_topics:
+            W = np.zeros((V, K), np.int32)
+            _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
+                                 _threads_for(z.size, smp.n_threads))
+            acc = np.zeros((V, K))
+            for s in range(self.n_fold_in):
+                smp.set_weights_from_counts(W, beta)
+                smp.build_tables()
+                W.fill(0)
+                smp.sweep(lay, z, keys, seed, int(sweep0) + s + 1, Wout=W)
+                if s >= n_burn:
+                    acc += W
+            return acc / n_save, int(lay.tokptr[-1])
+        smp.build_tables()
+        W = np.zeros((V, K), np.int32)
+        smp.sweep(lay, z, keys, seed, int(sweep0) + 1, n_inner=self.n_fold_in,
+                  n_burn=n_burn, Wout=W)
+        return W / n_save, int(lay.tokptr[-1])
+
+    def partial_fit(self, X, y=None):
+        """Online stochastic EM on X, in minibatches of ``batch_size`` documents.
+
+        For the minibatch B of step t: ``n_fold_in`` S-step sweeps over B with the topics
+        fixed at w_vk = (W~_vk + beta) / (T~_k + V beta), the word-topic counts W_B of the
+        last ``n_fold_in - n_fold_in // 2`` sweeps averaged, then the blended M-step
+
+            W~ <- (1 - rho_t) W~ + rho_t (n_total / |B|) W_B,   rho_t = (delta + t)^(-kappa)
+
+        (the online/incremental form of stochastic EM that Zaheer & Kottur App. E derive from
+        its equivalence with stochastic gradient steps; Mimno, Hoffman & Blei 2012 use the
+        same blend with a Gibbs local step).  The first minibatch of a model that was never
+        fitted starts the topics: ``n_fold_in`` stochastic-EM sweeps over it from uniform
+        assignments, W~ = (n_total / |B|) W_B (t = 0 -> 1).  After :meth:`fit`, W~ starts
+        from the fitted counts and t from ``n_iter_ * ceil(n_fit / batch_size)``, the steps
+        that many passes of minibatches would have taken.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : ignored
+
+        Returns
+        -------
+        self
+        """
+        self._validate_params()
+        first = not hasattr(self, "components_")
+        X = self._check_X(X, reset=first, whom="StochasticEMLDA.partial_fit")
+        if not first and self.components_.shape[0] != self.n_components:
+            raise ValueError(
+                f"n_components={self.n_components} differs from the "
+                f"{self.components_.shape[0]} topics of the fitted model; call fit to start "
+                "over."
+            )
+        D = X.shape[0]
+        if first:
+            self._reset_online()
+        elif getattr(self, "_t", None) is None:
+            # continue from a batch fit as if its sweeps had been passes of minibatch steps
+            n_fit = self._n_samples_fit or D
+            self._t = self.n_iter_ * max(1, -(-n_fit // self.batch_size))
+        if not hasattr(self, "_rng"):
+            self._rng = check_random_state(self.random_state)
+        if self.total_samples is not None:
+            total = float(self.total_samples)
+        elif getattr(self, "_n_samples_fit", None):
+            total = float(self._n_samples_fit)
+        else:
+            total = float(D)
+        self._online_pass(X, total)
+        return self
+
+    def _reset_online(self):
+        for attr in ("components_", "topic_word_distribution_"):
+            if hasattr(self, attr):
+                delattr(self, attr)
+        self._rng = check_random_state(self.random_state)
+        self._t = 0
+        self._n_samples_fit = None
+        self.trace_ = []
+        self.n_iter_ = 0
+        self.n_batch_iter_ = 0
+        self.converged_ = False
+        self.log_joint_ = None
+
+    def _fit_online(self, X, callback):
+        self._reset_online()
+        total = float(self.total_samples) if self.total_samples is not None else \
+            float(X.shape[0])
+        for it in range(1, self.max_iter + 1):
+            self._online_pass(X, total)
+            self.n_iter_ = it
+            if callback is not None:
+                info = dict(self.trace_[-1], n_passes=self.max_iter,
+                            components=self.components_)
+                if callback(info):
+                    break
+        self._n_samples_fit = X.shape[0]
+        return self
+
+    def _online_pass(self, X, total):
+        """One minibatch step per ``batch_size`` documents of X (see :meth:`partial_fit`)."""
+        D, V = X.shape
+        beta = float(self.topic_word_prior)
+        if hasattr(self, "components_"):
+            Wt = np.ascontiguousarray((self.components_ - beta).T)
+            np.maximum(Wt, 0.0, out=Wt)
+        else:
+            Wt = None
+        smp = self._new_sampler(V)
+        for start in range(0, max(D, 1), self.batch_size):
+            B = X[start:start + self.batch_size]
+            seed = _seed(self._rng)
+            t0 = time.perf_counter()
+            scale = total / max(B.shape[0], 1)
+            if Wt is None:
+                WB, n_tok = self._minibatch_counts(smp, B, seed, self._t, update_topics=True)
+                Wt = scale * WB
+                rho = 1.0
+            else:
+                T = Wt.sum(axis=0)
+                smp.set_weights((Wt + beta) / (T + V * beta))
+                WB, n_tok = self._minibatch_counts(smp, B, seed, self._t, update_topics=False)
+                rho = float((self.delta + self._t) ** (-self.kappa))
+                Wt = (1.0 - rho) * Wt + rho * scale * WB
+            self._t += 1
+            self.n_batch_iter_ += 1
+            dt = time.perf_counter() - t0
+            prev = self.trace_[-1]["elapsed"] if self.trace_ else 0.0
+            self.trace_.append({
+                "step": self.n_batch_iter_, "time": dt, "elapsed": prev + dt,
+                "tokens_per_s": self.n_fold_in * n_tok / dt if dt > 0 else np.inf,
+                "rho": rho,
+            })
+        self._set_topics(Wt)
+
+    # -----------------------------------------------------------------------------------
+    # inference
+
+    def _fold_in_seed(self):
+        return _seed(check_random_state(self.random_state))
+
+    def transform(self, X):
+        """Document-topic distributions by fold-in with the topics fixed.
+
+        ``n_fold_in`` stochastic-EM sweeps over the documents of X with the word weights
+        fixed at ``topic_word_distribution_`` and the document counts D_dk of each sweep read
+        from the previous one, from uniform assignments; the result averages
+        (D_dk + alpha) / (N_d + K alpha) over the last ``n_fold_in - n_fold_in // 2`` sweeps.
+        A document's random stream is keyed by its content, so the result of a document does
+        not depend on the other rows of X; it is deterministic given ``random_state``.
+        Empty documents get the prior mean 1 / K.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        doc_topic : ndarray (n_samples, n_components), dtype of X (float32 or float64)
+        """
+        check_is_fitted(self)
+        X = self._check_X(X, reset=False, whom="StochasticEMLDA.transform")
+        D, V = X.shape
+        K = self.components_.shape[0]
+        seed = self._fold_in_seed()
+        smp = _Sampler(V, K, self.doc_topic_prior_, self._dense_fitted(K),
+                       effective_n_threads(self.n_threads))
+        smp.set_weights(self.topic_word_distribution_.T)
+        smp.build_tables()
+        lay = token_layout(X)
+        keys = _sampler.content_keys(lay.indptr, lay.indices, lay.cnt)
+        z = np.empty(int(lay.tokptr[-1]), dtype=_z_dtype(K))
+        _sampler.random_assign(lay.tokptr, z, keys, seed, K, _threads_for(z.size, smp.n_threads))
+        acc = np.zeros((D, K))
+        n_burn = self.n_fold_in // 2
+        smp.sweep(lay, z, keys, seed, 1, n_inner=self.n_fold_in, n_burn=n_burn, acc=acc)
+        theta = acc / (self.n_fold_in - n_burn) + self.doc_topic_prior_
+        theta /= theta.sum(axis=1, keepdims=True)
+        return theta.astype(X.dtype, copy=False)
+
+    def _dense_fitted(self, K):
+        if self.sampler == "auto":
+            return K <= DENSE_MAX_K
+        return self.sampler == "dense"
+
+    def fit_transform(self, X, y=None, **fit_params):
+        """``fit(X, **fit_params)`` then ``transform(X)``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        y : ignored
+        **fit_params
+            Passed to :meth:`fit` (``callback``).
+
+        Returns
+        -------
+        doc_topic : ndarray (n_samples, n_components)
+        """
+        return self.fit(X, y, **fit_params).transform(X)
+
+    def score(self, X, y=None):
+        """Per-token evidence lower bound of X under the fitted topics (larger is better).
+
+        The bound of :meth:`SparseLDA.score` with q(phi_k) = Dir(components_): sum_d L_d /
+        sum_d N_d, L_d the document ELBO of the dense variational local step (100 iterations
+        at most, tolerance 0.05 on the document counts, as SparseLDA's defaults). 0.0 when X
+        has no tokens.
+        """
+        check_is_fitted(self)
+        X = self._check_X(X, reset=False, whom="StochasticEMLDA.score")
+        lam = self.components_
+        tables = TopicTables(psi(lam) - psi(lam.sum(axis=1))[:, None])
+        res = local_step(X, tables, self.doc_topic_prior_, L=None, max_iter=_SCORE_MAX_ITER,
+                         tol=_SCORE_TOL, restarts=0, n_threads=self.n_threads)
+        if res.n_tokens == 0:
+            return 0.0
+        return float((res.elbo_local + res.elbo_data) / res.n_tokens)
+
+    def perplexity(self, X):
+        """exp(-score(X)): per-token perplexity bound."""
+        return float(np.exp(-self.score(X)))
+
+    @property
+    def _n_features_out(self):
+        return self.components_.shape[0]
