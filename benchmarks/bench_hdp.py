@@ -340,6 +340,16 @@ def main(argv=None):
         args.peer_budget = args.peer_budget or 10.0
     gamma = args.gamma if args.gamma is not None else HDPTopicModel().gamma
     results = {}
+
+    def save(corpus, runs, X, X_test, budget=None):
+        # written after every run, so an interrupted benchmark keeps what it measured
+        results[corpus] = {"runs": runs, "summary": summarize(runs), "peer_budget": budget,
+                           "n_train": X.shape[0], "n_test": X_test.shape[0],
+                           "n_words": X.shape[1]}
+        write_json(args.out, {"environment": environment(), "args": vars(args),
+                              "alpha": ALPHA, "topic_word_prior": TAU, "gamma": gamma,
+                              "results": results})
+
     for corpus in args.corpora:
         X, X_test = load(corpus, 0)
         scorer = Scorer(X_test, 0)
@@ -351,6 +361,7 @@ def main(argv=None):
                 print(f"  hdp seed {seed}: K={r['n_live']} score={r['final_score']:.4f} "
                       f"{r['seconds']:.1f}s {r['n_iter']} passes", flush=True)
                 runs.append(r)
+                save(corpus, runs, X, X_test)
                 if "lda" in args.methods:
                     lr = run_lda(X, scorer, r["n_live"], seed, args.max_iter,
                                  score_every_pass=False)
@@ -358,6 +369,7 @@ def main(argv=None):
                     print(f"    lda at K={r['n_live']}: {lr['final_score']:.4f} "
                           f"{lr['seconds']:.1f}s", flush=True)
                     runs.append(lr)
+                    save(corpus, runs, X, X_test)
         if "lda" in args.methods:
             for K in args.ks:
                 r = run_lda(X, scorer, K, 0, args.max_iter)
@@ -365,23 +377,20 @@ def main(argv=None):
                 print(f"  lda K={K}: {r['final_score']:.4f} {r['seconds']:.1f}s "
                       f"{r['n_iter']} passes", flush=True)
                 runs.append(r)
+                save(corpus, runs, X, X_test)
         hdp_times = [r["seconds"] for r in runs if r["method"] == "hdp"]
         budget = args.peer_budget or (2.0 * max(hdp_times) if hdp_times else 300.0)
         if "gensim" in args.methods:
             r = run_gensim(X, scorer, args.truncation, 0, gamma, budget)
             print(f"  gensim: {r['final_score']:.4f} {r['seconds']:.1f}s", flush=True)
             runs.append(r)
+            save(corpus, runs, X, X_test, budget)
         if "tomotopy" in args.methods:
             r = run_tomotopy(X, scorer, 0, gamma, budget)
             print(f"  tomotopy: K={r['n_live']} {r['final_score']:.4f} {r['seconds']:.1f}s",
                   flush=True)
             runs.append(r)
-        results[corpus] = {"runs": runs, "summary": summarize(runs), "peer_budget": budget,
-                           "n_train": X.shape[0], "n_test": X_test.shape[0],
-                           "n_words": X.shape[1]}
-        write_json(args.out, {"environment": environment(), "args": vars(args),
-                              "alpha": ALPHA, "topic_word_prior": TAU, "gamma": gamma,
-                              "results": results})
+        save(corpus, runs, X, X_test, budget)
     print(markdown(results))
     plot(results, Path(args.out).with_suffix(".png"))
     return results
