@@ -16,7 +16,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "doc").glob("*.md"))]
 MARKER = "<!-- illustrative -->"
-_FENCE = re.compile(r"^```(\w*)\s*$")
+# an opening fence: ```python, ```bash, ```{toctree} (a MyST directive), or a bare ```
+_FENCE = re.compile(r"^```(\w*|\{[\w-]+\}.*)\s*$")
 
 
 def python_blocks(path):
