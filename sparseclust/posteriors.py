@@ -3,18 +3,18 @@
 
 The functions below validate their input and call the compiled kernels
 ``sparseclust._kernels._topl`` and ``_stats``; ``sparseclust._reference`` holds the plain numpy
-specifications they are tested against. Summary:
+specifications they are tested against. Summary::
 
-top_l_indices(W, L, *, method="auto", n_threads=None) -> int32 (N, min(L, K))
-responsibilities(W, L=None, *, n_threads=None)
-    -> (values (N, L') in W's float dtype, int32 indices (N, L'))
-    L None or L >= K: dense, L' = K, indices = arange(K) per row.
-dense_responsibilities(W, *, n_threads=None) -> (N, K)
-sparse_responsibilities(W, L, *, n_threads=None) -> scipy.sparse.csr_array (N, K)
-summary_statistics(values, indices, X, n_components, *, moments="full"|"diag"|"none",
-                   n_threads=None)
-    -> dict N (K,), Sx (K, D), Sxx (K, D, D) [moments="full"] or Sxx_diag (K, D) [moments="diag"],
-       entropy (K,)
+    top_l_indices(W, L, *, method="auto", n_threads=None) -> int32 (N, min(L, K))
+    responsibilities(W, L=None, *, n_threads=None)
+        -> (values (N, L') in W's float dtype, int32 indices (N, L'))
+        L None or L >= K: dense, L' = K, indices = arange(K) per row.
+    dense_responsibilities(W, *, n_threads=None) -> (N, K)
+    sparse_responsibilities(W, L, *, n_threads=None) -> scipy.sparse.csr_array (N, K)
+    summary_statistics(values, indices, X, n_components, *, moments="full"|"diag"|"none",
+                       n_threads=None)
+        -> dict N (K,), Sx (K, D), Sxx (K, D, D) [moments="full"]
+           or Sxx_diag (K, D) [moments="diag"], entropy (K,)
 """
 
 import numbers
