@@ -498,6 +498,16 @@ def test_sample_moments():
             max_iter=10,
             random_state=0,
         ),
+        # the Dirichlet-process prior with its moves (which change n_components_)
+        SparseGaussianMixture(
+            n_components=4,
+            L=2,
+            weight_concentration_prior_type="dirichlet_process",
+            weight_concentration_prior=1.0,
+            n_batches=2,
+            max_iter=10,
+            random_state=0,
+        ),
         SparseGaussianMixture(
             n_components=2,
             L=1,
