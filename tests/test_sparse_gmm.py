@@ -1163,7 +1163,9 @@ def test_objective_monotone_with_moves(moves, ct, zero_mean):
     assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:])), np.diff(lb).min()
     accepted = sum(e.get("merges_accepted", 0) + e.get("deletes_accepted", 0) for e in m.trace_)
     assert accepted > 0
-    assert m.n_components_ == m.trace_[-1]["n_components"] < 20
+    # clusters left by the moves, less those holding under one expected sample
+    assert m.n_components_ <= m.trace_[-1]["n_components"] < 20
+    assert np.all(m._stats["N"] >= 1.0)
     # the fitted statistics equal a fresh local step's bookkeeping: weights over live clusters
     assert m.weights_.shape == (m.n_components_,)
     assert m.predict_proba(X).shape == (X.shape[0], m.n_components_)
@@ -1234,8 +1236,8 @@ def test_delete_removes_a_junk_cluster_and_stays_exact():
 def test_planted_k_recovery(seed):
     X = _planted(seed)
     m = _dp(n_components=30, random_state=seed, max_iter=40).fit(X)
-    # every seed is run; the band is tight and most seeds land exactly on 8
-    assert 8 <= m.n_components_ <= 10, m.n_components_
+    # every seed is run (none hand-picked); the band allows one extra cluster
+    assert 8 <= m.n_components_ <= 9, m.n_components_
 
 
 def test_moves_inactive_without_dp_or_stochastic():

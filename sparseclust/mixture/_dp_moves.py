@@ -6,10 +6,14 @@ machinery HDPTopicModel uses (:mod:`sparseclust._moves`: candidate selection, th
 lookup table, the round log, compaction; the pair-entropy kernel of
 ``sparseclust._kernels._hdp_stats``). A round spans one pass of memoized (or batch) training:
 
-1. **before the pass** (:meth:`MixtureMoves.before_pass`) merge candidates are chosen from the
-   previous pass's co-usage, the correlation across samples of the responsibilities r_nk
-   (:func:`sparseclust._moves.usage_correlation`), and delete candidates are the smallest
-   clusters (expected counts N_k) whose samples fit in a budget of rows to revisit;
+1. **before the pass** (:meth:`MixtureMoves.before_pass`) merge candidates are chosen: each
+   cluster's nearest clusters by the symmetric Kullback-Leibler divergence of their
+   point-estimate Gaussians, and its most correlated ones by the previous pass's co-usage
+   (the correlation across samples of the responsibilities r_nk,
+   :func:`sparseclust._moves.usage_correlation`), ranked by an upper bound on the gain of
+   merging them computed from the statistics alone (the change of the data terms; merging
+   can only lower the entropy term); delete candidates are the smallest clusters (expected
+   counts N_k) whose samples fit in a budget of rows to revisit;
 2. **during the pass** every batch visit gathers, besides its statistics, the entropy change
    of merging each candidate pair, ``PH_ab = sum_n h(r_na, r_nb)`` with
    ``h(x, y) = x log x + y log y - (x + y) log(x + y)`` over the rows whose L-sparse support
@@ -88,15 +92,16 @@ class MixtureMoves:
     its local step, ``plain_model(K)`` (a model without moves over K clusters) and
     ``set_n_components(K)``.
 
-    ``move_opts``: ``start`` (first pass whose end runs moves, >= 2), ``pairs_per_component``,
-    ``max_pairs`` (None: 2 K), ``min_corr``, ``delete_rows`` (rows to revisit per pass; None:
-    5% of the samples, at least 500), ``max_deletes``, ``cooldown`` (passes).
+    ``move_opts``: ``start`` (first pass whose end runs moves, >= 2), ``near`` (nearest
+    clusters by divergence and ``corr_near`` by co-usage examined per cluster),
+    ``pairs_per_component``, ``max_pairs`` (None: 2 K), ``delete_rows`` (rows to revisit per
+    pass; None: 10% of the samples, at least 500), ``max_deletes``, ``cooldown`` (passes).
     """
 
     def init_moves(self, moves, move_opts=None):
         self.moves = tuple(moves)
-        opts = dict(start=2, pairs_per_component=3, max_pairs=None, min_corr=-1.0,
-                    delete_rows=None, max_deletes=10, cooldown=3)
+        opts = dict(start=2, near=16, corr_near=4, pairs_per_component=3, max_pairs=None,
+                    delete_rows=None, max_deletes=20, cooldown=3)
         opts.update(move_opts or {})
         self.move_opts = opts
         self.round = None
@@ -184,6 +189,7 @@ class MixtureMoves:
         pairs = np.zeros((0, 2), dtype=np.int32)
         if "merge" in self.moves:
             corr = usage_correlation(u["sum_p"], u["sum_pp"], u["n"])
+            score = self._merge_scores(stats, params, corr)
             for key in list(self.rejected_pairs):
                 if not self._recent(self.rejected_pairs, key):
                     del self.rejected_pairs[key]
@@ -191,18 +197,18 @@ class MixtureMoves:
                 ia = np.flatnonzero(self.uid == key[0])
                 ib = np.flatnonzero(self.uid == key[1])
                 if ia.size and ib.size:
-                    corr[ia[0], ib[0]] = corr[ib[0], ia[0]] = -np.inf
+                    score[ia[0], ib[0]] = score[ib[0], ia[0]] = -np.inf
             max_pairs = opts["max_pairs"] if opts["max_pairs"] is not None else 2 * K
             pairs, _ = select_merge_pairs(
-                corr, max_per_component=opts["pairs_per_component"], max_pairs=max_pairs,
-                min_score=opts["min_corr"],
+                score, max_per_component=opts["pairs_per_component"], max_pairs=max_pairs,
+                min_score=-np.finfo(np.float64).max,
             )
         dels = np.zeros(0, dtype=np.int64)
         if "delete" in self.moves:
             n_total = float(np.sum(stats["N"]))
             budget = opts["delete_rows"]
             if budget is None:
-                budget = max(500, int(0.05 * n_total))
+                budget = max(500, int(0.1 * n_total))
             allowed = np.array([not self._recent(self.rejected_deletes, int(x))
                                 for x in self.uid])
             dels = select_deletes(u["n_users"], max_items=budget,
@@ -210,6 +216,50 @@ class MixtureMoves:
                                   size=stats["N"])
         if pairs.shape[0] or dels.size:
             self.round = _Round(K, pairs, dels)
+
+    def _merge_scores(self, stats, params, corr):
+        """(K, K) ranking of merge candidates, -inf for pairs not examined.
+
+        Each cluster's ``near`` nearest clusters by the symmetric KL divergence of the
+        point-estimate Gaussians N(m_k, E[Lambda_k]^-1) and its ``corr_near`` most correlated
+        ones by co-usage are examined; their score is the change of the data terms
+        (:func:`_gaussian.component_terms`) when their statistics are pooled, an upper bound on
+        the change of the ELBO up to the allocation terms, since merging never raises the
+        entropy term.
+        """
+        K = stats["N"].shape[0]
+        opts = self.move_opts
+        kl = _symmetric_kl(params, self.prior)
+        np.fill_diagonal(kl, np.inf)
+        near = np.argsort(kl, axis=1)[:, : min(opts["near"], K - 1)]
+        c = corr.copy()
+        np.fill_diagonal(c, -np.inf)
+        cnear = np.argsort(-c, axis=1)[:, : min(opts["corr_near"], K - 1)]
+        a = np.repeat(np.arange(K), near.shape[1] + cnear.shape[1])
+        b = np.concatenate([near, cnear], axis=1).ravel()
+        lo, hi = np.minimum(a, b), np.maximum(a, b)
+        keys = np.unique(lo * K + hi)
+        pa, pb = keys // K, keys % K
+        comp = _gaussian.component_terms(stats, params, self.prior)
+        score = np.full((K, K), -np.inf)
+        for s0 in range(0, pa.size, 256):
+            ia, ib = pa[s0:s0 + 256], pb[s0:s0 + 256]
+            pooled = SuffStats(**{k: v[ia] + v[ib] for k, v in stats.items()})
+            gain = (_gaussian.component_terms(
+                pooled, _gaussian.global_step(pooled, self.prior), self.prior)
+                - comp[ia] - comp[ib])
+            score[ia, ib] = score[ib, ia] = gain
+        return score
+
+    def can_stop(self):
+        """Training may stop (``tol``) only after ``cooldown + 1`` passes without an accepted
+        merge or delete: a rejected proposal is tried again after its cool-down, and a pass
+        that follows accepted moves has not yet seen their consequences."""
+        w = self.move_opts["cooldown"] + 1
+        recent = self.round_logs[-w:]
+        if len(recent) < w and self._gathers:
+            return False
+        return not any(r["merges_accepted"] or r["deletes_accepted"] for r in recent)
 
     def _recent(self, memo, key):
         last = memo.get(key)
@@ -349,6 +399,43 @@ class MixtureMoves:
         self.uid = uid[work.alive]
 
 
+def _symmetric_kl(params, prior):
+    """(K, K) symmetric KL divergence KL(a || b) + KL(b || a) between the point-estimate
+    Gaussians N(m_k, E[Lambda_k]^-1): tr(P_b S_a) + tr(P_a S_b) - 2 D
+    + (m_a - m_b)^T (P_a + P_b) (m_a - m_b), up to the factor 1/2 (log determinants cancel)."""
+    P = params.precisions
+    K = P.shape[0]
+    D = prior.n_features
+    if P.ndim == 1:  # spherical
+        P = P[:, None] * np.ones(D)
+    if P.ndim == 2:  # diagonal
+        Sig = 1.0 / P
+        tr = P @ Sig.T  # tr(P_a S_b) = sum_d P_ad / P_bd
+        out = tr + tr.T - 2.0 * D
+        if not prior.zero_mean:
+            m = params.means
+            q = (P * m * m).sum(1)
+            cross = (P * m) @ m.T  # m_a^T P_a m_b
+            mPm = P @ (m * m).T  # m_b^T P_a m_b
+            Q = q[:, None] - 2.0 * cross + mPm  # (m_a - m_b)^T P_a (m_a - m_b)
+            out = out + Q + Q.T
+        return out
+    Sig = np.linalg.inv(P)
+    Pf = P.reshape(K, -1)
+    tr = Pf @ Sig.reshape(K, -1).T  # tr(P_a S_b)
+    out = tr + tr.T - 2.0 * D
+    if not prior.zero_mean:
+        m = params.means
+        Pm = np.einsum("kij,kj->ki", P, m)
+        q = (Pm * m).sum(1)
+        cross = Pm @ m.T
+        mm = (m[:, :, None] * m[:, None, :]).reshape(K, -1)
+        mPm = Pf @ mm.T
+        Q = q[:, None] - 2.0 * cross + mPm
+        out = out + Q + Q.T
+    return out
+
+
 def _csr(v, idx, K):
     import scipy.sparse as sp
 
@@ -471,7 +558,10 @@ class _Workspace:
         if ch.size:
             comp[ch] = self._component_terms(prop, ch)
         value = self._value(prop, alive, comp)
-        if not value > self.value + ACCEPT_RTOL * abs(self.value):
+        # a cluster no row uses is removed when that costs nothing: at the end of the sticks
+        # it contributes exactly zero (q = prior), so the objective ties up to rounding
+        slack = ACCEPT_RTOL * abs(self.value)
+        if not (value > self.value + slack or (not targets and value >= self.value - slack)):
             return None
         self.stats, self.alive, self.comp, self.value = prop, alive, comp, value
         return out

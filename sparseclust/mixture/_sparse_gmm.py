@@ -304,6 +304,24 @@ class _DPMixtureModel(MixtureMoves, _SparseGMMModel):
         self.reset_candidates()
 
 
+#: with moves, a cluster is live when it holds at least this many expected samples
+LIVE_MIN_SAMPLES = 1.0
+
+
+def _live_clusters(params, stats, prior):
+    """Drop the clusters holding less than ``LIVE_MIN_SAMPLES`` expected samples after a fit
+    with moves (the ELBO may keep a cluster with a sliver of mass: its entropy gain outweighs
+    its cost), and re-run the global step on the rest; at least the largest cluster stays."""
+    N = np.asarray(stats["N"])
+    live = np.flatnonzero(N >= LIVE_MIN_SAMPLES)
+    if live.size == 0:
+        live = np.array([int(np.argmax(N))])
+    if live.size == N.size:
+        return params, stats
+    stats = SuffStats(**{k: np.ascontiguousarray(v[live]) for k, v in stats.items()})
+    return _gaussian.global_step(stats, prior), stats
+
+
 def _point_log_prob(X, params, prior, n_threads=None):
     """``log pi_hat_k + log N(x_n | m_k, E[Lambda_k]^-1)`` (n, K) in ``X.dtype``."""
     dt = X.dtype
@@ -457,20 +475,24 @@ class SparseGaussianMixture(
         Memoized moves of the Dirichlet-process mixture (Hughes & Sudderth 2013; the machinery
         HDPTopicModel uses, :mod:`sparseclust._moves`): a subset of ``('merge', 'delete',
         'sort')``, as a tuple or a ``'+'``-joined string such as ``'merge+delete'``.
-        After every pass from the second on, **merge** tries candidate pairs (ranked by the
-        correlation of their responsibilities across samples) whose entropy terms
+        After every pass from the second on, **merge** tries candidate pairs (each cluster's
+        nearest clusters by symmetric KL divergence and most correlated ones by co-usage,
+        ranked by the gain of pooling their statistics) whose entropy terms
         ``sum_n (r_na + r_nb) log(r_na + r_nb)`` were gathered during the pass; **delete**
         tries the smallest clusters, re-running the local step without the cluster on the
         samples that use it; **sort** reorders the clusters by size (the stick-breaking prior
         favours large early sticks). Each proposal is accepted only if the whole-data ELBO
         increases, so training stays monotone, and ``n_components_`` becomes the number of
-        clusters left. The default ``'all'`` changes nothing for the default
-        ``'dirichlet_distribution'`` prior, where moves do not act (its objective is not
-        comparable across truncations in the same way, and its ``K`` is the user's choice);
+        clusters left that hold at least one expected sample (clusters with less, which the
+        ELBO may keep for the entropy of a sliver of mass, are dropped from the fitted model;
+        ``lower_bound_`` is the objective of the training truncation). The default ``'all'``
+        changes nothing for the default ``'dirichlet_distribution'`` prior, where moves do
+        not act (its ``K`` is the user's choice, and an empty cluster costs differently);
         with the Dirichlet process the moves are the point of choosing it: a truncation
         ``n_components`` is an upper bound and the number of clusters is learned. Moves need
         the cached batches of ``'memoized'`` or ``'batch'`` training; ``'stochastic'`` and
-        :meth:`partial_fit` ignore them.
+        :meth:`partial_fit` ignore them. With moves, ``tol`` ends training only after 4 passes
+        without an accepted merge or delete (a rejected proposal is retried after 3).
     candidate_refresh : int, default=5
         With ``n_candidates``, each batch recomputes the full ``W`` and its candidate sets on
         its first visit and then every ``candidate_refresh`` visits (passes); ``1`` refreshes
@@ -1071,7 +1093,10 @@ class SparseGaussianMixture(
             )
         self._prior = prior
         self._n_components_fit = self.n_components
-        self._set_fitted(best.params, best.stats, X.dtype)
+        params, stats = best.params, best.stats
+        if moves:
+            params, stats = _live_clusters(params, stats, prior)
+        self._set_fitted(params, stats, X.dtype)
         self.lower_bounds_ = list(best.lower_bounds)
         self.lower_bound_ = float(best.lower_bound)
         self.n_iter_ = int(best.n_iter)
@@ -1083,7 +1108,7 @@ class SparseGaussianMixture(
             # a later partial_fit continues as if the n_iter_ passes had been SVI passes of
             # batch_size minibatches, so one minibatch adjusts the fit rather than replacing it
             t0 = int(best.n_iter) * max(1, -(-X.shape[0] // self.batch_size))
-            self._svi_state = StochasticState(stats=best.stats.copy(), t=t0, params=best.params)
+            self._svi_state = StochasticState(stats=stats.copy(), t=t0, params=params)
         self._n_seen = X.shape[0]
         return self
 
