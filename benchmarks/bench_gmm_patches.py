@@ -24,6 +24,20 @@ Usage::
     python benchmarks/bench_gmm_patches.py --threads 1   # full run, float64 (~40 min)
     python benchmarks/bench_gmm_patches.py --quick        # smoke run (~1 min)
 
+The learned-K comparison (the Dirichlet-process mixture with moves from K = 50 and K = 400
+against finite K in {50, 100, 200, 400}, scikit-learn's DP ``BayesianGaussianMixture`` and
+``GaussianMixture`` at K = 100, each to convergence at its defaults, initialization inside the
+clock) runs in two groups that may run side by side, then is merged::
+
+    python benchmarks/bench_gmm_patches.py --learned-k ours --n-train 10000 --n-heldout 5000 \
+        --threads 1 --out benchmarks/results/gmm_patches_learned_k_ours
+    python benchmarks/bench_gmm_patches.py --learned-k sklearn --n-train 10000 \
+        --n-heldout 5000 --threads 1 --out benchmarks/results/gmm_patches_learned_k_sklearn
+    python benchmarks/bench_gmm_patches.py --learned-k-report \
+        benchmarks/results/gmm_patches_learned_k_ours.json \
+        benchmarks/results/gmm_patches_learned_k_sklearn.json \
+        --out benchmarks/results/gmm_patches_learned_k
+
 Both libraries get the same dtype (``--dtype``, float64 by default: scikit-learn's mixtures
 compute in the dtype they are given, and float64 is their usual setting).
 
