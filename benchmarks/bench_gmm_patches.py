@@ -24,6 +24,20 @@ Usage::
     python benchmarks/bench_gmm_patches.py --threads 1   # full run, float64 (~40 min)
     python benchmarks/bench_gmm_patches.py --quick        # smoke run (~1 min)
 
+The learned-K comparison (the Dirichlet-process mixture with moves from K = 50 and K = 400
+against finite K in {50, 100, 200, 400}, scikit-learn's DP ``BayesianGaussianMixture`` and
+``GaussianMixture`` at K = 100, each to convergence at its defaults, initialization inside the
+clock) runs in two groups that may run side by side, then is merged::
+
+    python benchmarks/bench_gmm_patches.py --learned-k ours --n-train 10000 --n-heldout 5000 \
+        --threads 1 --out benchmarks/results/gmm_patches_learned_k_ours
+    python benchmarks/bench_gmm_patches.py --learned-k sklearn --n-train 10000 \
+        --n-heldout 5000 --threads 1 --out benchmarks/results/gmm_patches_learned_k_sklearn
+    python benchmarks/bench_gmm_patches.py --learned-k-report \
+        benchmarks/results/gmm_patches_learned_k_ours.json \
+        benchmarks/results/gmm_patches_learned_k_sklearn.json \
+        --out benchmarks/results/gmm_patches_learned_k
+
 Both libraries get the same dtype (``--dtype``, float64 by default: scikit-learn's mixtures
 compute in the dtype they are given, and float64 is their usual setting).
 
@@ -243,12 +257,36 @@ def main(argv=None):
     )
     ap.add_argument("--candidate-refresh", type=int, default=5)
     ap.add_argument(
+        "--learned-k",
+        choices=("ours", "sklearn", "all"),
+        default=None,
+        help="only run the learned-K comparison (Dirichlet-process mixture with moves from "
+        "K = 50 and K = 400, finite K in {50, 100, 200, 400}, scikit-learn's DP "
+        "BayesianGaussianMixture and GaussianMixture at K = 100), or the named group of it",
+    )
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0])
+    ap.add_argument("--max-iter", type=int, default=100)
+    ap.add_argument("--sklearn-max-iter", type=int, default=100)
+    ap.add_argument("--gamma", type=float, default=10.0,
+                    help="stick-breaking concentration of both DP mixtures")
+    ap.add_argument("--ratio-passes", type=int, default=3)
+    ap.add_argument(
+        "--learned-k-report",
+        nargs="+",
+        metavar="JSON",
+        default=None,
+        help="merge learned-K JSONs into --out (.json and .png) and print the summary",
+    )
+    ap.add_argument(
         "--replot",
         metavar="JSON",
         default=None,
         help="only redraw the figure of an earlier run's JSON (written next to it)",
     )
     args = ap.parse_args(argv)
+    if args.learned_k_report:
+        learned_k_report(args.learned_k_report, args.out)
+        return
     if args.replot:
         with open(args.replot) as fh:
             results = json.load(fh)
@@ -285,6 +323,11 @@ def main(argv=None):
     )
 
     limits = threadpool_limits(limits=args.threads, user_api="blas") if args.threads else None
+    if args.learned_k is not None:
+        run_learned_k(X, X_ho, args, t0)
+        if limits is not None:
+            limits.restore_original_limits()
+        return
     if args.candidates is not None:
         run_candidates(X, X_ho, args, t0)
         if limits is not None:
@@ -392,6 +435,254 @@ def main(argv=None):
         f"wrote {out.with_suffix('.json')} and {out.with_suffix('.png')} "
         f"({results['total_seconds']:.0f}s total)"
     )
+
+
+# ----------------------------------------------------------------------------- learned K
+def _timed_fit(est, X, X_ho):
+    """Fit ``est`` (ours) with held-out scoring after every pass; returns the wall seconds
+    of the fit without the scoring (initialization included)."""
+    spent = [0.0]
+    inner = est._score_samples_params
+
+    def scored(*a, **kw):
+        t = time.perf_counter()
+        out = inner(*a, **kw)
+        spent[0] += time.perf_counter() - t
+        return out
+
+    est._score_samples_params = scored
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est._fit(X, X_heldout=X_ho)
+    total = time.perf_counter() - t0 - spent[0]
+    del est._score_samples_params
+    return total
+
+
+def run_dp_one(X, X_ho, K, dp, args, seed):
+    kw = dict(zero_mean=True, covariance_type="full", max_iter=args.max_iter,
+              random_state=seed, n_threads=args.threads)
+    if dp:
+        kw.update(weight_concentration_prior_type="dirichlet_process",
+                  weight_concentration_prior=args.gamma)
+    else:
+        kw.update(weight_concentration_prior=10.0 / K)
+    est = SparseGaussianMixture(K, **kw)
+    seconds = _timed_fit(est, X, X_ho)
+    offset = seconds - est.trace_[-1]["elapsed"]  # initialization
+    curve = [
+        {"elapsed": offset + e["elapsed"], "heldout": e["heldout"],
+         "n_components": e["n_components"],
+         "merges_accepted": e.get("merges_accepted", 0),
+         "deletes_accepted": e.get("deletes_accepted", 0)}
+        for e in est.trace_
+    ]
+    return {
+        "method": "ours DP+moves" if dp else "ours finite",
+        "K_start": K,
+        "K_learned": int(est.n_components_),
+        "seed": seed,
+        "seconds": seconds,
+        "passes": int(est.n_iter_),
+        "converged": bool(est.converged_),
+        "heldout": float(est.score(X_ho)),
+        "train": float(est.score(X)),
+        "curve": curve,
+    }
+
+
+def run_dp_sklearn(X, X_ho, K, name, args, seed):
+    if name == "BayesianGaussianMixture":
+        est = BayesianGaussianMixture(
+            n_components=K, covariance_type="full",
+            weight_concentration_prior_type="dirichlet_process",
+            weight_concentration_prior=args.gamma, max_iter=args.sklearn_max_iter,
+            random_state=seed,
+        )
+    else:
+        est = GaussianMixture(n_components=K, covariance_type="full",
+                              max_iter=args.sklearn_max_iter, random_state=seed)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(X)
+    seconds = time.perf_counter() - t0
+    used = int(np.count_nonzero(est.weights_ > 1.0 / X.shape[0]))
+    return {
+        "method": name,
+        "K_start": K,
+        "K_learned": used,
+        "seed": seed,
+        "seconds": seconds,
+        "passes": int(est.n_iter_),
+        "converged": bool(est.converged_),
+        "heldout": float(est.score(X_ho)),
+        "train": float(est.score(X)),
+    }
+
+
+def run_pass_ratio(X, K, args):
+    """Median pass time (passes 2..n) of the defaults (L = 4) and of L = K, side by side."""
+    out = {}
+    for L in (4, None):
+        est = SparseGaussianMixture(K, L=L, zero_mean=True, max_iter=args.ratio_passes, tol=0,
+                                    random_state=0, n_threads=args.threads)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            est.fit(X)
+        steps = [e["elapsed"] for e in est.trace_]
+        times = np.diff([0.0] + steps)[1:]
+        out["L4" if L == 4 else "LK"] = float(np.median(times))
+    out["ratio_LK_over_L4"] = out["LK"] / out["L4"]
+    return out
+
+
+def run_learned_k(X, X_ho, args, t0):
+    """The Dirichlet-process mixture with moves from K = 50 and K = 400 beside finite K and
+    scikit-learn's mixtures, each fit to convergence at its defaults."""
+    results = {
+        "config": {
+            "n_train": int(X.shape[0]), "n_heldout": int(X_ho.shape[0]),
+            "dim": int(X.shape[1]), "dtype": args.dtype, "threads": args.threads,
+            "group": args.learned_k, "seeds": args.seeds, "max_iter": args.max_iter,
+            "sklearn_max_iter": args.sklearn_max_iter, "gamma": args.gamma,
+            "finite_alpha": 10.0,
+            "data": "BSDS500 images/train (fit) and images/val (held out), 8x8 grayscale, "
+            "stride 4, patch mean removed, uniform subsample",
+            "ours": "SparseGaussianMixture(zero_mean=True, covariance_type='full'), defaults "
+            "otherwise (memoized, L=4, tol=1e-3, kmeans++ init inside the clock)",
+        },
+        "runs": [],
+    }
+    for seed in args.seeds:
+        if args.learned_k in ("ours", "all"):
+            for K in (50, 400):
+                r = run_dp_one(X, X_ho, K, True, args, seed)
+                results["runs"].append(r)
+                print(f"DP from K={K} seed {seed}: learned K={r['K_learned']} heldout "
+                      f"{r['heldout']:.3f} train {r['train']:.3f} {r['seconds']:.0f}s", flush=True)
+            for K in (50, 100, 200, 400):
+                r = run_dp_one(X, X_ho, K, False, args, seed)
+                results["runs"].append(r)
+                print(f"finite K={K} seed {seed}: heldout {r['heldout']:.3f} train "
+                      f"{r['train']:.3f} {r['seconds']:.0f}s", flush=True)
+        if args.learned_k in ("sklearn", "all"):
+            for name in ("BayesianGaussianMixture", "GaussianMixture"):
+                r = run_dp_sklearn(X, X_ho, 100, name, args, seed)
+                results["runs"].append(r)
+                print(f"{name} K=100 seed {seed}: heldout {r['heldout']:.3f} train "
+                      f"{r['train']:.3f} {r['seconds']:.0f}s", flush=True)
+    if args.learned_k in ("ours", "all"):
+        results["pass_ratio"] = {str(K): run_pass_ratio(X, K, args) for K in (200, 400)}
+        print("pass ratio", results["pass_ratio"], flush=True)
+    results["total_seconds"] = time.perf_counter() - t0
+    out = Path(args.out)
+    with open(out.with_suffix(".json"), "w") as fh:
+        json.dump(results, fh, indent=1)
+    print(f"wrote {out.with_suffix('.json')}")
+
+
+def learned_k_report(paths, out):
+    """Merge the JSONs of ``--learned-k`` runs, write the summary and the plot."""
+    merged = None
+    for p in paths:
+        with open(p) as fh:
+            r = json.load(fh)
+        if merged is None:
+            merged = r
+            merged["parts"] = [r["config"]]
+        else:
+            merged["runs"] += r["runs"]
+            merged["parts"].append(r["config"])
+            if "pass_ratio" in r:
+                merged["pass_ratio"] = r["pass_ratio"]
+    runs = merged["runs"]
+
+    def med(method, K, key):
+        vals = [r[key] for r in runs if r["method"] == method and r["K_start"] == K]
+        return statistics.median(vals) if vals else None
+
+    table = []
+    for method, Ks in (("ours DP+moves", (50, 400)), ("ours finite", (50, 100, 200, 400)),
+                       ("BayesianGaussianMixture", (100,)), ("GaussianMixture", (100,))):
+        for K in Ks:
+            h = med(method, K, "heldout")
+            if h is None:
+                continue
+            table.append({"method": method, "K_start": K, "heldout": h,
+                          "train": med(method, K, "train"),
+                          "gap": med(method, K, "train") - h,
+                          "K_learned": med(method, K, "K_learned"),
+                          "seconds": med(method, K, "seconds"),
+                          "passes": med(method, K, "passes")})
+    merged["table"] = table
+    finite = [t for t in table if t["method"] == "ours finite"]
+    best = max(finite, key=lambda t: t["heldout"]) if finite else None
+    bgm = next((t for t in table if t["method"] == "BayesianGaussianMixture"), None)
+    summary = {}
+    for t in table:
+        if t["method"] != "ours DP+moves" or best is None:
+            continue
+        # the finite fit nearest the learned K prices "one finite fit at the K it learns"
+        near = min(finite, key=lambda f: abs(f["K_start"] - t["K_learned"]))
+        entry = {
+            "heldout": t["heldout"], "best_finite_K": best["K_start"],
+            "best_finite_heldout": best["heldout"],
+            "rel_to_best_finite": (t["heldout"] - best["heldout"]) / abs(best["heldout"]),
+            "K_learned": t["K_learned"], "seconds": t["seconds"],
+            "finite_fit_nearest_learned_K": near["K_start"],
+            "time_ratio_to_that_finite_fit": t["seconds"] / near["seconds"],
+            "train_heldout_gap": t["gap"],
+        }
+        if bgm is not None:
+            entry["rel_to_BayesianGaussianMixture"] = (
+                (t["heldout"] - bgm["heldout"]) / abs(bgm["heldout"]))
+        summary[f"DP from K={t['K_start']}"] = entry
+    merged["summary"] = summary
+    with open(Path(out).with_suffix(".json"), "w") as fh:
+        json.dump(merged, fh, indent=1)
+    plot_learned_k(merged, Path(out).with_suffix(".png"))
+    print(json.dumps({"table": table, "summary": summary}, indent=1))
+
+
+def plot_learned_k(results, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7.5, 4.8))
+    colors = {50: "tab:blue", 100: "tab:green", 200: "tab:purple", 400: "tab:red"}
+    seen = set()
+    for r in results["runs"]:
+        label = f"{r['method']} K={r['K_start']}"
+        first = label not in seen
+        seen.add(label)
+        if "curve" in r:
+            t = [c["elapsed"] for c in r["curve"]]
+            h = [c["heldout"] for c in r["curve"]]
+            style = "-" if r["method"].startswith("ours DP") else "--"
+            ax.plot(t, h, style, marker="." if style == "-" else None, ms=3,
+                    color=colors[r["K_start"]], lw=1.4 if style == "-" else 0.9,
+                    label=(f"{label} (learned {r['K_learned']})" if style == "-" else label)
+                    if first else None)
+        else:
+            ax.plot([r["seconds"]], [r["heldout"]], "x" if "Bayes" in r["method"] else "+",
+                    color="k", ms=9, label=f"sklearn {r['method']} K=100" if first else None)
+    ax.set_xscale("log")
+    ax.set_xlabel("training time incl. initialization (s, log scale)")
+    ax.set_ylabel("held-out log-likelihood per patch")
+    lo = min(r["heldout"] for r in results["runs"])
+    hi = max(r["heldout"] for r in results["runs"])
+    ax.set_ylim(lo - 0.15 * (hi - lo) - 1, hi + 0.1 * (hi - lo) + 0.5)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
+    c = results["config"]
+    ax.set_title(f"DP mixture with moves vs finite K, {c['n_train']} BSDS500 patches "
+                 f"({c['n_heldout']} held out)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def _pass_split(passes, refresh):

@@ -170,6 +170,11 @@ class VariationalModel:
         candidates whose terms the pass gathers). ``stats`` is None before the first pass.
         Does nothing by default."""
 
+    def can_stop(self):
+        """Whether batch/memoized training may stop at a pass that meets ``tol`` (a model
+        with moves still at work returns False). True by default."""
+        return True
+
     def after_pass(self, stats, params, state):
         """Hook run after every complete pass (e.g. merge/delete moves). Identity by default.
 
@@ -495,7 +500,7 @@ def fit_engine(
             "time_moves": t_moves,
         }
         stop = _record(entry, params, total)
-        if change < tol:
+        if change < tol and model.can_stop():
             converged = True
         prev = elbo
         if converged or stop:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 __all__ = [
+    "parse_moves",
     "usage_correlation",
     "select_merge_pairs",
     "pair_lookup",
@@ -32,6 +33,28 @@ __all__ = [
     "compaction",
     "RoundLog",
 ]
+
+
+def parse_moves(moves, allowed):
+    """The ``moves`` parameter of an estimator as a tuple, in the order of ``allowed``.
+
+    ``'all'`` means every move in ``allowed``, ``'none'`` or None no move; otherwise a tuple
+    (or list) of names or a ``'+'``-joined string such as ``'merge+delete'``.
+    """
+    if moves is None or (isinstance(moves, str) and moves == "none"):
+        return ()
+    if isinstance(moves, str):
+        if moves == "all":
+            return tuple(allowed)
+        moves = tuple(m.strip() for m in moves.split("+"))
+    moves = tuple(moves)
+    bad = [m for m in moves if m not in allowed]
+    if bad:
+        raise ValueError(
+            f"moves must be 'all', 'none', or a combination of {tuple(allowed)} (a tuple or a "
+            f"'+'-joined string such as 'merge+delete'); got {bad!r}."
+        )
+    return tuple(m for m in allowed if m in moves)
 
 
 def usage_correlation(sum_p, sum_pp, n_items):
@@ -108,17 +131,32 @@ def pair_lookup(pairs, K):
     return table
 
 
-def select_deletes(n_users, *, max_items, max_candidates, allowed=None):
+def select_deletes(n_users, *, max_items, max_candidates, allowed=None, size=None):
     """Delete candidates: the components used by the fewest items, as many as fit in a total
     budget of ``max_items`` items to revisit (Hughes, Kim & Sudderth 2015, supplement F.3).
 
-    Components used by no item are candidates too (they cost nothing to revisit).
+    Components used by no item are candidates too (they cost nothing to revisit). With
+    ``size`` (e.g. the expected counts N_k) the components are taken in increasing ``size``
+    instead, the budget still counting the items that use them; a component over the
+    remaining budget is then skipped rather than ending the selection.
 
     Returns
     -------
-    candidates : ndarray of int, in increasing usage order.
+    candidates : ndarray of int, in increasing usage (or size) order.
     """
     n_users = np.asarray(n_users)
+    if size is not None:
+        out, budget = [], int(max_items)
+        for k in np.argsort(np.asarray(size), kind="stable"):
+            if allowed is not None and not allowed[k]:
+                continue
+            if len(out) >= max_candidates:
+                break
+            if n_users[k] > budget:
+                continue
+            out.append(int(k))
+            budget -= int(n_users[k])
+        return np.asarray(out, dtype=np.int64)
     order = np.argsort(n_users, kind="stable")
     out, budget = [], int(max_items)
     for k in order:

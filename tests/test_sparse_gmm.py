@@ -498,6 +498,16 @@ def test_sample_moments():
             max_iter=10,
             random_state=0,
         ),
+        # the Dirichlet-process prior with its moves (which change n_components_)
+        SparseGaussianMixture(
+            n_components=4,
+            L=2,
+            weight_concentration_prior_type="dirichlet_process",
+            weight_concentration_prior=1.0,
+            n_batches=2,
+            max_iter=10,
+            random_state=0,
+        ),
         SparseGaussianMixture(
             n_components=2,
             L=1,
@@ -1003,3 +1013,272 @@ def test_defaults_are_sparse_and_memoized():
     assert est.predict_proba(X).astype(bool).sum(1).max() <= 4
     # memoized: one global step per batch after the first pass
     assert est.trace_[-1]["step"] == 1 + (est.n_iter_ - 1) * est.n_batches
+
+
+# ============================================================================= Dirichlet process
+# The Dirichlet-process prior and its memoized moves. References: scikit-learn's
+# BayesianGaussianMixture(weight_concentration_prior_type='dirichlet_process') from the same
+# responsibilities, a dense per-sample numpy evaluation of the stick-breaking ELBO
+# (scipy.stats.beta for the Beta entropies), a from-scratch evaluation of the merged model, and
+# properties (monotone objective across passes with moves, planted-K recovery over seeds).
+from sparseclust._engine import fit_engine  # noqa: E402
+from sparseclust.mixture import _gaussian  # noqa: E402
+from sparseclust.mixture._dp_moves import _Round, _Workspace, restrict  # noqa: E402
+from sparseclust.mixture._sparse_gmm import _DPMixtureModel  # noqa: E402
+
+DP = "dirichlet_process"
+
+
+def _sk_dp(X, R0, max_iter, gamma):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return _BGMFixedInit(
+            resp0=R0,
+            n_components=R0.shape[1],
+            covariance_type="full",
+            weight_concentration_prior_type=DP,
+            weight_concentration_prior=gamma,
+            max_iter=max_iter,
+            tol=0,
+            reg_covar=0,
+        ).fit(X)
+
+
+def _dense_idx(n, K):
+    return np.broadcast_to(np.arange(K, dtype=np.int32), (n, K)).copy()
+
+
+# ----------------------------------------------------------------------------- the prior
+@pytest.mark.parametrize("gamma", [None, 0.3, 2.5])
+def test_dp_global_step_matches_sklearn(gamma):
+    # one M-step from the same responsibilities: sticks, E[log pi], weights
+    X, _ = _blobs(D=3)
+    K = 5
+    R0 = np.random.RandomState(3).dirichlet(np.ones(K) * 0.7, size=X.shape[0])
+    sk = _sk_dp(X, R0, 1, gamma)
+    sk._initialize(X, R0)
+    est = SparseGaussianMixture(
+        K, weight_concentration_prior_type=DP, weight_concentration_prior=gamma, reg_covar=0
+    )
+    prior = est._build_prior(X)
+    model = _SparseGMMModel(prior, K, K, X.dtype)
+    params = model.global_step(model.stats_from_responsibilities(R0, _dense_idx(*R0.shape), X))
+    est._set_fitted(params, None, X.dtype)
+    a, b = est.weight_concentration_
+    np.testing.assert_allclose(a, sk.weight_concentration_[0], rtol=1e-10)
+    np.testing.assert_allclose(b, sk.weight_concentration_[1], rtol=1e-10)
+    np.testing.assert_allclose(params.elog_pi, sk._estimate_log_weights(), rtol=1e-10)
+    sk._set_parameters(sk._get_parameters())  # computes scikit-learn's weights_
+    np.testing.assert_allclose(est.weights_, sk.weights_, rtol=1e-10)
+
+
+def test_dp_fit_matches_sklearn_iterations():
+    # exact dense batch coordinate ascent = scikit-learn's variational EM with its DP prior
+    X, _ = _blobs()
+    K = 4
+    R0 = np.random.RandomState(1).dirichlet(np.ones(K), size=X.shape[0])
+    sk = _sk_dp(X, R0, 6, None)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        us = SparseGaussianMixture(
+            K, L=None, algorithm="batch", weight_concentration_prior_type=DP, moves="none",
+            init_params=R0, max_iter=6, tol=0, reg_covar=0,
+        ).fit(X)
+    for a in ATTRS:
+        ours, ref = getattr(us, a), getattr(sk, a)
+        if a == "weight_concentration_":
+            for u, r in zip(ours, ref, strict=True):
+                np.testing.assert_allclose(u, r, rtol=1e-6, err_msg=a)
+        else:
+            np.testing.assert_allclose(ours, ref, rtol=1e-6, atol=1e-9, err_msg=a)
+    # scikit-learn's bound drops prior-only constants: the difference must be constant
+    diff = np.asarray(us.lower_bounds_) - np.asarray(sk.recorded_bounds_)
+    np.testing.assert_allclose(diff, diff[0], rtol=1e-9)
+
+
+def _dense_dp_elbo(X, R, prior, params):
+    """Dense numpy ELBO of responsibilities R under the stick-breaking prior: the Dirichlet
+    allocation terms of the reference ``_direct_elbo`` replaced by the DP ones."""
+    K = R.shape[1]
+    a0, theta = prior.alpha0, params.theta
+    elog_dir = digamma(theta) - digamma(theta.sum())
+    dir_alloc = (
+        np.sum(R @ elog_dir)
+        + gammaln(K * a0) - K * gammaln(a0) + (a0 - 1) * elog_dir.sum()
+        - (gammaln(theta.sum()) - gammaln(theta).sum() + np.sum((theta - 1) * elog_dir))
+    )
+    gamma = prior.alpha0
+    a, b = params.rho * params.omega, (1 - params.rho) * params.omega
+    elu = digamma(a) - digamma(a + b)
+    el1mu = digamma(b) - digamma(a + b)
+    dp = 0.0
+    for n in range(R.shape[0]):
+        for k in range(K):
+            dp += R[n, k] * (elu[k] + el1mu[:k].sum())
+    for k in range(K):
+        # E log Beta(u | 1, gamma) + H[Beta(a_k, b_k)]
+        dp += np.log(gamma) + (gamma - 1) * el1mu[k] + stats.beta(a[k], b[k]).entropy()
+    return _direct_elbo(X, R, prior, params) - dir_alloc + dp
+
+
+def test_dp_elbo_matches_dense_formula():
+    X, _ = _blobs(n_per=15, D=3)
+    K = 4
+    R = np.random.RandomState(5).dirichlet(np.ones(K) * 0.5, size=X.shape[0])
+    est = SparseGaussianMixture(K, weight_concentration_prior_type=DP,
+                                weight_concentration_prior=0.8, reg_covar=0)
+    prior = est._build_prior(X)
+    model = _SparseGMMModel(prior, K, K, X.dtype)
+    s = model.stats_from_responsibilities(R, _dense_idx(*R.shape), X)
+    params = model.global_step(s * 1.2)  # any params, not only the optimum
+    np.testing.assert_allclose(
+        model.elbo(s, params), _dense_dp_elbo(X, R, prior, params), rtol=1e-10
+    )
+    assert model.elbo(s, model.global_step(s)) > model.elbo(s, params)
+
+
+# ----------------------------------------------------------------------------- the moves
+def _planted(seed, K=8, D=4, n_per=250, sep=6.0):
+    rng = np.random.RandomState(seed)
+    C = rng.randn(K, D) * sep
+    X = np.vstack([rng.randn(n_per, D) * (0.6 + 0.1 * k) + C[k] for k in range(K)])
+    return X[rng.permutation(X.shape[0])]
+
+
+def _dp(**kw):
+    kw.setdefault("weight_concentration_prior_type", DP)
+    kw.setdefault("weight_concentration_prior", 1.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return SparseGaussianMixture(**kw)
+
+
+@pytest.mark.parametrize("moves", ["all", "merge", "delete", "merge+sort"])
+@pytest.mark.parametrize("ct,zero_mean", [("full", False), ("diag", True)])
+def test_objective_monotone_with_moves(moves, ct, zero_mean):
+    X = _planted(1, D=3, n_per=120)
+    m = _dp(n_components=20, covariance_type=ct, zero_mean=zero_mean, moves=moves,
+            n_batches=4, max_iter=12, tol=0, random_state=0).fit(X)
+    lb = np.asarray(m.lower_bounds_)
+    assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:])), np.diff(lb).min()
+    accepted = sum(e.get("merges_accepted", 0) + e.get("deletes_accepted", 0) for e in m.trace_)
+    assert accepted > 0
+    # clusters left by the moves, less those holding under one expected sample
+    assert m.n_components_ <= m.trace_[-1]["n_components"] < 20
+    assert np.all(m._stats["N"] >= 1.0)
+    # the fitted statistics equal a fresh local step's bookkeeping: weights over live clusters
+    assert m.weights_.shape == (m.n_components_,)
+    assert m.predict_proba(X).shape == (X.shape[0], m.n_components_)
+    np.testing.assert_allclose(m.predict_proba(X).sum(1), 1.0, rtol=1e-6)
+
+
+def test_merge_objective_equals_from_scratch():
+    # one batch, one pass of dense responsibilities: the merged statistics from the gathered
+    # pair entropy must equal the statistics of the merged responsibilities r_a + r_b
+    X = _planted(2, K=3, D=2, n_per=60, sep=1.5)
+    K = 6
+    est = SparseGaussianMixture(K, L=3, weight_concentration_prior_type=DP, reg_covar=0)
+    prior = est._build_prior(X)
+    model = _DPMixtureModel(prior, K, 3, X.dtype, moves=("merge",))
+    params = model.global_step(
+        est._initial_stats_from_init_params(model, X, np.random.RandomState(0))
+    )
+    model.usage = dict(n_users=np.ones(K), sum_p=np.ones(K), sum_pp=np.eye(K), n=1.0)
+    pairs = np.array([[0, 1], [2, 4], [3, 5], [1, 4]], dtype=np.int32)
+    model.round = _Round(K, pairs, [])
+    model._usage_acc = None
+    rows = []
+    model_collect = model._collect
+    assert model_collect is None
+    stats = model.visit(X, params, 0)
+    # the responsibilities themselves, from a plain local step under the same params
+    plain = _SparseGMMModel(prior, K, 3, X.dtype)
+    plain._collect = lambda s0, v, i, Xc: rows.append((v.copy(), i.copy()))
+    plain.local_step(X, params)
+    R = np.zeros((X.shape[0], K))
+    np.put_along_axis(R, rows[0][1].astype(np.intp), rows[0][0], axis=1)
+    PH = model.round.batch[0]["PH"]
+    assert np.count_nonzero(PH < 0) >= 2  # pairs that share rows have an entropy change
+    small = _SparseGMMModel(prior, K - 1, K - 1, X.dtype)
+    for p, (a, b) in enumerate(pairs):
+        Rm = R.copy()
+        Rm[:, a] += Rm[:, b]
+        Rm = np.delete(Rm, b, axis=1)
+        sm = small.stats_from_responsibilities(Rm, _dense_idx(*Rm.shape), X)
+        ref = _gaussian.elbo(sm, _gaussian.global_step(sm, prior), prior)
+        # the proposal's value (accepted whatever it is by a workspace that starts at -1e300)
+        work = _Workspace(model, stats.copy())
+        work.value = -1e300
+        assert work.try_merge(int(a), int(b), PH[p])
+        np.testing.assert_allclose(work.value, ref, rtol=1e-8)
+        keep = np.delete(np.arange(K), b)
+        merged = restrict(work.stats, keep)
+        for f in ("N", "Sx", "Sxx", "entropy"):
+            np.testing.assert_allclose(merged[f], sm[f], rtol=1e-10, atol=1e-10, err_msg=f)
+
+
+def test_delete_removes_a_junk_cluster_and_stays_exact():
+    # a cluster seeded on a handful of samples is deleted; the result equals the objective
+    # of the statistics recomputed from scratch at the end
+    X = _planted(3, K=3, D=2, n_per=100)
+    m = _dp(n_components=12, moves="delete", n_batches=3, max_iter=10, tol=0,
+            random_state=0, L=2).fit(X)
+    assert sum(e["deletes_accepted"] for e in m.trace_) > 0
+    lb = np.asarray(m.lower_bounds_)
+    assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:]))
+    # memoized bookkeeping: the cached whole-data statistics equal the sum of a fresh pass
+    # of the final responsibilities only up to the last pass's parameter change, but their
+    # counts must still cover every sample exactly
+    np.testing.assert_allclose(m._stats["N"].sum(), X.shape[0], rtol=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_planted_k_recovery(seed):
+    X = _planted(seed)
+    m = _dp(n_components=30, random_state=seed, max_iter=40).fit(X)
+    # every seed is run (none hand-picked); the band allows one extra cluster
+    assert 8 <= m.n_components_ <= 9, m.n_components_
+
+
+def test_moves_inactive_without_dp_or_stochastic():
+    X = _planted(0, D=3, n_per=60)
+    a = SparseGaussianMixture(12, random_state=0, max_iter=5, tol=0).fit(X)
+    assert a.n_components_ == 12
+    s = _dp(n_components=12, algorithm="stochastic", random_state=0, max_iter=3,
+            batch_size=64).fit(X)
+    assert s.n_components_ == 12
+    with pytest.raises(ValueError, match="moves"):
+        _dp(n_components=3, moves="split").fit(X)
+
+
+def test_partial_fit_after_moves_and_pickle():
+    X = _planted(4, D=3, n_per=80)
+    m = _dp(n_components=16, random_state=0, max_iter=15).fit(X)
+    K = m.n_components_
+    assert K < 16
+    m2 = pickle.loads(pickle.dumps(m))
+    np.testing.assert_allclose(m2.score_samples(X), m.score_samples(X))
+    m.partial_fit(X[:50])
+    assert m.n_components_ == K and m.means_.shape[0] == K
+    assert m.get_feature_names_out().shape == (K,)
+
+
+def test_engine_moves_with_candidates_monotone():
+    X = _planted(5, D=3, n_per=100)
+    m = _dp(n_components=20, n_candidates=6, candidate_refresh=3, random_state=0,
+            max_iter=15, tol=0, n_batches=3).fit(X)
+    lb = np.asarray(m.lower_bounds_)
+    assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:]))
+    assert m.n_components_ < 20
+
+
+def test_fit_engine_direct_round_logs():
+    X = _planted(6, D=2, n_per=50)
+    est = SparseGaussianMixture(10, weight_concentration_prior_type=DP)
+    prior = est._build_prior(X)
+    model = _DPMixtureModel(prior, 10, 4, X.dtype, moves=("merge", "delete", "sort"))
+    init = est._initial_stats_from_init_params(model, X, np.random.RandomState(0))
+    res = fit_engine(model, X, init, algorithm="memoized", n_batches=2, max_iter=6, tol=0,
+                     random_state=0)
+    assert len(model.round_logs) == 6
+    assert res.params.theta.shape[0] == model.n_components

@@ -4,8 +4,16 @@
 Everything here is a pure function of sufficient statistics, prior and global parameters; no
 responsibilities are ever stored. Notation follows paper 000, App. A-B and Bishop (2006, §10.2):
 
-- mixture weights: ``pi ~ Dir(alpha0, ..., alpha0)``, ``q(pi) = Dir(theta)``,
-  ``theta = alpha0 + N``;
+- mixture weights, ``weight_prior_type='dirichlet_distribution'``:
+  ``pi ~ Dir(alpha0, ..., alpha0)``, ``q(pi) = Dir(theta)``, ``theta = alpha0 + N``;
+- mixture weights, ``weight_prior_type='dirichlet_process'``: truncated stick-breaking
+  (Sethuraman 1994; Blei & Jordan 2006), ``u_k ~ Beta(1, gamma)``,
+  ``pi_k = u_k prod_{j<k} (1 - u_j)`` with ``gamma = alpha0``; ``q(u_k) = Beta(a_k, b_k)``,
+  ``a_k = 1 + N_k``, ``b_k = gamma + sum_{j>k} N_j``
+  (:func:`sparseclust._stickbreak.dp_sticks`), ``E[log pi_k] = E[log u_k] + sum_{j<k}
+  E[log(1 - u_j)]`` (:func:`sparseclust._stickbreak.expected_log_beta`). The mass beyond the
+  K-th stick is the remainder that no sample uses (the same truncation as scikit-learn's
+  ``BayesianGaussianMixture`` and HDPTopicModel);
 - ``'full'`` with mean: Normal-Wishart, ``Lambda_k ~ W(W0, nu0)``, ``mu_k | Lambda_k ~ N(m0,
   (beta0 Lambda_k)^-1)``; the *covariance prior* ``Psi0 = W0^-1`` is the inverse scale matrix
   (scikit-learn's ``covariance_prior``). Posterior ``beta = beta0 + N``,
@@ -41,6 +49,7 @@ from scipy.special import digamma, gammaln
 from threadpoolctl import ThreadpoolController
 
 from .._kernels import _gmm_weights
+from .._stickbreak import dp_sticks, expected_beta, expected_log_beta, stick_prior_terms
 from ..utils import effective_n_threads
 
 LOG_2PI = math.log(2.0 * math.pi)
@@ -58,6 +67,12 @@ class GaussianPrior:
     nu0: float  # degrees of freedom prior
     psi0: np.ndarray  # (D, D) inverse scale ('full'), (D,) rates x 2 ('diag'), () ('spherical')
     reg: float  # reg_covar
+    # 'dirichlet_distribution' (alpha0 per component) or 'dirichlet_process' (alpha0 = gamma)
+    weight_prior_type: str = "dirichlet_distribution"
+
+    @property
+    def dp(self):
+        return self.weight_prior_type == "dirichlet_process"
 
     @property
     def n_features(self):
@@ -70,8 +85,10 @@ class GaussianParams:
 
     Attributes
     ----------
-    theta : (K,) Dirichlet parameters of q(pi).
-    elog_pi : (K,) E[log pi_k] = psi(theta_k) - psi(sum theta).
+    theta : (K,) Dirichlet parameters of q(pi); for the Dirichlet process the first Beta
+        parameters a_k = 1 + N_k of q(u_k).
+    elog_pi : (K,) E[log pi_k] = psi(theta_k) - psi(sum theta), or the stick-breaking
+        expectation for the Dirichlet process.
     beta : (K,) mean precisions (inf for zero_mean).
     means : (K, D) posterior means m_k (zeros for zero_mean).
     nu : (K,) degrees of freedom (Wishart nu_k; 2 a_k for 'diag'; 2 a_k / D for 'spherical').
@@ -93,6 +110,24 @@ class GaussianParams:
     prec_chol: np.ndarray
     elog_det: np.ndarray
     const: np.ndarray
+    # Dirichlet process only: q(u_k) = Beta(rho_k omega_k, (1 - rho_k) omega_k)
+    rho: np.ndarray = None
+    omega: np.ndarray = None
+
+    @property
+    def stick_b(self):
+        """Second Beta parameters b_k = (1 - rho_k) omega_k (Dirichlet process)."""
+        return None if self.rho is None else (1.0 - self.rho) * self.omega
+
+    @property
+    def weights(self):
+        """Point-estimate mixture weights (K,), summing to 1: E[pi] = theta / sum(theta), or
+        for the Dirichlet process E[pi_k] = E[u_k] prod_{j<k} E[1 - u_j] renormalized over
+        the K components (scikit-learn's ``weights_``)."""
+        if self.rho is None:
+            return self.theta / self.theta.sum()
+        w = expected_beta(self.rho)[:-1]
+        return w / w.sum()
 
     @property
     def precisions(self):
@@ -123,6 +158,35 @@ def _centered(N, Sx, prior):
     return Nc, beta, xbar, means
 
 
+@dataclass
+class WeightPosterior:
+    """q(pi) alone: ``theta`` and ``E[log pi]``, plus the sticks (rho, omega) of the DP."""
+
+    theta: np.ndarray
+    elog_pi: np.ndarray
+    rho: np.ndarray = None
+    omega: np.ndarray = None
+
+
+def weight_posterior(N, prior):
+    """The weight part of the global step: ``theta = alpha0 + N`` and
+    ``E[log pi_k] = psi(theta_k) - psi(sum theta)`` (Dirichlet), or the closed-form sticks
+    ``a_k = 1 + N_k``, ``b_k = gamma + sum_{j>k} N_j`` with
+    ``E[log pi_k] = E[log u_k] + sum_{j<k} E[log(1 - u_j)]`` (Dirichlet process)."""
+    N = np.asarray(N, dtype=np.float64)
+    if prior.dp:
+        rho, omega = dp_sticks(N, prior.alpha0)
+        return WeightPosterior(1.0 + N, expected_log_beta(rho, omega)[:-1], rho, omega)
+    theta = prior.alpha0 + N
+    return WeightPosterior(theta, digamma(theta) - digamma(theta.sum()))
+
+
+def optimal_allocation_terms(N, prior):
+    """:func:`allocation_terms` at the optimal q(pi) for the counts ``N``: the part of the
+    ELBO that depends on the clusters' sizes and their order only."""
+    return allocation_terms(N, weight_posterior(N, prior), prior)
+
+
 def global_step(stats, prior):
     """Conjugate posterior updates from whole-data statistics (paper 000, App. A-B).
 
@@ -139,8 +203,8 @@ def global_step(stats, prior):
     N = np.asarray(stats["N"], dtype=np.float64)
     K = N.shape[0]
     D = prior.n_features
-    theta = prior.alpha0 + N
-    elog_pi = digamma(theta) - digamma(theta.sum())
+    w = weight_posterior(N, prior)
+    theta, elog_pi, rho, omega = w.theta, w.elog_pi, w.rho, w.omega
     nu = prior.nu0 + N
     reg = prior.reg
     if prior.zero_mean:
@@ -232,6 +296,8 @@ def global_step(stats, prior):
         prec_chol=prec_chol,
         elog_det=elog_det,
         const=const,
+        rho=rho,
+        omega=omega,
     )
 
 
@@ -245,7 +311,8 @@ def elbo(stats, params, prior):
     ``L = L_data + L_entropy + L_alloc`` where
 
     - ``L_alloc = c_Dir(alpha0) - c_Dir(theta)
-      + sum_k (N_k + alpha0 - theta_k) E[log pi_k]`` (Eq. 22);
+      + sum_k (N_k + alpha0 - theta_k) E[log pi_k]`` (Eq. 22), or its stick-breaking
+      counterpart for the Dirichlet process (:func:`allocation_terms`);
     - ``L_entropy = sum_k entropy_k = -sum_nk r_nk log r_nk`` (Eq. 24), from the local step;
     - ``L_data = sum_nk r_nk E[log p(x_n | phi_k)] + sum_k E[log p(phi_k) - log q(phi_k)]``
       (Eq. 31),
@@ -256,12 +323,40 @@ def elbo(stats, params, prior):
     samples, not a mean).
     """
     N = np.asarray(stats["N"], dtype=np.float64)
+    L_ent = float(np.sum(stats["entropy"]))
+    return float(
+        allocation_terms(N, params, prior) + L_ent + np.sum(component_terms(stats, params, prior))
+    )
+
+
+def allocation_terms(N, params, prior):
+    """``E[log p(z | pi)] + E[log p(pi) - log q(pi)]`` from the counts ``N`` (a float).
+
+    Dirichlet: ``c_Dir(alpha0) - c_Dir(theta) + sum_k (N_k + alpha0 - theta_k) E[log pi_k]``
+    (paper 000, Eq. 22). Dirichlet process: ``sum_k N_k E[log pi_k]`` plus the stick terms
+    ``sum_k E[log Beta(u_k | 1, gamma) - log q(u_k)]``
+    (:func:`sparseclust._stickbreak.stick_prior_terms`). Valid for any ``params``.
+    """
+    N = np.asarray(N, dtype=np.float64)
+    if params.rho is not None:
+        return stick_prior_terms(params.rho, params.omega, prior.alpha0) + float(
+            np.dot(N, params.elog_pi)
+        )
     K = N.shape[0]
-    D = prior.n_features
     a0 = prior.alpha0
     theta, elog_pi = params.theta, params.elog_pi
-    L_alloc = _c_dir(np.full(K, a0)) - _c_dir(theta) + np.sum((N + a0 - theta) * elog_pi)
-    L_ent = float(np.sum(stats["entropy"]))
+    return float(_c_dir(np.full(K, a0)) - _c_dir(theta) + np.sum((N + a0 - theta) * elog_pi))
+
+
+def component_terms(stats, params, prior):
+    """Per-component data terms (K,): ``sum_n r_nk E[log p(x_n | phi_k)] + E[log p(phi_k) -
+    log q(phi_k)]`` (paper 000, Eq. 31) from the statistics of each component alone.
+
+    The ELBO is ``allocation_terms + sum(entropy) + sum(component_terms)``; a move that edits
+    a few components (a merge) re-evaluates only theirs.
+    """
+    N = np.asarray(stats["N"], dtype=np.float64)
+    D = prior.n_features
     nu, nu0, reg = params.nu, prior.nu0, prior.reg
     elog_det = params.elog_det
     if prior.covariance_type == "full":
@@ -366,7 +461,7 @@ def elbo(stats, params, prior):
                 + 0.5 * D
             )
             L_lik = L_lik - 0.5 * N * D / beta
-    return float(L_alloc + L_ent + np.sum(L_lik) + np.sum(L_prior))
+    return L_lik + L_prior
 
 
 class QuadraticForm:

@@ -26,10 +26,14 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import posteriors
 from .._engine import StochasticState, SuffStats, VariationalModel, fit_engine, stochastic_step
+from .._moves import parse_moves
 from ..utils import effective_n_threads
 from . import _gaussian
+from ._dp_moves import MixtureMoves
 
 __all__ = ["SparseGaussianMixture"]
+
+_MIXTURE_MOVES = ("merge", "delete", "sort")
 
 # Bound on the number of floats of a (rows, K) weight block in the local step.
 _LOCAL_BLOCK_FLOATS = 1 << 21
@@ -95,6 +99,9 @@ class _SparseGMMModel(VariationalModel):
         self.n_candidates = n_candidates
         self.refresh = int(refresh)
         self.timer = _Timer()
+        # optional per-block callback collect(start, values, indices, X_block) of the local
+        # step (a model with moves gathers what its candidates need through it)
+        self._collect = None
         self.reset_candidates()
 
     def reset_candidates(self):
@@ -213,6 +220,8 @@ class _SparseGMMModel(VariationalModel):
             nt = _threads_for(Wc.shape[0], C, self.n_threads)
             values, indices = _top_l_among(Wc, cc, self.L, nt)
             t2 = time.perf_counter()
+            if self._collect is not None:
+                self._collect(start, values, indices, Xc)
             s = self.stats_from_responsibilities(values, indices, Xc)
             t3 = time.perf_counter()
             tm["weights"] += t1 - t0
@@ -252,6 +261,8 @@ class _SparseGMMModel(VariationalModel):
                 Wc = np.take_along_axis(W, cc.astype(np.intp), axis=1)
                 values, indices = _top_l_among(Wc, cc, self.L, nt)
             t2 = time.perf_counter()
+            if self._collect is not None:
+                self._collect(start, values, indices, Xc)
             s = self.stats_from_responsibilities(values, indices, Xc)
             t3 = time.perf_counter()
             tm["weights"] += t1 - t0
@@ -267,6 +278,48 @@ class _SparseGMMModel(VariationalModel):
 
     def elbo(self, stats, params):
         return _gaussian.elbo(stats, params, self.prior)
+
+
+class _DPMixtureModel(MixtureMoves, _SparseGMMModel):
+    """:class:`_SparseGMMModel` with the memoized merge / delete / sort moves of
+    :class:`sparseclust.mixture._dp_moves.MixtureMoves` (Dirichlet-process prior)."""
+
+    def __init__(self, prior, n_components, L, dtype, *, moves, move_opts=None, **kw):
+        _SparseGMMModel.__init__(self, prior, n_components, L, dtype, **kw)
+        self._L_requested = L
+        self._candidates_requested = self.n_candidates
+        self.init_moves(moves, move_opts)
+
+    def plain_model(self, K):
+        """A model without moves over ``K`` components (for re-running the local step)."""
+        return _SparseGMMModel(self.prior, K, min(self._L_requested, K), self.dtype,
+                               n_threads=self.n_threads)
+
+    def set_n_components(self, K):
+        """Shrink to ``K`` components after a compaction (clamping L and the candidates)."""
+        self.n_components = int(K)
+        self.L = min(self._L_requested, self.n_components)
+        if self._candidates_requested is not None:
+            self.n_candidates = min(self._candidates_requested, self.n_components)
+        self.reset_candidates()
+
+
+#: with moves, a cluster is live when it holds at least this many expected samples
+LIVE_MIN_SAMPLES = 1.0
+
+
+def _live_clusters(params, stats, prior):
+    """Drop the clusters holding less than ``LIVE_MIN_SAMPLES`` expected samples after a fit
+    with moves (the ELBO may keep a cluster with a sliver of mass: its entropy gain outweighs
+    its cost), and re-run the global step on the rest; at least the largest cluster stays."""
+    N = np.asarray(stats["N"])
+    live = np.flatnonzero(N >= LIVE_MIN_SAMPLES)
+    if live.size == 0:
+        live = np.array([int(np.argmax(N))])
+    if live.size == N.size:
+        return params, stats
+    stats = SuffStats(**{k: np.ascontiguousarray(v[live]) for k, v in stats.items()})
+    return _gaussian.global_step(stats, prior), stats
 
 
 def _point_log_prob(X, params, prior, n_threads=None):
@@ -290,7 +343,7 @@ def _point_log_prob(X, params, prior, n_threads=None):
         log_det_chol = D * np.log(params.prec_chol)
     else:
         log_det_chol = np.log(params.prec_chol).sum(1)
-    log_w = np.log(params.theta / params.theta.sum())
+    log_w = np.log(params.weights)
     out *= dt.type(-0.5)
     out += (log_w - 0.5 * D * _gaussian.LOG_2PI + log_det_chol).astype(dt)
     return out
@@ -351,8 +404,24 @@ class SparseGaussianMixture(
     zero_mean : bool, default=False
         If True, every component has mean zero (paper 000, App. B.1); ``mean_prior`` and
         ``mean_precision_prior`` are then unused and ``mean_precision_`` is ``inf``.
+    weight_concentration_prior_type : {'dirichlet_distribution', 'dirichlet_process'}, \
+            default='dirichlet_distribution'
+        Prior on the mixture weights, with scikit-learn's meaning
+        (``BayesianGaussianMixture``). ``'dirichlet_distribution'``: the finite
+        ``pi ~ Dir(alpha0, ..., alpha0)`` with ``q(pi) = Dir(theta)``, ``theta = alpha0 + N``.
+        ``'dirichlet_process'``: the stick-breaking representation of a Dirichlet process
+        truncated at ``n_components`` sticks (Sethuraman 1994; Blei & Jordan 2006),
+        ``u_k ~ Beta(1, gamma)``, ``pi_k = u_k prod_{j<k} (1 - u_j)`` with
+        ``gamma = weight_concentration_prior``; ``q(u_k) = Beta(a_k, b_k)`` with
+        ``a_k = 1 + N_k``, ``b_k = gamma + sum_{j>k} N_j`` and
+        ``E[log pi_k] = E[log u_k] + sum_{j<k} E[log(1 - u_j)]`` (the stick-breaking code
+        HDPTopicModel uses, :mod:`sparseclust._stickbreak`). The ELBO's allocation terms are
+        then ``sum_k N_k E[log pi_k] + E[log Beta(u_k | 1, gamma) - log q(u_k)]``. Only with
+        this prior do the ``moves`` act, and the number of clusters is learned.
     weight_concentration_prior : float or None, default=None
-        Dirichlet concentration per component ``alpha0 = alpha / K``. ``None`` means ``1 / K``.
+        Dirichlet concentration per component ``alpha0`` (``'dirichlet_distribution'``) or the
+        stick-breaking concentration ``gamma`` (``'dirichlet_process'``). ``None`` means
+        ``1 / n_components``, as in scikit-learn.
     mean_precision_prior : float or None, default=None
         ``beta0``, the precision of the prior on the means relative to the component precision.
         ``None`` means 1.
@@ -402,6 +471,28 @@ class SparseGaussianMixture(
         constrained problem, and ``n_candidates=None`` is the paper's algorithm.
         ``'stochastic'`` and :meth:`partial_fit` draw random minibatches, which have no cache:
         they always compute the full ``W`` and ignore this parameter.
+    moves : {'all', 'none'}, str or tuple, default='all'
+        Memoized moves of the Dirichlet-process mixture (Hughes & Sudderth 2013; the machinery
+        HDPTopicModel uses, :mod:`sparseclust._moves`): a subset of ``('merge', 'delete',
+        'sort')``, as a tuple or a ``'+'``-joined string such as ``'merge+delete'``.
+        After every pass from the second on, **merge** tries candidate pairs (each cluster's
+        nearest clusters by symmetric KL divergence and most correlated ones by co-usage,
+        ranked by the gain of pooling their statistics) whose entropy terms
+        ``sum_n (r_na + r_nb) log(r_na + r_nb)`` were gathered during the pass; **delete**
+        tries the smallest clusters, re-running the local step without the cluster on the
+        samples that use it; **sort** reorders the clusters by size (the stick-breaking prior
+        favours large early sticks). Each proposal is accepted only if the whole-data ELBO
+        increases, so training stays monotone, and ``n_components_`` becomes the number of
+        clusters left that hold at least one expected sample (clusters with less, which the
+        ELBO may keep for the entropy of a sliver of mass, are dropped from the fitted model;
+        ``lower_bound_`` is the objective of the training truncation). The default ``'all'``
+        changes nothing for the default ``'dirichlet_distribution'`` prior, where moves do
+        not act (its ``K`` is the user's choice, and an empty cluster costs differently);
+        with the Dirichlet process the moves are the point of choosing it: a truncation
+        ``n_components`` is an upper bound and the number of clusters is learned. Moves need
+        the cached batches of ``'memoized'`` or ``'batch'`` training; ``'stochastic'`` and
+        :meth:`partial_fit` ignore them. With moves, ``tol`` ends training only after 4 passes
+        without an accepted merge or delete (a rejected proposal is retried after 3).
     candidate_refresh : int, default=5
         With ``n_candidates``, each batch recomputes the full ``W`` and its candidate sets on
         its first visit and then every ``candidate_refresh`` visits (passes); ``1`` refreshes
@@ -470,7 +561,8 @@ class SparseGaussianMixture(
     Attributes
     ----------
     weights_ : ndarray of shape (n_components,)
-        Posterior mean mixture weights ``E[pi_k] = theta_k / sum(theta)``.
+        Posterior mean mixture weights ``E[pi_k] = theta_k / sum(theta)``; for the Dirichlet
+        process ``E[u_k] prod_{j<k} E[1 - u_j]``, renormalized over the clusters.
     means_ : ndarray of shape (n_components, n_features)
         Posterior means ``m_k`` (zeros when ``zero_mean``).
     covariances_ : ndarray
@@ -482,8 +574,13 @@ class SparseGaussianMixture(
     precisions_cholesky_ : ndarray, same shape as ``covariances_``
         Upper-triangular ``C_k`` with ``precisions_[k] = C_k C_k^T`` ('full'), or
         ``sqrt(precisions_)`` ('diag', 'spherical').
-    weight_concentration_ : ndarray of shape (n_components,)
-        Dirichlet parameters ``theta_k = alpha0 + N_k`` of ``q(pi)``.
+    n_components_ : int
+        Number of clusters of the fitted model: ``n_components``, or for the Dirichlet process
+        with moves the clusters left after merges and deletes. Every per-cluster attribute,
+        :meth:`predict_proba` and :meth:`transform` cover these clusters only.
+    weight_concentration_ : ndarray of shape (n_components_,) or tuple of two
+        Dirichlet parameters ``theta_k = alpha0 + N_k`` of ``q(pi)``; for the Dirichlet
+        process the Beta parameters ``(a, b)`` of the sticks, as in scikit-learn.
     mean_precision_ : ndarray of shape (n_components,)
         ``beta_k = beta0 + N_k`` (``inf`` when ``zero_mean``).
     degrees_of_freedom_ : ndarray of shape (n_components,)
@@ -535,6 +632,9 @@ class SparseGaussianMixture(
         "L": [None, Interval(Integral, 1, None, closed="left")],
         "covariance_type": [StrOptions({"full", "diag", "spherical"})],
         "zero_mean": ["boolean"],
+        "weight_concentration_prior_type": [
+            StrOptions({"dirichlet_distribution", "dirichlet_process"})
+        ],
         "weight_concentration_prior": [None, Interval(Real, 0.0, None, closed="neither")],
         "mean_precision_prior": [None, Interval(Real, 0.0, None, closed="neither")],
         "mean_prior": [None, "array-like"],
@@ -544,6 +644,7 @@ class SparseGaussianMixture(
         "algorithm": [StrOptions({"batch", "memoized", "stochastic"})],
         "n_batches": [Interval(Integral, 1, None, closed="left")],
         "n_candidates": [None, Interval(Integral, 1, None, closed="left")],
+        "moves": [str, tuple, list, None],
         "candidate_refresh": [Interval(Integral, 1, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "kappa": [Interval(Real, 0.0, 1.0, closed="both")],
@@ -570,6 +671,7 @@ class SparseGaussianMixture(
         L=4,
         covariance_type="full",
         zero_mean=False,
+        weight_concentration_prior_type="dirichlet_distribution",
         weight_concentration_prior=None,
         mean_precision_prior=None,
         mean_prior=None,
@@ -580,6 +682,7 @@ class SparseGaussianMixture(
         n_batches=10,
         n_candidates=None,
         candidate_refresh=5,
+        moves="all",
         batch_size=1024,
         kappa=0.6,
         delta=1.0,
@@ -601,6 +704,7 @@ class SparseGaussianMixture(
         self.L = L
         self.covariance_type = covariance_type
         self.zero_mean = zero_mean
+        self.weight_concentration_prior_type = weight_concentration_prior_type
         self.weight_concentration_prior = weight_concentration_prior
         self.mean_precision_prior = mean_precision_prior
         self.mean_prior = mean_prior
@@ -611,6 +715,7 @@ class SparseGaussianMixture(
         self.n_batches = n_batches
         self.n_candidates = n_candidates
         self.candidate_refresh = candidate_refresh
+        self.moves = moves
         self.batch_size = batch_size
         self.kappa = kappa
         self.delta = delta
@@ -636,7 +741,7 @@ class SparseGaussianMixture(
 
     @property
     def _n_features_out(self):
-        return self.n_components
+        return self.n_components_
 
     def _check_n_samples(self, X):
         if X.shape[0] < self.n_components:
@@ -645,8 +750,9 @@ class SparseGaussianMixture(
                 f"{self.n_components}, n_samples = {X.shape[0]}."
             )
 
-    def _effective_L(self):
-        return self.n_components if self.L is None else min(int(self.L), self.n_components)
+    def _effective_L(self, K=None):
+        K = self.n_components if K is None else K
+        return K if self.L is None else min(int(self.L), K)
 
     def _build_prior(self, X):
         """Resolve the priors against the training data and store them as ``*_prior_``."""
@@ -740,6 +846,7 @@ class SparseGaussianMixture(
             nu0=nu0,
             psi0=psi0,
             reg=float(self.reg_covar),
+            weight_prior_type=self.weight_concentration_prior_type,
         )
 
     def _initial_stats(self, model, X, rng):
@@ -765,7 +872,7 @@ class SparseGaussianMixture(
                 )
             if abs(w.sum() - 1.0) > 1e-6:
                 raise ValueError(f"weights_init must sum to 1, got {w.sum():.8g}.")
-            changes["theta"] = w
+            changes.update(theta=w, rho=None, omega=None)
         if self.means_init is not None:
             if self.zero_mean:
                 raise ValueError("means_init cannot be used with zero_mean=True.")
@@ -869,12 +976,12 @@ class SparseGaussianMixture(
         idx = np.broadcast_to(np.arange(K, dtype=np.int32), (n, K))
         return model.stats_from_responsibilities(R, np.ascontiguousarray(idx), X)
 
-    def _effective_candidates(self):
+    def _effective_candidates(self, K=None):
         """``min(n_candidates, K)``, or None when candidate sets are off or cannot be cached
         (stochastic minibatches are random, so every step computes the full ``W``)."""
         if self.n_candidates is None or self.algorithm == "stochastic":
             return None
-        return min(int(self.n_candidates), self.n_components)
+        return min(int(self.n_candidates), self.n_components if K is None else K)
 
     def _check_candidates(self):
         if self.n_candidates is not None and self.n_candidates < self._effective_L():
@@ -883,16 +990,28 @@ class SparseGaussianMixture(
                 f"chosen among the candidates), got n_candidates={self.n_candidates}."
             )
 
-    def _make_model(self, prior, dtype, candidates=False):
-        return _SparseGMMModel(
-            prior,
-            self.n_components,
-            self._effective_L(),
-            dtype,
+    def _make_model(self, prior, dtype, candidates=False, K=None, moves=()):
+        """The engine model for ``K`` components (default ``n_components``; a fitted model
+        passes ``n_components_``)."""
+        K = self.n_components if K is None else int(K)
+        kw = dict(
             n_threads=self.n_threads,
-            n_candidates=self._effective_candidates() if candidates else None,
+            n_candidates=self._effective_candidates(K) if candidates else None,
             refresh=self.candidate_refresh,
         )
+        if moves:
+            return _DPMixtureModel(prior, K, self._effective_L(K), dtype, moves=moves, **kw)
+        return _SparseGMMModel(prior, K, self._effective_L(K), dtype, **kw)
+
+    def _active_moves(self):
+        """The moves that act in this fit: only with the Dirichlet-process prior and the
+        cached batches of memoized or batch training."""
+        moves = parse_moves(self.moves, _MIXTURE_MOVES)
+        if self.weight_concentration_prior_type != "dirichlet_process":
+            return ()
+        if self.algorithm == "stochastic":
+            return ()
+        return moves
 
     def _blas_limits(self):
         if self.n_threads is None:
@@ -939,7 +1058,7 @@ class SparseGaussianMixture(
                 prior = self._prior
             else:
                 prior = self._build_prior(X)
-            model = self._make_model(prior, X.dtype, candidates=True)
+            moves = self._active_moves()
             rng = check_random_state(self.random_state)
             n_init = 1 if warm else self.n_init
             heldout_score = None
@@ -950,6 +1069,9 @@ class SparseGaussianMixture(
 
             best = None
             for _ in range(n_init):
+                # a fresh model per initialization: moves change its number of components
+                K0 = self._stats["N"].shape[0] if warm else self.n_components
+                model = self._make_model(prior, X.dtype, candidates=True, K=K0, moves=moves)
                 if warm:
                     init_stats = self._stats
                 else:
@@ -970,7 +1092,11 @@ class SparseGaussianMixture(
                 stacklevel=2,
             )
         self._prior = prior
-        self._set_fitted(best.params, best.stats, X.dtype)
+        self._n_components_fit = self.n_components
+        params, stats = best.params, best.stats
+        if moves:
+            params, stats = _live_clusters(params, stats, prior)
+        self._set_fitted(params, stats, X.dtype)
         self.lower_bounds_ = list(best.lower_bounds)
         self.lower_bound_ = float(best.lower_bound)
         self.n_iter_ = int(best.n_iter)
@@ -982,7 +1108,7 @@ class SparseGaussianMixture(
             # a later partial_fit continues as if the n_iter_ passes had been SVI passes of
             # batch_size minibatches, so one minibatch adjusts the fit rather than replacing it
             t0 = int(best.n_iter) * max(1, -(-X.shape[0] // self.batch_size))
-            self._svi_state = StochasticState(stats=best.stats.copy(), t=t0, params=best.params)
+            self._svi_state = StochasticState(stats=stats.copy(), t=t0, params=params)
         self._n_seen = X.shape[0]
         return self
 
@@ -995,6 +1121,10 @@ class SparseGaussianMixture(
             now = model.timer.snapshot()
             dt = {f"time_{k}": now[k] - last[0][k] for k in now}
             last[0] = now
+            dt["n_components"] = int(info["params"].theta.shape[0])
+            logs = getattr(model, "round_logs", None)
+            if logs:
+                dt.update({k: v for k, v in logs[-1].items() if k != "n_components"})
             per_pass.append(dt)
             if verbose and info["pass"] % interval == 0:
                 msg = (
@@ -1003,8 +1133,12 @@ class SparseGaussianMixture(
                 )
                 if "heldout" in info:
                     msg += f"  heldout {info['heldout']:.5f}"
+                if logs:
+                    msg += f"  K {dt['n_components']}"
                 if verbose > 1:
-                    msg += "  local: " + "  ".join(f"{k[5:]} {v:.3f}s" for k, v in dt.items())
+                    msg += "  local: " + "  ".join(
+                        f"{k[5:]} {v:.3f}s" for k, v in dt.items() if k.startswith("time_")
+                    )
                     msg += f"  global {info['time_global']:.3f}s"
                 print(msg, file=sys.stderr, flush=True)
             return bool(callback(info)) if callback is not None else False
@@ -1078,20 +1212,21 @@ class SparseGaussianMixture(
                 init_stats = self._initial_stats(model, X, rng) * (total / X.shape[0])
                 self._svi_state = StochasticState(stats=init_stats, t=0)
                 self._prior = prior
+                self._n_components_fit = self.n_components
                 self.lower_bounds_ = []
                 self.trace_ = []
                 self._dtype = X.dtype
             else:
-                if self.weights_.shape[0] != self.n_components:
+                if self.n_components != self._n_components_fit:
                     raise ValueError(
                         f"n_components={self.n_components} differs from the "
-                        f"{self.weights_.shape[0]} components of the fitted model; call fit to "
-                        "start over."
+                        f"n_components={self._n_components_fit} the model was fitted with; call "
+                        "fit to start over."
                     )
                 prior = self._prior
                 if X.dtype != self._dtype:
                     X = X.astype(self._dtype)
-                model = self._make_model(prior, X.dtype)
+                model = self._make_model(prior, X.dtype, K=self.n_components_)
             self._n_seen += X.shape[0]
             total = float(self._n_seen if self.total_samples is None else self.total_samples)
             state = self._svi_state
@@ -1131,8 +1266,12 @@ class SparseGaussianMixture(
         self._stats = stats
         self._dtype = np.dtype(dtype)
         theta = params.theta
-        self.weight_concentration_ = theta.astype(dtype)
-        self.weights_ = (theta / theta.sum()).astype(dtype)
+        self.n_components_ = int(theta.shape[0])
+        if params.rho is None:
+            self.weight_concentration_ = theta.astype(dtype)
+        else:
+            self.weight_concentration_ = (theta.astype(dtype), params.stick_b.astype(dtype))
+        self.weights_ = params.weights.astype(dtype)
         self.mean_precision_ = params.beta.astype(dtype)
         self.degrees_of_freedom_ = params.nu.astype(dtype)
         self.means_ = params.means.astype(dtype)
@@ -1154,19 +1293,19 @@ class SparseGaussianMixture(
         return X
 
     def _weights(self, X):
-        model = self._make_model(self._prior, X.dtype)
+        model = self._make_model(self._prior, X.dtype, K=self.n_components_)
         return model.weights(X, self._params)
 
     def _responsibilities(self, X):
         """Top-L responsibilities (values, int32 indices), W computed in row blocks so that no
         (n, K) weight matrix is held at once."""
-        n, K = X.shape[0], self.n_components
-        L = self._effective_L()
+        n, K = X.shape[0], self.n_components_
+        L = self._effective_L(K)
         values = np.empty((n, L), dtype=X.dtype)
         indices = np.empty((n, L), dtype=np.int32)
         rows = int(max(256, _LOCAL_BLOCK_FLOATS // K))
         with self._blas_limits():
-            model = self._make_model(self._prior, X.dtype)
+            model = self._make_model(self._prior, X.dtype, K=K)
             qform = model.quadratic_form(self._params, X.dtype)
             for s0 in range(0, n, rows):
                 Xb = X[s0 : s0 + rows]
@@ -1193,7 +1332,7 @@ class SparseGaussianMixture(
         ``L`` non-zeros each)."""
         X = self._validate_predict(X)
         values, indices = self._responsibilities(X)
-        R = np.zeros((X.shape[0], self.n_components), dtype=X.dtype)
+        R = np.zeros((X.shape[0], self.n_components_), dtype=X.dtype)
         np.put_along_axis(R, indices.astype(np.intp), values, axis=1)
         return R
 
@@ -1220,7 +1359,7 @@ class SparseGaussianMixture(
         return sp.csr_matrix(
             (values.ravel(), indices.ravel().astype(idx_dtype, copy=False),
              np.arange(0, n * Lp + 1, Lp, dtype=idx_dtype)),
-            shape=(n, self.n_components),
+            shape=(n, self.n_components_),
         )
 
     def fit_predict(self, X, y=None):

@@ -15,6 +15,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
 
 from .._engine import StochasticState, fit_engine, stochastic_step
+from .._moves import parse_moves
 from ._hdp_model import HDPModel, empty_stats
 from ._local import local_step
 from ._sparse_lda import _KMEANS_ITERS, _kl_kmeans, _kl_kmeanspp_seeds
@@ -27,20 +28,7 @@ LIVE_MIN_TOKENS = 1.0
 
 
 def _parse_moves(moves):
-    if moves is None or (isinstance(moves, str) and moves == "none"):
-        return ()
-    if isinstance(moves, str):
-        if moves == "all":
-            return _MOVES
-        moves = tuple(m.strip() for m in moves.split("+"))
-    moves = tuple(moves)
-    bad = [m for m in moves if m not in _MOVES]
-    if bad:
-        raise ValueError(
-            f"moves must be 'all', 'none', or a combination of {_MOVES} (a tuple or a "
-            f"'+'-joined string such as 'merge+delete'); got {bad!r}."
-        )
-    return tuple(m for m in _MOVES if m in moves)
+    return parse_moves(moves, _MOVES)
 
 
 class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
