@@ -138,7 +138,8 @@ def run_gensim(X, scorer, truncation, seed, gamma, budget):
     id2word = {i: str(i) for i in range(V)}
     rng = np.random.RandomState(seed)
     docs = [list(zip(X.indices[X.indptr[d]:X.indptr[d + 1]].tolist(),
-                     X.data[X.indptr[d]:X.indptr[d + 1]].tolist())) for d in range(X.shape[0])]
+                     X.data[X.indptr[d]:X.indptr[d + 1]].tolist(), strict=True))
+            for d in range(X.shape[0])]
     n_chunks = -(-len(docs) // 256)
     sw = Stopwatch()
     hdp, curve, passes = None, [], 0

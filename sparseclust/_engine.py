@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
 __all__ = [
@@ -51,8 +52,11 @@ __all__ = [
 class SuffStats:
     """An additive bundle of named sufficient statistics.
 
-    Values are numpy arrays or Python floats. ``+``, ``-`` and multiplication by a scalar act
-    entry-wise on every field; both operands of ``+``/``-`` must have the same fields.
+    Values are numpy arrays, scipy sparse arrays or Python floats. ``+``, ``-`` and
+    multiplication by a scalar act entry-wise on every field; both operands of ``+``/``-``
+    must have the same fields. A sparse field (e.g. a batch's topic-word counts, which touch
+    few (topic, word) pairs) combines with a dense one into a dense array; :meth:`add_` and
+    :meth:`sub_` update dense fields in place (a sparse operand is scattered into them).
 
     Examples
     --------
@@ -88,6 +92,44 @@ class SuffStats:
         return SuffStats(
             **{k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in self._d.items()}
         )
+
+    def densified_copy(self):
+        """A copy whose sparse fields are dense arrays (an accumulator for :meth:`add_`)."""
+        return SuffStats(
+            **{
+                k: (v.toarray() if sp.issparse(v) else v.copy() if isinstance(v, np.ndarray)
+                    else v)
+                for k, v in self._d.items()
+            }
+        )
+
+    def add_(self, other):
+        """``self += other`` field by field, in place for dense array fields; returns self.
+
+        A dense field ``a`` and a sparse ``b`` give ``a[i, j] += b[i, j]`` at the stored
+        entries of ``b`` only: the same floating-point result as ``a + b.toarray()``.
+        """
+        return self._inplace(other, 1.0)
+
+    def sub_(self, other):
+        """``self -= other`` field by field, in place for dense array fields; returns self."""
+        return self._inplace(other, -1.0)
+
+    def _inplace(self, other, sign):
+        if self._check_same(other) is NotImplemented:
+            raise TypeError(f"cannot combine SuffStats with {type(other).__name__}")
+        for k, v in self._d.items():
+            o = other._d[k]
+            if isinstance(v, np.ndarray) and v.flags.writeable:
+                if sp.issparse(o):
+                    _scatter_add(v, o, sign)
+                elif sign > 0:
+                    v += o
+                else:
+                    v -= o
+            else:
+                self._d[k] = v + o if sign > 0 else v - o
+        return self
 
     def _check_same(self, other):
         if not isinstance(other, SuffStats):
@@ -128,6 +170,28 @@ class SuffStats:
         for k, v in self._d.items():
             parts.append(f"{k}={getattr(v, 'shape', v)}")
         return f"SuffStats({', '.join(parts)})"
+
+
+def _scatter_add(dense, S, sign):
+    """``dense += sign * S`` at the stored entries of the sparse 2-D ``S``, in place."""
+    if dense.shape != S.shape:
+        raise ValueError(f"cannot add statistics of shape {S.shape} to shape {dense.shape}")
+    S = sp.csr_array(S)
+    if not S.has_canonical_format:
+        S = S.copy()
+        S.sum_duplicates()
+    rows = np.repeat(np.arange(S.shape[0], dtype=np.int64), np.diff(S.indptr))
+    flat = dense.reshape(-1) if dense.flags.c_contiguous else None
+    if flat is not None:
+        pos = rows * dense.shape[1] + S.indices
+        if sign > 0:
+            flat[pos] += S.data
+        else:
+            flat[pos] -= S.data
+    elif sign > 0:
+        dense[rows, S.indices] += S.data
+    else:
+        dense[rows, S.indices] -= S.data
 
 
 class VariationalModel:
@@ -444,6 +508,9 @@ def fit_engine(
         batches = _split_batches(n, int(n_batches), rng)
     Xb_list = [X if len(batches) == 1 else model.take(X, b) for b in batches]
     params = model.global_step(init_stats)
+    # the initial statistics only define the first parameters: release them (the caller may
+    # pass them without keeping a reference; with large K they are K x V dense)
+    init_stats = None
     total = None
     batch_stats = [None] * len(batches)
     prev = -np.inf
@@ -453,15 +520,21 @@ def fit_engine(
         model.before_pass(total, params, {"batch_stats": batch_stats, "pass": it + 1})
         if total is None or algorithm == "batch":
             # full sweep under fixed params, one global step at the end
+            # the accumulator is dense (the whole-data total); a batch's statistics may be
+            # sparse, of the batch's size
             acc = None
             for b, Xb in enumerate(Xb_list):
                 ta = time.perf_counter()
                 s_b = model.visit(Xb, params, b)
                 t_local += time.perf_counter() - ta
                 batch_stats[b] = s_b
-                acc = s_b if acc is None else acc + s_b
+                if acc is None:
+                    acc = s_b.densified_copy()
+                else:
+                    acc.add_(s_b)
             total = acc
             ta = time.perf_counter()
+            params = None  # the old parameters go before the new ones are built
             params = model.global_step(total)
             n_global += 1
             t_global += time.perf_counter() - ta
@@ -470,8 +543,10 @@ def fit_engine(
                 ta = time.perf_counter()
                 s_b = model.visit(Xb, params, b)
                 tb = time.perf_counter()
-                total = total - batch_stats[b] + s_b
+                # S <- (S - S_b^old) + S_b^new, in place: the same arithmetic, no dense copies
+                total.sub_(batch_stats[b]).add_(s_b)
                 batch_stats[b] = s_b
+                params = None
                 params = model.global_step(total)
                 n_global += 1
                 t_local += tb - ta

@@ -253,12 +253,15 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             X.sum_duplicates()
         return X
 
+    #: storage of the per-batch topic-word statistics ('sparse' or 'dense'; same results)
+    _stats_format = "sparse"
+
     def _model(self, K):
         L = self.L if (self.L is not None and self.L < K) else None
         opts = dict(max_iter=self.local_max_iter, tol=self.local_tol, restarts=self.restarts)
         moves = _parse_moves(self.moves) if self.algorithm != "stochastic" else ()
         return HDPModel(self.alpha, self.gamma, self.topic_word_prior, L, opts,
-                        self.n_threads, moves)
+                        self.n_threads, moves, stats_format=self._stats_format)
 
     def _init_stats(self, X, rng):
         K, V = self.max_components, X.shape[1]
@@ -340,8 +343,11 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             public["components"] = lam
             return bool(callback(public))
 
+        # the engine gets the only reference to the initial statistics (released after the
+        # first global step)
+        init = [init]
         result = fit_engine(
-            model, X, init, algorithm=self.algorithm, max_iter=self.max_iter,
+            model, X, init.pop(), algorithm=self.algorithm, max_iter=self.max_iter,
             tol=0.0, n_batches=min(self.n_batches, X.shape[0]),
             batch_size=self.batch_size, kappa=self.kappa, delta=self.delta,
             total_samples=self.total_samples,

@@ -39,12 +39,30 @@ _KMEANS_ITERS = 20
 
 
 class _LDAParams:
-    """Global parameters: lambda (K, V), E[log phi] (K, V) and the local step's tables."""
+    """Global parameters: lambda (K, V), E[log phi] (K, V) and the local step's tables.
+
+    E[log phi_kv] = psi(lambda_kv) - psi(sum_w lambda_kw) is computed once, straight into the
+    (V, K) layout the local step reads; ``Elogphi`` is a (K, V) view of that table, so the
+    parameters hold two K x V arrays (lambda and the table), not three.
+    """
 
     def __init__(self, lam):
         self.lam = lam
-        self.Elogphi = psi(lam) - psi(lam.sum(axis=1))[:, None]
-        self.tables = TopicTables(self.Elogphi)
+        K, V = lam.shape
+        CT = np.empty((V, K))
+        psi(lam.T, out=CT)
+        CT -= psi(lam.sum(axis=1))[None, :]
+        self.tables = TopicTables.from_transposed(CT)
+        self.Elogphi = self.tables.CT.T
+
+
+#: rows of a K x V array handled at once where a whole-array temporary would cost K x V
+_ROW_BLOCK_ELEMS = 1 << 20
+
+
+def _row_blocks(K, V):
+    step = max(1, _ROW_BLOCK_ELEMS // max(V, 1))
+    return [(a, min(K, a + step)) for a in range(0, K, step)]
 
 
 class _LDAModel(VariationalModel):
@@ -55,12 +73,17 @@ class _LDAModel(VariationalModel):
     (c_Dir(alpha) - c_Dir(theta_d) - sum c r log r, paper 000 Eq. 46-48).
     """
 
-    def __init__(self, alpha, tau, L, local_opts, n_threads):
+    def __init__(self, alpha, tau, L, local_opts, n_threads, stats_format="sparse"):
         self.alpha = alpha
         self.tau = float(tau)
         self.L = L
         self.local_opts = local_opts
         self.n_threads = n_threads
+        if stats_format not in ("sparse", "dense"):
+            raise ValueError(f"stats_format must be 'sparse' or 'dense', got {stats_format!r}")
+        # 'sparse': a batch's S is a (K, V) CSR array of the (k, v) pairs it touched (its
+        # size follows the batch); 'dense': a (K, V) array. Same values either way.
+        self.stats_format = stats_format
         self.counters = {"restarts_tried": 0, "restarts_accepted": 0, "local_iters": 0}
 
     def local_step(self, X, params):
@@ -69,11 +92,17 @@ class _LDAModel(VariationalModel):
         self.counters["restarts_tried"] += res.n_restarts_tried
         self.counters["restarts_accepted"] += res.n_restarts_accepted
         self.counters["local_iters"] += res.n_iter_total
-        return SuffStats(S=res.topic_word_stats, elbo_local=res.elbo_local)
+        S = res.topic_word_csr if self.stats_format == "sparse" else res.topic_word_stats
+        return SuffStats(S=S, elbo_local=res.elbo_local)
 
     def global_step(self, stats):
         # lambda = tau + S; memoized subtraction can leave -1e-13 where S is 0
-        return _LDAParams(self.tau + np.maximum(stats["S"], 0.0))
+        S = stats["S"]
+        if sp.issparse(S):  # statistics of a single batch (stochastic training)
+            S = S.toarray()
+        lam = np.maximum(S, 0.0)
+        lam += self.tau
+        return _LDAParams(lam)
 
     def elbo(self, stats, params):
         """Whole-data ELBO (paper 000 App. C):
@@ -86,10 +115,18 @@ class _LDAModel(VariationalModel):
         lam, El = params.lam, params.Elogphi
         K, V = lam.shape
         tau = self.tau
-        data = float(np.sum(stats["S"] * El))
+        S = stats["S"]
         cdir_prior = gammaln(V * tau) - V * gammaln(tau)
-        cdir_post = gammaln(lam.sum(axis=1)) - gammaln(lam).sum(axis=1)
-        glob = K * cdir_prior - float(cdir_post.sum()) + float(np.sum((tau - lam) * El))
+        # by blocks of topics: no K x V temporaries
+        data = glob_lin = 0.0
+        lg = np.empty(K)
+        for a, b in _row_blocks(K, V):
+            Sa = S[a:b].toarray() if sp.issparse(S) else S[a:b]
+            data += float(np.sum(Sa * El[a:b]))
+            glob_lin += float(np.sum((tau - lam[a:b]) * El[a:b]))
+            lg[a:b] = gammaln(lam[a:b]).sum(axis=1)
+        cdir_post = gammaln(lam.sum(axis=1)) - lg
+        glob = K * cdir_prior - float(cdir_post.sum()) + glob_lin
         return float(stats["elbo_local"]) + data + glob
 
 
@@ -391,10 +428,14 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             return 0.5 / self.n_components
         return float(self.doc_topic_prior)
 
+    #: storage of the per-batch topic-word statistics ('sparse' or 'dense'; same results)
+    _stats_format = "sparse"
+
     def _model(self):
         L = self.L if (self.L is not None and self.L < self.n_components) else None
         opts = dict(max_iter=self.local_max_iter, tol=self.local_tol, restarts=self.restarts)
-        return _LDAModel(self._alpha(), self.topic_word_prior, L, opts, self.n_threads)
+        return _LDAModel(self._alpha(), self.topic_word_prior, L, opts, self.n_threads,
+                         self._stats_format)
 
     def _init_stats(self, X, rng):
         K, V = self.n_components, X.shape[1]
@@ -420,7 +461,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         lam = params.lam
         self.components_ = lam
         self.topic_word_distribution_ = lam / lam.sum(axis=1, keepdims=True)
-        self.exp_dirichlet_component_ = np.exp(params.Elogphi)
+        self.exp_dirichlet_component_ = np.exp(params.Elogphi, order="C")
         self.doc_topic_prior_ = self._alpha()
         self.topic_word_prior_ = float(self.topic_word_prior)
 
@@ -466,10 +507,13 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             return bool(callback(public))
 
         n_tokens = float(X.sum())
+        # the engine gets the only reference to the initial statistics (K x V), so that it
+        # can release them after the first global step
+        init = [init]
         result = fit_engine(
             model,
             X,
-            init,
+            init.pop(),
             algorithm=self.algorithm,
             max_iter=self.max_iter,
             tol=self.tol,

@@ -1,0 +1,207 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Memory and time of memoized training at large K: peak RSS and time per pass.
+
+Every configuration runs in a fresh subprocess (one thread: ``OMP_NUM_THREADS=1`` and
+``n_threads=1``) that loads a cached count matrix, fits the estimator for a few passes
+(``tol=0``) and reports
+
+* ``peak_rss_mb``: ``resource.getrusage(RUSAGE_SELF).ru_maxrss`` at the end of the fit (the
+  process's high-water mark, data and interpreter included);
+* ``base_rss_mb``: the same mark just before the fit (interpreter, libraries, the count matrix),
+  so ``peak_rss_mb - base_rss_mb`` is what training added;
+* ``pass_seconds``: the wall time of every pass from the estimator's ``trace_`` (the first
+  memoized pass is one batch iteration; later passes make one global step per batch),
+  ``pass_cpu``: the process CPU time of the whole fit divided by the passes.
+
+``--trees`` names source trees to compare side by side in the same run (default: the
+repository's ``main`` checkout, ``../main`` if it exists, as ``before``, and this tree as
+``after``); each child imports sparseclust from its tree via ``PYTHONPATH``.
+
+Corpora (vectorized once with ``CountVectorizer(stop_words='english', min_df=5)`` and cached
+under ``--cache``):
+
+* ``imdb``: all 100,000 IMDB reviews (train, test and unlabelled);
+* ``20ng``: the 11,314 20 Newsgroups training posts (headers removed).
+
+Usage::
+
+    python benchmarks/bench_scale.py --configs imdb:1000 20ng:400 --passes 3
+    python benchmarks/bench_scale.py --quick
+"""
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import RESULTS, ROOT, environment, write_json  # noqa: E402
+
+DEFAULT_CACHE = Path(os.environ.get("TMPDIR", "/tmp")) / "sparseclust_bench_cache"
+
+
+def _maxrss_mb():
+    # ru_maxrss is in kilobytes on Linux (bytes on macOS)
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return r / (1024.0 * 1024.0) if sys.platform == "darwin" else r / 1024.0
+
+
+def prepare(corpus, cache):
+    """The cached CSR count matrix of ``corpus`` (built on first use)."""
+    import scipy.sparse as sp
+
+    cache = Path(cache)
+    path = cache / f"{corpus}.npz"
+    if path.exists():
+        return path
+    cache.mkdir(parents=True, exist_ok=True)
+    from _common import load_20newsgroups, load_imdb, vectorize
+
+    if corpus == "imdb":
+        texts, _, _ = load_imdb()
+    elif corpus == "20ng":
+        texts, _, _ = load_20newsgroups("train")
+    else:
+        raise ValueError(f"unknown corpus {corpus!r}")
+    X, _, _ = vectorize(texts)
+    sp.save_npz(path, sp.csr_matrix(X), compressed=False)
+    return path
+
+
+def child(cfg):
+    """Run one configuration in this process and print its measurements as JSON."""
+    import scipy.sparse as sp
+
+    X = sp.load_npz(cfg["data"]).tocsr()
+    if cfg.get("n_docs"):
+        X = X[: cfg["n_docs"]]
+    import sparseclust
+    from sparseclust import HDPTopicModel, SparseLDA
+
+    base = _maxrss_mb()
+    if cfg["model"] == "lda":
+        est = SparseLDA(n_components=cfg["K"], L=cfg.get("L", 8), algorithm="memoized",
+                        n_batches=cfg.get("n_batches", 10), max_iter=cfg["passes"], tol=0,
+                        init=cfg.get("init", "random"), random_state=cfg.get("seed", 0),
+                        n_threads=1)
+    elif cfg["model"] == "hdp":
+        est = HDPTopicModel(max_components=cfg["K"], L=cfg.get("L", 8), algorithm="memoized",
+                            n_batches=cfg.get("n_batches", 10), max_iter=cfg["passes"], tol=0,
+                            init=cfg.get("init", "random"), random_state=cfg.get("seed", 0),
+                            n_threads=1)
+    else:
+        raise ValueError(cfg["model"])
+    c0 = time.process_time()
+    w0 = time.perf_counter()
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X)
+    cpu = time.process_time() - c0
+    wall = time.perf_counter() - w0
+    el = [e["elapsed"] for e in est.trace_]
+    passes = [el[0]] + [b - a for a, b in zip(el[:-1], el[1:], strict=True)]
+    out = dict(
+        peak_rss_mb=_maxrss_mb(),
+        base_rss_mb=base,
+        pass_seconds=passes,
+        fit_wall=wall,
+        fit_cpu=cpu,
+        pass_cpu=cpu / max(len(passes), 1),
+        elbo=[float(e["elbo"]) for e in est.trace_],
+        n_docs=int(X.shape[0]),
+        n_words=int(X.shape[1]),
+        nnz=int(X.nnz),
+        module=sparseclust.__file__,
+    )
+    print("@@RESULT@@" + json.dumps(out))
+
+
+def run_child(tree, cfg):
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
+               PYTHONPATH=str(tree))
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(cfg)],
+        env=env, capture_output=True, text=True, check=False,
+    )
+    for line in proc.stdout.splitlines():
+        if line.startswith("@@RESULT@@"):
+            return json.loads(line[len("@@RESULT@@"):])
+    raise RuntimeError(f"child failed ({tree}, {cfg}):\n{proc.stderr[-3000:]}")
+
+
+def _git_commit(tree):
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=tree,
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--configs", nargs="+", default=["imdb:1000", "20ng:400"],
+                    help="corpus:K[:model] with model lda (default) or hdp")
+    ap.add_argument("--passes", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--trees", nargs="+", default=None,
+                    help="name=path pairs of source trees (default before=../main after=.)")
+    ap.add_argument("--cache", default=str(DEFAULT_CACHE))
+    ap.add_argument("--quick", action="store_true", help="20ng at K = 50, 2 passes")
+    ap.add_argument("--out", default=str(RESULTS / "scale.json"))
+    args = ap.parse_args(argv)
+    if args.child:
+        child(json.loads(args.child))
+        return
+    if args.quick:
+        args.configs, args.passes = ["20ng:50"], 2
+    if args.trees:
+        trees = dict(t.split("=", 1) for t in args.trees)
+    else:
+        trees = {}
+        main_tree = ROOT.parent / "main"
+        if main_tree.exists() and main_tree.resolve() != ROOT.resolve():
+            trees["before"] = str(main_tree)
+        trees["after"] = str(ROOT)
+    results = []
+    for spec in args.configs:
+        parts = spec.split(":")
+        corpus, K = parts[0], int(parts[1])
+        model = parts[2] if len(parts) > 2 else "lda"
+        data = prepare(corpus, args.cache)
+        cfg = dict(data=str(data), corpus=corpus, K=K, model=model, passes=args.passes)
+        for rep in range(args.repeats):
+            # interleave the trees, so that load on the machine hits both alike
+            for name, tree in trees.items():
+                t0 = time.perf_counter()
+                res = run_child(tree, cfg)
+                res.update(tree=name, commit=_git_commit(tree), corpus=corpus, K=K,
+                           model=model, passes=args.passes, repeat=rep)
+                results.append(res)
+                print(f"{corpus} K={K} {model} {name}: peak {res['peak_rss_mb']:.0f} MB "
+                      f"(base {res['base_rss_mb']:.0f}), passes "
+                      + " ".join(f"{s:.1f}" for s in res["pass_seconds"])
+                      + f" s ({time.perf_counter() - t0:.0f} s)", flush=True)
+    payload = dict(environment=environment(), passes=args.passes, threads=1,
+                   trees={k: dict(path=str(v), commit=_git_commit(v)) for k, v in trees.items()},
+                   memory=results)
+    out = Path(args.out)
+    if out.exists():
+        try:
+            old = json.loads(out.read_text())
+        except (OSError, ValueError):
+            old = {}
+        old.update({k: v for k, v in payload.items()})
+        payload = old
+    write_json(out, payload)
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
