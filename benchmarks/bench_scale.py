@@ -122,6 +122,46 @@ def child(cfg):
     print("@@RESULT@@" + json.dumps(out))
 
 
+def prepare_docword(corpus, n_docs, cache):
+    """A UCI docword file (gzip) of the first ``n_docs`` documents of the cached corpus."""
+    import scipy.sparse as sp
+
+    from sparseclust.datasets import save_uci_bow
+
+    path = Path(cache) / f"docword.{corpus}.{n_docs}.txt.gz"
+    if not path.exists():
+        X = sp.load_npz(prepare(corpus, cache)).tocsr()[:n_docs]
+        tmp = path.with_suffix(".tmp.gz")
+        save_uci_bow(X, tmp)
+        tmp.rename(path)
+    return path
+
+
+def child_stream(cfg):
+    """partial_fit over a docword file streamed from disk; prints the measurements."""
+    from sparseclust import HDPTopicModel, SparseLDA
+    from sparseclust.datasets import stream_uci_bow
+
+    stream = stream_uci_bow(cfg["docword"], batch_size=cfg["batch_size"])
+    if cfg["model"] == "lda":
+        est = SparseLDA(n_components=cfg["K"], L=8, total_samples=stream.n_documents,
+                        random_state=0, n_threads=1)
+    else:
+        est = HDPTopicModel(max_components=cfg["K"], L=8, total_samples=stream.n_documents,
+                            random_state=0, n_threads=1)
+    base = _maxrss_mb()
+    c0 = time.process_time()
+    n = nnz = 0
+    for Xb in stream:
+        est.partial_fit(Xb)
+        n += Xb.shape[0]
+        nnz += Xb.nnz
+    cpu = time.process_time() - c0
+    print("@@RESULT@@" + json.dumps(dict(peak_rss_mb=_maxrss_mb(), base_rss_mb=base,
+                                         n_docs=n, nnz=nnz, cpu=cpu,
+                                         n_minibatches=est.n_batch_iter_)))
+
+
 def run_child(tree, cfg):
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
                PYTHONPATH=str(tree))
@@ -151,18 +191,32 @@ def main(argv=None):
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--trees", nargs="+", default=None,
-                    help="name=path pairs of source trees (default before=../main after=.)")
+                    help="name=path[@commit] source trees (default before=../main after=.)")
     ap.add_argument("--cache", default=str(DEFAULT_CACHE))
     ap.add_argument("--quick", action="store_true", help="20ng at K = 50, 2 passes")
+    ap.add_argument("--stream", action="store_true",
+                    help="peak RSS of partial_fit over a streamed docword file, 1x vs 4x")
+    ap.add_argument("--stream-docs", type=int, nargs="+", default=[25000, 100000],
+                    help="corpus sizes (first documents of IMDB) for --stream")
+    ap.add_argument("--stream-models", nargs="+", default=["lda:100", "hdp:100"])
     ap.add_argument("--out", default=str(RESULTS / "scale.json"))
     args = ap.parse_args(argv)
     if args.child:
-        child(json.loads(args.child))
+        cfg = json.loads(args.child)
+        child_stream(cfg) if cfg.get("mode") == "stream" else child(cfg)
         return
+    if args.stream:
+        return main_stream(args)
     if args.quick:
         args.configs, args.passes = ["20ng:50"], 2
+    commits = {}
     if args.trees:
-        trees = dict(t.split("=", 1) for t in args.trees)
+        trees = {}
+        for t in args.trees:
+            name, path = t.split("=", 1)
+            if "@" in path:  # path@commit: a snapshot of that commit outside git
+                path, commits[name] = path.rsplit("@", 1)
+            trees[name] = path
     else:
         trees = {}
         main_tree = ROOT.parent / "main"
@@ -181,7 +235,8 @@ def main(argv=None):
             for name, tree in trees.items():
                 t0 = time.perf_counter()
                 res = run_child(tree, cfg)
-                res.update(tree=name, commit=_git_commit(tree), corpus=corpus, K=K,
+                res.update(tree=name, commit=commits.get(name) or _git_commit(tree),
+                           corpus=corpus, K=K,
                            model=model, passes=args.passes, repeat=rep)
                 results.append(res)
                 print(f"{corpus} K={K} {model} {name}: peak {res['peak_rss_mb']:.0f} MB "
@@ -189,7 +244,8 @@ def main(argv=None):
                       + " ".join(f"{s:.1f}" for s in res["pass_seconds"])
                       + f" s ({time.perf_counter() - t0:.0f} s)", flush=True)
     payload = dict(environment=environment(), passes=args.passes, threads=1,
-                   trees={k: dict(path=str(v), commit=_git_commit(v)) for k, v in trees.items()},
+                   trees={k: dict(path=str(v), commit=commits.get(k) or _git_commit(v))
+                          for k, v in trees.items()},
                    memory=results)
     out = Path(args.out)
     if out.exists():
@@ -199,6 +255,29 @@ def main(argv=None):
             old = {}
         old.update({k: v for k, v in payload.items()})
         payload = old
+    write_json(out, payload)
+    print(f"wrote {out}")
+
+
+def main_stream(args):
+    """Peak RSS of streamed partial_fit against corpus size (this tree only)."""
+    out = Path(args.out)
+    rows = []
+    for spec in args.stream_models:
+        model, K = spec.split(":")
+        for n_docs in args.stream_docs:
+            path = prepare_docword("imdb", n_docs, args.cache)
+            for rep in range(args.repeats):
+                cfg = dict(mode="stream", docword=str(path), model=model, K=int(K),
+                           batch_size=1000)
+                res = run_child(ROOT, cfg)
+                res.update(model=model, K=int(K), corpus="imdb", corpus_docs=n_docs,
+                           file_mb=path.stat().st_size / 2**20, repeat=rep, batch_size=1000)
+                rows.append(res)
+                print(f"stream {model} K={K} {n_docs} docs: peak {res['peak_rss_mb']:.0f} MB "
+                      f"(base {res['base_rss_mb']:.0f}), cpu {res['cpu']:.0f} s", flush=True)
+    payload = json.loads(out.read_text()) if out.exists() else {}
+    payload["stream"] = dict(environment=environment(), commit=_git_commit(ROOT), rows=rows)
     write_json(out, payload)
     print(f"wrote {out}")
 

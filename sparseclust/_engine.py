@@ -221,6 +221,11 @@ class VariationalModel:
         """Whole-data objective for ``stats`` and ``params = global_step(stats)``."""
         raise NotImplementedError
 
+    def initial_params(self, init_stats):
+        """Parameters the first pass of batch/memoized training starts from (default
+        :meth:`global_step`); they are only read by the local step."""
+        return self.global_step(init_stats)
+
     def visit(self, X, params, batch):
         """Local step of batch number ``batch`` in batch/memoized training.
 
@@ -452,6 +457,7 @@ def fit_engine(
         total = float(n if total_samples is None else total_samples)
         if state is None:
             state = StochasticState(stats=init_stats.copy(), t=0)
+        init_stats = None  # only the copy is updated
         steps_per_pass = max(1, math.ceil(n / batch_size))
         prev = -np.inf
         for it in range(max_iter):
@@ -507,7 +513,7 @@ def fit_engine(
     else:
         batches = _split_batches(n, int(n_batches), rng)
     Xb_list = [X if len(batches) == 1 else model.take(X, b) for b in batches]
-    params = model.global_step(init_stats)
+    params = model.initial_params(init_stats)
     # the initial statistics only define the first parameters: release them (the caller may
     # pass them without keeping a reference; with large K they are K x V dense)
     init_stats = None

@@ -38,24 +38,6 @@ __all__ = ["SparseLDA"]
 _KMEANS_ITERS = 20
 
 
-class _LDAParams:
-    """Global parameters: lambda (K, V), E[log phi] (K, V) and the local step's tables.
-
-    E[log phi_kv] = psi(lambda_kv) - psi(sum_w lambda_kw) is computed once, straight into the
-    (V, K) layout the local step reads; ``Elogphi`` is a (K, V) view of that table, so the
-    parameters hold two K x V arrays (lambda and the table), not three.
-    """
-
-    def __init__(self, lam):
-        self.lam = lam
-        K, V = lam.shape
-        CT = np.empty((V, K))
-        psi(lam.T, out=CT)
-        CT -= psi(lam.sum(axis=1))[None, :]
-        self.tables = TopicTables.from_transposed(CT)
-        self.Elogphi = self.tables.CT.T
-
-
 #: rows of a K x V array handled at once where a whole-array temporary would cost K x V
 _ROW_BLOCK_ELEMS = 1 << 20
 
@@ -63,6 +45,78 @@ _ROW_BLOCK_ELEMS = 1 << 20
 def _row_blocks(K, V):
     step = max(1, _ROW_BLOCK_ELEMS // max(V, 1))
     return [(a, min(K, a + step)) for a in range(0, K, step)]
+
+
+class _LDAParams:
+    """Global parameters: lambda (K, V), E[log phi] (K, V) and the local step's tables.
+
+    E[log phi_kv] = psi(lambda_kv) - psi(sum_w lambda_kw) is computed once, straight into the
+    (V, K) layout the local step reads; ``Elogphi`` is a (K, V) view of that table. Built
+    from the statistics (:meth:`from_stats`), the parameters do not store lambda = tau +
+    max(S, 0) either: it is recomputed from S (by blocks of topics where it is only read),
+    so they hold a single K x V array. ``S`` must then not change while they are in use
+    (the engine builds new parameters after every change of the statistics).
+    """
+
+    def __init__(self, lam):
+        self._lam = lam
+        self._S = self._tau = None
+        K, V = lam.shape
+        CT = np.empty((V, K))
+        psi(lam.T, out=CT)
+        CT -= psi(lam.sum(axis=1))[None, :]
+        self._set_table(CT)
+
+    @classmethod
+    def from_stats(cls, S, tau):
+        """Parameters of lambda = tau + max(S, 0) without a K x V temporary."""
+        self = cls.__new__(cls)
+        self._lam = None
+        self._S, self._tau = S, float(tau)
+        K, V = S.shape
+        CT = np.empty((V, K))
+        for a, b in _row_blocks(K, V):
+            lam = self.lam_rows(a, b)
+            psi(lam.T, out=CT[:, a:b])
+            CT[:, a:b] -= psi(lam.sum(axis=1))[None, :]
+        self._set_table(CT)
+        return self
+
+    def _set_table(self, CT):
+        self.tables = TopicTables.from_transposed(CT)
+        self.Elogphi = self.tables.CT.T
+
+    def lam_rows(self, a, b):
+        """lambda of topics a..b-1 (a new array)."""
+        if self._lam is not None:
+            return self._lam[a:b].copy()
+        if self._S is None:
+            raise RuntimeError("these parameters keep only the E[log phi] table")
+        S = self._S[a:b]
+        if sp.issparse(S):
+            S = S.toarray()
+        lam = np.maximum(S, 0.0)
+        lam += self._tau  # lambda = tau + max(S, 0); max(S, 0) as memoized subtraction can
+        return lam        # leave -1e-13 where S is 0
+
+    def materialize(self):
+        """Store lambda and drop the reference to the statistics it is computed from."""
+        if self._lam is None:
+            self._lam = self.lam
+            self._S = None
+
+    def release(self):
+        """Drop the E[log phi] table (the parameters can no longer be used by a local step)."""
+        self.tables = self.Elogphi = None
+
+    @property
+    def lam(self):
+        """lambda (K, V)."""
+        if self._lam is not None:
+            return self._lam
+        if self._S is None:
+            raise RuntimeError("these parameters keep only the E[log phi] table")
+        return self.lam_rows(0, self._S.shape[0])
 
 
 class _LDAModel(VariationalModel):
@@ -96,13 +150,14 @@ class _LDAModel(VariationalModel):
         return SuffStats(S=S, elbo_local=res.elbo_local)
 
     def global_step(self, stats):
-        # lambda = tau + S; memoized subtraction can leave -1e-13 where S is 0
-        S = stats["S"]
-        if sp.issparse(S):  # statistics of a single batch (stochastic training)
-            S = S.toarray()
-        lam = np.maximum(S, 0.0)
-        lam += self.tau
-        return _LDAParams(lam)
+        # lambda = tau + max(S, 0), E[log phi] built by blocks of topics from S
+        return _LDAParams.from_stats(stats["S"], self.tau)
+
+    def initial_params(self, init_stats):
+        # the first pass only reads the table: do not keep the initial statistics alive
+        params = self.global_step(init_stats)
+        params._S = None
+        return params
 
     def elbo(self, stats, params):
         """Whole-data ELBO (paper 000 App. C):
@@ -112,20 +167,25 @@ class _LDAModel(VariationalModel):
 
         with c_Dir(a) = log Gamma(sum a) - sum log Gamma(a) (Eq. 49).
         """
-        lam, El = params.lam, params.Elogphi
-        K, V = lam.shape
+        El = params.Elogphi
+        K, V = El.shape
         tau = self.tau
         S = stats["S"]
         cdir_prior = gammaln(V * tau) - V * gammaln(tau)
         # by blocks of topics: no K x V temporaries
         data = glob_lin = 0.0
         lg = np.empty(K)
+        lsum = np.empty(K)
         for a, b in _row_blocks(K, V):
             Sa = S[a:b].toarray() if sp.issparse(S) else S[a:b]
+            lam = params.lam_rows(a, b)
             data += float(np.sum(Sa * El[a:b]))
-            glob_lin += float(np.sum((tau - lam[a:b]) * El[a:b]))
-            lg[a:b] = gammaln(lam[a:b]).sum(axis=1)
-        cdir_post = gammaln(lam.sum(axis=1)) - lg
+            lsum[a:b] = lam.sum(axis=1)
+            lg[a:b] = gammaln(lam).sum(axis=1)
+            lam *= -1.0
+            lam += tau
+            glob_lin += float(np.sum(lam * El[a:b]))
+        cdir_post = gammaln(lsum) - lg
         glob = K * cdir_prior - float(cdir_post.sum()) + glob_lin
         return float(stats["elbo_local"]) + data + glob
 
@@ -457,11 +517,15 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             S = _kl_kmeans(X, seeds, tau, _KMEANS_ITERS)
         return SuffStats(S=np.ascontiguousarray(S, dtype=np.float64), elbo_local=0.0)
 
-    def _set_topics(self, params):
+    def _set_topics(self, params, release=False):
+        """Fitted attributes from ``params``; ``release=True`` drops the parameters' tables
+        once read (they are then unusable), so that at most three K x V arrays coexist."""
         lam = params.lam
         self.components_ = lam
-        self.topic_word_distribution_ = lam / lam.sum(axis=1, keepdims=True)
         self.exp_dirichlet_component_ = np.exp(params.Elogphi, order="C")
+        if release:
+            params.release()
+        self.topic_word_distribution_ = lam / lam.sum(axis=1, keepdims=True)
         self.doc_topic_prior_ = self._alpha()
         self.topic_word_prior_ = float(self.topic_word_prior)
 
@@ -535,7 +599,18 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             entry.update({k: snap[k] - prev[k] for k in snap})
             prev = snap
             trace.append(entry)
-        self._set_topics(result.params)
+        if self.algorithm != "stochastic":
+            # the documents' ELBO terms of the fitted statistics, for partial_fit's objective
+            self._elbo_local_fit = float(result.stats["elbo_local"])
+            # lambda from the final statistics, then release them (whole-data total and batch
+            # caches) and the parameters' table before the fitted attributes are built
+            params, result.params = result.params, None
+            params.materialize()
+            result.stats = result.batch_stats = None
+            self._set_topics(params, release=True)
+            del params
+        else:
+            self._set_topics(result.params)
         self.trace_ = trace
         self.n_iter_ = result.n_iter
         self.converged_ = bool(result.converged)
@@ -549,8 +624,6 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             self._svi_state = result.state
         else:
             self._svi_state = None
-            # the documents' ELBO terms of the fitted statistics, for partial_fit's objective
-            self._elbo_local_fit = float(result.stats["elbo_local"])
         stopped = callback is not None and len(trace) < self.max_iter
         if not self.converged_ and not stopped and self.algorithm != "stochastic":
             warnings.warn(
