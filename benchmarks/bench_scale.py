@@ -194,6 +194,8 @@ def main(argv=None):
                     help="name=path[@commit] source trees (default before=../main after=.)")
     ap.add_argument("--cache", default=str(DEFAULT_CACHE))
     ap.add_argument("--quick", action="store_true", help="20ng at K = 50, 2 passes")
+    ap.add_argument("--plot", action="store_true",
+                    help="only draw results/scale.png from the stored JSON files")
     ap.add_argument("--stream", action="store_true",
                     help="peak RSS of partial_fit over a streamed docword file, 1x vs 4x")
     ap.add_argument("--stream-docs", type=int, nargs="+", default=[25000, 100000],
@@ -205,6 +207,9 @@ def main(argv=None):
         cfg = json.loads(args.child)
         child_stream(cfg) if cfg.get("mode") == "stream" else child(cfg)
         return
+    if args.plot:
+        return plot(RESULTS / "scale.json", RESULTS / "scale_stream.json",
+                    RESULTS / "scale.png")
     if args.stream:
         return main_stream(args)
     if args.quick:
@@ -253,9 +258,57 @@ def main(argv=None):
             old = json.loads(out.read_text())
         except (OSError, ValueError):
             old = {}
+        # runs of other configurations are kept (a configuration run again is replaced)
+        done = {(r["corpus"], r["K"], r["model"]) for r in results}
+        kept = [r for r in old.get("memory", [])
+                if (r["corpus"], r["K"], r["model"]) not in done]
         old.update({k: v for k, v in payload.items()})
+        old["memory"] = kept + results
         payload = old
     write_json(out, payload)
+    print(f"wrote {out}")
+
+
+def plot(memory_json, stream_json, out):
+    """Peak RSS before/after per configuration, and streamed peak RSS against corpus size."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    if Path(memory_json).exists():
+        rows = json.loads(Path(memory_json).read_text()).get("memory", [])
+        configs = sorted({(r["corpus"], r["K"], r["model"]) for r in rows},
+                         key=lambda c: (c[0] != "imdb", -c[1]))
+        trees = sorted({r["tree"] for r in rows})
+        width = 0.8 / max(len(trees), 1)
+        for j, tree in enumerate(trees):
+            vals = []
+            for c in configs:
+                v = [r["peak_rss_mb"] for r in rows
+                     if (r["corpus"], r["K"], r["model"]) == c and r["tree"] == tree]
+                vals.append(float(sorted(v)[len(v) // 2]) if v else 0.0)
+            axes[0].bar([i + j * width for i in range(len(configs))], vals, width, label=tree)
+        axes[0].set_xticks([i + width * (len(trees) - 1) / 2 for i in range(len(configs))])
+        axes[0].set_xticklabels([f"{c[0]} K={c[1]}" for c in configs])
+        axes[0].set_ylabel("peak RSS (MB)")
+        axes[0].set_title("memoized SparseLDA")
+        axes[0].legend()
+    if Path(stream_json).exists():
+        rows = json.loads(Path(stream_json).read_text())["stream"]["rows"]
+        for model in sorted({(r["model"], r["K"]) for r in rows}):
+            pts = sorted((r["corpus_docs"], r["peak_rss_mb"]) for r in rows
+                         if (r["model"], r["K"]) == model)
+            axes[1].plot([p[0] for p in pts], [p[1] for p in pts], "o-",
+                         label=f"{model[0]} K={model[1]}")
+        axes[1].set_xlabel("documents in the streamed file")
+        axes[1].set_ylabel("peak RSS (MB)")
+        axes[1].set_ylim(bottom=0)
+        axes[1].set_title("partial_fit over a stream")
+        axes[1].legend()
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
     print(f"wrote {out}")
 
 

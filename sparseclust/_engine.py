@@ -318,6 +318,48 @@ def stochastic_step(model, state, X_batch, *, kappa, delta, total_samples, timin
     return params
 
 
+def _is_stream(X):
+    """A corpus read minibatch by minibatch (an iterable without a shape), e.g.
+    :class:`sparseclust.datasets.CorpusStream`."""
+    return not hasattr(X, "shape") and hasattr(X, "__iter__") and not isinstance(
+        X, (list, tuple))
+
+
+class _StreamBatches:
+    """The minibatches of a re-iterable stream as the fixed batches of memoized training:
+    iterating reads them again; ``batches[b]`` reads up to minibatch b (for moves that
+    revisit a batch). Only the statistics of a batch are kept, never its data."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.n = None
+
+    def __iter__(self):
+        n = 0
+        for Xb in self.stream:
+            if self.n is not None and n >= self.n:
+                raise ValueError(f"the corpus stream yielded more than the {self.n} "
+                                 "minibatches of its first pass")
+            yield Xb
+            n += 1
+        if self.n is None:
+            self.n = n
+        elif n != self.n:
+            raise ValueError(f"the corpus stream yielded {n} minibatches, {self.n} in its "
+                             "first pass")
+
+    def __len__(self):
+        if self.n is None:
+            raise TypeError("the number of minibatches is known after the first pass")
+        return self.n
+
+    def __getitem__(self, b):
+        for i, Xb in enumerate(self.stream):
+            if i == b:
+                return Xb
+        raise IndexError(f"minibatch {b} out of range")
+
+
 def _split_batches(n, n_batches, rng):
     if n_batches > n:
         raise ValueError(f"n_batches={n_batches} exceeds the number of samples {n}.")
@@ -366,8 +408,12 @@ def fit_engine(
     Parameters
     ----------
     model : VariationalModel
-    X : array-like or sparse matrix
-        Training data, samples along the first axis.
+    X : array-like, sparse matrix or re-iterable stream of minibatches
+        Training data, samples along the first axis. A stream (an iterable without a
+        ``shape``, e.g. :class:`sparseclust.datasets.CorpusStream`) is read again at every
+        pass and its minibatches are the fixed batches of memoized training (``n_batches``
+        and ``random_state`` are then not used); only their statistics are cached, so
+        memory does not grow with the corpus. Memoized training only.
     init_stats : SuffStats
         Whole-data statistics the first global step starts from (e.g. from initial
         responsibilities); for ``memoized``/``batch`` they only define the initial parameters.
@@ -412,9 +458,16 @@ def fit_engine(
     if algorithm not in ("batch", "memoized", "stochastic"):
         raise ValueError(f"unknown algorithm {algorithm!r}")
     rng = check_random_state(random_state)
-    n = model.n_samples(X)
-    if n == 0:
-        raise ValueError("cannot fit on an empty dataset.")
+    stream = _is_stream(X)
+    if stream:
+        if algorithm != "memoized":
+            raise ValueError(f"a stream of minibatches needs algorithm='memoized', got "
+                             f"{algorithm!r}")
+        n = None
+    else:
+        n = model.n_samples(X)
+        if n == 0:
+            raise ValueError("cannot fit on an empty dataset.")
     trace = []
     lower_bounds = []
     clock = {"elapsed": 0.0, "t0": time.perf_counter()}
@@ -508,17 +561,20 @@ def fit_engine(
         )
 
     # batch and memoized
-    if algorithm == "batch":
-        batches = [np.arange(n)]
+    if stream:
+        Xb_list = _StreamBatches(X)
     else:
-        batches = _split_batches(n, int(n_batches), rng)
-    Xb_list = [X if len(batches) == 1 else model.take(X, b) for b in batches]
+        if algorithm == "batch":
+            batches = [np.arange(n)]
+        else:
+            batches = _split_batches(n, int(n_batches), rng)
+        Xb_list = [X if len(batches) == 1 else model.take(X, b) for b in batches]
     params = model.initial_params(init_stats)
     # the initial statistics only define the first parameters: release them (the caller may
     # pass them without keeping a reference; with large K they are K x V dense)
     init_stats = None
     total = None
-    batch_stats = [None] * len(batches)
+    batch_stats = [] if stream else [None] * len(Xb_list)
     prev = -np.inf
     n_global = 0  # global steps taken (the initial one from init_stats not counted)
     for it in range(max_iter):
@@ -533,11 +589,16 @@ def fit_engine(
                 ta = time.perf_counter()
                 s_b = model.visit(Xb, params, b)
                 t_local += time.perf_counter() - ta
-                batch_stats[b] = s_b
+                if b == len(batch_stats):  # first pass over a stream
+                    batch_stats.append(s_b)
+                else:
+                    batch_stats[b] = s_b
                 if acc is None:
                     acc = s_b.densified_copy()
                 else:
                     acc.add_(s_b)
+            if acc is None:  # a stream without minibatches
+                raise ValueError("cannot fit on an empty dataset.")
             total = acc
             ta = time.perf_counter()
             params = None  # the old parameters go before the new ones are built

@@ -174,3 +174,91 @@ def test_partial_fit_over_a_stream_equals_in_memory_minibatches(tmp_path, cls, p
         ref.partial_fit(X[lo:lo + 64])
     np.testing.assert_array_equal(streamed.components_, ref.components_)
     assert streamed.n_batch_iter_ == 5
+
+
+# ------------------------------------------------------------------ memoized from disk
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_memoized_fit_on_a_stream_equals_the_dense_memoized_loop(tmp_path):
+    from sparseclust._engine import SuffStats
+    from sparseclust.topics._sparse_lda import _LDAModel
+
+    X = sp.csr_matrix(load_kos().data[:250])
+    path = tmp_path / "docword.txt.gz"
+    save_uci_bow(X, path)
+    K, B = 6, 60
+    S0 = np.random.default_rng(0).gamma(100.0, 0.01, (K, X.shape[1]))
+    m = SparseLDA(n_components=K, L=3, init=S0, max_iter=3, tol=0, random_state=0)
+    m.fit(stream_uci_bow(path, batch_size=B))
+    # reference: memoized training over the minibatches in file order, dense statistics
+    ref = _LDAModel(0.5 / K, 0.1, 3, dict(max_iter=100, tol=0.05, restarts=0), None,
+                    stats_format="dense")
+    batches = [X[lo:lo + B] for lo in range(0, 250, B)]
+    params = ref.global_step(SuffStats(S=S0, elbo_local=0.0))
+    cache = [ref.local_step(b, params) for b in batches]
+    total = cache[0]
+    for s in cache[1:]:
+        total = total + s
+    params = ref.global_step(total)
+    for _ in range(2):
+        for i, b in enumerate(batches):
+            s = ref.local_step(b, params)
+            total = total - cache[i] + s
+            cache[i] = s
+            params = ref.global_step(total)
+    np.testing.assert_array_equal(m.components_, params.lam)
+    assert m.n_features_in_ == X.shape[1] and m._n_samples_fit == 250
+    lb = np.asarray(m.lower_bounds_)
+    assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:]))
+    # the fitted model transforms in-memory documents as usual
+    assert m.transform(X[:5]).shape == (5, K)
+
+
+def test_fit_on_a_stream_errors(tmp_path):
+    path = tmp_path / "d.txt"
+    save_uci_bow(sp.csr_matrix(load_kos().data[:30]), path)
+    s = stream_uci_bow(path, batch_size=10)
+    with pytest.raises(ValueError, match="algorithm='memoized'"):
+        SparseLDA(n_components=3, algorithm="batch").fit(s)
+    empty = tmp_path / "e.txt"
+    empty.write_text("0\n5\n0\n")
+    with pytest.raises(ValueError, match="empty"):
+        SparseLDA(n_components=3).fit(stream_uci_bow(empty))
+    # a minibatch with another number of columns than the first: the clear sklearn error
+    from sparseclust.datasets import CorpusStream
+
+    bad = CorpusStream(lambda: iter([sp.csr_matrix(np.ones((4, 5))),
+                                     sp.csr_matrix(np.ones((4, 6)))]),
+                       n_features=5, n_documents=8, batch_size=4, feature_names=None,
+                       source="mem")
+    with pytest.raises(ValueError, match="features"):
+        SparseLDA(n_components=2).fit(bad)
+    neg = CorpusStream(lambda: iter([sp.csr_matrix(-np.ones((4, 5)))]), n_features=5,
+                       n_documents=4, batch_size=4, feature_names=None, source="mem")
+    with pytest.raises(ValueError, match="[Nn]egative"):
+        SparseLDA(n_components=2).fit(neg)
+
+
+def test_hdp_memoized_fit_on_a_stream_with_moves(tmp_path):
+    from .test_hdp import hdp_corpus
+
+    X, _, _ = hdp_corpus(0, K=8, V=80, D=200, length=40)
+    X = sp.csr_matrix(X)
+    path = tmp_path / "docword.txt"
+    save_uci_bow(X, path)
+    params = dict(max_components=20, L=4, max_iter=8, tol=0, random_state=0,
+                  local_tol=1e-4)
+    m = HDPTopicModel(**params).fit(stream_uci_bow(path, batch_size=50))
+    tr = m.trace_
+    # merges and deletes ran on statistics of minibatches read from disk
+    assert sum(e["merges_accepted"] for e in tr) > 0
+    assert sum(e["deletes_accepted"] for e in tr) > 0
+    lb = np.asarray(m.lower_bounds_)
+    assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:]))
+    # the same minibatches held in memory give the same fit
+    parts = [X[lo:lo + 50] for lo in range(0, 200, 50)]
+    mem = CorpusStream(lambda: iter(parts), n_features=X.shape[1], n_documents=200,
+                       batch_size=50, feature_names=None, source="memory")
+    ref = HDPTopicModel(**params).fit(mem)
+    np.testing.assert_array_equal(m.components_, ref.components_)

@@ -15,9 +15,10 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
 
 from .._engine import StochasticState, fit_engine, stochastic_step
+from ..datasets._stream import CorpusStream
 from ._hdp_model import HDPModel, empty_stats
 from ._local import local_step
-from ._sparse_lda import _KMEANS_ITERS, _kl_kmeans, _kl_kmeanspp_seeds
+from ._sparse_lda import _KMEANS_ITERS, _kl_kmeans, _kl_kmeanspp_seeds, _prepare_stream
 
 __all__ = ["HDPTopicModel"]
 
@@ -309,8 +310,11 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Non-negative word counts.
+        X : {array-like, sparse matrix} of shape (n_samples, n_features) or CorpusStream
+            Non-negative word counts, or a corpus on disk as a
+            :class:`~sparseclust.datasets.CorpusStream`: memoized training only, as in
+            :meth:`SparseLDA.fit` (its minibatches are the fixed batches, read again every
+            pass; a delete move re-reads the minibatches of the documents it re-infers).
         y : ignored
         callback : callable or None, default=None
             Called after every pass with the pass's trace entry plus ``n_passes`` and
@@ -322,10 +326,15 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         """
         self._validate_params()
         _parse_moves(self.moves)
-        X = self._check_X(X, reset=True, whom="HDPTopicModel.fit")
-        rng = check_random_state(self.random_state)
+        if isinstance(X, CorpusStream):
+            rng = check_random_state(self.random_state)
+            X, init, n_docs, n_tokens = _prepare_stream(self, X, rng, "HDPTopicModel.fit")
+        else:
+            X = self._check_X(X, reset=True, whom="HDPTopicModel.fit")
+            rng = check_random_state(self.random_state)
+            init = self._init_stats(X, rng)
+            n_docs, n_tokens = X.shape[0], float(X.sum())
         model = self._model(self.max_components)
-        init = self._init_stats(X, rng)
         snaps = []
 
         def _cb(info):
@@ -348,11 +357,11 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         init = [init]
         result = fit_engine(
             model, X, init.pop(), algorithm=self.algorithm, max_iter=self.max_iter,
-            tol=0.0, n_batches=min(self.n_batches, X.shape[0]),
+            tol=0.0, n_batches=min(self.n_batches, n_docs),
             batch_size=self.batch_size, kappa=self.kappa, delta=self.delta,
             total_samples=self.total_samples,
             random_state=rng.randint(np.iinfo(np.int32).max), verbose=self.verbose,
-            callback=self._stopper(_cb, snaps), tol_scale=max(float(X.sum()), 1.0),
+            callback=self._stopper(_cb, snaps), tol_scale=max(n_tokens, 1.0),
         )
         trace, prev = [], {k: 0 for k in model.counters}
         for entry, snap in zip(result.trace, snaps, strict=True):
@@ -367,7 +376,7 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         self.lower_bound_ = result.lower_bound
         self.n_iter_ = result.n_iter
         self.converged_ = bool(self._converged)
-        self._n_samples_fit = X.shape[0]
+        self._n_samples_fit = n_docs
         self._set_fitted(result.params)
         if self.algorithm == "stochastic":
             self._svi_state = result.state

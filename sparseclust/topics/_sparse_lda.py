@@ -30,6 +30,7 @@ from sklearn.utils.validation import (
 )
 
 from .._engine import StochasticState, SuffStats, VariationalModel, fit_engine, stochastic_step
+from ..datasets._stream import CorpusStream
 from ._local import TopicTables, local_step
 
 __all__ = ["SparseLDA"]
@@ -269,6 +270,36 @@ def _kl_kmeans(X, seeds, tau, n_iter):
     return counts
 
 
+def _prepare_stream(est, stream, rng, whom):
+    """For ``fit`` on a :class:`CorpusStream`: validate every minibatch (one read, the first
+    sets ``n_features_in_``), initialize the topics from the first minibatch with
+    ``est._init_stats``; returns (validating stream, initial statistics, documents, tokens)."""
+    if est.algorithm != "memoized":
+        raise ValueError(
+            f"fitting a CorpusStream needs algorithm='memoized' (got {est.algorithm!r}); for "
+            "stochastic training call partial_fit on each minibatch."
+        )
+    first, n_docs, n_tokens = None, 0, 0.0
+    for Xb in stream:
+        Xb = est._check_X(Xb, reset=first is None, whom=whom)
+        if first is None:
+            first = Xb
+        n_docs += Xb.shape[0]
+        n_tokens += float(Xb.sum())
+    if first is None or n_docs == 0:
+        raise ValueError("cannot fit on an empty dataset: the stream has no documents.")
+    init = est._init_stats(first, rng)
+
+    def checked():
+        for Xb in stream:
+            yield est._check_X(Xb, reset=False, whom=whom)
+
+    wrapped = CorpusStream(checked, n_features=stream.n_features,
+                           n_documents=stream.n_documents, batch_size=stream.batch_size,
+                           feature_names=stream.feature_names, source=stream.source)
+    return wrapped, init, n_docs, n_tokens
+
+
 class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Latent Dirichlet allocation with L-sparse responsibilities (Hughes & Sudderth).
 
@@ -477,6 +508,9 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             X.sum_duplicates()
         return X
 
+    def _prepare_stream(self, stream, rng):
+        return _prepare_stream(self, stream, rng, "SparseLDA.fit")
+
     def _svi_scale(self, n_docs):
         """Factor by which the stochastic objective scales the documents given to fit."""
         if self.algorithm == "stochastic" and self.total_samples is not None:
@@ -541,8 +575,14 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Non-negative word counts (float counts allowed).
+        X : {array-like, sparse matrix} of shape (n_samples, n_features) or CorpusStream
+            Non-negative word counts (float counts allowed). A
+            :class:`~sparseclust.datasets.CorpusStream` (e.g. from
+            :func:`~sparseclust.datasets.stream_uci_bow`) trains on a corpus on disk:
+            memoized training only, its minibatches (in file order) are the fixed batches
+            (``n_batches`` is not used), the topics start from ``init`` on the first
+            minibatch, and every pass reads the corpus again, caching only each minibatch's
+            statistics. A first read validates every minibatch and counts the tokens.
         y : ignored
         callback : callable or None, default=None
             Called after every pass as ``callback(info)``; ``info`` is the pass's trace entry
@@ -556,10 +596,15 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self
         """
         self._validate_params()
-        X = self._check_X(X, reset=True, whom="SparseLDA.fit")
-        rng = check_random_state(self.random_state)
+        if isinstance(X, CorpusStream):
+            rng = check_random_state(self.random_state)
+            X, init, n_docs, n_tokens = self._prepare_stream(X, rng)
+        else:
+            X = self._check_X(X, reset=True, whom="SparseLDA.fit")
+            rng = check_random_state(self.random_state)
+            init = self._init_stats(X, rng)
+            n_docs, n_tokens = X.shape[0], float(X.sum())
         model = self._model()
-        init = self._init_stats(X, rng)
         snapshots = []
 
         def _snapshot(info):
@@ -570,7 +615,6 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             public["components"] = info["params"].lam
             return bool(callback(public))
 
-        n_tokens = float(X.sum())
         # the engine gets the only reference to the initial statistics (K x V), so that it
         # can release them after the first global step
         init = [init]
@@ -581,7 +625,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             algorithm=self.algorithm,
             max_iter=self.max_iter,
             tol=self.tol,
-            n_batches=min(self.n_batches, X.shape[0]),
+            n_batches=min(self.n_batches, n_docs),
             batch_size=self.batch_size,
             kappa=self.kappa,
             delta=self.delta,
@@ -591,7 +635,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             callback=_snapshot,
             # tol is in nats per training token (an empty corpus has nothing to converge); a
             # stochastic objective is scaled to total_samples documents
-            tol_scale=max(n_tokens * self._svi_scale(X.shape[0]), 1.0),
+            tol_scale=max(n_tokens * self._svi_scale(n_docs), 1.0),
         )
         trace, prev = [], {k: 0 for k in model.counters}
         for entry, snap in zip(result.trace, snapshots, strict=True):
@@ -614,7 +658,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.trace_ = trace
         self.n_iter_ = result.n_iter
         self.converged_ = bool(result.converged)
-        self._n_samples_fit = X.shape[0]
+        self._n_samples_fit = n_docs
         self.lower_bounds_ = list(result.lower_bounds)
         self.lower_bound_ = result.lower_bound
         self.n_restarts_tried_ = model.counters["restarts_tried"]
