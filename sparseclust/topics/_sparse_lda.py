@@ -96,9 +96,10 @@ class _LDAParams:
         S = self._S[a:b]
         if sp.issparse(S):
             S = S.toarray()
+        # lambda = tau + max(S, 0): memoized subtraction can leave -1e-13 where S is 0
         lam = np.maximum(S, 0.0)
-        lam += self._tau  # lambda = tau + max(S, 0); max(S, 0) as memoized subtraction can
-        return lam        # leave -1e-13 where S is 0
+        lam += self._tau
+        return lam
 
     def materialize(self):
         """Store lambda and drop the reference to the statistics it is computed from."""
