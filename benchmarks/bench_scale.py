@@ -11,7 +11,8 @@ Every configuration runs in a fresh subprocess (one thread: ``OMP_NUM_THREADS=1`
   so ``peak_rss_mb - base_rss_mb`` is what training added;
 * ``pass_seconds``: the wall time of every pass from the estimator's ``trace_`` (the first
   memoized pass is one batch iteration; later passes make one global step per batch),
-  ``pass_cpu``: the process CPU time of the whole fit divided by the passes.
+  ``pass_cpu_each``: the process CPU time of every pass (the first includes the
+  initialization), ``pass_cpu``: the CPU time of the whole fit divided by the passes.
 
 ``--trees`` names source trees to compare side by side in the same run (default: the
 repository's ``main`` checkout, ``../main`` if it exists, as ``before``, and this tree as
@@ -99,9 +100,15 @@ def child(cfg):
     w0 = time.perf_counter()
     import warnings
 
+    marks = [c0]
+
+    def _mark(info):  # process CPU time at the end of every pass
+        marks.append(time.process_time())
+        return False
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est.fit(X)
+        est.fit(X, callback=_mark)
     cpu = time.process_time() - c0
     wall = time.perf_counter() - w0
     el = [e["elapsed"] for e in est.trace_]
@@ -113,6 +120,8 @@ def child(cfg):
         fit_wall=wall,
         fit_cpu=cpu,
         pass_cpu=cpu / max(len(passes), 1),
+        # CPU seconds of every pass (the first includes the initialization)
+        pass_cpu_each=[b - a for a, b in zip(marks[:-1], marks[1:], strict=True)],
         elbo=[float(e["elbo"]) for e in est.trace_],
         n_docs=int(X.shape[0]),
         n_words=int(X.shape[1]),
