@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
 __all__ = [
@@ -51,8 +52,11 @@ __all__ = [
 class SuffStats:
     """An additive bundle of named sufficient statistics.
 
-    Values are numpy arrays or Python floats. ``+``, ``-`` and multiplication by a scalar act
-    entry-wise on every field; both operands of ``+``/``-`` must have the same fields.
+    Values are numpy arrays, scipy sparse arrays or Python floats. ``+``, ``-`` and
+    multiplication by a scalar act entry-wise on every field; both operands of ``+``/``-``
+    must have the same fields. A sparse field (e.g. a batch's topic-word counts, which touch
+    few (topic, word) pairs) combines with a dense one into a dense array; :meth:`add_` and
+    :meth:`sub_` update dense fields in place (a sparse operand is scattered into them).
 
     Examples
     --------
@@ -88,6 +92,44 @@ class SuffStats:
         return SuffStats(
             **{k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in self._d.items()}
         )
+
+    def densified_copy(self):
+        """A copy whose sparse fields are dense arrays (an accumulator for :meth:`add_`)."""
+        return SuffStats(
+            **{
+                k: (v.toarray() if sp.issparse(v) else v.copy() if isinstance(v, np.ndarray)
+                    else v)
+                for k, v in self._d.items()
+            }
+        )
+
+    def add_(self, other):
+        """``self += other`` field by field, in place for dense array fields; returns self.
+
+        A dense field ``a`` and a sparse ``b`` give ``a[i, j] += b[i, j]`` at the stored
+        entries of ``b`` only: the same floating-point result as ``a + b.toarray()``.
+        """
+        return self._inplace(other, 1.0)
+
+    def sub_(self, other):
+        """``self -= other`` field by field, in place for dense array fields; returns self."""
+        return self._inplace(other, -1.0)
+
+    def _inplace(self, other, sign):
+        if self._check_same(other) is NotImplemented:
+            raise TypeError(f"cannot combine SuffStats with {type(other).__name__}")
+        for k, v in self._d.items():
+            o = other._d[k]
+            if isinstance(v, np.ndarray) and v.flags.writeable:
+                if sp.issparse(o):
+                    _scatter_add(v, o, sign)
+                elif sign > 0:
+                    v += o
+                else:
+                    v -= o
+            else:
+                self._d[k] = v + o if sign > 0 else v - o
+        return self
 
     def _check_same(self, other):
         if not isinstance(other, SuffStats):
@@ -130,6 +172,28 @@ class SuffStats:
         return f"SuffStats({', '.join(parts)})"
 
 
+def _scatter_add(dense, S, sign):
+    """``dense += sign * S`` at the stored entries of the sparse 2-D ``S``, in place."""
+    if dense.shape != S.shape:
+        raise ValueError(f"cannot add statistics of shape {S.shape} to shape {dense.shape}")
+    S = sp.csr_array(S)
+    if not S.has_canonical_format:
+        S = S.copy()
+        S.sum_duplicates()
+    rows = np.repeat(np.arange(S.shape[0], dtype=np.int64), np.diff(S.indptr))
+    flat = dense.reshape(-1) if dense.flags.c_contiguous else None
+    if flat is not None:
+        pos = rows * dense.shape[1] + S.indices
+        if sign > 0:
+            flat[pos] += S.data
+        else:
+            flat[pos] -= S.data
+    elif sign > 0:
+        dense[rows, S.indices] += S.data
+    else:
+        dense[rows, S.indices] -= S.data
+
+
 class VariationalModel:
     """Interface a model implements to be trained by :func:`fit_engine`.
 
@@ -156,6 +220,11 @@ class VariationalModel:
     def elbo(self, stats, params):  # pragma: no cover - interface
         """Whole-data objective for ``stats`` and ``params = global_step(stats)``."""
         raise NotImplementedError
+
+    def initial_params(self, init_stats):
+        """Parameters the first pass of batch/memoized training starts from (default
+        :meth:`global_step`); they are only read by the local step."""
+        return self.global_step(init_stats)
 
     def visit(self, X, params, batch):
         """Local step of batch number ``batch`` in batch/memoized training.
@@ -254,6 +323,48 @@ def stochastic_step(model, state, X_batch, *, kappa, delta, total_samples, timin
     return params
 
 
+def _is_stream(X):
+    """A corpus read minibatch by minibatch (an iterable without a shape), e.g.
+    :class:`sparseclust.datasets.CorpusStream`."""
+    return not hasattr(X, "shape") and hasattr(X, "__iter__") and not isinstance(
+        X, (list, tuple))
+
+
+class _StreamBatches:
+    """The minibatches of a re-iterable stream as the fixed batches of memoized training:
+    iterating reads them again; ``batches[b]`` reads up to minibatch b (for moves that
+    revisit a batch). Only the statistics of a batch are kept, never its data."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.n = None
+
+    def __iter__(self):
+        n = 0
+        for Xb in self.stream:
+            if self.n is not None and n >= self.n:
+                raise ValueError(f"the corpus stream yielded more than the {self.n} "
+                                 "minibatches of its first pass")
+            yield Xb
+            n += 1
+        if self.n is None:
+            self.n = n
+        elif n != self.n:
+            raise ValueError(f"the corpus stream yielded {n} minibatches, {self.n} in its "
+                             "first pass")
+
+    def __len__(self):
+        if self.n is None:
+            raise TypeError("the number of minibatches is known after the first pass")
+        return self.n
+
+    def __getitem__(self, b):
+        for i, Xb in enumerate(self.stream):
+            if i == b:
+                return Xb
+        raise IndexError(f"minibatch {b} out of range")
+
+
 def _split_batches(n, n_batches, rng):
     if n_batches > n:
         raise ValueError(f"n_batches={n_batches} exceeds the number of samples {n}.")
@@ -302,8 +413,12 @@ def fit_engine(
     Parameters
     ----------
     model : VariationalModel
-    X : array-like or sparse matrix
-        Training data, samples along the first axis.
+    X : array-like, sparse matrix or re-iterable stream of minibatches
+        Training data, samples along the first axis. A stream (an iterable without a
+        ``shape``, e.g. :class:`sparseclust.datasets.CorpusStream`) is read again at every
+        pass and its minibatches are the fixed batches of memoized training (``n_batches``
+        and ``random_state`` are then not used); only their statistics are cached, so
+        memory does not grow with the corpus. Memoized training only.
     init_stats : SuffStats
         Whole-data statistics the first global step starts from (e.g. from initial
         responsibilities); for ``memoized``/``batch`` they only define the initial parameters.
@@ -348,9 +463,16 @@ def fit_engine(
     if algorithm not in ("batch", "memoized", "stochastic"):
         raise ValueError(f"unknown algorithm {algorithm!r}")
     rng = check_random_state(random_state)
-    n = model.n_samples(X)
-    if n == 0:
-        raise ValueError("cannot fit on an empty dataset.")
+    stream = _is_stream(X)
+    if stream:
+        if algorithm != "memoized":
+            raise ValueError(f"a stream of minibatches needs algorithm='memoized', got "
+                             f"{algorithm!r}")
+        n = None
+    else:
+        n = model.n_samples(X)
+        if n == 0:
+            raise ValueError("cannot fit on an empty dataset.")
     trace = []
     lower_bounds = []
     clock = {"elapsed": 0.0, "t0": time.perf_counter()}
@@ -393,6 +515,7 @@ def fit_engine(
         total = float(n if total_samples is None else total_samples)
         if state is None:
             state = StochasticState(stats=init_stats.copy(), t=0)
+        init_stats = None  # only the copy is updated
         steps_per_pass = max(1, math.ceil(n / batch_size))
         prev = -np.inf
         for it in range(max_iter):
@@ -443,14 +566,20 @@ def fit_engine(
         )
 
     # batch and memoized
-    if algorithm == "batch":
-        batches = [np.arange(n)]
+    if stream:
+        Xb_list = _StreamBatches(X)
     else:
-        batches = _split_batches(n, int(n_batches), rng)
-    Xb_list = [X if len(batches) == 1 else model.take(X, b) for b in batches]
-    params = model.global_step(init_stats)
+        if algorithm == "batch":
+            batches = [np.arange(n)]
+        else:
+            batches = _split_batches(n, int(n_batches), rng)
+        Xb_list = [X if len(batches) == 1 else model.take(X, b) for b in batches]
+    params = model.initial_params(init_stats)
+    # the initial statistics only define the first parameters: release them (the caller may
+    # pass them without keeping a reference; with large K they are K x V dense)
+    init_stats = None
     total = None
-    batch_stats = [None] * len(batches)
+    batch_stats = [] if stream else [None] * len(Xb_list)
     prev = -np.inf
     n_global = 0  # global steps taken (the initial one from init_stats not counted)
     for it in range(max_iter):
@@ -458,15 +587,26 @@ def fit_engine(
         model.before_pass(total, params, {"batch_stats": batch_stats, "pass": it + 1})
         if total is None or algorithm == "batch":
             # full sweep under fixed params, one global step at the end
+            # the accumulator is dense (the whole-data total); a batch's statistics may be
+            # sparse, of the batch's size
             acc = None
             for b, Xb in enumerate(Xb_list):
                 ta = time.perf_counter()
                 s_b = model.visit(Xb, params, b)
                 t_local += time.perf_counter() - ta
-                batch_stats[b] = s_b
-                acc = s_b if acc is None else acc + s_b
+                if b == len(batch_stats):  # first pass over a stream
+                    batch_stats.append(s_b)
+                else:
+                    batch_stats[b] = s_b
+                if acc is None:
+                    acc = s_b.densified_copy()
+                else:
+                    acc.add_(s_b)
+            if acc is None:  # a stream without minibatches
+                raise ValueError("cannot fit on an empty dataset.")
             total = acc
             ta = time.perf_counter()
+            params = None  # the old parameters go before the new ones are built
             params = model.global_step(total)
             n_global += 1
             t_global += time.perf_counter() - ta
@@ -475,8 +615,10 @@ def fit_engine(
                 ta = time.perf_counter()
                 s_b = model.visit(Xb, params, b)
                 tb = time.perf_counter()
-                total = total - batch_stats[b] + s_b
+                # S <- (S - S_b^old) + S_b^new, in place: the same arithmetic, no dense copies
+                total.sub_(batch_stats[b]).add_(s_b)
                 batch_stats[b] = s_b
+                params = None
                 params = model.global_step(total)
                 n_global += 1
                 t_local += tb - ta

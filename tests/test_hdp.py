@@ -126,8 +126,9 @@ def small_problem(seed=0, K=5, V=30, D=20):
 
 
 def dense_model(alpha=0.7, gamma=2.0, tau=0.1, moves=()):
+    # statistics stored dense, as the reference formulas here index them
     return HDPModel(alpha, gamma, tau, None, dict(max_iter=2000, tol=1e-10, restarts=0), 1,
-                    moves)
+                    moves, stats_format="dense")
 
 
 def ref_docs(X, params):

@@ -1074,6 +1074,8 @@ def lda_summary(
     double[::1] sum_elogpi,        # INOUT (K,) += sum_d E[log pi_dk]
     int dense,
     int n_threads,
+    const int64_t[::1] col_word=None,  # IN (V_c,) word type of column c (None: c itself)
+    const int64_t[::1] st_row=None,    # IN (V_c,) row of ST column c adds to (None: c)
 ):
     """Phase 2 (summary step): reduce the documents' responsibilities to statistics.
 
@@ -1084,13 +1086,27 @@ def lda_summary(
 
     Equivalent to ``ST += (R * c[:, None]).T-scatter`` of the dense responsibilities, i.e.
     ``ST[v] += sum_p c_p r_p`` over the entries p of word type v.
+
+    With ``col_word`` and ``st_row`` the columns are compressed: ``col_ptr`` then lists only
+    the word types that occur, column c is word type ``col_word[c]`` (its row of ``ET``) and
+    adds to row ``st_row[c]`` of ``ST``, so ``ST`` need only have a row per word type of the
+    batch. The additions are the same, in the same order, as without compression.
     """
-    cdef Py_ssize_t V = col_ptr.shape[0] - 1, D = N.shape[0], v, q, p, dd
+    cdef Py_ssize_t V = col_ptr.shape[0] - 1, D = N.shape[0], v, q, p, dd, w, row
+    cdef bint mapped = col_word is not None
     cdef int K = <int> N.shape[1], Lk = <int> r.shape[1], k, t
     cdef double coef, acc
     cdef double* tmp
     cdef Py_ssize_t n_fail = 0
-    cdef double* psi_alpha = <double*> malloc(K * sizeof(double))
+    cdef double* psi_alpha
+    if mapped and (st_row is None or col_word.shape[0] != V or st_row.shape[0] != V):
+        raise ValueError("col_word and st_row must both be given, one entry per column")
+    if mapped and V > 0:
+        if np.min(st_row) < 0 or np.max(st_row) >= ST.shape[0]:
+            raise ValueError("st_row out of the rows of ST")
+        if dense and (np.min(col_word) < 0 or np.max(col_word) >= ET.shape[0]):
+            raise ValueError("col_word out of the rows of ET")
+    psi_alpha = <double*> malloc(K * sizeof(double))
     if psi_alpha == NULL:
         raise MemoryError("could not allocate the summary-step scratch space")
     for k in range(K):
@@ -1104,6 +1120,12 @@ def lda_summary(
                 # never drop a word type's statistics: fail the whole call instead
                 n_fail += 1
                 continue
+            if mapped:
+                w = col_word[v]
+                row = st_row[v]
+            else:
+                w = v
+                row = v
             if dense:
                 memset(tmp, 0, K * sizeof(double))
                 for q in range(col_ptr[v], col_ptr[v + 1]):
@@ -1115,7 +1137,7 @@ def lda_summary(
                     for k in range(K):
                         tmp[k] = tmp[k] + coef * expP[dd, k]
                 for k in range(K):
-                    ST[v, k] = ST[v, k] + ET[v, k] * tmp[k]
+                    ST[row, k] = ST[row, k] + ET[w, k] * tmp[k]
             else:
                 for q in range(col_ptr[v], col_ptr[v + 1]):
                     p = col_pos[q]
@@ -1125,7 +1147,7 @@ def lda_summary(
                         k = idx[p, t]
                         if k < 0:
                             break
-                        ST[v, k] = ST[v, k] + data[p] * r[p, t]
+                        ST[row, k] = ST[row, k] + data[p] * r[p, t]
         free(tmp)
     if n_fail:
         free(psi_alpha)

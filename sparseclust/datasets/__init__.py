@@ -4,6 +4,8 @@
 - :func:`load_kos` -- the KOS blog corpus (UCI "Bag of Words", CC BY 4.0), bundled;
 - :func:`load_uci_bow`, :func:`save_uci_bow`, :func:`load_ldac`,
   :func:`load_text_folder`, :func:`load_text_lines` -- bag-of-words readers and writer;
+- :func:`stream_uci_bow`, :func:`stream_ldac`, :func:`stream_text_folder` -- the same
+  corpora as CSR minibatches read from disk without loading the corpus (:class:`CorpusStream`);
 - :func:`extract_patches`, :func:`load_sample_patches`, :func:`load_image_patches` --
   image patches on a regular grid, the data of the Gaussian-mixture experiments.
 """
@@ -11,8 +13,10 @@
 from ._base import load_kos
 from ._bow import load_ldac, load_text_folder, load_text_lines, load_uci_bow, save_uci_bow
 from ._images import extract_patches, load_image_patches, load_sample_patches
+from ._stream import CorpusStream, stream_ldac, stream_text_folder, stream_uci_bow
 
 __all__ = [
+    "CorpusStream",
     "extract_patches",
     "load_image_patches",
     "load_kos",
@@ -22,4 +26,7 @@ __all__ = [
     "load_text_lines",
     "load_uci_bow",
     "save_uci_bow",
+    "stream_ldac",
+    "stream_text_folder",
+    "stream_uci_bow",
 ]

@@ -231,8 +231,11 @@ def _parse_uci_fast(body, D, W, nnz):
     return docs - 1, words - 1, counts
 
 
-def _parse_uci_slow(body, name, D, W, nnz, first_line=4):
-    """Line-by-line parse of the UCI entries; raises on the first offending line."""
+def _parse_uci_slow(body, name, D, W, nnz, first_line=4, check_total=True):
+    """Line-by-line parse of the UCI entries; raises on the first offending line.
+
+    ``check_total=False`` (a block of a streamed file) accepts fewer than ``nnz`` entries.
+    """
     docs, words, counts = [], [], []
     last = first_line - 1
     for k, line in enumerate(body.split(b"\n")):
@@ -255,7 +258,7 @@ def _parse_uci_slow(body, name, D, W, nnz, first_line=4):
         words.append(w - 1)
         counts.append(c)
         last = lineno
-    if len(docs) != nnz:
+    if check_total and len(docs) != nnz:
         raise _error(
             name,
             last + 1,
@@ -448,12 +451,12 @@ def _parse_ldac_fast(body, n_lines):
     return docs, ids, counts
 
 
-def _parse_ldac_slow(body, name, n_features):
+def _parse_ldac_slow(body, name, n_features, first_line=1):
     """Line-by-line parse of LDA-C lines; raises on the first offending line."""
     docs, ids, counts = [], [], []
     hi = None if n_features is None else n_features - 1
     for k, line in enumerate(body.split(b"\n")):
-        lineno = k + 1
+        lineno = first_line + k
         fields = line.split()
         if not fields:
             raise _error(

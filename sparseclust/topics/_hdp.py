@@ -16,9 +16,10 @@ from sklearn.utils.validation import check_is_fitted, check_non_negative, valida
 
 from .._engine import StochasticState, fit_engine, stochastic_step
 from .._moves import parse_moves
+from ..datasets._stream import CorpusStream
 from ._hdp_model import HDPModel, empty_stats
 from ._local import local_step
-from ._sparse_lda import _KMEANS_ITERS, _kl_kmeans, _kl_kmeanspp_seeds
+from ._sparse_lda import _KMEANS_ITERS, _kl_kmeans, _kl_kmeanspp_seeds, _prepare_stream
 
 __all__ = ["HDPTopicModel"]
 
@@ -241,12 +242,15 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             X.sum_duplicates()
         return X
 
+    #: storage of the per-batch topic-word statistics ('sparse' or 'dense'; same results)
+    _stats_format = "sparse"
+
     def _model(self, K):
         L = self.L if (self.L is not None and self.L < K) else None
         opts = dict(max_iter=self.local_max_iter, tol=self.local_tol, restarts=self.restarts)
         moves = _parse_moves(self.moves) if self.algorithm != "stochastic" else ()
         return HDPModel(self.alpha, self.gamma, self.topic_word_prior, L, opts,
-                        self.n_threads, moves)
+                        self.n_threads, moves, stats_format=self._stats_format)
 
     def _init_stats(self, X, rng):
         K, V = self.max_components, X.shape[1]
@@ -294,8 +298,11 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Non-negative word counts.
+        X : {array-like, sparse matrix} of shape (n_samples, n_features) or CorpusStream
+            Non-negative word counts, or a corpus on disk as a
+            :class:`~sparseclust.datasets.CorpusStream`: memoized training only, as in
+            :meth:`SparseLDA.fit` (its minibatches are the fixed batches, read again every
+            pass; a delete move re-reads the minibatches of the documents it re-infers).
         y : ignored
         callback : callable or None, default=None
             Called after every pass with the pass's trace entry plus ``n_passes`` and
@@ -307,10 +314,15 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         """
         self._validate_params()
         _parse_moves(self.moves)
-        X = self._check_X(X, reset=True, whom="HDPTopicModel.fit")
-        rng = check_random_state(self.random_state)
+        if isinstance(X, CorpusStream):
+            rng = check_random_state(self.random_state)
+            X, init, n_docs, n_tokens = _prepare_stream(self, X, rng, "HDPTopicModel.fit")
+        else:
+            X = self._check_X(X, reset=True, whom="HDPTopicModel.fit")
+            rng = check_random_state(self.random_state)
+            init = self._init_stats(X, rng)
+            n_docs, n_tokens = X.shape[0], float(X.sum())
         model = self._model(self.max_components)
-        init = self._init_stats(X, rng)
         snaps = []
 
         def _cb(info):
@@ -328,13 +340,16 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             public["components"] = lam
             return bool(callback(public))
 
+        # the engine gets the only reference to the initial statistics (released after the
+        # first global step)
+        init = [init]
         result = fit_engine(
-            model, X, init, algorithm=self.algorithm, max_iter=self.max_iter,
-            tol=0.0, n_batches=min(self.n_batches, X.shape[0]),
+            model, X, init.pop(), algorithm=self.algorithm, max_iter=self.max_iter,
+            tol=0.0, n_batches=min(self.n_batches, n_docs),
             batch_size=self.batch_size, kappa=self.kappa, delta=self.delta,
             total_samples=self.total_samples,
             random_state=rng.randint(np.iinfo(np.int32).max), verbose=self.verbose,
-            callback=self._stopper(_cb, snaps), tol_scale=max(float(X.sum()), 1.0),
+            callback=self._stopper(_cb, snaps), tol_scale=max(n_tokens, 1.0),
         )
         trace, prev = [], {k: 0 for k in model.counters}
         for entry, snap in zip(result.trace, snaps, strict=True):
@@ -349,7 +364,7 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         self.lower_bound_ = result.lower_bound
         self.n_iter_ = result.n_iter
         self.converged_ = bool(self._converged)
-        self._n_samples_fit = X.shape[0]
+        self._n_samples_fit = n_docs
         self._set_fitted(result.params)
         if self.algorithm == "stochastic":
             self._svi_state = result.state

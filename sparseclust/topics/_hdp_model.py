@@ -144,6 +144,62 @@ def empty_stats(K, V):
                      D=0.0)
 
 
+# ---- the topic-word statistics S of a batch: a dense (K, V) array or a (K, V) CSR array of
+# the (k, v) pairs the batch touched. The moves edit both alike; every sparse operation below
+# computes, entry by entry, the same floating-point values as its dense counterpart.
+
+
+def _s_merge_rows(S, a, b):
+    """S[a] += S[b]; S[b] = 0 (returns S, a new array when sparse)."""
+    if not sp.issparse(S):
+        S[a] += S[b]
+        S[b] = 0.0
+        return S
+    K = S.shape[0]
+    rows = np.arange(K)
+    rows[b] = a
+    R = sp.csr_array((np.ones(K), (rows, np.arange(K))), shape=(K, K))
+    return sp.csr_array(R @ S)
+
+
+def _s_zero_row(S, j):
+    """S[j] = 0."""
+    if not sp.issparse(S):
+        S[j] = 0.0
+        return S
+    S = S.copy()
+    S.data[S.indptr[j]:S.indptr[j + 1]] = 0.0
+    S.eliminate_zeros()
+    return S
+
+
+def _s_take_rows(S, idx):
+    """S[idx] (rows in the order of ``idx``)."""
+    if not sp.issparse(S):
+        return np.ascontiguousarray(S[idx])
+    return sp.csr_array(S[np.asarray(idx)])
+
+
+def _s_sub_block(S, cols, Sb):
+    """S[:, cols] -= Sb for a dense block Sb (K, len(cols))."""
+    if not sp.issparse(S):
+        S[:, cols] -= Sb
+        return S
+    B = sp.csr_array(Sb)
+    B = sp.csr_array((B.data, np.asarray(cols)[B.indices], B.indptr), shape=S.shape)
+    return sp.csr_array(S - B)
+
+
+def _s_add_rows(S, idx, small):
+    """S[idx] += small, ``small`` (len(idx), V) dense or sparse."""
+    if not sp.issparse(S):
+        S[idx] += small.toarray() if sp.issparse(small) else small
+        return S
+    n = len(idx)
+    P = sp.csr_array((np.ones(n), (np.asarray(idx), np.arange(n))), shape=(S.shape[0], n))
+    return sp.csr_array(S + P @ sp.csr_array(small))
+
+
 def _numpy_bundle(rows, alpha_all, K, V, pairs):
     """Statistics of a few saved documents computed in numpy from their local-step outputs.
 
@@ -226,7 +282,12 @@ class HDPModel(VariationalModel):
         per pass), ``max_deletes``.
     """
 
-    def __init__(self, alpha, gamma, tau, L, local_opts, n_threads, moves=(), move_opts=None):
+    def __init__(self, alpha, gamma, tau, L, local_opts, n_threads, moves=(), move_opts=None,
+                 stats_format="sparse"):
+        if stats_format not in ("sparse", "dense"):
+            raise ValueError(f"stats_format must be 'sparse' or 'dense', got {stats_format!r}")
+        # a batch's S: (K, V) CSR of the pairs it touched ('sparse') or dense; same values
+        self.stats_format = stats_format
         self.alpha = float(alpha)
         self.gamma = float(gamma)
         self.tau = float(tau)
@@ -331,7 +392,8 @@ class HDPModel(VariationalModel):
         A = alpha_all * T
         cdir_alpha = gammaln(sum_all) - float(np.sum(gammaln(alpha_all)))
         H = res.elbo_local - D * cdir_alpha + acc["LS"] - float(G.sum())
-        stats = SuffStats(S=res.topic_word_stats, T=T, G=G, A=A, LS=acc["LS"], H=H, D=D)
+        S = res.topic_word_csr if self.stats_format == "sparse" else res.topic_word_stats
+        stats = SuffStats(S=S, T=T, G=G, A=A, LS=acc["LS"], H=H, D=D)
         acc["PA"] = (alpha_vec[pairs[:, 0]] + alpha_vec[pairs[:, 1]]) * acc["PT"] if P else None
         acc["alpha"] = alpha_all
         acc["doc_topic"] = res.doc_topic
@@ -376,6 +438,8 @@ class HDPModel(VariationalModel):
 
     def global_step(self, stats):
         S = stats["S"]
+        if sp.issparse(S):  # statistics of a single batch
+            S = S.toarray()
         lam = self.tau + np.maximum(S, 0.0)
         rho, omega = self._sticks_for(stats, S.shape[0])
         self.rho, self.omega = rho, omega
@@ -453,6 +517,9 @@ class HDPModel(VariationalModel):
             self.round = MoveRound(K, pairs, dels)
 
     def after_pass(self, stats, params, state):
+        if not isinstance(state, dict):
+            # stochastic training (a StochasticState): no moves, no batch statistics
+            return stats, params
         log = RoundLog()
         if self._usage_acc is not None:
             self.usage = self._usage_acc
@@ -649,9 +716,7 @@ def _take_rows(rows, m):
 def _merge_fields(st, a, b, PT, PG, PA, PH):
     """Merge topic b into a in statistics (SuffStats or bundle dict) given the pair terms."""
     if "S" in st:
-        S = st["S"]
-        S[a] += S[b]
-        S[b] = 0.0
+        st["S"] = _s_merge_rows(st["S"], a, b)
     else:
         st["Sb"][a] += st["Sb"][b]
         st["Sb"][b] = 0.0
@@ -683,7 +748,7 @@ def _fold_delete(st, j, groups):
         A[K] += n * (s * psi(s) - aj * psi(aj) - ar * psi(ar))
     T[j] = G[j] = A[j] = 0.0
     if "S" in st:
-        st["S"][j] = 0.0
+        st["S"] = _s_zero_row(st["S"], j)
     else:
         st["Sb"][j] = 0.0
 
@@ -706,7 +771,7 @@ def _replay(bundle, ops, sub_alpha, K):
 
 
 def _sub_bundle(st, bundle):
-    st["S"][:, bundle["cols"]] -= bundle["Sb"]
+    st["S"] = _s_sub_block(st["S"], bundle["cols"], bundle["Sb"])
     for f in ("T", "G", "A"):
         st[f] = st[f] - bundle[f]
     for f in ("LS", "H", "D"):
@@ -718,10 +783,18 @@ def _add_expanded(st, small, alive, cols=None):
     word types ``cols`` (all if None), to full-space statistics."""
     idx = np.flatnonzero(alive)
     K = alive.size
+    S_small = small["S"]
     if cols is None:
-        st["S"][idx] += small["S"]
+        st["S"] = _s_add_rows(st["S"], idx, S_small)
+    elif sp.issparse(st["S"]):
+        # the block over the word types ``cols`` as rows of a (len(idx), V) sparse array
+        C = sp.coo_array(S_small)
+        S_small = sp.csr_array((C.data, (C.row, np.asarray(cols)[C.col])),
+                               shape=(idx.size, st["S"].shape[1]))
+        st["S"] = _s_add_rows(st["S"], idx, S_small)
     else:
-        st["S"][np.ix_(idx, cols)] += small["S"]
+        st["S"][np.ix_(idx, cols)] += (S_small.toarray() if sp.issparse(S_small)
+                                       else S_small)
     for f in ("T", "G", "A"):
         arr = st[f].copy()
         arr[idx] += small[f][:-1]
@@ -734,7 +807,7 @@ def _add_expanded(st, small, alive, cols=None):
 def _permute(st, order):
     K = order.size
     full = np.concatenate([order, [K]])
-    st["S"] = np.ascontiguousarray(st["S"][order])
+    st["S"] = _s_take_rows(st["S"], order)
     for f in ("T", "G", "A"):
         st[f] = st[f][full]
 
@@ -745,6 +818,8 @@ class _Workspace:
 
     def __init__(self, model, stats, params):
         self.m = model
+        if sp.issparse(stats["S"]):  # the statistics of a single batch
+            stats["S"] = stats["S"].toarray()
         self.stats = stats
         for f in ("T", "G", "A"):
             stats[f] = stats[f].copy()
@@ -871,7 +946,7 @@ class _Workspace:
         for bb, Xt in Xts.items():
             small, acc = m._local(Xt[:, cols], params0, return_doc_topic=True)
             after[bb] = dict(stats=small, doc_topic=acc["doc_topic"], cols=cols)
-            Sc[idx] += small["S"]
+            Sc[idx] += small["S"].toarray() if sp.issparse(small["S"]) else small["S"]
             for f in ("T", "G", "A"):
                 rest[f][idx] += small[f][:-1]
                 rest[f][K] += small[f][-1]
@@ -918,7 +993,7 @@ class _Workspace:
         full = np.concatenate([idx, [self.K]])
 
         def shrink(st):
-            st["S"] = np.ascontiguousarray(st["S"][idx])
+            st["S"] = _s_take_rows(st["S"], idx)
             for f in ("T", "G", "A"):
                 st[f] = st[f][full]
 

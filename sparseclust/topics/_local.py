@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from .._kernels import _lda_local
 from ..utils import effective_n_threads
 
-__all__ = ["LocalResult", "TopicTables", "local_step", "infer_doc_topics"]
+__all__ = ["LocalResult", "TopicTables", "local_step", "infer_doc_topics", "stats_csr"]
 
 #: relative threshold of the active set: topic k leaves document d when N_dk <= EPS_REL * N_d
 EPS_REL = 1e-8
@@ -49,8 +49,11 @@ class LocalResult:
 
     Attributes
     ----------
-    topic_word_stats : ndarray (K, V)
-        S_kv = sum_d sum_u c_du r_duk [v_du = v].
+    topic_word_csr : scipy.sparse.csr_array (K, V)
+        S_kv = sum_d sum_u c_du r_duk [v_du = v], only the (k, v) pairs the batch touched
+        (explicit zeros dropped): its size follows the batch (at most min(K V_b, L nnz) pairs
+        for V_b word types and nnz entries), not K V. ``topic_word_stats`` is the dense
+        (K, V) array.
     elbo_local : float
         sum_d [c_Dir(alpha) - c_Dir(theta_d) - sum_u c_du sum_k r_duk log r_duk]: the ELBO
         terms of the documents that do not involve the topics (paper 000 Eq. 46-48 with
@@ -69,7 +72,7 @@ class LocalResult:
         sum_d N_d.
     """
 
-    topic_word_stats: np.ndarray
+    topic_word_csr: sp.csr_array
     elbo_local: float
     elbo_data: float
     doc_topic: np.ndarray
@@ -78,6 +81,32 @@ class LocalResult:
     n_restarts_accepted: int
     n_iter_total: int
     n_tokens: float
+
+    @property
+    def topic_word_stats(self):
+        """S as a dense (K, V) array."""
+        return self.topic_word_csr.toarray()
+
+
+def stats_csr(ST, cols, n_words):
+    """The (K, V) CSR statistics of a block ``ST`` (V_b, K) over the word types ``cols``.
+
+    Row k of the result holds the non-zero ``ST[:, k]`` at columns ``cols`` (ascending), so
+    ``result.toarray()[:, cols] == ST.T`` and the other columns are 0.
+    """
+    m, K = ST.shape
+    j, k = np.nonzero(ST)
+    vals = ST[j, k]
+    jptr = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(np.bincount(j, minlength=m), out=jptr[1:])
+    # (j, k) pairs in row-major order of ST are the CSC form of the (K, V_b) transpose;
+    # the CSC-to-CSR conversion is linear and leaves sorted columns
+    T = sp.csc_array((vals, k, jptr), shape=(K, m)).tocsr()
+    ind_dtype = np.int32 if n_words <= np.iinfo(np.int32).max else np.int64
+    return sp.csr_array(
+        (T.data, np.asarray(cols, dtype=ind_dtype)[T.indices], T.indptr.astype(ind_dtype)),
+        shape=(K, n_words),
+    )
 
 
 class TopicTables:
@@ -96,18 +125,30 @@ class TopicTables:
         ``exp(C - C.max(1))`` and ``C.max(1)``, built on first use (dense regime only).
     """
 
-    def __init__(self, log_topic_word):
+    def __init__(self, log_topic_word, *, transposed=False):
         C = np.asarray(log_topic_word, dtype=np.float64)
         if C.ndim != 2 or C.shape[0] < 1 or C.shape[1] < 1:
+            shape = C.shape[::-1] if transposed else C.shape
             raise ValueError(
-                f"log_topic_word must be a 2-D (n_topics, n_words) array, got shape {C.shape}."
+                f"log_topic_word must be a 2-D (n_topics, n_words) array, got shape {shape}."
             )
         if not np.all(np.isfinite(C)):
             raise ValueError("log_topic_word must be finite (no NaN, no +-inf).")
-        self.n_topics, self.n_words = C.shape
-        self.CT = np.ascontiguousarray(C.T)
+        if transposed:
+            # C is already C^T (V, K); kept without a copy when C-contiguous
+            self.n_words, self.n_topics = C.shape
+            self.CT = np.ascontiguousarray(C)
+        else:
+            self.n_topics, self.n_words = C.shape
+            self.CT = np.ascontiguousarray(C.T)
         self._ET = None
         self._rowmax = None
+
+    @classmethod
+    def from_transposed(cls, CT):
+        """Tables from C^T (V, K) directly, e.g. E[log phi] computed in that layout (the
+        tables then share its memory when it is float64 and C-contiguous)."""
+        return cls(CT, transposed=True)
 
     def dense_tables(self):
         if self._ET is None:
@@ -170,8 +211,21 @@ def _columns(indptr, indices, V):
     return col_ptr, order, np.ascontiguousarray(doc[order])
 
 
+def _columns_compressed(indptr, indices, V):
+    """Like :func:`_columns`, over the word types that occur only: returns ``(col_ptr,
+    col_pos, col_doc, col_word)`` with ``col_word`` (V_c,) the ascending word types and
+    ``col_ptr`` (V_c + 1,) their entries' ranges."""
+    order = np.argsort(indices, kind="stable").astype(np.int64)
+    cnt = np.bincount(indices, minlength=V)
+    col_word = np.flatnonzero(cnt).astype(np.int64)
+    col_ptr = np.zeros(col_word.size + 1, dtype=np.int64)
+    np.cumsum(cnt[col_word], out=col_ptr[1:])
+    doc = np.repeat(np.arange(indptr.shape[0] - 1, dtype=np.int64), np.diff(indptr))
+    return col_ptr, order, np.ascontiguousarray(doc[order]), col_word
+
+
 def _run(indptr, indices, data, tables, alpha, Lk, opts, ST, sum_elogpi, n_threads, doc_N,
-         alpha_rem=0.0, P0=None, extra=None, doc_ids=None):
+         alpha_rem=0.0, P0=None, extra=None, doc_ids=None, row_of=None):
     """Phase 1 + phase 2 on one chunk of documents; returns the per-document outputs.
 
     ``extra``, if given, is called as ``extra(piece)`` for every set of documents whose
@@ -192,10 +246,12 @@ def _run(indptr, indices, data, tables, alpha, Lk, opts, ST, sum_elogpi, n_threa
         alpha_rem=alpha_rem, P0=P0,
     )
     uflow = out["underflow"]
-    col_ptr, col_pos, col_doc = _columns(indptr, indices, tables.n_words)
+    # ST has one row per word type of the batch: row_of[v] is word type v's row
+    col_ptr, col_pos, col_doc, col_word = _columns_compressed(indptr, indices, tables.n_words)
     _lda_local.lda_summary(
         col_ptr, col_pos, col_doc, data, out["N"], out["expP"], out["zs"], out["r"],
         out["idx"], ET, alpha, out["psi_sum"], uflow, ST, sum_elogpi, int(dense), n_threads,
+        col_word=col_word, st_row=row_of[col_word],
     )
     if extra is not None:
         if doc_ids is None:
@@ -211,7 +267,7 @@ def _run(indptr, indices, data, tables, alpha, Lk, opts, ST, sum_elogpi, n_threa
         take = np.concatenate([np.arange(indptr[d], indptr[d + 1]) for d in bad])
         sub = _run(sub_ptr, indices[take], data[take], tables, alpha, K, opts, ST,
                    sum_elogpi, n_threads, doc_N, alpha_rem, P0, extra,
-                   None if doc_ids is None else doc_ids[bad])
+                   None if doc_ids is None else doc_ids[bad], row_of)
         for key in ("N", "elbo", "data", "n_iter", "tried", "accepted", "psi_sum"):
             out[key][bad] = sub[key]
     return out
@@ -336,7 +392,11 @@ def _threads_for(n_threads, nnz):
 def _local_step_impl(indptr, indices, data, D, tables, alpha, Lk, opts, return_doc_topic,
                      n_threads, alpha_rem=0.0, P0=None, extra=None):
     K, V = tables.n_topics, tables.n_words
-    ST = np.zeros((V, K))
+    # the statistics block covers the batch's own word types only (V_b rows, not V)
+    cols = np.flatnonzero(np.bincount(indices, minlength=V))
+    row_of = np.full(V, -1, dtype=np.int64)
+    row_of[cols] = np.arange(cols.size)
+    ST = np.zeros((cols.size, K))
     sum_elogpi = np.zeros(K)
     doc_N = np.zeros((D, K)) if return_doc_topic else None
     elbo = data_term = 0.0
@@ -348,7 +408,7 @@ def _local_step_impl(indptr, indices, data, D, tables, alpha, Lk, opts, return_d
         sub_ptr = indptr[start : stop + 1] - a
         out = _run(sub_ptr, indices[a:b], data[a:b], tables, alpha, Lk, opts, ST,
                    sum_elogpi, n_threads, doc_N, alpha_rem, P0, extra,
-                   np.arange(start, stop))
+                   np.arange(start, stop), row_of)
         elbo += float(np.sum(out["elbo"]))
         data_term += float(np.sum(out["data"]))
         tried += int(out["tried"].sum())
@@ -356,8 +416,10 @@ def _local_step_impl(indptr, indices, data, D, tables, alpha, Lk, opts, return_d
         n_iter += int(out["n_iter"].sum())
         if doc_N is not None:
             doc_N[start:stop] = out["N"]
+    S = stats_csr(ST, cols, V)
+    del ST
     return LocalResult(
-        topic_word_stats=np.ascontiguousarray(ST.T),
+        topic_word_csr=S,
         elbo_local=elbo,
         elbo_data=data_term,
         doc_topic=doc_N,

@@ -30,6 +30,7 @@ from sklearn.utils.validation import (
 )
 
 from .._engine import StochasticState, SuffStats, VariationalModel, fit_engine, stochastic_step
+from ..datasets._stream import CorpusStream
 from ._local import TopicTables, local_step
 
 __all__ = ["SparseLDA"]
@@ -38,13 +39,86 @@ __all__ = ["SparseLDA"]
 _KMEANS_ITERS = 20
 
 
+#: rows of a K x V array handled at once where a whole-array temporary would cost K x V
+_ROW_BLOCK_ELEMS = 1 << 20
+
+
+def _row_blocks(K, V):
+    step = max(1, _ROW_BLOCK_ELEMS // max(V, 1))
+    return [(a, min(K, a + step)) for a in range(0, K, step)]
+
+
 class _LDAParams:
-    """Global parameters: lambda (K, V), E[log phi] (K, V) and the local step's tables."""
+    """Global parameters: lambda (K, V), E[log phi] (K, V) and the local step's tables.
+
+    E[log phi_kv] = psi(lambda_kv) - psi(sum_w lambda_kw) is computed once, straight into the
+    (V, K) layout the local step reads; ``Elogphi`` is a (K, V) view of that table. Built
+    from the statistics (:meth:`from_stats`), the parameters do not store lambda = tau +
+    max(S, 0) either: it is recomputed from S (by blocks of topics where it is only read),
+    so they hold a single K x V array. ``S`` must then not change while they are in use
+    (the engine builds new parameters after every change of the statistics).
+    """
 
     def __init__(self, lam):
-        self.lam = lam
-        self.Elogphi = psi(lam) - psi(lam.sum(axis=1))[:, None]
-        self.tables = TopicTables(self.Elogphi)
+        self._lam = lam
+        self._S = self._tau = None
+        K, V = lam.shape
+        CT = np.empty((V, K))
+        psi(lam.T, out=CT)
+        CT -= psi(lam.sum(axis=1))[None, :]
+        self._set_table(CT)
+
+    @classmethod
+    def from_stats(cls, S, tau):
+        """Parameters of lambda = tau + max(S, 0) without a K x V temporary."""
+        self = cls.__new__(cls)
+        self._lam = None
+        self._S, self._tau = S, float(tau)
+        K, V = S.shape
+        CT = np.empty((V, K))
+        for a, b in _row_blocks(K, V):
+            lam = self.lam_rows(a, b)
+            psi(lam.T, out=CT[:, a:b])
+            CT[:, a:b] -= psi(lam.sum(axis=1))[None, :]
+        self._set_table(CT)
+        return self
+
+    def _set_table(self, CT):
+        self.tables = TopicTables.from_transposed(CT)
+        self.Elogphi = self.tables.CT.T
+
+    def lam_rows(self, a, b):
+        """lambda of topics a..b-1 (a new array)."""
+        if self._lam is not None:
+            return self._lam[a:b].copy()
+        if self._S is None:
+            raise RuntimeError("these parameters keep only the E[log phi] table")
+        S = self._S[a:b]
+        if sp.issparse(S):
+            S = S.toarray()
+        # lambda = tau + max(S, 0): memoized subtraction can leave -1e-13 where S is 0
+        lam = np.maximum(S, 0.0)
+        lam += self._tau
+        return lam
+
+    def materialize(self):
+        """Store lambda and drop the reference to the statistics it is computed from."""
+        if self._lam is None:
+            self._lam = self.lam
+            self._S = None
+
+    def release(self):
+        """Drop the E[log phi] table (the parameters can no longer be used by a local step)."""
+        self.tables = self.Elogphi = None
+
+    @property
+    def lam(self):
+        """lambda (K, V)."""
+        if self._lam is not None:
+            return self._lam
+        if self._S is None:
+            raise RuntimeError("these parameters keep only the E[log phi] table")
+        return self.lam_rows(0, self._S.shape[0])
 
 
 class _LDAModel(VariationalModel):
@@ -55,12 +129,17 @@ class _LDAModel(VariationalModel):
     (c_Dir(alpha) - c_Dir(theta_d) - sum c r log r, paper 000 Eq. 46-48).
     """
 
-    def __init__(self, alpha, tau, L, local_opts, n_threads):
+    def __init__(self, alpha, tau, L, local_opts, n_threads, stats_format="sparse"):
         self.alpha = alpha
         self.tau = float(tau)
         self.L = L
         self.local_opts = local_opts
         self.n_threads = n_threads
+        if stats_format not in ("sparse", "dense"):
+            raise ValueError(f"stats_format must be 'sparse' or 'dense', got {stats_format!r}")
+        # 'sparse': a batch's S is a (K, V) CSR array of the (k, v) pairs it touched (its
+        # size follows the batch); 'dense': a (K, V) array. Same values either way.
+        self.stats_format = stats_format
         self.counters = {"restarts_tried": 0, "restarts_accepted": 0, "local_iters": 0}
 
     def local_step(self, X, params):
@@ -69,11 +148,18 @@ class _LDAModel(VariationalModel):
         self.counters["restarts_tried"] += res.n_restarts_tried
         self.counters["restarts_accepted"] += res.n_restarts_accepted
         self.counters["local_iters"] += res.n_iter_total
-        return SuffStats(S=res.topic_word_stats, elbo_local=res.elbo_local)
+        S = res.topic_word_csr if self.stats_format == "sparse" else res.topic_word_stats
+        return SuffStats(S=S, elbo_local=res.elbo_local)
 
     def global_step(self, stats):
-        # lambda = tau + S; memoized subtraction can leave -1e-13 where S is 0
-        return _LDAParams(self.tau + np.maximum(stats["S"], 0.0))
+        # lambda = tau + max(S, 0), E[log phi] built by blocks of topics from S
+        return _LDAParams.from_stats(stats["S"], self.tau)
+
+    def initial_params(self, init_stats):
+        # the first pass only reads the table: do not keep the initial statistics alive
+        params = self.global_step(init_stats)
+        params._S = None
+        return params
 
     def elbo(self, stats, params):
         """Whole-data ELBO (paper 000 App. C):
@@ -83,13 +169,26 @@ class _LDAModel(VariationalModel):
 
         with c_Dir(a) = log Gamma(sum a) - sum log Gamma(a) (Eq. 49).
         """
-        lam, El = params.lam, params.Elogphi
-        K, V = lam.shape
+        El = params.Elogphi
+        K, V = El.shape
         tau = self.tau
-        data = float(np.sum(stats["S"] * El))
+        S = stats["S"]
         cdir_prior = gammaln(V * tau) - V * gammaln(tau)
-        cdir_post = gammaln(lam.sum(axis=1)) - gammaln(lam).sum(axis=1)
-        glob = K * cdir_prior - float(cdir_post.sum()) + float(np.sum((tau - lam) * El))
+        # by blocks of topics: no K x V temporaries
+        data = glob_lin = 0.0
+        lg = np.empty(K)
+        lsum = np.empty(K)
+        for a, b in _row_blocks(K, V):
+            Sa = S[a:b].toarray() if sp.issparse(S) else S[a:b]
+            lam = params.lam_rows(a, b)
+            data += float(np.sum(Sa * El[a:b]))
+            lsum[a:b] = lam.sum(axis=1)
+            lg[a:b] = gammaln(lam).sum(axis=1)
+            lam *= -1.0
+            lam += tau
+            glob_lin += float(np.sum(lam * El[a:b]))
+        cdir_post = gammaln(lsum) - lg
+        glob = K * cdir_prior - float(cdir_post.sum()) + glob_lin
         return float(stats["elbo_local"]) + data + glob
 
 
@@ -170,6 +269,36 @@ def _kl_kmeans(X, seeds, tau, n_iter):
         new[empty] = counts[empty]
         counts, z_old = new, z
     return counts
+
+
+def _prepare_stream(est, stream, rng, whom):
+    """For ``fit`` on a :class:`CorpusStream`: validate every minibatch (one read, the first
+    sets ``n_features_in_``), initialize the topics from the first minibatch with
+    ``est._init_stats``; returns (validating stream, initial statistics, documents, tokens)."""
+    if est.algorithm != "memoized":
+        raise ValueError(
+            f"fitting a CorpusStream needs algorithm='memoized' (got {est.algorithm!r}); for "
+            "stochastic training call partial_fit on each minibatch."
+        )
+    first, n_docs, n_tokens = None, 0, 0.0
+    for Xb in stream:
+        Xb = est._check_X(Xb, reset=first is None, whom=whom)
+        if first is None:
+            first = Xb
+        n_docs += Xb.shape[0]
+        n_tokens += float(Xb.sum())
+    if first is None or n_docs == 0:
+        raise ValueError("cannot fit on an empty dataset: the stream has no documents.")
+    init = est._init_stats(first, rng)
+
+    def checked():
+        for Xb in stream:
+            yield est._check_X(Xb, reset=False, whom=whom)
+
+    wrapped = CorpusStream(checked, n_features=stream.n_features,
+                           n_documents=stream.n_documents, batch_size=stream.batch_size,
+                           feature_names=stream.feature_names, source=stream.source)
+    return wrapped, init, n_docs, n_tokens
 
 
 class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -380,6 +509,9 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             X.sum_duplicates()
         return X
 
+    def _prepare_stream(self, stream, rng):
+        return _prepare_stream(self, stream, rng, "SparseLDA.fit")
+
     def _svi_scale(self, n_docs):
         """Factor by which the stochastic objective scales the documents given to fit."""
         if self.algorithm == "stochastic" and self.total_samples is not None:
@@ -391,10 +523,14 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             return 0.5 / self.n_components
         return float(self.doc_topic_prior)
 
+    #: storage of the per-batch topic-word statistics ('sparse' or 'dense'; same results)
+    _stats_format = "sparse"
+
     def _model(self):
         L = self.L if (self.L is not None and self.L < self.n_components) else None
         opts = dict(max_iter=self.local_max_iter, tol=self.local_tol, restarts=self.restarts)
-        return _LDAModel(self._alpha(), self.topic_word_prior, L, opts, self.n_threads)
+        return _LDAModel(self._alpha(), self.topic_word_prior, L, opts, self.n_threads,
+                         self._stats_format)
 
     def _init_stats(self, X, rng):
         K, V = self.n_components, X.shape[1]
@@ -416,11 +552,15 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             S = _kl_kmeans(X, seeds, tau, _KMEANS_ITERS)
         return SuffStats(S=np.ascontiguousarray(S, dtype=np.float64), elbo_local=0.0)
 
-    def _set_topics(self, params):
+    def _set_topics(self, params, release=False):
+        """Fitted attributes from ``params``; ``release=True`` drops the parameters' tables
+        once read (they are then unusable), so that at most three K x V arrays coexist."""
         lam = params.lam
         self.components_ = lam
+        self.exp_dirichlet_component_ = np.exp(params.Elogphi, order="C")
+        if release:
+            params.release()
         self.topic_word_distribution_ = lam / lam.sum(axis=1, keepdims=True)
-        self.exp_dirichlet_component_ = np.exp(params.Elogphi)
         self.doc_topic_prior_ = self._alpha()
         self.topic_word_prior_ = float(self.topic_word_prior)
 
@@ -436,8 +576,14 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Non-negative word counts (float counts allowed).
+        X : {array-like, sparse matrix} of shape (n_samples, n_features) or CorpusStream
+            Non-negative word counts (float counts allowed). A
+            :class:`~sparseclust.datasets.CorpusStream` (e.g. from
+            :func:`~sparseclust.datasets.stream_uci_bow`) trains on a corpus on disk:
+            memoized training only, its minibatches (in file order) are the fixed batches
+            (``n_batches`` is not used), the topics start from ``init`` on the first
+            minibatch, and every pass reads the corpus again, caching only each minibatch's
+            statistics. A first read validates every minibatch and counts the tokens.
         y : ignored
         callback : callable or None, default=None
             Called after every pass as ``callback(info)``; ``info`` is the pass's trace entry
@@ -451,10 +597,15 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self
         """
         self._validate_params()
-        X = self._check_X(X, reset=True, whom="SparseLDA.fit")
-        rng = check_random_state(self.random_state)
+        if isinstance(X, CorpusStream):
+            rng = check_random_state(self.random_state)
+            X, init, n_docs, n_tokens = self._prepare_stream(X, rng)
+        else:
+            X = self._check_X(X, reset=True, whom="SparseLDA.fit")
+            rng = check_random_state(self.random_state)
+            init = self._init_stats(X, rng)
+            n_docs, n_tokens = X.shape[0], float(X.sum())
         model = self._model()
-        init = self._init_stats(X, rng)
         snapshots = []
 
         def _snapshot(info):
@@ -465,15 +616,17 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             public["components"] = info["params"].lam
             return bool(callback(public))
 
-        n_tokens = float(X.sum())
+        # the engine gets the only reference to the initial statistics (K x V), so that it
+        # can release them after the first global step
+        init = [init]
         result = fit_engine(
             model,
             X,
-            init,
+            init.pop(),
             algorithm=self.algorithm,
             max_iter=self.max_iter,
             tol=self.tol,
-            n_batches=min(self.n_batches, X.shape[0]),
+            n_batches=min(self.n_batches, n_docs),
             batch_size=self.batch_size,
             kappa=self.kappa,
             delta=self.delta,
@@ -483,7 +636,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             callback=_snapshot,
             # tol is in nats per training token (an empty corpus has nothing to converge); a
             # stochastic objective is scaled to total_samples documents
-            tol_scale=max(n_tokens * self._svi_scale(X.shape[0]), 1.0),
+            tol_scale=max(n_tokens * self._svi_scale(n_docs), 1.0),
         )
         trace, prev = [], {k: 0 for k in model.counters}
         for entry, snap in zip(result.trace, snapshots, strict=True):
@@ -491,11 +644,22 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             entry.update({k: snap[k] - prev[k] for k in snap})
             prev = snap
             trace.append(entry)
-        self._set_topics(result.params)
+        if self.algorithm != "stochastic":
+            # the documents' ELBO terms of the fitted statistics, for partial_fit's objective
+            self._elbo_local_fit = float(result.stats["elbo_local"])
+            # lambda from the final statistics, then release them (whole-data total and batch
+            # caches) and the parameters' table before the fitted attributes are built
+            params, result.params = result.params, None
+            params.materialize()
+            result.stats = result.batch_stats = None
+            self._set_topics(params, release=True)
+            del params
+        else:
+            self._set_topics(result.params)
         self.trace_ = trace
         self.n_iter_ = result.n_iter
         self.converged_ = bool(result.converged)
-        self._n_samples_fit = X.shape[0]
+        self._n_samples_fit = n_docs
         self.lower_bounds_ = list(result.lower_bounds)
         self.lower_bound_ = result.lower_bound
         self.n_restarts_tried_ = model.counters["restarts_tried"]
@@ -505,8 +669,6 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             self._svi_state = result.state
         else:
             self._svi_state = None
-            # the documents' ELBO terms of the fitted statistics, for partial_fit's objective
-            self._elbo_local_fit = float(result.stats["elbo_local"])
         stopped = callback is not None and len(trace) < self.max_iter
         if not self.converged_ and not stopped and self.algorithm != "stochastic":
             warnings.warn(

@@ -1,0 +1,264 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""Streamed corpora: the minibatches are the rows of the whole-file loaders, read in blocks,
+and partial_fit over a stream equals partial_fit over the in-memory minibatches."""
+
+import gzip
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from sparseclust import HDPTopicModel, SparseLDA
+from sparseclust.datasets import (
+    CorpusStream,
+    _stream,
+    load_kos,
+    load_ldac,
+    load_text_folder,
+    load_uci_bow,
+    save_uci_bow,
+    stream_ldac,
+    stream_text_folder,
+    stream_uci_bow,
+)
+
+
+@pytest.fixture
+def small_blocks(monkeypatch):
+    # tiny read blocks: documents and lines straddle block boundaries everywhere
+    monkeypatch.setattr(_stream, "_BLOCK_BYTES", 97)
+
+
+def _stack(stream):
+    parts = list(stream)
+    return sp.vstack(parts).tocsr() if parts else None, [p.shape[0] for p in parts]
+
+
+def _same(A, B):
+    A, B = sp.csr_matrix(A), sp.csr_matrix(B)
+    assert A.shape == B.shape
+    assert (A != B).nnz == 0
+
+
+@pytest.mark.parametrize("compress", [False, True])
+@pytest.mark.parametrize("batch_size", [1, 7, 100])
+def test_uci_stream_equals_load(tmp_path, small_blocks, compress, batch_size):
+    keep = np.ones(150)
+    keep[[3, 42, 43, 44, 45, 46, 47, 48, 149]] = 0  # empty documents, also a whole minibatch
+    X = sp.csr_matrix(sp.diags_array(keep) @ load_kos().data[:150])
+    X.eliminate_zeros()
+    path = tmp_path / ("docword.txt" + (".gz" if compress else ""))
+    save_uci_bow(X, path)
+    ref = load_uci_bow(path).data
+    s = stream_uci_bow(path, batch_size=batch_size)
+    assert isinstance(s, CorpusStream) and s.n_documents == 150 and s.n_features == X.shape[1]
+    got, sizes = _stack(s)
+    _same(got, ref)
+    assert sizes[:-1] == [batch_size] * (len(sizes) - 1)
+    # iterating again reads the file again
+    _same(_stack(s)[0], ref)
+
+
+def test_uci_stream_sums_duplicates_and_ignores_blank_lines(tmp_path):
+    path = tmp_path / "d.txt"
+    path.write_text("3\n4\n4\n1 2 1\n\n1 2 3\n3 4 2\n3 1 1\n\n")
+    got, sizes = _stack(stream_uci_bow(path, batch_size=2))
+    assert sizes == [2, 1]
+    _same(got, load_uci_bow(path).data)
+
+
+@pytest.mark.parametrize(
+    "text, fragment, line",
+    [
+        ("2\n3\n2\n2 1 1\n1 2 1\n", "increasing docID", 5),
+        ("2\n3\n2\n1 1 1\n1 x 1\n", "wordID", 5),
+        ("2\n3\n2\n1 1 1\n", "NNZ=2", 5),
+        ("2\n3\n1\n1 1 1\n2 1 1\n", "more entries", 5),
+        ("2\n3\n2\n1 1 1\n3 1 1\n", "out of range", 5),
+        ("2\n3\n", "number of non-zeros", 3),
+    ],
+)
+def test_uci_stream_errors_name_file_and_line(tmp_path, text, fragment, line):
+    path = tmp_path / "bad.txt"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=fragment) as info:
+        list(stream_uci_bow(path, batch_size=1))
+    assert f"bad.txt, line {line}:" in str(info.value)
+
+
+def test_uci_stream_vocabulary_and_arguments(tmp_path):
+    path, vocab = tmp_path / "d.txt", tmp_path / "v.txt"
+    save_uci_bow(sp.csr_matrix(np.array([[1.0, 0, 2]])), path, vocab, ["a", "b", "c"])
+    s = stream_uci_bow(path, vocab, batch_size=5)
+    assert list(s.feature_names) == ["a", "b", "c"]
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="batch_size"):
+            stream_uci_bow(path, batch_size=bad)
+    vocab.write_text("a\nb\n")
+    with pytest.raises(ValueError, match="W=3"):
+        stream_uci_bow(path, vocab)
+
+
+def _write_ldac(path, X, trailing=""):
+    lines = []
+    for d in range(X.shape[0]):
+        row = X[[d]]
+        pairs = " ".join(f"{j}:{int(c)}" for j, c in zip(row.indices, row.data, strict=True))
+        lines.append(f"{row.nnz} {pairs}".strip())
+    text = "\n".join(lines) + "\n" + trailing
+    if str(path).endswith(".gz"):
+        path.write_bytes(gzip.compress(text.encode()))
+    else:
+        path.write_text(text)
+
+
+@pytest.mark.parametrize("name", ["c.ldac", "c.ldac.gz"])
+@pytest.mark.parametrize("batch_size", [1, 9, 500])
+def test_ldac_stream_equals_load(tmp_path, small_blocks, name, batch_size):
+    keep = np.ones(60)
+    keep[[0, 17]] = 0
+    X = sp.csr_matrix(sp.diags_array(keep) @ load_kos().data[:60])
+    X.eliminate_zeros()
+    path = tmp_path / name
+    _write_ldac(path, X, trailing="\n\n")
+    ref = load_ldac(path, n_features=X.shape[1]).data
+    got, sizes = _stack(stream_ldac(path, n_features=X.shape[1], batch_size=batch_size))
+    _same(got, ref)
+    assert sum(sizes) == 60 and all(s == batch_size for s in sizes[:-1])
+
+
+def test_ldac_stream_errors(tmp_path, small_blocks):
+    path = tmp_path / "c.ldac"
+    path.write_text("1 0:2\n2 1:1 3:1\n\n1 2:1\n")
+    with pytest.raises(ValueError, match="n_features or vocab_path"):
+        stream_ldac(path)
+    with pytest.raises(ValueError, match=r"c.ldac, line 3: empty line"):
+        list(stream_ldac(path, n_features=4, batch_size=1))
+    path.write_text("1 0:2\n2 1:1 9:1\n")
+    with pytest.raises(ValueError, match=r"c.ldac, line 2: word id 9 out of range"):
+        list(stream_ldac(path, n_features=4))
+
+
+def test_text_folder_stream_equals_load(tmp_path):
+    rng = np.random.default_rng(0)
+    words = ["topic", "model", "sparse", "memory", "stream", "disk", "batch", "word"]
+    for i in range(23):
+        sub = tmp_path / ("a" if i % 2 else "b")
+        sub.mkdir(exist_ok=True)
+        (sub / f"{i:03d}.txt").write_text(" ".join(rng.choice(words, size=rng.integers(0, 9))))
+    ref = load_text_folder(tmp_path)
+    s = stream_text_folder(tmp_path, ref.feature_names, batch_size=5)
+    assert s.n_documents == 23 and list(s.feature_names) == list(ref.feature_names)
+    got, sizes = _stack(s)
+    assert sizes == [5, 5, 5, 5, 3]
+    _same(got, ref.data)
+    with pytest.raises(ValueError, match="[Vv]ocabulary"):
+        stream_text_folder(tmp_path, {"x": 3})
+    with pytest.raises(ValueError, match="'input'"):
+        stream_text_folder(tmp_path, ref.feature_names, input="filename")
+
+
+@pytest.mark.parametrize("cls, params", [
+    (SparseLDA, dict(n_components=5, L=3)),
+    (HDPTopicModel, dict(max_components=8, L=3)),
+])
+def test_partial_fit_over_a_stream_equals_in_memory_minibatches(tmp_path, cls, params):
+    X = sp.csr_matrix(load_kos().data[:300])
+    path = tmp_path / "docword.kos.txt.gz"
+    save_uci_bow(X, path)
+    streamed = cls(random_state=0, total_samples=300, **params)
+    for Xb in stream_uci_bow(path, batch_size=64):
+        streamed.partial_fit(Xb)
+    ref = cls(random_state=0, total_samples=300, **params)
+    for lo in range(0, 300, 64):
+        ref.partial_fit(X[lo:lo + 64])
+    np.testing.assert_array_equal(streamed.components_, ref.components_)
+    assert streamed.n_batch_iter_ == 5
+
+
+# ------------------------------------------------------------------ memoized from disk
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_memoized_fit_on_a_stream_equals_the_dense_memoized_loop(tmp_path):
+    from sparseclust._engine import SuffStats
+    from sparseclust.topics._sparse_lda import _LDAModel
+
+    X = sp.csr_matrix(load_kos().data[:250])
+    path = tmp_path / "docword.txt.gz"
+    save_uci_bow(X, path)
+    K, B = 6, 60
+    S0 = np.random.default_rng(0).gamma(100.0, 0.01, (K, X.shape[1]))
+    m = SparseLDA(n_components=K, L=3, init=S0, max_iter=3, tol=0, random_state=0)
+    m.fit(stream_uci_bow(path, batch_size=B))
+    # reference: memoized training over the minibatches in file order, dense statistics
+    ref = _LDAModel(0.5 / K, 0.1, 3, dict(max_iter=100, tol=0.05, restarts=0), None,
+                    stats_format="dense")
+    batches = [X[lo:lo + B] for lo in range(0, 250, B)]
+    params = ref.global_step(SuffStats(S=S0, elbo_local=0.0))
+    cache = [ref.local_step(b, params) for b in batches]
+    total = cache[0]
+    for s in cache[1:]:
+        total = total + s
+    params = ref.global_step(total)
+    for _ in range(2):
+        for i, b in enumerate(batches):
+            s = ref.local_step(b, params)
+            total = total - cache[i] + s
+            cache[i] = s
+            params = ref.global_step(total)
+    np.testing.assert_array_equal(m.components_, params.lam)
+    assert m.n_features_in_ == X.shape[1] and m._n_samples_fit == 250
+    lb = np.asarray(m.lower_bounds_)
+    assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:]))
+    # the fitted model transforms in-memory documents as usual
+    assert m.transform(X[:5]).shape == (5, K)
+
+
+def test_fit_on_a_stream_errors(tmp_path):
+    path = tmp_path / "d.txt"
+    save_uci_bow(sp.csr_matrix(load_kos().data[:30]), path)
+    s = stream_uci_bow(path, batch_size=10)
+    with pytest.raises(ValueError, match="algorithm='memoized'"):
+        SparseLDA(n_components=3, algorithm="batch").fit(s)
+    empty = tmp_path / "e.txt"
+    empty.write_text("0\n5\n0\n")
+    with pytest.raises(ValueError, match="empty"):
+        SparseLDA(n_components=3).fit(stream_uci_bow(empty))
+    # a minibatch with another number of columns than the first: the clear sklearn error
+    from sparseclust.datasets import CorpusStream
+
+    bad = CorpusStream(lambda: iter([sp.csr_matrix(np.ones((4, 5))),
+                                     sp.csr_matrix(np.ones((4, 6)))]),
+                       n_features=5, n_documents=8, batch_size=4, feature_names=None,
+                       source="mem")
+    with pytest.raises(ValueError, match="features"):
+        SparseLDA(n_components=2).fit(bad)
+    neg = CorpusStream(lambda: iter([sp.csr_matrix(-np.ones((4, 5)))]), n_features=5,
+                       n_documents=4, batch_size=4, feature_names=None, source="mem")
+    with pytest.raises(ValueError, match="[Nn]egative"):
+        SparseLDA(n_components=2).fit(neg)
+
+
+def test_hdp_memoized_fit_on_a_stream_with_moves(tmp_path):
+    from .test_hdp import hdp_corpus
+
+    X, _, _ = hdp_corpus(0, K=8, V=80, D=200, length=40)
+    X = sp.csr_matrix(X)
+    path = tmp_path / "docword.txt"
+    save_uci_bow(X, path)
+    params = dict(max_components=20, L=4, max_iter=8, tol=0, random_state=0,
+                  local_tol=1e-4)
+    m = HDPTopicModel(**params).fit(stream_uci_bow(path, batch_size=50))
+    tr = m.trace_
+    # merges and deletes ran on statistics of minibatches read from disk
+    assert sum(e["merges_accepted"] for e in tr) > 0
+    assert sum(e["deletes_accepted"] for e in tr) > 0
+    lb = np.asarray(m.lower_bounds_)
+    assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:]))
+    # the same minibatches held in memory give the same fit
+    parts = [X[lo:lo + 50] for lo in range(0, 200, 50)]
+    mem = CorpusStream(lambda: iter(parts), n_features=X.shape[1], n_documents=200,
+                       batch_size=50, feature_names=None, source="memory")
+    ref = HDPTopicModel(**params).fit(mem)
+    np.testing.assert_array_equal(m.components_, ref.components_)
