@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""L-sparse Gaussian mixtures of natural-image patches (paper 000, Fig. 1a and Fig. 2).
+"""L-sparse Gaussian mixtures of natural-image patches (Hughes & Sudderth 2016, Fig. 1a and Fig.
+2).
 
 Data: grayscale 8x8 patches on a stride-4 grid, each patch's mean removed, from the BSDS500
 ``images/train`` folder (training) and ``images/val`` (held out), subsampled uniformly.

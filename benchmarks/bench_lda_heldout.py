@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Held-out document completion against wall-clock time on 20 Newsgroups (paper 000, Fig. 4).
+"""Held-out document completion against wall-clock time on 20 Newsgroups (Hughes & Sudderth 2016,
+Fig. 4).
 
 Methods, all with the same priors (alpha = 0.5 / K per topic, topic-word prior 0.1) and the
 same thread count (``--threads``, default 1):

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Speed of the L-sparse LDA document local step against the dense one (paper 000 Fig. 3b/3c).
+"""Speed of the L-sparse LDA document local step against the dense one (Hughes & Sudderth 2016,
+Fig. 3b/3c).
 
 Setup: IMDB reviews read straight from ``aclImdb_v1_text.tar.gz`` (no unpacking);
 ``CountVectorizer(stop_words="english", min_df=5)`` fitted on ``--n-fit`` reviews; one SparseLDA

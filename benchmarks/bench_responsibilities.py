@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Speed of the local step from fixed weights (analogue of paper 000, Fig. 1b and 1c).
+"""Speed of the local step from fixed weights (analogue of Hughes & Sudderth 2016, Fig. 1b and 1c).
 
 Fig. 1b: responsibilities from a fixed weight matrix W (N x K) for L in {1, 4, 16, K}.
 Fig. 1c: the summary statistics N_k, Sx_k, Sxx_k (Eq. 7, full second moment, D = 64) from

@@ -48,8 +48,7 @@ def api_page():
         "",
         "Every public name of the package. Docstrings cite papers by author and year, and the",
         "section, equation or figure of the paper; the full entries are on the",
-        ":doc:`references` page (\"paper 000\" in older docstrings is Hughes & Sudderth 2016,",
-        "\"paper 001\" is Mimno, Hoffman & Blei 2012).",
+        ":doc:`references` page.",
         "",
     ]
     seen = set()

@@ -14,14 +14,16 @@ This module drives the two under three algorithms and knows nothing model-specif
 ``batch``
     exact coordinate ascent: one local step over all data, then one global step.
 ``memoized``
-    memoized variational inference (Hughes & Sudderth 2013; paper 000 §4): the data are split
+    memoized variational inference (Hughes & Sudderth 2013; Hughes & Sudderth 2016, §4): the data
+    are split
     once into B fixed batches whose statistics are cached. Visiting batch b replaces its cached
     statistics in the whole-data total, ``S <- S - S_b^old + S_b^new``, followed by a global step.
     During the first pass no batch has cached statistics yet, so the pass accumulates all batches
     under the initial parameters and runs a single global step at its end: the first memoized
     pass therefore equals one batch iteration.
 ``stochastic``
-    stochastic variational inference (Hoffman et al. 2013; paper 001 Alg. 1): a minibatch's
+    stochastic variational inference (Hoffman et al. 2013; Mimno, Hoffman & Blei 2012, Alg. 1): a
+    minibatch's
     statistics are scaled by ``total_samples / batch size`` and blended,
     ``S_t = (1 - rho_t) S_{t-1} + rho_t * scale * S_batch`` with ``rho_t = (delta + t)^(-kappa)``,
     ``t = 1, 2, ...``. For the conjugate-exponential models here the global natural parameters are
@@ -255,7 +257,8 @@ class VariationalModel:
 
 
 def learning_rate(t, kappa, delta):
-    """SVI step size ``rho_t = (delta + t)^(-kappa)`` (paper 001, Sec. 2), ``t >= 1``.
+    """SVI step size ``rho_t = (delta + t)^(-kappa)`` (Mimno, Hoffman & Blei 2012, Sec. 2), ``t >=
+    1``.
 
     With ``kappa`` in (0.5, 1] and ``delta >= 0`` the Robbins-Monro conditions
     ``sum rho_t = inf``, ``sum rho_t^2 < inf`` hold. The first step may be 1 (``delta = 0``),

@@ -29,7 +29,8 @@ def dense_responsibilities(W):
 
 
 def sparse_responsibilities(W, L):
-    """Top-L exp-normalize (paper 000, Alg. 1): values (N, L) and int32 indices (N, L)."""
+    """Top-L exp-normalize (Hughes & Sudderth 2016, Alg. 1): values (N, L) and int32 indices (N,
+    L)."""
     W = np.asarray(W, dtype=float)
     idx = top_l_indices(W, L)
     w = np.take_along_axis(W, idx, axis=1)
@@ -37,7 +38,7 @@ def sparse_responsibilities(W, L):
 
 
 def summary_statistics(values, indices, X, n_components):
-    """Statistics of L-sparse responsibilities by densifying them (paper 000, Eq. 7).
+    """Statistics of L-sparse responsibilities by densifying them (Hughes & Sudderth 2016, Eq. 7).
 
     Returns a dict with ``N`` (K,), ``Sx`` (K, D), ``Sxx`` (K, D, D), ``Sxx_diag`` (K, D)
     and ``entropy`` (K,) = -sum_n r_nk log r_nk.

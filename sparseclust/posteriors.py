@@ -94,7 +94,8 @@ def _method_code(method, L, K):
 
 
 def top_l_indices(W, L, *, method="auto", n_threads=None):
-    """Column indices of the L largest weights of each row (SelectTopL, paper 000 Sec. 3.2).
+    """Column indices of the L largest weights of each row (SelectTopL, Hughes & Sudderth 2016,
+    Sec. 3.2).
 
     Parameters
     ----------
@@ -144,7 +145,7 @@ def _responsibilities(W, L, method, n_threads):
 
 
 def responsibilities(W, L=None, *, n_threads=None):
-    """L-sparse responsibilities (TopLRespFromWeights, paper 000 Alg. 1).
+    """L-sparse responsibilities (TopLRespFromWeights, Hughes & Sudderth 2016, Alg. 1).
 
     r_n = exp(W_n[i_n] - max W_n[i_n]) / sum(...) over the top-L indices i_n of row n, the
     optimal L-sparse solution of Eq. (8) (Sec. 3.1). A weight of -inf gets responsibility 0.
@@ -171,7 +172,8 @@ def responsibilities(W, L=None, *, n_threads=None):
 
 
 def dense_responsibilities(W, *, n_threads=None):
-    """Dense responsibilities (DenseRespFromWeights, paper 000 Alg. 1): row-wise softmax.
+    """Dense responsibilities (DenseRespFromWeights, Hughes & Sudderth 2016, Alg. 1): row-wise
+    softmax.
 
     Equivalent to ``exp(W - logsumexp(W, axis=1, keepdims=True))``, computed stably
     (row maximum subtracted). Returns an (N, K) array in W's float dtype.
@@ -196,7 +198,7 @@ def sparse_responsibilities(W, L, *, n_threads=None):
 
 
 def summary_statistics(values, indices, X, n_components, *, moments="full", n_threads=None):
-    """Sufficient statistics of sparse responsibilities (paper 000, Eq. 7).
+    """Sufficient statistics of sparse responsibilities (Hughes & Sudderth 2016, Eq. 7).
 
     With r_nk the responsibilities (``values[n, l]`` at column ``indices[n, l]``):
     N_k = sum_n r_nk, Sx_k = sum_n r_nk x_n, Sxx_k = sum_n r_nk x_n x_n^T,

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The LDA document local step against plain numpy references (paper 000 Alg. 2, App. C-D)."""
+"""The LDA document local step against plain numpy references (Hughes & Sudderth 2016, Alg. 2,
+App. C-D)."""
 
 import numpy as np
 import pytest

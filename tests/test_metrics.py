@@ -81,7 +81,8 @@ def reference_score(phi, X_obs, X_held, alpha):
 
 
 def brute_force_umass(phi, X, top_n, eps=1.0):
-    """Eq. 13 of paper 001 by counting documents one at a time with Python sets."""
+    """Eq. 13 of Mimno, Hoffman & Blei 2012 by counting documents one at a time with Python
+    sets."""
     X = np.asarray(sp.csr_array(X).toarray())
     doc_words = [set(np.flatnonzero(row > 0).tolist()) for row in X]
     out = []

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Batched Mahalanobis norms for the Gaussian-mixture weights (paper 000, Eq. 5).
+"""Batched Mahalanobis norms for the Gaussian-mixture weights (Hughes & Sudderth 2016, Eq. 5).
 
 The dense part of the mixture's local step: for every sample n and component k,
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The LDA document local step, dense and L-sparse (paper 000, Sec. 5, Alg. 2, App. C-D).
+"""The LDA document local step, dense and L-sparse (Hughes & Sudderth 2016, Sec. 5, Alg. 2, App. C-D).
 
 For every document d with unique word types v_du and counts c_du the kernel alternates
 
@@ -43,7 +43,7 @@ and the data term separately; the global model recomputes the data term from the
 Restart proposals: after convergence, the used topics (N_dk > restart_min) are sorted by
 increasing mass; for each of the ``restarts`` smallest (never the last used topic) the proposal
 sets N_dk = 0, forbids topic k, runs up to ``restart_max_iter`` iterations, and is accepted iff
-L_d increases (Hughes et al. 2015; paper 000 App. D.4).
+L_d increases (Hughes, Kim & Sudderth 2015; Hughes & Sudderth 2016, App. D.4).
 
 Determinism: each document is processed by one thread with private scratch and writes only its
 own output slots; the summary step then accumulates every word type's row of the statistics
@@ -888,7 +888,7 @@ def lda_local_docs(
     initialization Hughes, Kim & Sudderth (2015) recommend for the HDP); it must be the same
     for every document, which keeps the batch-wide cold-start table exact.
 
-    Equivalent to running ``DenseStepForDoc`` (Lk = 0) or ``LSparseStepForDoc`` of paper 000
+    Equivalent to running ``DenseStepForDoc`` (Lk = 0) or ``LSparseStepForDoc`` of Hughes & Sudderth 2016
     Alg. 2 on each row, followed by restart proposals (App. D.4).
 
     Two exact shortcuts of the sparse regime (0 < Lk < K), on by default; switching them off

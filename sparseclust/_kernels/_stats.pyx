@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Summary statistics of L-sparse responsibilities (paper 000, Eq. 7).
+"""Summary statistics of L-sparse responsibilities (Hughes & Sudderth 2016, Eq. 7).
 
 For responsibilities given as values (N, L) and column indices (N, L) and data X (N, D):
 

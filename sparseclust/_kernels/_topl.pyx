@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Top-L selection and responsibilities from weights (paper 000, Alg. 1, Sec. 3.2).
+"""Top-L selection and responsibilities from weights (Hughes & Sudderth 2016, Alg. 1, Sec. 3.2).
 
 Kernels assume a valid, C-contiguous (N, K) weight matrix and a clamped 1 <= L <= K; the
 public wrappers in :mod:`sparseclust.posteriors` validate. Rows that contain NaN or +inf, or

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: BSD-3-Clause
 //
-// Per-row building blocks of the L-sparse local step (Hughes & Sudderth, paper 000, Alg. 1):
+// Per-row building blocks of the L-sparse local step (Hughes & Sudderth 2016, Alg. 1):
 // top-L selection of a weight vector W_n (K entries), and the exp-normalization of either
 // all K weights (DenseRespFromWeights) or only the L selected ones (TopLRespFromWeights).
 //
@@ -173,7 +173,7 @@ inline void collect_top_l(const T* w, int K, int L, T t, int32_t* idx, T* val) {
     }
 }
 
-// Introselect path (paper 000, Sec. 3.2 and App. F): copy the weights (checking them), find
+// Introselect path (Hughes & Sudderth 2016, Sec. 3.2 and App. F): copy the weights (checking them), find
 // the L-th largest value with std::nth_element on plain values, then collect the winners in
 // index order with the tie rule.  work: at least K values of T.
 template <typename T>

@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Evaluation metrics for topic models.
 
-- :func:`document_completion_score` -- held-out document completion (paper 000, App. E);
-- :func:`umass_coherence` -- UMass coherence of each topic's top words (paper 001, Eq. 13);
+- :func:`document_completion_score` -- held-out document completion (Hughes & Sudderth 2016,
+  App. E);
+- :func:`umass_coherence` -- UMass coherence of each topic's top words (Mimno, Hoffman & Blei
+  2012, Eq. 13);
 - :func:`top_words` -- each topic's most probable words;
 - :func:`split_document_types` -- the seeded observed / held-out split of word types.
 """

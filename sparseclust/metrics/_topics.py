@@ -119,7 +119,7 @@ def _check_alpha(alpha, n_topics):
 
 
 # ---------------------------------------------------------------------------------------
-# document completion (paper 000, App. E)
+# document completion (Hughes & Sudderth 2016, App. E)
 
 
 def split_document_types(X, heldout_fraction=0.2, random_state=None):
@@ -136,7 +136,7 @@ def split_document_types(X, heldout_fraction=0.2, random_state=None):
     X : {array-like, sparse matrix} of shape (n_documents, n_words)
         Word counts (nonnegative).
     heldout_fraction : float in (0, 1), default=0.2
-        Fraction of each document's word types to hold out (paper 000, App. E: 0.2).
+        Fraction of each document's word types to hold out (Hughes & Sudderth 2016, App. E: 0.2).
     random_state : int, RandomState instance or None
         Seed of the split. The split depends only on ``X``'s sparsity pattern, the
         fraction and the seed, so every model scored with the same seed sees the same split.
@@ -193,12 +193,13 @@ def document_completion_score(
     tol=0.05,
     return_details=False,
 ):
-    r"""Held-out document-completion log-likelihood per token (paper 000, App. E).
+    r"""Held-out document-completion log-likelihood per token (Hughes & Sudderth 2016, App. E).
 
     Each test document's word types are split at random, ``1 - heldout_fraction`` observed
     (x_d^A) and ``heldout_fraction`` held out (x_d^B), see :func:`split_document_types`
     (documents with fewer than 2 distinct words are skipped). With the topics fixed at the
-    point estimate phi_hat, the dense LDA local step (paper 000, Alg. 2 with L = K) is run
+    point estimate phi_hat, the dense LDA local step (Hughes & Sudderth 2016, Alg. 2 with L = K)
+    is run
     on x_d^A alone, giving document-topic counts N_dk, the variational posterior
     q(pi_d) = Dir(theta_d) with theta_dk = N_dk + alpha, and its mean
     pi_hat_dk = theta_dk / sum_l theta_dl. The score is
@@ -232,7 +233,7 @@ def document_completion_score(
         Threads of the local step (see :func:`sparseclust.utils.effective_n_threads`).
     max_iter, tol : int, float, keyword-only
         Local-step limits: at most ``max_iter`` iterations, stop when
-        max_k |Delta N_dk| < ``tol`` (paper 000 §5 defaults 100 and 0.05).
+        max_k |Delta N_dk| < ``tol`` (Hughes & Sudderth 2016, §5 defaults 100 and 0.05).
     return_details : bool, keyword-only, default=False
         Also return a dict with the per-document sums, token counts and kept rows.
 
@@ -304,7 +305,7 @@ def _heldout_loglik(pi, phi, X_held):
 
 
 # ---------------------------------------------------------------------------------------
-# coherence (paper 001, Eq. 13) and top words
+# coherence (Mimno, Hoffman & Blei 2012, Eq. 13) and top words
 
 
 def _top_word_indices(phi, n):
@@ -313,7 +314,8 @@ def _top_word_indices(phi, n):
 
 
 def umass_coherence(topic_word, X_reference, top_n=10, *, epsilon=1.0):
-    r"""UMass topic coherence of each topic's top words (paper 001, Eq. 13; Mimno et al. 2011).
+    r"""UMass topic coherence of each topic's top words (Mimno, Hoffman & Blei 2012, Eq. 13; Mimno
+    et al. 2011).
 
     With v_1, ..., v_M (M = ``top_n``) a topic's most probable words in decreasing order,
 

@@ -2,7 +2,8 @@
 """Conjugate Gaussian likelihood math for :class:`SparseGaussianMixture`.
 
 Everything here is a pure function of sufficient statistics, prior and global parameters; no
-responsibilities are ever stored. Notation follows paper 000, App. A-B and Bishop (2006, §10.2):
+responsibilities are ever stored. Notation follows Hughes & Sudderth 2016, App. A-B and Bishop
+(2006, §10.2):
 
 - mixture weights, ``weight_prior_type='dirichlet_distribution'``:
   ``pi ~ Dir(alpha0, ..., alpha0)``, ``q(pi) = Dir(theta)``, ``theta = alpha0 + N``;
@@ -19,7 +20,7 @@ responsibilities are ever stored. Notation follows paper 000, App. A-B and Bisho
   (scikit-learn's ``covariance_prior``). Posterior ``beta = beta0 + N``,
   ``m = (beta0 m0 + Sx) / beta``, ``nu = nu0 + N``,
   ``W^-1 = Psi0 + Sxx - N xbar xbar^T + beta0 N / beta (xbar - m0)(xbar - m0)^T``;
-- ``'full'`` zero mean (the image-patch model, paper 000 App. B.1): ``mu_k = 0``,
+- ``'full'`` zero mean (the image-patch model, Hughes & Sudderth 2016, App. B.1): ``mu_k = 0``,
   ``Lambda_k ~ W(W0, nu0)``, posterior ``nu = nu0 + N``, ``W^-1 = Psi0 + Sxx`` (Eq. 31);
 - ``'diag'``: independent Normal-Gamma per dimension, ``lambda_kd ~ Gamma(nu0 / 2, psi0_d / 2)``
   (shape, rate), ``mu_kd | lambda_kd ~ N(m0_d, (beta0 lambda_kd)^-1)``; posterior shape
@@ -188,7 +189,7 @@ def optimal_allocation_terms(N, prior):
 
 
 def global_step(stats, prior):
-    """Conjugate posterior updates from whole-data statistics (paper 000, App. A-B).
+    """Conjugate posterior updates from whole-data statistics (Hughes & Sudderth 2016, App. A-B).
 
     Parameters
     ----------
@@ -306,7 +307,8 @@ def _c_dir(a):
 
 
 def elbo(stats, params, prior):
-    """Whole-data ELBO (paper 000, Eq. 18-24 and 31) from statistics and global parameters.
+    """Whole-data ELBO (Hughes & Sudderth 2016, Eq. 18-24 and 31) from statistics and global
+    parameters.
 
     ``L = L_data + L_entropy + L_alloc`` where
 
@@ -333,7 +335,8 @@ def allocation_terms(N, params, prior):
     """``E[log p(z | pi)] + E[log p(pi) - log q(pi)]`` from the counts ``N`` (a float).
 
     Dirichlet: ``c_Dir(alpha0) - c_Dir(theta) + sum_k (N_k + alpha0 - theta_k) E[log pi_k]``
-    (paper 000, Eq. 22). Dirichlet process: ``sum_k N_k E[log pi_k]`` plus the stick terms
+    (Hughes & Sudderth 2016, Eq. 22). Dirichlet process: ``sum_k N_k E[log pi_k]`` plus the stick
+    terms
     ``sum_k E[log Beta(u_k | 1, gamma) - log q(u_k)]``
     (:func:`sparseclust._stickbreak.stick_prior_terms`). Valid for any ``params``.
     """
@@ -350,7 +353,7 @@ def allocation_terms(N, params, prior):
 
 def component_terms(stats, params, prior):
     """Per-component data terms (K,): ``sum_n r_nk E[log p(x_n | phi_k)] + E[log p(phi_k) -
-    log q(phi_k)]`` (paper 000, Eq. 31) from the statistics of each component alone.
+    log q(phi_k)]`` (Hughes & Sudderth 2016, Eq. 31) from the statistics of each component alone.
 
     The ELBO is ``allocation_terms + sum(entropy) + sum(component_terms)``; a move that edits
     a few components (a merge) re-evaluates only theirs.
@@ -467,7 +470,8 @@ def component_terms(stats, params, prior):
 class QuadraticForm:
     """Batched Mahalanobis forms ``q[n, k] = (x_n - m_k)^T E[Lambda_k] (x_n - m_k)``.
 
-    The dense part of the local step (paper 000, Eq. 5: the ``O(N K D^2)`` weights), computed by
+    The dense part of the local step (Hughes & Sudderth 2016, Eq. 5: the ``O(N K D^2)`` weights),
+    computed by
     the compiled kernel :mod:`sparseclust._kernels._gmm_weights` as
     ``||x'_n^T C_k - m'_k^T C_k||^2`` with ``E[Lambda_k] = C_k C_k^T`` and ``x' = x - c``,
     ``m' = m - c`` for a fixed center ``c`` (the prior mean; no centering for the zero-mean model,

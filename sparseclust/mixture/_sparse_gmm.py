@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Variational Gaussian mixture with L-sparse responsibilities (paper 000, §2-4, App. A-B)."""
+"""Variational Gaussian mixture with L-sparse responsibilities (Hughes & Sudderth 2016, §2-4, App.
+A-B)."""
 
 import contextlib
 import dataclasses
@@ -70,7 +71,7 @@ class _Timer:
 class _SparseGMMModel(VariationalModel):
     """The local/global/ELBO triple of the L-sparse Gaussian mixture for the engine.
 
-    Local step (paper 000, Alg. 1 and Eq. 5-7), over row blocks of the batch:
+    Local step (Hughes & Sudderth 2016, Alg. 1 and Eq. 5-7), over row blocks of the batch:
 
     1. weights ``W_nk = E[log pi_k] + E[log N(x_n | mu_k, Lambda_k)]`` by BLAS
        (:class:`_gaussian.QuadraticForm`);
@@ -155,7 +156,7 @@ class _SparseGMMModel(VariationalModel):
         )
 
     def weights(self, X, params, out=None, qform=None):
-        """Variational weights ``W`` (n, K) in ``X.dtype`` (paper 000, Eq. 5):
+        """Variational weights ``W`` (n, K) in ``X.dtype`` (Hughes & Sudderth 2016, Eq. 5):
         ``W_nk = const_k - E[(x_n - mu_k)^T Lambda_k (x_n - mu_k)] / 2`` with the mean part
         ``(x_n - m_k)^T E[Lambda_k] (x_n - m_k)`` from :class:`_gaussian.QuadraticForm`."""
         dt = X.dtype
@@ -354,7 +355,7 @@ class SparseGaussianMixture(
 ):
     r"""Variational Bayesian Gaussian mixture with L-sparse responsibilities.
 
-    The model (paper 000, App. A) is
+    The model (Hughes & Sudderth 2016, App. A) is
 
     .. math::
 
@@ -402,7 +403,8 @@ class SparseGaussianMixture(
         what this estimator adds, saves nothing there; use
         ``sklearn.mixture.BayesianGaussianMixture(covariance_type='tied')``.
     zero_mean : bool, default=False
-        If True, every component has mean zero (paper 000, App. B.1); ``mean_prior`` and
+        If True, every component has mean zero (Hughes & Sudderth 2016, App. B.1); ``mean_prior``
+        and
         ``mean_precision_prior`` are then unused and ``mean_precision_`` is ``inf``.
     weight_concentration_prior_type : {'dirichlet_distribution', 'dirichlet_process'}, \
             default='dirichlet_distribution'
@@ -463,7 +465,8 @@ class SparseGaussianMixture(
         the responsibilities are the top-L of ``W_n`` restricted to ``S_n``. Must be ``>= L``.
         The ELBO stays monotone under memoized training: maximizing Eq. 8 over L-sparse ``r_n``
         whose support lies in a fixed set ``S_n`` is solved by the top-L of ``W_n[S_n]`` (the
-        argument of paper 000, §3.1, applies to any fixed index set), and the row's previous
+        argument of Hughes & Sudderth 2016, §3.1, applies to any fixed index set), and the row's
+        previous
         responsibilities are feasible for that problem -- they were chosen among ``S_n``, or,
         at a refresh, are the top-L of the full row, which lies inside its top-C. So each batch
         visit cannot decrease the whole-data ELBO. Components outside ``S_n`` that become

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Topic models: L-sparse variational LDA and HDP (paper 000, Sec. 5-6), stochastic-EM LDA."""
+"""Topic models: L-sparse variational LDA and HDP (Hughes & Sudderth 2016, Sec. 5-6),
+stochastic-EM LDA."""
 
 from ._hdp import HDPTopicModel
 from ._sem import StochasticEMLDA

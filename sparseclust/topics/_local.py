@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The LDA document local step (paper 000, Sec. 5, Alg. 2, App. C-D): Python boundary.
+"""The LDA document local step (Hughes & Sudderth 2016, Sec. 5, Alg. 2, App. C-D): Python boundary.
 
 :func:`local_step` runs the compiled per-document iterations (``sparseclust._kernels._lda_local``)
 over a batch of documents and reduces the responsibilities at once to additive statistics;
@@ -56,7 +56,8 @@ class LocalResult:
         (K, V) array.
     elbo_local : float
         sum_d [c_Dir(alpha) - c_Dir(theta_d) - sum_u c_du sum_k r_duk log r_duk]: the ELBO
-        terms of the documents that do not involve the topics (paper 000 Eq. 46-48 with
+        terms of the documents that do not involve the topics (Hughes & Sudderth 2016, Eq. 46-48
+        with
         theta_d = N_d + alpha).
     elbo_data : float
         sum_d sum_u c_du sum_k r_duk C_{v_du k} with the C = E[log phi] used by the step, so
@@ -292,7 +293,8 @@ def local_step(
     init_weights=None,
     extra=None,
 ):
-    """Local step of LDA over a batch of documents, reduced to statistics (paper 000 Alg. 2).
+    """Local step of LDA over a batch of documents, reduced to statistics (Hughes & Sudderth 2016,
+    Alg. 2).
 
     For each document d (word types v_du, counts c_du), from uniform document weights,
     alternate r_du = TopL-exp-normalize(E[log pi_d] + E[log phi_{:, v_du}]) and
@@ -455,7 +457,8 @@ def infer_doc_topics(
     log_topic_word : ndarray (K, V) or TopicTables
     alpha : float or ndarray (K,)
     L : int or None
-        None (default) or >= K: dense responsibilities (paper 000 App. E uses the dense step).
+        None (default) or >= K: dense responsibilities (Hughes & Sudderth 2016, App. E uses the
+        dense step).
     max_iter, tol : local-step stopping rule.
     restarts : int
         Restart proposals per document (default 0: plain coordinate ascent).

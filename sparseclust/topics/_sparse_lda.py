@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Latent Dirichlet allocation with the L-sparse document local step (paper 000, Sec. 5-6).
+"""Latent Dirichlet allocation with the L-sparse document local step (Hughes & Sudderth 2016, Sec.
+5-6).
 
-Model (paper 000, App. C.2): phi_k ~ Dir_V(tau) for k = 1..K; for every document
+Model (Hughes & Sudderth 2016, App. C.2): phi_k ~ Dir_V(tau) for k = 1..K; for every document
 pi_d ~ Dir_K(alpha), z_dn ~ Cat(pi_d), x_dn ~ Cat(phi_{z_dn}).
 Mean-field family (Eq. 40): q(phi_k) = Dir(lambda_k), q(pi_d) = Dir(theta_d), q(z_dn) = Cat(r_dn)
 with at most L non-zero entries per word type (Eq. 8).
@@ -126,7 +127,7 @@ class _LDAModel(VariationalModel):
 
     Statistics (``SuffStats``): ``S`` (K, V) topic-word counts sum_d sum_u c_du r_duk at v_du,
     and ``elbo_local``, the documents' ELBO terms that do not involve the topics
-    (c_Dir(alpha) - c_Dir(theta_d) - sum c r log r, paper 000 Eq. 46-48).
+    (c_Dir(alpha) - c_Dir(theta_d) - sum c r log r, Hughes & Sudderth 2016, Eq. 46-48).
     """
 
     def __init__(self, alpha, tau, L, local_opts, n_threads, stats_format="sparse"):
@@ -162,7 +163,7 @@ class _LDAModel(VariationalModel):
         return params
 
     def elbo(self, stats, params):
-        """Whole-data ELBO (paper 000 App. C):
+        """Whole-data ELBO (Hughes & Sudderth 2016, App. C):
 
         sum_d local terms + sum_kv S_kv E[log phi_kv]
         + sum_k [c_Dir(tau 1_V) - c_Dir(lambda_k) + sum_v (tau - lambda_kv) E[log phi_kv]]
@@ -199,7 +200,7 @@ def _mean_doc_tokens(X):
 
 
 def _kl_kmeanspp_seeds(X, K, tau, rng):
-    """Bregman (KL) k-means++ seeding on documents (paper 000 Sec. 6).
+    """Bregman (KL) k-means++ seeding on documents (Hughes & Sudderth 2016, Sec. 6).
 
     Documents are seeds; the first is uniform, each next one is drawn with probability
     proportional to min_j KL(p_d || q_j) over the chosen seeds j, where p_d = (x_d + tau) /
@@ -304,7 +305,8 @@ def _prepare_stream(est, stream, rng, whom):
 class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Latent Dirichlet allocation with L-sparse responsibilities (Hughes & Sudderth).
 
-    Variational inference for LDA (paper 000, Sec. 5, App. C) in which each word type of a
+    Variational inference for LDA (Hughes & Sudderth 2016, Sec. 5, App. C) in which each word type
+    of a
     document spreads its topic responsibility over at most ``L`` topics (top-L
     exp-normalization, Alg. 1) and the document local step tracks the document's active topics
     (Alg. 2); restart proposals (App. D.4) help the cold-started local step escape poor local
@@ -353,14 +355,15 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     local_tol : float, default=0.05
         Local convergence threshold on max_k |Delta N_dk|.
     restarts : int, default=0
-        Restart proposals per document and local step (paper 000 App. D.4; 0 disables
+        Restart proposals per document and local step (Hughes & Sudderth 2016, App. D.4; 0 disables
         them). Each accepted proposal raises its document's ELBO, but on 20 Newsgroups
         (K = 100 and 400) memoized training with 4 proposals ended at a lower held-out score
         and a lower whole-corpus ELBO than without them (``benchmarks/README.md``), hence
         the default.
     init : {'kmeans++', 'random'} or array-like of shape (n_components, n_features), \
             default='kmeans++'
-        'kmeans++': Bregman (KL) k-means++ seeding on documents (paper 000 Sec. 6), then
+        'kmeans++': Bregman (KL) k-means++ seeding on documents (Hughes & Sudderth 2016, Sec. 6),
+        then
         up to 20 iterations of KL k-means (hard-assignment EM for a mixture of multinomials);
         topic k starts from lambda_k = tau + (word counts of the documents in cluster k).
         'random': lambda_kv = tau + g_kv with g_kv ~ Gamma(100, 0.01). An array gives the
@@ -681,7 +684,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return self
 
     def partial_fit(self, X, y=None):
-        """One stochastic variational step on the minibatch X (paper 001 Alg. 1).
+        """One stochastic variational step on the minibatch X (Mimno, Hoffman & Blei 2012, Alg. 1).
 
         The first call initializes the topics (``init``) from X; later calls blend the
         minibatch statistics, scaled by ``total_samples / n_samples``, with step
