@@ -429,6 +429,31 @@ def test_accepted_merge_value_equals_the_objective_of_the_merged_statistics():
     assert m.elbo(stats, p2) == pytest.approx(work.value, rel=1e-10)
 
 
+def test_accepted_delete_values_equal_a_from_scratch_objective(monkeypatch):
+    # every round with accepted deletes: the value the workspace computed column by column (the
+    # targets re-inferred on their own word types, the data term updated from column sums)
+    # equals the whole-data objective recomputed from the compacted statistics
+    from sparseclust.topics import _hdp_model as hm
+
+    records = []
+    compact = hm._Workspace.compact
+
+    def recording_compact(self, batch_stats):
+        value, ops = self.value, [op[0] for op in self.ops]
+        stats, params = compact(self, batch_stats)
+        records.append((value, self.m.elbo(stats, params), ops))
+        return stats, params
+
+    monkeypatch.setattr(hm._Workspace, "compact", recording_compact)
+    X, _, _ = hdp_corpus(2, K=6, V=120, D=240, length=30)
+    HDPTopicModel(max_components=25, L=4, moves="delete", max_iter=8, tol=0, n_batches=3,
+                  random_state=0).fit(X)
+    rounds = [r for r in records if "delete" in r[2]]
+    assert rounds, "no delete was accepted"
+    for value, exact, _ in rounds:
+        assert value == pytest.approx(exact, rel=1e-10, abs=1e-8)
+
+
 # ---------------------------------------------------------------------------------------------
 # training
 
