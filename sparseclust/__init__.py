@@ -9,6 +9,8 @@ Estimators follow scikit-learn's API:
   of topics (merge and delete moves);
 - :class:`StochasticEMLDA` -- latent Dirichlet allocation by parallel stochastic EM (one
   sampled topic per token, double-buffered counts, alias-table sampling).
+
+:func:`save` and :func:`load` write and read fitted estimators in a versioned format.
 """
 
 import importlib
@@ -22,12 +24,16 @@ _LAZY = {
     "StochasticEMLDA": "sparseclust.topics",
 }
 
-__all__ = sorted(_LAZY) + ["__version__"]
+_FUNCS = {"save": "sparseclust._persist", "load": "sparseclust._persist"}
+
+__all__ = sorted(_LAZY) + sorted(_FUNCS) + ["__version__"]
 
 
 def __getattr__(name):
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
+    if name in _FUNCS:
+        return getattr(importlib.import_module(_FUNCS[name]), name)
     raise AttributeError(f"module 'sparseclust' has no attribute {name!r}")
 
 

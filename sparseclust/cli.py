@@ -15,7 +15,6 @@ import argparse
 import gzip
 import json
 import os
-import pickle
 import re
 import sys
 import time
@@ -204,8 +203,8 @@ def _build_parser():
     t.add_argument(
         "--save-model",
         metavar="FILE",
-        help="save the fitted model with pickle (load it with pickle.load; only load "
-        "files you trust)",
+        help="save the fitted model (load it with sparseclust.load, which checks the "
+        "format version; a pickle underneath, so only load files you trust)",
     )
     t.add_argument(
         "--doc-topics",
@@ -636,8 +635,9 @@ def _run_topics(args):
                    f"{args.doc_topics}")
     if args.save_model:
         try:
-            with open(args.save_model, "wb") as fh:
-                pickle.dump(model, fh, protocol=pickle.HIGHEST_PROTOCOL)
+            from ._persist import save
+
+            save(model, args.save_model)
         except OSError as exc:
             raise CLIError(f"cannot write {args.save_model}: {exc}") from None
         _say(args, f"saved the model to {args.save_model}")

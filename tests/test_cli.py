@@ -460,10 +460,9 @@ def test_topics_on_one_document_per_line(tmp_path, capsys):
     theta = np.loadtxt(theta_path, delimiter=",", skiprows=1)
     assert theta.shape == (len(lines), 3)
     np.testing.assert_allclose(theta.sum(1), 1.0, rtol=1e-5)
-    import pickle
+    import sparseclust
 
-    with open(model_path, "rb") as fh:
-        model = pickle.load(fh)
+    model = sparseclust.load(model_path, expected=sparseclust.SparseLDA)
     from sparseclust.datasets import load_text_lines
 
     X_lines = load_text_lines(path).data

@@ -1,0 +1,88 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""sparseclust.save / sparseclust.load: round trips and refusals."""
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import sparseclust
+from sparseclust import (
+    HDPTopicModel,
+    SparseGaussianMixture,
+    SparseLDA,
+    StochasticEMLDA,
+)
+from sparseclust._persist import FORMAT_VERSION, read_header
+
+
+def _counts(seed=0, D=40, V=30):
+    rng = np.random.default_rng(seed)
+    return sp.csr_array(rng.poisson(0.4, size=(D, V)).astype(np.float64))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: SparseLDA(4, max_iter=3, random_state=0),
+        lambda: HDPTopicModel(max_components=6, max_iter=3, random_state=0),
+        lambda: StochasticEMLDA(4, max_iter=3, random_state=0),
+    ],
+    ids=["SparseLDA", "HDPTopicModel", "StochasticEMLDA"],
+)
+def test_topic_models_round_trip(tmp_path, make):
+    X = _counts()
+    model = make().fit(X)
+    path = tmp_path / "m.model"
+    header = sparseclust.save(model, path)
+    assert header["format_version"] == FORMAT_VERSION
+    assert read_header(path)["class"].endswith(type(model).__name__)
+    assert read_header(path)["n_features_in_"] == X.shape[1]
+    back = sparseclust.load(path, expected=type(model))
+    np.testing.assert_array_equal(back.components_, model.components_)
+    np.testing.assert_array_equal(back.transform(X), model.transform(X))
+
+
+def test_mixture_round_trip_and_unfitted(tmp_path):
+    X = np.random.default_rng(1).normal(size=(60, 3))
+    gm = SparseGaussianMixture(3, max_iter=5, random_state=0).fit(X)
+    sparseclust.save(gm, tmp_path / "g")
+    back = sparseclust.load(tmp_path / "g")
+    np.testing.assert_array_equal(back.predict_proba(X), gm.predict_proba(X))
+    sparseclust.save(SparseLDA(5), tmp_path / "u")
+    assert sparseclust.load(tmp_path / "u").get_params() == SparseLDA(5).get_params()
+
+
+def test_refusals(tmp_path):
+    X = _counts()
+    model = SparseLDA(3, max_iter=2, random_state=0).fit(X)
+    good = tmp_path / "good"
+    sparseclust.save(model, good)
+    raw = good.read_bytes()
+    magic, header, payload = raw.split(b"\n", 2)
+    # a plain pickle is not a model file
+    plain = tmp_path / "plain.pkl"
+    plain.write_bytes(pickle.dumps(model))
+    with pytest.raises(ValueError, match="not a sparseclust model file"):
+        sparseclust.load(plain)
+    # another format version: refused before unpickling, naming the writer's version
+    h = json.loads(header)
+    h.update(format_version=FORMAT_VERSION + 1, sparseclust_version="9.9.9")
+    newer = tmp_path / "newer"
+    newer.write_bytes(magic + b"\n" + json.dumps(h).encode() + b"\n" + b"not a pickle")
+    with pytest.raises(ValueError, match=r"sparseclust 9\.9\.9 in model format"):
+        sparseclust.load(newer)
+    # damaged header, truncated payload
+    bad = tmp_path / "bad"
+    bad.write_bytes(magic + b"\n{oops\n" + payload)
+    with pytest.raises(ValueError, match="header .* damaged"):
+        sparseclust.load(bad)
+    cut = tmp_path / "cut"
+    cut.write_bytes(raw[: len(raw) // 2])
+    with pytest.raises(ValueError, match="truncated or damaged"):
+        sparseclust.load(cut)
+    # the wrong estimator
+    with pytest.raises(TypeError, match="not the expected"):
+        sparseclust.load(good, expected=HDPTopicModel)
