@@ -24,6 +24,14 @@ topics) when u < S_dv and the alias table otherwise; no Metropolis-Hastings corr
 because both parts are exact.  Cost per token: O(number of topics in the document), not O(K).
 Dense path (small K): the K products (alpha_k + n_dk) w_vk, their cumulative sum, a binary search.
 
+Counts path (``sample_sweep_counts``, stochastic EM only): with w_vk = (W_vk + beta) / (T_k + V
+beta) given by the frozen counts, (n_dk + alpha_k) w_vk splits exactly into n_dk W_vk / (T_k +
+V beta) (topics in both the document and the word's non-zero list, scanned over the shorter
+list), n_dk beta / (T_k + V beta) (the document's topics, once per document), alpha_k W_vk /
+(T_k + V beta) (an alias table over word v's non-zero counts) and alpha_k beta / (T_k + V beta)
+(one alias table over K shared by all words); ``build_word_tables`` builds them per sweep from
+the read buffer, so no (V, K) weight or alias table exists.
+
 In FROZEN mode all tokens of one (document, word) entry share their distribution: its masses are
 computed once per entry and the entry's tokens drawn from them.
 
@@ -221,7 +229,7 @@ cdef inline int _draw_one(const _Args* a, const int32_t* nd, const int32_t* act,
 
 
 cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t* nd,
-                  int32_t* act, int32_t* pos, double* cum) noexcept nogil:
+                  int32_t* act, int32_t* pos, double* cum, int32_t* itop) noexcept nogil:
     """Process document d (n_inner sweeps over its tokens); returns the number of tokens whose
     topic changed in the last inner sweep.  nd must be all zero on entry and is on exit."""
     cdef int64_t t0 = a.tokptr[d], t1 = a.tokptr[d + 1], t, j, changed = 0
@@ -229,7 +237,10 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
     cdef int K = a.K, na = 0, it, k, i, v, c, r, old
     cdef const float* wv
     cdef const int32_t* Wv
-    cdef double tot, sd, u, ll, qw
+    cdef double* cb
+    cdef double tot, sd, u, ll, qw, sb
+    cdef int ni, wn
+    cdef int64_t wo
     cdef uint64_t state
     if t1 == t0:
         if a.ll_doc != NULL:
@@ -238,8 +249,10 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
     for t in range(t0, t1):
         _nd_add(nd, act, pos, &na, z[t])
     state = sc_stream_key(a.seed, a.sweep, key)
+    cb = cum + (K + 1)
     for it in range(a.n_inner):
         t = t0
+        sb = -1.0  # the document's beta part, computed at its first entry
         for j in range(j0, j1):
             c = a.cnt[j]
             if c <= 0:
@@ -258,25 +271,56 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
                 continue
             # FROZEN: one distribution per entry
             if a.counts:
-                # document part n_dk (W_vk + beta) / (T_k + V beta) over the document's topics,
-                # word part alpha_k W_vk / (T_k + V beta) over the word's non-zero counts,
-                # smoothing part alpha_k beta / (T_k + V beta) over all topics
+                # (n_dk + alpha_k)(W_vk + beta) / (T_k + V beta) in four parts:
+                #   n_dk W_vk / (T_k + V beta) over topics in both the document and the word
+                #     (a scan over the shorter of the two lists),
+                #   n_dk beta / (T_k + V beta) over the document's topics (once per document),
+                #   alpha_k W_vk / (T_k + V beta) from word v's alias table,
+                #   alpha_k beta / (T_k + V beta) from the shared smoothing table.
+                if sb < 0.0:
+                    sb = 0.0
+                    for i in range(na):
+                        k = act[i]
+                        sb += nd[k] * a.inv_tot[k]
+                        cb[i] = sb
+                    sb *= a.beta
                 Wv = a.W + <int64_t> v * K
                 sd = 0.0
-                for i in range(na):
-                    k = act[i]
-                    sd += nd[k] * ((Wv[k] + a.beta) * a.inv_tot[k])
-                    cum[i] = sd
+                ni = 0
+                wo = a.wptr[v]
+                wn = a.wlen[v]
+                if wn < na:
+                    for i in range(wn):
+                        k = a.wtop[wo + i]
+                        if nd[k] > 0:
+                            sd += nd[k] * (<double> Wv[k] * a.inv_tot[k])
+                            cum[ni] = sd
+                            itop[ni] = k
+                            ni += 1
+                else:
+                    for i in range(na):
+                        k = act[i]
+                        if Wv[k] > 0:
+                            sd += nd[k] * (<double> Wv[k] * a.inv_tot[k])
+                            cum[ni] = sd
+                            itop[ni] = k
+                            ni += 1
                 qw = a.Qw[v]
-                tot = sd + qw + a.Qs
+                tot = sd + sb + qw + a.Qs
                 for r in range(c):
                     u = sc_uniform(&state) * tot
                     if u < sd:
-                        k = act[_scan(cum, na, u)]
-                    elif u - sd < qw:
-                        k = _word_draw(a, v, (u - sd) / qw)
+                        k = itop[_scan(cum, ni, u)]
                     else:
-                        k = _smooth_draw(a, (u - sd - qw) / a.Qs)
+                        u -= sd
+                        if u < sb:
+                            k = act[_scan(cb, na, u / a.beta)]
+                        else:
+                            u -= sb
+                            if u < qw:
+                                k = _word_draw(a, v, u / qw)
+                            else:
+                                k = _smooth_draw(a, (u - qw) / a.Qs)
                     if k != z[t] and it == a.n_inner - 1:
                         changed += 1
                     z[t] = <zint_t> k
@@ -355,6 +399,7 @@ cdef object _run_docs(_Args* a, zint_t[::1] z, const uint64_t[::1] keys, int n_t
     cdef int32_t* act
     cdef int32_t* pos
     cdef double* cum
+    cdef int32_t* itop
     cdef int64_t changed = 0
     cdef int fails = 0
     if D == 0 or z.shape[0] == 0:
@@ -365,18 +410,20 @@ cdef object _run_docs(_Args* a, zint_t[::1] z, const uint64_t[::1] keys, int n_t
         nd = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
         act = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
         pos = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
-        cum = <double*> sc_thread_malloc((K + 1) * sizeof(double))
+        cum = <double*> sc_thread_malloc(2 * (K + 1) * sizeof(double))
+        itop = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
         if nd != NULL:
             memset(nd, 0, K * sizeof(int32_t))
         for d in prange(D, schedule="dynamic", chunksize=16):
-            if nd == NULL or act == NULL or pos == NULL or cum == NULL:
+            if nd == NULL or act == NULL or pos == NULL or cum == NULL or itop == NULL:
                 fails += 1
                 continue
-            changed += _doc(a, &z[0], d, keys[d], nd, act, pos, cum)
+            changed += _doc(a, &z[0], d, keys[d], nd, act, pos, cum, itop)
         free(nd)
         free(act)
         free(pos)
         free(cum)
+        free(itop)
     if fails:
         raise MemoryError("could not allocate the sampler scratch space")
     return int(changed)

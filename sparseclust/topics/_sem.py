@@ -32,9 +32,9 @@ __all__ = ["StochasticEMLDA", "token_layout"]
 TokenLayout = namedtuple("TokenLayout", "indptr indices cnt tokptr")
 
 #: 'auto' uses the dense path up to this many topics: on 20 Newsgroups (bench_sem.py, median
-#: of the first 5 sweeps from uniform assignments, one thread) the dense path was as fast or
-#: faster up to K = 64 and the alias path faster from K = 128 (results/sem.json, "crossover")
-DENSE_MAX_K = 64
+#: of the first 15 sweeps from uniform assignments, one thread) the dense path was faster up to
+#: K = 128 and the sparse path faster at K = 256 (results/sem_sparse.json, "crossover")
+DENSE_MAX_K = 128
 
 #: local-step settings of score(): SparseLDA's defaults, so that both estimators report the
 #: same per-token bound
@@ -196,10 +196,13 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     word-topic counts are incremented into a second buffer that becomes the read buffer of
     the next sweep.  With every count frozen, the documents of a sweep are independent: they
     are processed in parallel (OpenMP) without locks, and each token's distribution is fixed,
-    so its draw is exact.  Sampling cost per token does not grow with K: the word part
-    alpha (W_kv + beta) / (T_k + V beta) is drawn from a Walker/Vose alias table per word,
-    built once per sweep, and the document part D_dk (W_kv + beta) / (T_k + V beta) is
-    computed exactly over the topics present in the document (``sampler='alias'``); for
+    so its draw is exact.  Sampling cost per token does not grow with K
+    (``sampler='alias'``): with w_kv = (W_kv + beta) / (T_k + V beta), the conditional is the
+    sum of a document part D_dk w_kv, computed exactly over the topics present in the
+    document, a word part alpha W_kv / (T_k + V beta), drawn from a Walker/Vose alias table
+    over the word's non-zero counts, and a smoothing part alpha beta / (T_k + V beta), drawn
+    from one alias table over the K topics; the tables are built once per sweep in
+    O(nnz(W)) work beyond one scan of the read buffer.  For
     small K every topic is evaluated (``sampler='dense'``).  The initial assignments are
     uniform.  The tokens of X are its counts rounded to the nearest integer.
 
@@ -220,7 +223,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         over N tokens, so ``tol`` below that never triggers.
     sampler : {'auto', 'alias', 'dense'}, default='auto'
         Per-token sampler: 'alias' (alias tables + document part, cost independent of K),
-        'dense' (all K topics), 'auto' = 'dense' for ``n_components <= 64``, else 'alias'
+        'dense' (all K topics), 'auto' = 'dense' for ``n_components <= 128``, else 'alias'
         (the measured crossover, ``doc/sem.md``).
     algorithm : {'batch', 'online'}, default='batch'
         'batch': ``fit`` runs ``max_iter`` stochastic-EM sweeps over all documents.
