@@ -255,3 +255,176 @@ def test_content_keys_depend_on_content_only():
     lay = token_layout(X)
     k = _sampler.content_keys(lay.indptr, lay.indices, lay.cnt)
     assert k[0] == k[2] and k[0] != k[1]
+
+
+# ---------------------------------------------------------------------------------------
+# counts path: document part + sparse word part + shared smoothing part
+
+
+def _count_tables(W, beta, alpha, slots=None):
+    V, K = W.shape
+    T = W.sum(0)
+    inv_tot = 1.0 / (T + V * beta)
+    if slots is None:
+        slots = np.minimum(W.sum(1), K)
+    wptr = np.zeros(V + 1, np.int64)
+    np.cumsum(slots, out=wptr[1:])
+    n = int(wptr[-1])
+    wlen = np.empty(V, np.int32)
+    wtop = np.empty(n, np.int32)
+    wprob = np.empty(n, np.float32)
+    walias = np.empty(n, np.int32)
+    Qw = np.empty(V)
+    sprob = np.empty(K, np.float32)
+    salias = np.empty(K, np.int32)
+    word_ll = np.empty(V)
+    Qs = _sampler.build_word_tables(W, inv_tot, beta, alpha, wptr, wlen, wtop, wprob, walias,
+                                    Qw, sprob, salias, word_ll, 2)
+    return inv_tot, (wptr, wlen, wtop, wprob, walias, Qw, sprob, salias), Qs, word_ll
+
+
+def _sweep_counts(lay, z, keys, W, beta, alpha, *, n_inner=1, n_burn=0, seed=1, sweep=1,
+                  acc=None, Wout=None, ll=None, n_threads=1):
+    inv_tot, tables, Qs, _ = _count_tables(W, beta, alpha)
+    return _sampler.sample_sweep_counts(
+        lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, W, inv_tot, beta, alpha,
+        *tables, Qs, n_inner, n_burn, seed, sweep,
+        EMPTY2D if acc is None else acc, EMPTY2I if Wout is None else Wout,
+        EMPTY1 if ll is None else ll, n_threads,
+    )
+
+
+def _count_problem(K=6, V=5, seed=0):
+    rng = np.random.default_rng(seed)
+    W = rng.integers(0, 6, (V, K)).astype(np.int32)
+    W[rng.random((V, K)) < 0.4] = 0
+    W[:, 2] = 0      # a topic with no counts (T_k = 0)
+    W[1] = 0         # a word with no counts
+    W[3, [0, 4]] = [5, 1]
+    alpha = rng.uniform(0.05, 0.6, K)
+    return W, 0.1, alpha
+
+
+def test_count_tables_reproduce_the_three_parts():
+    W, beta, alpha = _count_problem(K=9, V=7, seed=5)
+    V, K = W.shape
+    inv_tot, (wptr, wlen, wtop, wprob, walias, Qw, sprob, salias), Qs, word_ll = \
+        _count_tables(W, beta, alpha)
+    T = W.sum(0)
+    ref_inv = 1.0 / (T + V * beta)
+    for v in range(V):
+        nz = np.flatnonzero(W[v])
+        assert wlen[v] == nz.size
+        o, n = wptr[v], wlen[v]
+        assert sorted(wtop[o:o + n].tolist()) == nz.tolist()
+        target = alpha * W[v] * ref_inv
+        assert Qw[v] == pytest.approx(target.sum(), rel=1e-12)
+        if n:
+            implied = np.zeros(K)
+            np.add.at(implied, wtop[o:o + n], wprob[o:o + n].astype(np.float64))
+            np.add.at(implied, walias[o:o + n], 1.0 - wprob[o:o + n])
+            np.testing.assert_allclose(implied / n, target / target.sum(), atol=1e-6)
+    smooth = alpha * beta * ref_inv
+    assert Qs == pytest.approx(smooth.sum(), rel=1e-12)
+    implied = sprob.astype(np.float64).copy()
+    np.add.at(implied, salias, 1.0 - sprob)
+    np.testing.assert_allclose(implied / K, smooth / smooth.sum(), atol=1e-6)
+    np.testing.assert_allclose(word_ll, (gammaln(W + beta) - gammaln(beta)).sum(1), rtol=1e-12)
+    # too few slots for a word's non-zero counts is an error, not a silent overflow
+    with pytest.raises(ValueError, match="slots"):
+        slots = (W > 0).sum(1)
+        slots[3] -= 1
+        _count_tables(W, beta, alpha, slots=slots)
+
+
+def test_counts_path_draws_follow_the_exact_conditional():
+    # many identical documents with their own streams, FROZEN: every token of word v is drawn
+    # from (n_dk + alpha_k) (W_vk + beta) / (T_k + V beta), n_d the initial counts; words with
+    # and without non-zero counts, a topic without counts, topics absent from the document
+    W, beta, alpha = _count_problem()
+    V, K = W.shape
+    T = W.sum(0)
+    D = 20000
+    row = np.array([0.0, 3.0, 0.0, 4.0, 0.0])   # word 1: no counts; word 3: two non-zero
+    X = sp.csr_array(np.tile(row, (D, 1)))
+    lay = token_layout(X)
+    init = np.array([2, 5, 5, 0, 5, 2, 0], np.uint16)
+    z = np.tile(init, D)
+    nd = np.bincount(init, minlength=K)
+    _sweep_counts(lay, z, np.arange(D, dtype=np.uint64), W, beta, alpha)
+    zz = z.reshape(D, 7).astype(np.int64)
+    for v, cols in ((1, slice(0, 3)), (3, slice(3, 7))):
+        n = cols.stop - cols.start
+        p = (nd + alpha) * (W[v] + beta) / (T + V * beta)
+        counts = np.bincount(zz[:, cols].ravel(), minlength=K)
+        assert chisquare(counts, n * D * p / p.sum()).pvalue > 1e-4
+        # the test can fail: alpha doubled, the smoothing part left out, and the word and
+        # smoothing parts without the topic normalizer are rejected
+        wrong = [
+            (nd + 2 * alpha) * (W[v] + beta) / (T + V * beta),
+            nd * (W[v] + beta) / (T + V * beta) + alpha * W[v] / (T + V * beta) + 1e-12,
+            nd * (W[v] + beta) / (T + V * beta) + alpha * (W[v] + beta),
+        ]
+        for q in wrong:
+            if v == 1 and q is wrong[1]:
+                continue  # no word part and nothing from the smoothing part: degenerate
+            assert chisquare(counts, n * D * q / q.sum()).pvalue < 1e-6
+
+
+@pytest.mark.parametrize("n_inner", [1, 3])
+def test_counts_path_matches_the_dense_path_in_distribution_and_is_thread_invariant(n_inner):
+    X, _, alpha = _corpus(seed=2)
+    D, V = X.shape
+    K = alpha.size
+    lay = token_layout(X)
+    keys = np.arange(D, dtype=np.uint64)
+    rng = np.random.default_rng(3)
+    W = rng.integers(0, 3, (V, K)).astype(np.int32) * (rng.random((V, K)) < 0.3)
+    W = W.astype(np.int32)
+    W[:, 4] = 0
+    W[5] = 0
+    runs = []
+    for n_threads in (1, 2, 3):
+        z = np.zeros(lay.tokptr[-1], np.uint16)
+        _sampler.random_assign(lay.tokptr, z, keys, 5, K, n_threads)
+        acc = np.zeros((D, K))
+        Wout = np.zeros((V, K), np.int32)
+        ll = np.zeros(D)
+        changed = _sweep_counts(lay, z, keys, W, 0.1, alpha, n_inner=n_inner, acc=acc,
+                                Wout=Wout, ll=ll, n_threads=n_threads)
+        runs.append((z, acc, Wout, ll, changed))
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other, strict=True):
+            assert np.array_equal(a, b)
+    z, acc, Wout, ll, changed = runs[0]
+    word = np.repeat(lay.indices, lay.cnt)
+    doc = np.repeat(np.arange(D), np.diff(lay.tokptr))
+    N_last = np.zeros((D, K))
+    np.add.at(N_last, (doc, z.astype(np.int64)), 1)
+    assert Wout.sum() == n_inner * z.size and acc.sum() == n_inner * z.size
+    if n_inner == 1:
+        W_last = np.zeros((V, K), np.int64)
+        np.add.at(W_last, (word, z.astype(np.int64)), 1)
+        np.testing.assert_array_equal(Wout, W_last)
+        np.testing.assert_array_equal(acc, N_last)
+    ref = (gammaln(alpha.sum()) - gammaln(N_last.sum(1) + alpha.sum())
+           + (gammaln(N_last + alpha) - gammaln(alpha)).sum(1))
+    np.testing.assert_allclose(ll, ref, rtol=1e-10, atol=1e-9)
+    assert 0 < changed <= z.size
+    # same conditional as the dense path with w = (W + beta) / (T + V beta): the pooled topic
+    # frequencies of the first sweep over many replicas of the corpus agree (two-sample test)
+    if n_inner == 1:
+        w = ((W + 0.1) / (W.sum(0) + V * 0.1)).astype(np.float32)
+        tot = [np.zeros(K), np.zeros(K)]
+        for rep in range(40):
+            for i, dense in enumerate((False, True)):
+                z = np.zeros(lay.tokptr[-1], np.uint16)
+                _sampler.random_assign(lay.tokptr, z, keys, 11, K, 1)
+                if dense:
+                    _sweep(lay, z, keys, w, alpha, mode=FROZEN, dense=True, seed=100 + rep)
+                else:
+                    _sweep_counts(lay, z, keys, W, 0.1, alpha, seed=200 + rep)
+                tot[i] += np.bincount(z.astype(np.int64), minlength=K)
+        table = np.vstack(tot)
+        from scipy.stats import chi2_contingency
+        assert chi2_contingency(table).pvalue > 1e-4

@@ -24,6 +24,14 @@ topics) when u < S_dv and the alias table otherwise; no Metropolis-Hastings corr
 because both parts are exact.  Cost per token: O(number of topics in the document), not O(K).
 Dense path (small K): the K products (alpha_k + n_dk) w_vk, their cumulative sum, a binary search.
 
+Counts path (``sample_sweep_counts``, stochastic EM only): with w_vk = (W_vk + beta) / (T_k + V
+beta) given by the frozen counts, (n_dk + alpha_k) w_vk splits exactly into n_dk W_vk / (T_k +
+V beta) (topics in both the document and the word's non-zero list, scanned over the shorter
+list), n_dk beta / (T_k + V beta) (the document's topics, once per document), alpha_k W_vk /
+(T_k + V beta) (an alias table over word v's non-zero counts) and alpha_k beta / (T_k + V beta)
+(one alias table over K shared by all words); ``build_word_tables`` builds them per sweep from
+the read buffer, so no (V, K) weight or alias table exists.
+
 In FROZEN mode all tokens of one (document, word) entry share their distribution: its masses are
 computed once per entry and the entry's tokens drawn from them.
 
@@ -96,6 +104,20 @@ cdef struct _Args:
     int32_t* Wout
     double* ll_doc
     int atomic
+    # counts path (stochastic EM from the read buffer, see sample_sweep_counts)
+    int counts
+    const int32_t* W
+    const double* inv_tot
+    double beta
+    const int64_t* wptr
+    const int32_t* wlen
+    const int32_t* wtop
+    const float* wprob
+    const int32_t* walias
+    const double* Qw
+    const float* sprob
+    const int32_t* salias
+    double Qs
 
 
 cdef inline int _search(const double* cum, int n, double u) noexcept nogil:
@@ -132,6 +154,37 @@ cdef inline int _alias_draw(const _Args* a, int v, double x) noexcept nogil:
     if frac < a.prob[<int64_t> v * K + i]:
         return i
     return a.alias[<int64_t> v * K + i]
+
+
+cdef inline int _word_draw(const _Args* a, int v, double x) noexcept nogil:
+    """Draw from word v's sparse alias table (its topics with W_vk > 0), x uniform in [0, 1)."""
+    cdef int64_t off = a.wptr[v]
+    cdef int n = a.wlen[v], i
+    cdef double y = x * n, frac
+    if y < 0.0:
+        y = 0.0
+    i = <int> y
+    if i >= n:
+        i = n - 1
+    frac = y - i
+    if frac < a.wprob[off + i]:
+        return a.wtop[off + i]
+    return a.walias[off + i]
+
+
+cdef inline int _smooth_draw(const _Args* a, double x) noexcept nogil:
+    """Draw from the shared alias table over alpha_k beta / (T_k + V beta)."""
+    cdef int K = a.K, i
+    cdef double y = x * K, frac
+    if y < 0.0:
+        y = 0.0
+    i = <int> y
+    if i >= K:
+        i = K - 1
+    frac = y - i
+    if frac < a.sprob[i]:
+        return i
+    return a.salias[i]
 
 
 cdef inline void _nd_add(int32_t* nd, int32_t* act, int32_t* pos, int* na, int k) noexcept nogil:
@@ -176,14 +229,18 @@ cdef inline int _draw_one(const _Args* a, const int32_t* nd, const int32_t* act,
 
 
 cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t* nd,
-                  int32_t* act, int32_t* pos, double* cum) noexcept nogil:
+                  int32_t* act, int32_t* pos, double* cum, int32_t* itop) noexcept nogil:
     """Process document d (n_inner sweeps over its tokens); returns the number of tokens whose
     topic changed in the last inner sweep.  nd must be all zero on entry and is on exit."""
     cdef int64_t t0 = a.tokptr[d], t1 = a.tokptr[d + 1], t, j, changed = 0
     cdef int64_t j0 = a.indptr[d], j1 = a.indptr[d + 1]
     cdef int K = a.K, na = 0, it, k, i, v, c, r, old
     cdef const float* wv
-    cdef double tot, sd, u, ll
+    cdef const int32_t* Wv
+    cdef double* cb
+    cdef double tot, sd, u, ll, qw, sb
+    cdef int ni, wn
+    cdef int64_t wo
     cdef uint64_t state
     if t1 == t0:
         if a.ll_doc != NULL:
@@ -192,8 +249,10 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
     for t in range(t0, t1):
         _nd_add(nd, act, pos, &na, z[t])
     state = sc_stream_key(a.seed, a.sweep, key)
+    cb = cum + (K + 1)
     for it in range(a.n_inner):
         t = t0
+        sb = -1.0  # the document's beta part, computed at its first entry
         for j in range(j0, j1):
             c = a.cnt[j]
             if c <= 0:
@@ -211,6 +270,62 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
                     t += 1
                 continue
             # FROZEN: one distribution per entry
+            if a.counts:
+                # (n_dk + alpha_k)(W_vk + beta) / (T_k + V beta) in four parts:
+                #   n_dk W_vk / (T_k + V beta) over topics in both the document and the word
+                #     (a scan over the shorter of the two lists),
+                #   n_dk beta / (T_k + V beta) over the document's topics (once per document),
+                #   alpha_k W_vk / (T_k + V beta) from word v's alias table,
+                #   alpha_k beta / (T_k + V beta) from the shared smoothing table.
+                if sb < 0.0:
+                    sb = 0.0
+                    for i in range(na):
+                        k = act[i]
+                        sb += nd[k] * a.inv_tot[k]
+                        cb[i] = sb
+                    sb *= a.beta
+                Wv = a.W + <int64_t> v * K
+                sd = 0.0
+                ni = 0
+                wo = a.wptr[v]
+                wn = a.wlen[v]
+                if wn < na:
+                    for i in range(wn):
+                        k = a.wtop[wo + i]
+                        if nd[k] > 0:
+                            sd += nd[k] * (<double> Wv[k] * a.inv_tot[k])
+                            cum[ni] = sd
+                            itop[ni] = k
+                            ni += 1
+                else:
+                    for i in range(na):
+                        k = act[i]
+                        if Wv[k] > 0:
+                            sd += nd[k] * (<double> Wv[k] * a.inv_tot[k])
+                            cum[ni] = sd
+                            itop[ni] = k
+                            ni += 1
+                qw = a.Qw[v]
+                tot = sd + sb + qw + a.Qs
+                for r in range(c):
+                    u = sc_uniform(&state) * tot
+                    if u < sd:
+                        k = itop[_scan(cum, ni, u)]
+                    else:
+                        u -= sd
+                        if u < sb:
+                            k = act[_scan(cb, na, u / a.beta)]
+                        else:
+                            u -= sb
+                            if u < qw:
+                                k = _word_draw(a, v, u / qw)
+                            else:
+                                k = _smooth_draw(a, (u - qw) / a.Qs)
+                    if k != z[t] and it == a.n_inner - 1:
+                        changed += 1
+                    z[t] = <zint_t> k
+                    t += 1
+                continue
             wv = a.w + <int64_t> v * K
             if a.dense:
                 tot = 0.0
@@ -275,6 +390,45 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
     return changed
 
 
+cdef object _run_docs(_Args* a, zint_t[::1] z, const uint64_t[::1] keys, int n_threads):
+    """The sweep over the documents, parallel over documents; returns the number of changed
+    tokens."""
+    cdef Py_ssize_t D = keys.shape[0], d
+    cdef int K = a.K
+    cdef int32_t* nd
+    cdef int32_t* act
+    cdef int32_t* pos
+    cdef double* cum
+    cdef int32_t* itop
+    cdef int64_t changed = 0
+    cdef int fails = 0
+    if D == 0 or z.shape[0] == 0:
+        if a.ll_doc != NULL:
+            memset(a.ll_doc, 0, D * sizeof(double))
+        return 0
+    with nogil, parallel(num_threads=n_threads):
+        nd = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
+        act = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
+        pos = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
+        cum = <double*> sc_thread_malloc(2 * (K + 1) * sizeof(double))
+        itop = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
+        if nd != NULL:
+            memset(nd, 0, K * sizeof(int32_t))
+        for d in prange(D, schedule="dynamic", chunksize=16):
+            if nd == NULL or act == NULL or pos == NULL or cum == NULL or itop == NULL:
+                fails += 1
+                continue
+            changed += _doc(a, &z[0], d, keys[d], nd, act, pos, cum, itop)
+        free(nd)
+        free(act)
+        free(pos)
+        free(cum)
+        free(itop)
+    if fails:
+        raise MemoryError("could not allocate the sampler scratch space")
+    return int(changed)
+
+
 def sample_sweep(
     const int64_t[::1] indptr,     # IN (D + 1,) CSR row pointers
     const int32_t[::1] indices,    # IN (nnz,) word ids
@@ -302,15 +456,9 @@ def sample_sweep(
 
     Returns the number of tokens whose topic changed in the last inner sweep.
     """
-    cdef Py_ssize_t D = indptr.shape[0] - 1, d
+    cdef Py_ssize_t D = indptr.shape[0] - 1
     cdef int K = <int> w.shape[1], V = <int> w.shape[0]
     cdef _Args a
-    cdef int32_t* nd
-    cdef int32_t* act
-    cdef int32_t* pos
-    cdef double* cum
-    cdef int64_t changed = 0
-    cdef int fails = 0
     if alpha.shape[0] != K or keys.shape[0] != D or tokptr.shape[0] != D + 1:
         raise ValueError("inconsistent shapes")
     if indices.shape[0] != cnt.shape[0] or tokptr[D] != z.shape[0]:
@@ -350,29 +498,8 @@ def sample_sweep(
     a.Wout = &Wout[0, 0] if Wout.shape[0] > 0 else NULL
     a.ll_doc = &ll_doc[0] if ll_doc.shape[0] > 0 else NULL
     a.atomic = n_threads != 1
-    if D == 0 or z.shape[0] == 0:
-        if a.ll_doc != NULL:
-            memset(a.ll_doc, 0, D * sizeof(double))
-        return 0
-    with nogil, parallel(num_threads=n_threads):
-        nd = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
-        act = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
-        pos = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
-        cum = <double*> sc_thread_malloc((K + 1) * sizeof(double))
-        if nd != NULL:
-            memset(nd, 0, K * sizeof(int32_t))
-        for d in prange(D, schedule="dynamic", chunksize=16):
-            if nd == NULL or act == NULL or pos == NULL or cum == NULL:
-                fails += 1
-                continue
-            changed += _doc(&a, &z[0], d, keys[d], nd, act, pos, cum)
-        free(nd)
-        free(act)
-        free(pos)
-        free(cum)
-    if fails:
-        raise MemoryError("could not allocate the sampler scratch space")
-    return int(changed)
+    a.counts = 0
+    return _run_docs(&a, z, keys, n_threads)
 
 
 cdef inline int _alias_row(const double* p, int K, float* prob, int32_t* alias, double* s,
@@ -457,6 +584,206 @@ def build_alias(
         free(large)
     if fails:
         raise MemoryError("could not allocate the alias-table scratch space")
+
+
+def sample_sweep_counts(
+    const int64_t[::1] indptr,     # IN (D + 1,) CSR row pointers
+    const int32_t[::1] indices,    # IN (nnz,) word ids
+    const int32_t[::1] cnt,        # IN (nnz,) tokens per entry (>= 0)
+    const int64_t[::1] tokptr,     # IN (D + 1,) token offsets of the documents
+    zint_t[::1] z,                 # INOUT (n_tokens,) topic of every token, entry order
+    const uint64_t[::1] keys,      # IN (D,) random-stream key of every document
+    const int32_t[:, ::1] W,       # IN (V, K) word-topic counts (read buffer), >= 0
+    const double[::1] inv_tot,     # IN (K,) 1 / (T_k + V beta)
+    double beta,
+    const double[::1] alpha,       # IN (K,) alpha_k > 0
+    const int64_t[::1] wptr,       # IN (V + 1,) slots of the words' sparse tables
+    const int32_t[::1] wlen,       # IN (V,) non-zero counts of every word (build_word_tables)
+    const int32_t[::1] wtop,       # IN topics of the non-zero counts
+    const float[::1] wprob,        # IN alias probabilities of the word tables
+    const int32_t[::1] walias,     # IN alias topics of the word tables
+    const double[::1] Qw,          # IN (V,) word-part masses
+    const float[::1] sprob,        # IN (K,) alias probabilities of the smoothing table
+    const int32_t[::1] salias,     # IN (K,) alias topics of the smoothing table
+    double Qs,                     # smoothing-part mass beta sum_k alpha_k / (T_k + V beta)
+    int n_inner,
+    int n_burn,
+    uint64_t seed,
+    uint64_t sweep,
+    double[:, ::1] acc,            # INOUT (D, K) or (0, 0), as in sample_sweep
+    int32_t[:, ::1] Wout,          # INOUT (V, K) or (0, 0)
+    double[::1] ll_doc,            # OUT (D,) or (0,)
+    int n_threads,
+):
+    """One FROZEN sweep with the word weights w_vk = (W_vk + beta) / (T_k + V beta) given by
+    the counts (stochastic EM), from the three-part decomposition
+
+        (n_dk + alpha_k) w_vk = n_dk w_vk                         (document part)
+                              + alpha_k W_vk / (T_k + V beta)     (word part)
+                              + alpha_k beta / (T_k + V beta)     (smoothing part).
+
+    The document part is evaluated exactly over the document's topics, the word part is drawn
+    from word v's alias table over its topics with W_vk > 0 and the smoothing part from one alias
+    table over the K topics shared by all words (tables of :func:`build_word_tables`).  A
+    uniform u in [0, S_dv + Q_v + Q_s) selects the part.  All three parts are exact for the
+    frozen read buffer, so the draws follow the exact conditional; the per-token cost is
+    O(topics in the document), and the tables cost O(nnz(W) + K) per sweep.
+
+    Returns the number of tokens whose topic changed in the last inner sweep.
+    """
+    cdef Py_ssize_t D = indptr.shape[0] - 1
+    cdef int K = <int> W.shape[1], V = <int> W.shape[0]
+    cdef _Args a
+    if alpha.shape[0] != K or inv_tot.shape[0] != K or keys.shape[0] != D \
+            or tokptr.shape[0] != D + 1:
+        raise ValueError("inconsistent shapes")
+    if indices.shape[0] != cnt.shape[0] or tokptr[D] != z.shape[0]:
+        raise ValueError("inconsistent token layout")
+    if wptr.shape[0] != V + 1 or wlen.shape[0] != V or Qw.shape[0] != V \
+            or sprob.shape[0] != K or salias.shape[0] != K \
+            or wtop.shape[0] < wptr[V] or wprob.shape[0] < wptr[V] or walias.shape[0] < wptr[V]:
+        raise ValueError("the counts path needs the tables of build_word_tables")
+    if n_inner < 1 or n_burn < 0:
+        raise ValueError("bad n_inner or n_burn")
+    if acc.shape[0] > 0 and (acc.shape[0] != D or acc.shape[1] != K):
+        raise ValueError("acc must have shape (D, K)")
+    if Wout.shape[0] > 0 and (Wout.shape[0] != V or Wout.shape[1] != K):
+        raise ValueError("Wout must have shape (V, K)")
+    if ll_doc.shape[0] > 0 and ll_doc.shape[0] != D:
+        raise ValueError("ll_doc must have shape (D,)")
+    if K == 0 or not Qs > 0:
+        raise ValueError("the smoothing mass must be positive")
+    lg = np.ascontiguousarray(_sps.gammaln(np.asarray(alpha, dtype=np.float64)))
+    cdef const double[::1] lg_alpha = lg
+    a.indptr = &indptr[0]
+    a.indices = &indices[0] if indices.shape[0] > 0 else NULL
+    a.cnt = &cnt[0] if cnt.shape[0] > 0 else NULL
+    a.tokptr = &tokptr[0]
+    a.w = NULL
+    a.prob = NULL
+    a.alias = NULL
+    a.Q = NULL
+    a.alpha = &alpha[0]
+    a.lg_alpha = &lg_alpha[0]
+    a.sum_alpha = float(np.sum(alpha))
+    a.K = K
+    a.mode = 0
+    a.dense = 0
+    a.n_inner = n_inner
+    a.n_burn = n_burn
+    a.seed = seed
+    a.sweep = sweep
+    a.acc = &acc[0, 0] if acc.shape[0] > 0 else NULL
+    a.Wout = &Wout[0, 0] if Wout.shape[0] > 0 else NULL
+    a.ll_doc = &ll_doc[0] if ll_doc.shape[0] > 0 else NULL
+    a.atomic = n_threads != 1
+    a.counts = 1
+    a.W = &W[0, 0] if V > 0 else NULL
+    a.inv_tot = &inv_tot[0]
+    a.beta = beta
+    a.wptr = &wptr[0]
+    a.wlen = &wlen[0] if V > 0 else NULL
+    a.wtop = &wtop[0] if wtop.shape[0] > 0 else NULL
+    a.wprob = &wprob[0] if wprob.shape[0] > 0 else NULL
+    a.walias = &walias[0] if walias.shape[0] > 0 else NULL
+    a.Qw = &Qw[0] if V > 0 else NULL
+    a.sprob = &sprob[0]
+    a.salias = &salias[0]
+    a.Qs = Qs
+    return _run_docs(&a, z, keys, n_threads)
+
+
+def build_word_tables(
+    const int32_t[:, ::1] W,       # IN (V, K) word-topic counts (read buffer), >= 0
+    const double[::1] inv_tot,     # IN (K,) 1 / (T_k + V beta)
+    double beta,
+    const double[::1] alpha,       # IN (K,) alpha_k > 0
+    const int64_t[::1] wptr,       # IN (V + 1,) slots per word: >= its number of non-zero counts
+    int32_t[::1] wlen,             # OUT (V,) number of non-zero counts of every word
+    int32_t[::1] wtop,             # OUT (wptr[V],) their topics
+    float[::1] wprob,              # OUT (wptr[V],) alias probabilities
+    int32_t[::1] walias,           # OUT (wptr[V],) alias topics
+    double[::1] Qw,                # OUT (V,) sum_k alpha_k W_vk / (T_k + V beta)
+    float[::1] sprob,              # OUT (K,) smoothing alias probabilities
+    int32_t[::1] salias,           # OUT (K,) smoothing alias topics
+    double[::1] word_ll,           # OUT (V,) sum_k [lgamma(W_vk + beta) - lgamma(beta)]
+    int n_threads,
+):
+    """The tables of :func:`sample_sweep_counts` from the read buffer W: for every word (in
+    parallel) its topics with W_vk > 0 and Vose's alias table over alpha_k W_vk / (T_k + V beta)
+    on them, and the alias table over alpha_k beta / (T_k + V beta) shared by all words.
+
+    W is read once (one pass over each word's row); the tables and the per-word work beyond the
+    scan are O(nnz(W)).  Returns Q_s = beta sum_k alpha_k / (T_k + V beta).
+    """
+    cdef Py_ssize_t V = W.shape[0], v
+    cdef int K = <int> W.shape[1], k, n, i, fails = 0, over = 0
+    cdef int64_t off
+    cdef double* p
+    cdef double* s
+    cdef int32_t* small
+    cdef int32_t* large
+    cdef double q, ll, lgb = gammaln(beta)
+    cdef int32_t c
+    if alpha.shape[0] != K or inv_tot.shape[0] != K or wptr.shape[0] != V + 1 \
+            or wlen.shape[0] != V or Qw.shape[0] != V or word_ll.shape[0] != V \
+            or sprob.shape[0] != K or salias.shape[0] != K or wtop.shape[0] < wptr[V] \
+            or wprob.shape[0] < wptr[V] or walias.shape[0] < wptr[V]:
+        raise ValueError("inconsistent shapes")
+    if K == 0:
+        raise ValueError("K must be positive")
+    ps = np.empty(K)
+    for k in range(K):
+        ps[k] = alpha[k] * beta * inv_tot[k]
+    Qs = float(ps.sum())
+    scratch = np.empty(K)
+    sm = np.empty(K, np.int32)
+    lg_ = np.empty(K, np.int32)
+    cdef double[::1] psv = ps, scv = scratch
+    cdef int32_t[::1] smv = sm, lgv = lg_
+    _alias_row(&psv[0], K, &sprob[0], &salias[0], &scv[0], &smv[0], &lgv[0])
+    if V == 0:
+        return Qs
+    with nogil, parallel(num_threads=n_threads):
+        p = <double*> sc_thread_malloc(K * sizeof(double))
+        s = <double*> sc_thread_malloc(K * sizeof(double))
+        small = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
+        large = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
+        for v in prange(V, schedule="dynamic", chunksize=64):
+            if p == NULL or s == NULL or small == NULL or large == NULL:
+                fails += 1
+                continue
+            off = wptr[v]
+            n = 0
+            q = 0.0
+            ll = 0.0
+            for k in range(K):
+                c = W[v, k]
+                if c > 0:
+                    if off + n >= wptr[v + 1]:
+                        over += 1
+                        break
+                    wtop[off + n] = k
+                    p[n] = alpha[k] * c * inv_tot[k]
+                    q = q + p[n]
+                    ll = ll + (gammaln(c + beta) - lgb)
+                    n = n + 1
+            wlen[v] = n
+            Qw[v] = q
+            word_ll[v] = ll
+            if n > 0:
+                _alias_row(p, n, &wprob[off], &walias[off], s, small, large)
+                for i in range(n):  # alias slots -> topics
+                    walias[off + i] = wtop[off + walias[off + i]]
+        free(p)
+        free(s)
+        free(small)
+        free(large)
+    if fails:
+        raise MemoryError("could not allocate the alias-table scratch space")
+    if over:
+        raise ValueError("a word has more non-zero counts than its slots in wptr")
+    return Qs
 
 
 def sem_word_weights(

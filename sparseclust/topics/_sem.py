@@ -32,9 +32,9 @@ __all__ = ["StochasticEMLDA", "token_layout"]
 TokenLayout = namedtuple("TokenLayout", "indptr indices cnt tokptr")
 
 #: 'auto' uses the dense path up to this many topics: on 20 Newsgroups (bench_sem.py, median
-#: of the first 5 sweeps from uniform assignments, one thread) the dense path was as fast or
-#: faster up to K = 64 and the alias path faster from K = 128 (results/sem.json, "crossover")
-DENSE_MAX_K = 64
+#: of the first 15 sweeps from uniform assignments, one thread) the dense path was faster up to
+#: K = 128 and the sparse path faster at K = 256 (results/sem_sparse.json, "crossover")
+DENSE_MAX_K = 128
 
 #: local-step settings of score(): SparseLDA's defaults, so that both estimators report the
 #: same per-token bound
@@ -82,47 +82,103 @@ def _threads_for(work, n_threads):
 
 
 class _Sampler:
-    """Word weights, alias tables and one FROZEN sweep over a token layout."""
+    """Word weights, sampler tables and one FROZEN sweep over a token layout.
+
+    Two sources of word weights: counts (``set_weights_from_counts``, stochastic EM: w_vk =
+    (W_vk + beta) / (T_k + V beta)) and general weights (``set_weights``, fold-in with fixed
+    topics).  With counts and the sparse sampler, the sweep uses the three-part decomposition of
+    :func:`_sampler.sample_sweep_counts` (per-word alias tables over the non-zero counts, one
+    shared smoothing table): no (V, K) table is built.  Otherwise the (V, K) weights w are
+    materialized and the sparse sampler uses per-word alias tables over all K topics
+    (:func:`_sampler.build_alias`); the dense sampler evaluates every topic.
+    """
 
     def __init__(self, V, K, alpha, dense, n_threads):
         self.V, self.K, self.dense, self.n_threads = V, K, dense, n_threads
         self.alpha = np.full(K, alpha, dtype=np.float64)
-        self.w = np.empty((V, K), np.float32)
-        if dense:
-            self.prob, self.alias, self.Q = _EMPTY2F, _EMPTY2I, _EMPTY1
-        else:
-            self.prob = np.empty((V, K), np.float32)
-            self.alias = np.empty((V, K), np.int32)
-            self.Q = np.empty(V)
+        self.w = None
+        self.prob, self.alias, self.Q = _EMPTY2F, _EMPTY2I, _EMPTY1
+        self.counts = None  # (W, inv_tot, beta, tables) of the counts path
 
-    def set_weights_from_counts(self, W, beta):
-        """w = (W + beta) / (T + V beta) from integer counts W (V, K); returns
-        log p(x | z, beta) (the topic part of the log joint)."""
+    def _weights(self):
+        if self.w is None:
+            self.w = np.empty((self.V, self.K), np.float32)
+        return self.w
+
+    def set_weights_from_counts(self, W, beta, word_totals=None):
+        """Word weights from integer counts W (V, K) (the read buffer of the next sweep, kept by
+        reference); returns log p(x | z, beta) (the topic part of the log joint).
+
+        ``word_totals`` (V,): the tokens of every word (the row sums of W), which bound the
+        number of its non-zero counts; computed from W when None.
+        """
         T = W.sum(axis=0, dtype=np.int64)
+        inv_tot = 1.0 / (T + self.V * beta)
         word_ll = np.empty(self.V)
-        _sampler.sem_word_weights(W, 1.0 / (T + self.V * beta), beta, self.w, word_ll,
-                                  _threads_for(W.size, self.n_threads))
+        nt = _threads_for(W.size, self.n_threads)
+        if self.dense:
+            _sampler.sem_word_weights(W, inv_tot, beta, self._weights(), word_ll, nt)
+            self.counts = None
+        else:
+            if word_totals is None:
+                word_totals = W.sum(axis=1, dtype=np.int64)
+            tables = self._word_tables(np.minimum(word_totals, self.K))
+            wptr, wlen, wtop, wprob, walias, Qw, sprob, salias = tables
+            Qs = _sampler.build_word_tables(W, inv_tot, beta, self.alpha, wptr, wlen, wtop,
+                                            wprob, walias, Qw, sprob, salias, word_ll, nt)
+            self.counts = (W, inv_tot, float(beta), tables, Qs)
         K = self.K
         return float(K * gammaln(self.V * beta) - gammaln(T + self.V * beta).sum()
                      + word_ll.sum())
 
+    def _word_tables(self, slots):
+        """Buffers of the per-word sparse tables with ``slots[v]`` entries for word v (reused
+        while large enough)."""
+        wptr = np.zeros(self.V + 1, np.int64)
+        np.cumsum(slots, out=wptr[1:])
+        n = int(wptr[-1])
+        old = getattr(self, "_tables", None)
+        if old is None or old[2].size < n:
+            old = (None, np.empty(self.V, np.int32), np.empty(n, np.int32),
+                   np.empty(n, np.float32), np.empty(n, np.int32), np.empty(self.V),
+                   np.empty(self.K, np.float32), np.empty(self.K, np.int32))
+        self._tables = (wptr,) + old[1:]
+        return self._tables
+
     def set_weights(self, phi_t):
         """w = phi^T given as a (V, K) array of topic-word probabilities."""
-        self.w[:] = phi_t
+        self._weights()[:] = phi_t
+        self.counts = None
 
     def build_tables(self):
-        if not self.dense:
+        """Alias tables of general weights (the counts path builds its own tables in
+        ``set_weights_from_counts``)."""
+        if not self.dense and self.counts is None:
+            if self.prob.shape != (self.V, self.K):
+                self.prob = np.empty((self.V, self.K), np.float32)
+                self.alias = np.empty((self.V, self.K), np.int32)
+                self.Q = np.empty(self.V)
             _sampler.build_alias(self.w, self.alpha, self.prob, self.alias, self.Q,
                                  _threads_for(self.w.size, self.n_threads))
 
     def sweep(self, lay, z, keys, seed, sweep, *, n_inner=1, n_burn=0, acc=None, Wout=None,
               ll_doc=None):
+        acc = _EMPTY2D if acc is None else acc
+        Wout = _EMPTY2I if Wout is None else Wout
+        ll_doc = _EMPTY1 if ll_doc is None else ll_doc
+        nt = _threads_for(int(lay.tokptr[-1]) * n_inner, self.n_threads)
+        if self.counts is not None:
+            W, inv_tot, beta, tables, Qs = self.counts
+            wptr, wlen, wtop, wprob, walias, Qw, sprob, salias = tables
+            return _sampler.sample_sweep_counts(
+                lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, W, inv_tot, beta,
+                self.alpha, wptr, wlen, wtop, wprob, walias, Qw, sprob, salias, Qs,
+                n_inner, n_burn, seed, sweep, acc, Wout, ll_doc, nt,
+            )
         return _sampler.sample_sweep(
-            lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, self.w, self.alpha,
+            lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, self._weights(), self.alpha,
             self.prob, self.alias, self.Q, _sampler.FROZEN, self.dense, n_inner, n_burn,
-            seed, sweep, _EMPTY2D if acc is None else acc, _EMPTY2I if Wout is None else Wout,
-            _EMPTY1 if ll_doc is None else ll_doc,
-            _threads_for(int(lay.tokptr[-1]) * n_inner, self.n_threads),
+            seed, sweep, acc, Wout, ll_doc, nt,
         )
 
 
@@ -140,10 +196,13 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     word-topic counts are incremented into a second buffer that becomes the read buffer of
     the next sweep.  With every count frozen, the documents of a sweep are independent: they
     are processed in parallel (OpenMP) without locks, and each token's distribution is fixed,
-    so its draw is exact.  Sampling cost per token does not grow with K: the word part
-    alpha (W_kv + beta) / (T_k + V beta) is drawn from a Walker/Vose alias table per word,
-    built once per sweep, and the document part D_dk (W_kv + beta) / (T_k + V beta) is
-    computed exactly over the topics present in the document (``sampler='alias'``); for
+    so its draw is exact.  Sampling cost per token does not grow with K
+    (``sampler='alias'``): with w_kv = (W_kv + beta) / (T_k + V beta), the conditional is the
+    sum of a document part D_dk w_kv, computed exactly over the topics present in the
+    document, a word part alpha W_kv / (T_k + V beta), drawn from a Walker/Vose alias table
+    over the word's non-zero counts, and a smoothing part alpha beta / (T_k + V beta), drawn
+    from one alias table over the K topics; the tables are built once per sweep in
+    O(nnz(W)) work beyond one scan of the read buffer.  For
     small K every topic is evaluated (``sampler='dense'``).  The initial assignments are
     uniform.  The tokens of X are its counts rounded to the nearest integer.
 
@@ -164,7 +223,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         over N tokens, so ``tol`` below that never triggers.
     sampler : {'auto', 'alias', 'dense'}, default='auto'
         Per-token sampler: 'alias' (alias tables + document part, cost independent of K),
-        'dense' (all K topics), 'auto' = 'dense' for ``n_components <= 64``, else 'alias'
+        'dense' (all K topics), 'auto' = 'dense' for ``n_components <= 128``, else 'alias'
         (the measured crossover, ``doc/sem.md``).
     algorithm : {'batch', 'online'}, default='batch'
         'batch': ``fit`` runs ``max_iter`` stochastic-EM sweeps over all documents.
@@ -372,7 +431,8 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         W_next = np.zeros((V, K), np.int32)
         _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
                              _threads_for(N, nt))
-        smp.set_weights_from_counts(W, beta)
+        word_totals = np.bincount(lay.indices, weights=lay.cnt, minlength=V).astype(np.int64)
+        smp.set_weights_from_counts(W, beta, word_totals)
         ll_doc = np.zeros(D)
         elapsed = time.perf_counter() - t_start
         trace, prev, converged = [], None, False
@@ -382,7 +442,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             W_next.fill(0)
             changed = smp.sweep(lay, z, keys, seed, it, Wout=W_next, ll_doc=ll_doc)
             W, W_next = W_next, W
-            ll = smp.set_weights_from_counts(W, beta) + float(ll_doc.sum())
+            ll = smp.set_weights_from_counts(W, beta, word_totals) + float(ll_doc.sum())
             dt = time.perf_counter() - t0
             elapsed += dt
             change = abs(ll - prev) / max(N, 1) if prev is not None else np.inf
@@ -436,11 +496,15 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
                                  _threads_for(z.size, smp.n_threads))
             acc = np.zeros((V, K))
+            word_totals = np.bincount(lay.indices, weights=lay.cnt, minlength=V).astype(np.int64)
+            W_next = np.empty_like(W)
             for s in range(self.n_fold_in):
-                smp.set_weights_from_counts(W, beta)
+                # W is the read buffer of the sweep, W_next its write buffer
+                smp.set_weights_from_counts(W, beta, word_totals)
                 smp.build_tables()
-                W.fill(0)
-                smp.sweep(lay, z, keys, seed, int(sweep0) + s + 1, Wout=W)
+                W_next.fill(0)
+                smp.sweep(lay, z, keys, seed, int(sweep0) + s + 1, Wout=W_next)
+                W, W_next = W_next, W
                 if s >= n_burn:
                     acc += W
             return acc / n_save, int(lay.tokptr[-1])
