@@ -637,3 +637,32 @@ def test_npmi_validation():
         npmi_coherence(phi, sp.csr_array(np.ones((3, V + 1))))
     with pytest.raises(ValueError, match="document-term matrix or a list"):
         npmi_coherence(phi, "0 1 2")
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_left_to_right_takes_hdp_and_sem_priors():
+    from sparseclust import HDPTopicModel, StochasticEMLDA
+
+    X, _ = planted_corpus(n_docs=60, doc_len=20)
+    hdp = HDPTopicModel(max_components=5, max_iter=3, random_state=0).fit(X)
+    alpha = np.asarray(hdp.doc_topic_prior_)
+    assert alpha.shape == (hdp.topic_word_distribution_.shape[0],)
+    assert np.ptp(alpha) > 0  # a per-topic prior
+    s1 = left_to_right_score(hdp, X[:5], n_particles=3, random_state=0)
+    s2 = left_to_right_score(
+        hdp.topic_word_distribution_, X[:5], doc_topic_prior=alpha, n_particles=3,
+        random_state=0,
+    )
+    s3 = left_to_right_score(
+        hdp.topic_word_distribution_, X[:5], doc_topic_prior=float(alpha.mean()),
+        n_particles=3, random_state=0,
+    )
+    assert s1 == s2 and s1 != s3
+
+    sem = StochasticEMLDA(n_components=3, max_iter=5, random_state=0).fit(X)
+    s1 = left_to_right_score(sem, X[:5], n_particles=3, random_state=0)
+    s2 = left_to_right_score(
+        sem.topic_word_distribution_, X[:5], doc_topic_prior=sem.doc_topic_prior_,
+        n_particles=3, random_state=0,
+    )
+    assert s1 == s2
