@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Evaluation of topic models: held-out document completion, UMass coherence, top words.
+"""Evaluation of topic models: held-out document completion, left-to-right held-out
+likelihood, UMass and NPMI coherence, top words.
 
 Both scores take the topics as a point estimate ``phi_hat`` (K, V) whose rows are
 probability vectors over the vocabulary, so any topic model can be scored the same way:
@@ -447,6 +448,13 @@ def left_to_right_score(
     Token order: the bag of words of row d is expanded in increasing word-id order, all
     tokens of a word consecutive (p(w) does not depend on the order; the estimator's
     variance does, slightly). Cost O(R N_d^2 K / 2) per document: long documents dominate.
+
+    The estimator is consistent only up to a small bias: after z_n is drawn a particle's
+    z_{<=n} follow p(z_{<n} | w_{<n}) p(z_n | z_{<n}, w_{<=n}), not the posterior
+    p(z_{<=n} | w_{<=n}), and one sweep per position does not fully correct this, so as R
+    grows the estimate tends to a value slightly off log p(w) (on the 4-5-token documents of
+    the tests, by less than 0.015 nats per token, of either sign). Single-token documents
+    are exact.
 
     Parameters
     ----------
