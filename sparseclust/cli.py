@@ -7,7 +7,9 @@ LDA by parallel stochastic EM) to a corpus, then prints each topic's top words, 
 held-out document-completion score (Hughes & Sudderth 2016, App. E) on a fraction of the
 documents kept out of training beside the score of a unigram model on the same held-out
 words, the mean UMass coherence (Mimno et al. 2011) on the training documents, whether
-training converged, and timings; optionally saves the model and the document-topic matrix.
+training converged, and timings; on request also the left-to-right held-out log-likelihood
+(Wallach et al. 2009; ``--left-to-right R``) and NPMI coherence (Lau, Newman & Baldwin 2014;
+``--npmi``); optionally saves the model and the document-topic matrix.
 See ``doc/cli.md``.
 """
 
@@ -171,6 +173,21 @@ def _build_parser():
         default=0.1,
         help="fraction of documents kept out of training for the document-completion score "
         "(default 0.1; 0 skips it)",
+    )
+    t.add_argument(
+        "--left-to-right",
+        metavar="R",
+        type=_positive_int,
+        default=None,
+        help="also score the held-out documents by the left-to-right estimator of their "
+        "log-likelihood with R particles (Wallach et al. 2009; cost grows with the square "
+        "of the document length)",
+    )
+    t.add_argument(
+        "--npmi",
+        action="store_true",
+        help="also report NPMI coherence of the top words (document co-occurrence in the "
+        "training documents)",
     )
     t.add_argument(
         "--top-n",
@@ -512,7 +529,13 @@ def _run_topics(args):
         f"training on {len(train_idx)}, {len(test_idx)} held out",
     )
 
-    from sparseclust.metrics import document_completion_score, top_words, umass_coherence
+    from sparseclust.metrics import (
+        document_completion_score,
+        left_to_right_score,
+        npmi_coherence,
+        top_words,
+        umass_coherence,
+    )
     from sparseclust.topics import HDPTopicModel, SparseLDA, StochasticEMLDA
 
     Estimator = {"hdp": HDPTopicModel, "sem": StochasticEMLDA}.get(args.model, SparseLDA)
@@ -566,7 +589,21 @@ def _run_topics(args):
     words = top_words(model, feature_names, n=args.top_n)
     top_n = min(args.top_n, n_words)
     coherence = umass_coherence(model, X_train, top_n=top_n) if top_n >= 2 else None
+    npmi = npmi_coherence(model, X_train, top_n=top_n) if args.npmi and top_n >= 2 else None
     heldout = baseline = None
+    l2r = l2r_std = None
+    if args.left_to_right is not None and X_test.shape[0] > 0:
+        try:
+            l2r, l2r_std = left_to_right_score(
+                model,
+                X_test,
+                n_particles=args.left_to_right,
+                random_state=args.seed,
+                n_threads=args.threads,
+                return_std=True,
+            )
+        except ValueError as exc:
+            _say(args, f"no left-to-right score: {exc}")
     if X_test.shape[0] > 0:
         try:
             heldout = document_completion_score(
@@ -612,6 +649,19 @@ def _run_topics(args):
             f"(perplexity {np.exp(-baseline):.0f}); the topics gain {heldout - baseline:+.4f} "
             "nats per token (higher is better; the baseline predicts every word by its "
             "frequency in the training documents)",
+            file=out,
+        )
+    if l2r is not None:
+        se = "" if not np.isfinite(l2r_std) else f" +- {l2r_std:.4f} (standard error)"
+        print(
+            f"held-out left-to-right log-likelihood: {l2r:.4f}{se} nats per token "
+            f"({len(test_idx)} whole documents, {args.left_to_right} particles)",
+            file=out,
+        )
+    if npmi is not None:
+        print(
+            f"NPMI coherence (top {top_n} words, training documents): "
+            f"mean {npmi.mean():.3f}",
             file=out,
         )
     if coherence is not None:
@@ -669,6 +719,7 @@ def _run_topics(args):
                     "share": float(share[k]),
                     "words": words[k],
                     "coherence": None if coherence is None else float(coherence[k]),
+                    "npmi": None if npmi is None else float(npmi[k]),
                 }
                 for k in order
             ],
@@ -676,6 +727,12 @@ def _run_topics(args):
                 "heldout_document_completion": heldout,
                 "heldout_unigram_baseline": baseline,
                 "umass_coherence_mean": None if coherence is None else float(coherence.mean()),
+                "heldout_left_to_right": l2r,
+                "heldout_left_to_right_std": (
+                    None if l2r_std is None or not np.isfinite(l2r_std) else l2r_std
+                ),
+                "left_to_right_particles": args.left_to_right,
+                "npmi_coherence_mean": None if npmi is None else float(npmi.mean()),
                 "coherence_top_n": top_n,
             },
             "timings": {"load": t_load, "fit": t_fit, "evaluate": t_eval},

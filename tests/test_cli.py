@@ -560,3 +560,46 @@ def test_binary_input_is_refused(tmp_path, capsys, name):
     code, out, err = run(["topics", str(target), "-q"], capsys)
     assert code == 2
     assert "looks like a binary file" in err and "NUL bytes" in err
+
+
+def test_left_to_right_and_npmi_on_request(tmp_path, capsys):
+    import scipy.sparse as sp
+
+    from sparseclust.metrics import left_to_right_score, npmi_coherence
+
+    X = planted_counts(n_docs=60, seed=3)
+    path = write_uci(tmp_path, X)
+    out_json = tmp_path / "o.json"
+    model_path = tmp_path / "m.pkl"
+    argv = ["topics", str(path), "-k", "3", "--max-iter", "15", "-q", "--seed", "2",
+            "--top-n", "4", "-o", str(out_json), "--save-model", str(model_path)]
+    code, out, err = run(argv + ["--left-to-right", "5", "--npmi"], capsys)
+    assert code == 0, err
+    payload = json.loads(out_json.read_text())
+    scores = payload["scores"]
+    l2r = scores["heldout_left_to_right"]
+    assert f"held-out left-to-right log-likelihood: {l2r:.4f}" in out
+    assert scores["left_to_right_particles"] == 5 and scores["heldout_left_to_right_std"] > 0
+    assert f"NPMI coherence (top 4 words, training documents): " \
+           f"mean {scores['npmi_coherence_mean']:.3f}" in out
+    # the same numbers by the library on the same split and model
+    import pickle
+
+    with open(model_path, "rb") as fh:
+        model = pickle.load(fh)
+    train_idx, test_idx = _split_documents(60, 0.1, 2)
+    Xs = sp.csr_array(X.astype(float))
+    expected = left_to_right_score(model, Xs[test_idx], n_particles=5, random_state=2)
+    assert l2r == pytest.approx(expected, rel=1e-12)
+    npmi = npmi_coherence(model, Xs[train_idx], top_n=4)
+    got = {t["index"]: t["npmi"] for t in payload["topics"]}
+    np.testing.assert_allclose([got[k] for k in range(3)], npmi, rtol=1e-12)
+    # planted blocks: topics' top words co-occur, and the topics beat the unigram model
+    assert scores["npmi_coherence_mean"] > 0
+    assert l2r > math.log(1 / 18) + 0.3
+    # without the options: neither is computed
+    code, out, err = run(argv, capsys)
+    assert code == 0, err
+    scores = json.loads(out_json.read_text())["scores"]
+    assert scores["heldout_left_to_right"] is None and scores["npmi_coherence_mean"] is None
+    assert "left-to-right" not in out and "NPMI" not in out

@@ -280,3 +280,17 @@ def test_index_range_guards():
     with pytest.raises(ValueError, match="int32"):
         posteriors.summary_statistics(np.ones((1, 1)), np.zeros((1, 1), np.int32),
                                       np.ones((1, 1)), INT32_MAX + 1)
+
+
+def test_left_to_right_allocation_failure_raises():
+    from sparseclust._kernels import _left_to_right
+    from sparseclust.metrics import left_to_right_score
+
+    rng = np.random.default_rng(4)
+    X = sp.csr_array(rng.poisson(0.5, size=(40, 15)).astype(float))
+    phi = rng.dirichlet(np.ones(15), size=4)
+    _check_failure_modes(
+        _left_to_right,
+        lambda: left_to_right_score(phi, X, n_particles=3, random_state=0, n_threads=2),
+        lambda a, b: np.testing.assert_array_equal(a, b),
+    )

@@ -13,6 +13,8 @@ from sklearn.exceptions import NotFittedError
 from sparseclust.metrics import (
     PROB_FLOOR,
     document_completion_score,
+    left_to_right_score,
+    npmi_coherence,
     split_document_types,
     top_words,
     umass_coherence,
@@ -357,3 +359,310 @@ def test_top_words_order_and_model_input():
         top_words(phi, ["a", "b"])
     with pytest.raises(ValueError, match="positive integer"):
         top_words(phi, names, n=0)
+
+
+# ---------------------------------------------------------------------------------------
+# left-to-right estimator
+
+
+def exact_log_likelihood(phi, alpha, words):
+    """log p(w) by enumerating every topic assignment, theta integrated out analytically.
+
+    p(w) = sum_z p(z | alpha) prod_n phi[z_n, w_n], with the Dirichlet-multinomial
+    p(z | alpha) = Gamma(A) / Gamma(N + A) prod_k Gamma(n_k + alpha_k) / Gamma(alpha_k).
+    """
+    from itertools import product
+
+    from scipy.special import gammaln
+
+    K = phi.shape[0]
+    alpha = np.broadcast_to(np.asarray(alpha, dtype=np.float64), K)
+    terms = []
+    for z in product(range(K), repeat=len(words)):
+        n = np.bincount(np.asarray(z, dtype=np.int64), minlength=K)
+        lp = gammaln(alpha.sum()) - gammaln(len(words) + alpha.sum())
+        lp += np.sum(gammaln(n + alpha) - gammaln(alpha))
+        lp += sum(math.log(phi[k, w]) for k, w in zip(z, words, strict=True))
+        terms.append(lp)
+    return float(np.logaddexp.reduce(terms))
+
+
+def tiny_model():
+    rng = np.random.default_rng(3)
+    phi = rng.dirichlet(np.full(4, 0.5), size=3)  # K = 3, V = 4
+    alpha = np.array([0.3, 0.7, 1.2])
+    return phi, alpha
+
+
+@pytest.mark.parametrize("counts", [[2, 0, 2, 1], [0, 3, 0, 1], [1, 1, 1, 1]])
+def test_left_to_right_matches_exact_enumeration(counts):
+    phi, alpha = tiny_model()
+    words = np.repeat(np.arange(4), counts).tolist()
+    exact = exact_log_likelihood(phi, alpha, words) / len(words)
+    # D copies of the document: every row gets its own random streams, so the rows are D
+    # independent estimates of the same log p(w)
+    X = sp.csr_array(np.tile(np.asarray(counts, dtype=np.float64), (300, 1)))
+    score, std, details = left_to_right_score(
+        phi,
+        X,
+        doc_topic_prior=alpha,
+        n_particles=10,
+        random_state=0,
+        return_std=True,
+        return_details=True,
+    )
+    per_doc = details["doc_loglik"] / len(words)
+    np.testing.assert_allclose(score, per_doc.mean(), rtol=1e-12)
+    # the standard error across documents is that of the mean of the per-document estimates
+    np.testing.assert_allclose(std, per_doc.std(ddof=1) / math.sqrt(300), rtol=1e-9)
+    # the exact value lies well within the standard error of one estimate (R = 10)
+    assert abs(score - exact) < 0.5 * per_doc.std(ddof=1)
+    # more particles: closer, down to the estimator's small bias (Alg. 3's particles after
+    # one sweep per position are not exact posterior draws; at most ~0.01 nats/token on
+    # these documents, see doc/metrics.md)
+    one = left_to_right_score(phi, X, doc_topic_prior=alpha, n_particles=1, random_state=0)
+    many = left_to_right_score(phi, X, doc_topic_prior=alpha, n_particles=100, random_state=0)
+    assert abs(many - exact) < 0.015
+    assert abs(many - exact) < abs(one - exact)
+
+
+def test_left_to_right_single_token_is_exact():
+    # one token: p(w) = sum_k alpha_k phi_kw / sum alpha, whatever the particles do
+    phi, alpha = tiny_model()
+    X = sp.csr_array(np.eye(4))
+    _, details = left_to_right_score(
+        phi, X, doc_topic_prior=alpha, n_particles=3, random_state=0, return_details=True
+    )
+    expected = np.log(alpha @ phi / alpha.sum())
+    np.testing.assert_allclose(details["doc_loglik"], expected, rtol=1e-12)
+    np.testing.assert_array_equal(details["doc_tokens"], np.ones(4))
+
+
+def test_left_to_right_uniform_topics_is_minus_log_v():
+    X, _ = planted_corpus(n_docs=10, doc_len=15)
+    V = X.shape[1]
+    score = left_to_right_score(np.ones((3, V)), X, n_particles=2, random_state=0)
+    assert score == pytest.approx(-math.log(V), rel=1e-12)
+
+
+def test_left_to_right_planted_topics_beat_random_topics():
+    X, phi = planted_corpus(n_docs=30, doc_len=30)
+    rand = np.random.default_rng(1).dirichlet(np.ones(phi.shape[1]), size=phi.shape[0])
+    good = left_to_right_score(phi, X, doc_topic_prior=0.2, random_state=0)
+    bad = left_to_right_score(rand, X, doc_topic_prior=0.2, random_state=0)
+    assert good > bad + 0.5
+
+
+def test_left_to_right_deterministic_threads_and_float32():
+    X, phi = planted_corpus(n_docs=40, doc_len=25)
+    kw = dict(doc_topic_prior=0.2, n_particles=4)
+    a = left_to_right_score(phi, X, random_state=7, n_threads=1, **kw)
+    b = left_to_right_score(phi, X, random_state=7, n_threads=2, **kw)
+    c = left_to_right_score(phi, X, random_state=8, n_threads=1, **kw)
+    assert a == b
+    assert a != c
+    d = left_to_right_score(
+        phi.astype(np.float32), X.astype(np.float32), random_state=7, n_threads=2, **kw
+    )
+    assert d == pytest.approx(a, abs=1e-4)
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_left_to_right_model_prior_and_inputs_unchanged():
+    X, _ = planted_corpus(n_docs=60, doc_len=20)
+    lda = LatentDirichletAllocation(n_components=4, doc_topic_prior=0.3, random_state=0).fit(X)
+    X_before = X.copy()
+    lam = lda.components_.copy()
+    s_model = left_to_right_score(lda, X[:10], random_state=0)
+    s_array = left_to_right_score(lam, X[:10], doc_topic_prior=0.3, random_state=0)
+    assert s_model == s_array
+    np.testing.assert_array_equal(lda.components_, lam)
+    assert (X != X_before).nnz == 0
+
+    from sparseclust import SparseLDA
+
+    model = SparseLDA(n_components=3, random_state=0, max_iter=3).fit(X)
+    s1 = left_to_right_score(model, X[:5], random_state=0)
+    s2 = left_to_right_score(
+        model.topic_word_distribution_, X[:5], doc_topic_prior=model.doc_topic_prior_,
+        random_state=0,
+    )
+    assert s1 == s2
+
+
+def test_left_to_right_per_topic_prior_and_empty_rows():
+    phi, _ = tiny_model()
+    X = sp.csr_array(np.array([[1.0, 0, 2, 0], [0, 0, 0, 0], [0, 1, 0, 1]]))
+    alpha = np.array([0.1, 1.0, 5.0])
+    s, details = left_to_right_score(
+        phi, X, doc_topic_prior=alpha, n_particles=5, random_state=0, return_details=True
+    )
+    assert details["doc_loglik"][1] == 0.0
+    assert details["doc_tokens"].tolist() == [3.0, 0.0, 2.0]
+    assert s == pytest.approx(details["doc_loglik"].sum() / 5)
+    s_sym = left_to_right_score(phi, X, doc_topic_prior=1.0, n_particles=5, random_state=0)
+    assert s != s_sym
+
+
+def test_left_to_right_validation():
+    phi, _ = tiny_model()
+    X = sp.csr_array(np.array([[1.0, 0, 2, 0]]))
+    with pytest.raises(ValueError, match="n_particles"):
+        left_to_right_score(phi, X, n_particles=0)
+    with pytest.raises(ValueError, match="n_particles"):
+        left_to_right_score(phi, X, n_particles=2.5)
+    with pytest.raises(ValueError, match="integer word counts"):
+        left_to_right_score(phi, X * 0.5)
+    with pytest.raises(ValueError, match="(?i)negative"):
+        left_to_right_score(phi, -X)
+    with pytest.raises(ValueError):
+        left_to_right_score(phi, sp.csr_array(np.array([[np.nan, 0, 1, 0]])))
+    with pytest.raises(ValueError, match="features"):
+        left_to_right_score(phi, sp.csr_array(np.ones((1, 5))))
+    with pytest.raises(ValueError, match="doc_topic_prior"):
+        left_to_right_score(phi, X, doc_topic_prior=[1.0, 2.0])
+    with pytest.raises(ValueError, match="doc_topic_prior"):
+        left_to_right_score(phi, X, doc_topic_prior=-1.0)
+    with pytest.raises(ValueError, match="no tokens"):
+        left_to_right_score(phi, sp.csr_array((2, 4)))
+    with pytest.raises(ValueError, match="nonnegative"):
+        left_to_right_score(-phi, X)
+    with pytest.raises(NotFittedError):
+        left_to_right_score(LatentDirichletAllocation(), X)
+    _, std = left_to_right_score(phi, X, random_state=0, return_std=True)
+    assert math.isnan(std)  # one document: no spread across documents
+
+
+# ---------------------------------------------------------------------------------------
+# NPMI coherence
+
+
+def brute_force_npmi(top, contexts):
+    """Mean NPMI over the pairs of ``top`` with contexts given as Python sets of word ids."""
+    n = len(contexts)
+    vals = []
+    for i in range(len(top)):
+        for j in range(i + 1, len(top)):
+            a, b = top[i], top[j]
+            pa = sum(a in c for c in contexts) / n
+            pb = sum(b in c for c in contexts) / n
+            pab = sum(a in c and b in c for c in contexts) / n
+            if pab == 0:
+                vals.append(-1.0)
+            elif pab == 1:
+                vals.append(1.0)
+            else:
+                vals.append(math.log(pab / (pa * pb)) / -math.log(pab))
+    return sum(vals) / len(vals)
+
+
+def windows_of(doc, s):
+    if len(doc) == 0:
+        return []
+    if len(doc) <= s:
+        return [set(doc)]
+    return [set(doc[t : t + s]) for t in range(len(doc) - s + 1)]
+
+
+def token_corpus(seed=0, n_docs=40, V=12):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(0, V, size=rng.integers(0, 25)).tolist() for _ in range(n_docs)], V
+
+
+@pytest.mark.parametrize("window", [None, 1, 3, 10])
+def test_npmi_matches_brute_force_sets(window):
+    docs, V = token_corpus()
+    phi = np.random.default_rng(5).dirichlet(np.ones(V), size=4)
+    top_n = 5
+    got = npmi_coherence(phi, docs, top_n=top_n, window=window)
+    order = np.argsort(-phi, axis=1, kind="stable")[:, :top_n]
+    if window is None:
+        contexts = [set(d) for d in docs]
+    else:
+        contexts = [w for d in docs for w in windows_of(d, window)]
+    expected = [brute_force_npmi(order[k].tolist(), contexts) for k in range(4)]
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    if window is None:  # the document-term matrix gives the same
+        X = np.zeros((len(docs), V))
+        for d, doc in enumerate(docs):
+            np.add.at(X[d], doc, 2.0)
+        np.testing.assert_allclose(npmi_coherence(phi, sp.csr_array(X), top_n=top_n), got)
+
+
+def test_npmi_edge_conventions():
+    # words 0 and 1 in every document: p = 1 -> NPMI 1; word 2 never with word 3 -> -1;
+    # word 4 absent from the reference -> -1 with everything
+    docs = [[0, 1, 2], [0, 1, 3], [1, 0, 2, 2]]
+    phi = np.array(
+        [[0.5, 0.4, 0.05, 0.03, 0.02], [0.02, 0.03, 0.5, 0.4, 0.05], [0.4, 0.03, 0.02, 0.05, 0.5]]
+    )
+    c = npmi_coherence(phi, docs, top_n=2)
+    assert c[0] == 1.0
+    assert c[1] == -1.0
+    assert c[2] == -1.0
+    # words only ever together (but not everywhere): NPMI = 1 by the formula itself
+    docs = [[0, 1], [2], [0, 1, 3]]
+    assert npmi_coherence(phi[:1], docs, top_n=2)[0] == pytest.approx(1.0)
+    # independent-ish words are near 0 and within [-1, 1]
+    docs, V = token_corpus(seed=2, n_docs=60)
+    c = npmi_coherence(np.random.default_rng(0).random((6, V)), docs, top_n=6, window=4)
+    assert np.all((c >= -1) & (c <= 1))
+
+
+def test_npmi_planted_topics_above_random():
+    X, phi = planted_corpus()
+    rand = np.random.default_rng(1).dirichlet(np.ones(phi.shape[1]), size=phi.shape[0])
+    assert npmi_coherence(phi, X, top_n=5).mean() > npmi_coherence(rand, X, top_n=5).mean()
+
+
+def test_npmi_validation():
+    docs, V = token_corpus()
+    phi = np.ones((2, V))
+    X = sp.csr_array(np.ones((3, V)))
+    with pytest.raises(ValueError, match="token sequences"):
+        npmi_coherence(phi, X, window=5)
+    with pytest.raises(ValueError, match="window"):
+        npmi_coherence(phi, docs, window=0)
+    with pytest.raises(ValueError, match="top_n"):
+        npmi_coherence(phi, docs, top_n=1)
+    with pytest.raises(ValueError, match="outside"):
+        npmi_coherence(phi, [[0, V]])
+    with pytest.raises(ValueError, match="outside"):
+        npmi_coherence(phi, [[-1, 2]])
+    with pytest.raises(ValueError, match="integer word ids"):
+        npmi_coherence(phi, [[0.5, 1.0]])
+    with pytest.raises(ValueError, match="no documents"):
+        npmi_coherence(phi, [])
+    with pytest.raises(ValueError, match="features"):
+        npmi_coherence(phi, sp.csr_array(np.ones((3, V + 1))))
+    with pytest.raises(ValueError, match="document-term matrix or a list"):
+        npmi_coherence(phi, "0 1 2")
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_left_to_right_takes_hdp_and_sem_priors():
+    from sparseclust import HDPTopicModel, StochasticEMLDA
+
+    X, _ = planted_corpus(n_docs=60, doc_len=20)
+    hdp = HDPTopicModel(max_components=5, max_iter=3, random_state=0).fit(X)
+    alpha = np.asarray(hdp.doc_topic_prior_)
+    assert alpha.shape == (hdp.topic_word_distribution_.shape[0],)
+    assert np.ptp(alpha) > 0  # a per-topic prior
+    s1 = left_to_right_score(hdp, X[:5], n_particles=3, random_state=0)
+    s2 = left_to_right_score(
+        hdp.topic_word_distribution_, X[:5], doc_topic_prior=alpha, n_particles=3,
+        random_state=0,
+    )
+    s3 = left_to_right_score(
+        hdp.topic_word_distribution_, X[:5], doc_topic_prior=float(alpha.mean()),
+        n_particles=3, random_state=0,
+    )
+    assert s1 == s2 and s1 != s3
+
+    sem = StochasticEMLDA(n_components=3, max_iter=5, random_state=0).fit(X)
+    s1 = left_to_right_score(sem, X[:5], n_particles=3, random_state=0)
+    s2 = left_to_right_score(
+        sem.topic_word_distribution_, X[:5], doc_topic_prior=sem.doc_topic_prior_,
+        n_particles=3, random_state=0,
+    )
+    assert s1 == s2
