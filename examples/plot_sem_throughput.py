@@ -32,7 +32,8 @@ for K, model in fits.items():
     tr = model.trace_
     sweeps = range(1, len(tr) + 1)
     ax1.plot(sweeps, [t["tokens_per_s"] / 1e6 for t in tr], "o-", label=f"K = {K}")
-    ax2.plot([t["elapsed"] for t in tr], [t["log_joint"] / n_tokens for t in tr], "o-", label=f"K = {K}")
+    ax2.plot([t["elapsed"] for t in tr], [t["log_joint"] / n_tokens for t in tr], "o-",
+             label=f"K = {K}")
 ax1.set_xlabel("sweep")
 ax1.set_ylabel("million tokens per second (1 thread)")
 ax1.set_ylim(bottom=0)
