@@ -406,9 +406,9 @@ class SparseGaussianMixture(
         If True, every component has mean zero (Hughes & Sudderth 2016, App. B.1); ``mean_prior``
         and
         ``mean_precision_prior`` are then unused and ``mean_precision_`` is ``inf``.
-    weight_concentration_prior_type : {'dirichlet_distribution', 'dirichlet_process'}, \
-            default='dirichlet_distribution'
-        Prior on the mixture weights, with scikit-learn's meaning
+    weight_concentration_prior_type : str, default='dirichlet_distribution'
+        ``'dirichlet_distribution'`` or ``'dirichlet_process'``: the prior on the mixture
+        weights, with scikit-learn's meaning
         (``BayesianGaussianMixture``). ``'dirichlet_distribution'``: the finite
         ``pi ~ Dir(alpha0, ..., alpha0)`` with ``q(pi) = Dir(theta)``, ``theta = alpha0 + N``.
         ``'dirichlet_process'``: the stick-breaking representation of a Dirichlet process
