@@ -1,14 +1,15 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Open pages of the built documentation in headless Chromium and check their images.
 
-Usage: python .ci/check_site.py BUILD_DIR [--out DIR] [--chromium PATH]
+Usage: python .ci/check_site.py BUILD_DIR [--out DIR] [--chromium PATH] [--report HTML]
 
 For the index, the SparseLDA API page and one gallery page: Chromium renders the page
 (``--dump-dom``, after scripts have run) and every ``<img>`` of the rendered DOM must point to
 a file of the build that exists, is non-empty and decodes as an image; the page must have at
 least its expected images (named below) and its title. A screenshot of each page is written
 to the artifact folder (printed at the end) and must not be blank. Exits non-zero on the first
-failure, with the reason.
+failure, with the reason. With ``--report``, the HTML report of ``sparseclust topics`` is
+rendered and checked the same way (its trace plot and word bars are inline SVG and CSS).
 """
 
 import argparse
@@ -101,6 +102,8 @@ def main(argv=None):
     ap.add_argument("build", type=Path)
     ap.add_argument("--out", type=Path, default=None, help="folder of the screenshots")
     ap.add_argument("--chromium", default=os.environ.get("CHROMIUM", "chromium"))
+    ap.add_argument("--report", type=Path, default=None,
+                    help="also check an HTML report of `sparseclust topics --report`")
     args = ap.parse_args(argv)
     binary = shutil.which(args.chromium) or args.chromium
     out_dir = args.out or Path(tempfile.mkdtemp(prefix="sparseclust-site-"))
@@ -108,6 +111,16 @@ def main(argv=None):
     for page, (text, images) in PAGES.items():
         n, shot = check_page(binary, args.build.resolve(), page, text, images, out_dir)
         print(f"site: {page}: rendered, {n} images present and non-empty, screenshot {shot}")
+    if args.report is not None:
+        rep = args.report.resolve()
+        dom = _chromium(binary, "--dump-dom", rep.as_uri())
+        for needle in ("Topics (", "<svg", "<polyline", "class=\"bar\""):
+            if needle not in dom:
+                raise AssertionError(f"{rep.name}: the rendered report lacks {needle!r}")
+        n, shot = check_page(binary, rep.parent, rep.name, "held-out document completion", [],
+                             out_dir)
+        print(f"site: report {rep.name}: rendered with its trace plot and word bars, "
+              f"screenshot {shot}")
     print(f"site: screenshots (CI artifacts) in {out_dir}")
     return 0
 

@@ -218,6 +218,12 @@ def _build_parser():
         help="also write topics, scores and timings to this JSON file",
     )
     t.add_argument(
+        "--report",
+        metavar="HTML",
+        help="also write a self-contained HTML report (corpus, scores explained, training "
+        "trace, topics with word bars; nothing loaded from the network)",
+    )
+    t.add_argument(
         "--save-model",
         metavar="FILE",
         help="save the fitted model (load it with sparseclust.load, which checks the "
@@ -500,7 +506,7 @@ def _run_topics(args):
         raise CLIError(f"--n-topics {args.n_topics} exceeds the number of documents ({n_docs})")
     if args.top_n < 2:
         raise CLIError("--top-n must be at least 2 (coherence scores word pairs)")
-    for target in (args.output, args.save_model, args.doc_topics):
+    for target in (args.output, args.report, args.save_model, args.doc_topics):
         if target:
             parent = Path(target).resolve().parent
             if not parent.is_dir():
@@ -698,7 +704,7 @@ def _run_topics(args):
         file=out,
     )
 
-    if args.output:
+    if args.output or args.report:
         trace = getattr(model, "trace_", None)
         payload = {
             "corpus": {
@@ -743,6 +749,7 @@ def _run_topics(args):
             "saved": {"model": args.save_model, "doc_topics": args.doc_topics},
             "trace": _plain_trace(trace),
         }
+    if args.output:
         try:
             with open(args.output, "w") as fh:
                 json.dump(payload, fh, indent=1)
@@ -750,6 +757,19 @@ def _run_topics(args):
         except OSError as exc:
             raise CLIError(f"cannot write {args.output}: {exc}") from None
         _say(args, f"wrote {args.output}")
+    if args.report:
+        from ._report import render_report
+        from .metrics._topics import _top_word_indices, _topic_word_and_prior
+
+        phi, _ = _topic_word_and_prior(model)
+        top = _top_word_indices(phi, top_n)
+        probs = [[float(phi[k, j]) for j in top[k]] for k in order]
+        try:
+            with open(args.report, "w", encoding="utf-8") as fh:
+                fh.write(render_report(payload, probs, convergence["message"]))
+        except OSError as exc:
+            raise CLIError(f"cannot write {args.report}: {exc}") from None
+        _say(args, f"wrote the report {args.report}")
     return 0
 
 

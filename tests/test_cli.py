@@ -603,3 +603,41 @@ def test_left_to_right_and_npmi_on_request(tmp_path, capsys):
     scores = json.loads(out_json.read_text())["scores"]
     assert scores["heldout_left_to_right"] is None and scores["npmi_coherence_mean"] is None
     assert "left-to-right" not in out and "NPMI" not in out
+
+
+def test_html_report_matches_the_json_record_and_the_model(tmp_path, capsys):
+    import html as html_mod
+    import json
+
+    import sparseclust
+
+    path = write_uci(tmp_path, planted_counts(n_docs=60))
+    rep, js, mod = tmp_path / "r.html", tmp_path / "r.json", tmp_path / "m.model"
+    code, out, err = run(
+        ["topics", str(path), "-k", "3", "--max-iter", "15", "--seed", "1", "--top-n", "5",
+         "--report", str(rep), "--output", str(js), "--save-model", str(mod)],
+        capsys,
+    )
+    assert code == 0, err
+    page = rep.read_text(encoding="utf-8")
+    record = json.loads(js.read_text())
+    model = sparseclust.load(mod)
+    phi = model.topic_word_distribution_
+    vocab = vocab_words()
+    # self-contained: no script, nothing fetched from elsewhere
+    assert "<script" not in page and "http://" not in page.replace(
+        "http://www.w3.org/2000/svg", "") and "https://" not in page
+    assert page.startswith("<!DOCTYPE html>") and page.rstrip().endswith("</html>")
+    # the scores of the record, the training trace as a drawn line
+    assert f"{record['scores']['heldout_document_completion']:.4f}" in page
+    assert f"{record['scores']['heldout_unigram_baseline']:.4f}" in page
+    assert "<polyline" in page and page.count("<circle") == len(record["trace"])
+    # every topic with its words, in the record's order, each word with its probability
+    pos = 0
+    for topic in record["topics"]:
+        for w in topic["words"]:
+            p = phi[topic["index"], vocab.index(w)]
+            cell = (f"<span class='word'>{html_mod.escape(w)}</span></td><td>"
+                    f"<span class='bar' style='width:")
+            pos = page.index(cell, pos)
+            assert f"<td class='num'>{p:.3f}</td>" in page[pos:pos + 200]
