@@ -583,10 +583,9 @@ def test_left_to_right_and_npmi_on_request(tmp_path, capsys):
     assert f"NPMI coherence (top 4 words, training documents): " \
            f"mean {scores['npmi_coherence_mean']:.3f}" in out
     # the same numbers by the library on the same split and model
-    import pickle
+    import sparseclust
 
-    with open(model_path, "rb") as fh:
-        model = pickle.load(fh)
+    model = sparseclust.load(model_path)
     train_idx, test_idx = _split_documents(60, 0.1, 2)
     Xs = sp.csr_array(X.astype(float))
     expected = left_to_right_score(model, Xs[test_idx], n_particles=5, random_state=2)
