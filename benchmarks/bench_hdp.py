@@ -294,8 +294,12 @@ def markdown(results):
     lines = []
     for c, res in results.items():
         s = res["summary"]
-        lines.append(f"**{c}** (best SparseLDA on the grid: K = {s['best_grid_K']}, "
-                     f"{s['best_grid_score']:.4f}; the whole grid took {s['grid_seconds']:.0f} s)")
+        if s["best_grid_K"] is not None:
+            lines.append(f"**{c}** (best SparseLDA on the grid: K = {s['best_grid_K']}, "
+                         f"{s['best_grid_score']:.4f}; the whole grid took "
+                         f"{s['grid_seconds']:.0f} CPU s)")
+        else:
+            lines.append(f"**{c}** (no SparseLDA grid in this run)")
         lines.append("")
         lines.append("| run | learned K | held-out | seconds | vs best grid | time / LDA at "
                      "learned K | pass / LDA pass |")
