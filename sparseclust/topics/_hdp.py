@@ -12,13 +12,13 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from .._engine import StochasticState, fit_engine, stochastic_step
 from .._moves import parse_moves
 from ..datasets._stream import CorpusStream
 from ._hdp_model import HDPModel, empty_stats
-from ._local import local_step
+from ._local import check_counts, local_step
 from ._sparse_lda import _KMEANS_ITERS, _kl_kmeans, _kl_kmeanspp_seeds, _prepare_stream
 
 __all__ = ["HDPTopicModel"]
@@ -231,16 +231,7 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     # helpers
 
     def _check_X(self, X, *, reset, whom):
-        X = validate_data(
-            self, X, reset=reset, accept_sparse="csr", dtype=[np.float64, np.float32]
-        )
-        check_non_negative(X, whom)
-        if not sp.issparse(X):
-            X = sp.csr_array(X)
-        elif not X.has_canonical_format:
-            X = X.copy()
-            X.sum_duplicates()
-        return X
+        return check_counts(self, X, reset=reset, whom=whom)
 
     #: storage of the per-batch topic-word statistics ('sparse' or 'dense'; same results)
     _stats_format = "sparse"

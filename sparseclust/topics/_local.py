@@ -473,3 +473,22 @@ def infer_doc_topics(
         return_doc_topic=True, n_threads=n_threads,
     )
     return res.doc_topic
+
+
+def check_counts(estimator, X, *, reset, whom):
+    """Validate a document-word count matrix for a topic-model estimator: scikit-learn's
+    ``validate_data`` (sets or checks ``n_features_in_`` / ``feature_names_in_``), float32 or
+    float64, non-negative; returned as CSR with duplicate (document, word) entries summed on a
+    copy, so results never depend on how the caller's CSR matrix is stored."""
+    from sklearn.utils.validation import check_non_negative, validate_data
+
+    X = validate_data(
+        estimator, X, reset=reset, accept_sparse="csr", dtype=[np.float64, np.float32]
+    )
+    check_non_negative(X, whom)
+    if not sp.issparse(X):
+        X = sp.csr_array(X)
+    elif not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
+    return X

@@ -15,16 +15,15 @@ import time
 from collections import namedtuple
 
 import numpy as np
-import scipy.sparse as sp
 from scipy.special import gammaln, psi
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from .._kernels import _sampler
 from ..utils._threads import effective_n_threads
-from ._local import TopicTables, local_step
+from ._local import TopicTables, check_counts, local_step
 
 __all__ = ["StochasticEMLDA", "token_layout"]
 
@@ -355,16 +354,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     # helpers
 
     def _check_X(self, X, *, reset, whom):
-        X = validate_data(
-            self, X, reset=reset, accept_sparse="csr", dtype=[np.float64, np.float32]
-        )
-        check_non_negative(X, whom)
-        if not sp.issparse(X):
-            X = sp.csr_array(X)
-        elif not X.has_canonical_format:
-            X = X.copy()
-            X.sum_duplicates()
-        return X
+        return check_counts(self, X, reset=reset, whom=whom)
 
     def _alpha(self):
         if self.doc_topic_prior is None:

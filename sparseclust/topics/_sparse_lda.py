@@ -27,12 +27,11 @@ from sklearn.utils.validation import (
     check_array,
     check_is_fitted,
     check_non_negative,
-    validate_data,
 )
 
 from .._engine import StochasticState, SuffStats, VariationalModel, fit_engine, stochastic_step
 from ..datasets._stream import CorpusStream
-from ._local import TopicTables, local_step
+from ._local import TopicTables, check_counts, local_step
 
 __all__ = ["SparseLDA"]
 
@@ -499,18 +498,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     # helpers
 
     def _check_X(self, X, *, reset, whom):
-        X = validate_data(
-            self, X, reset=reset, accept_sparse="csr", dtype=[np.float64, np.float32]
-        )
-        check_non_negative(X, whom)
-        if not sp.issparse(X):
-            X = sp.csr_array(X)
-        elif not X.has_canonical_format:
-            # duplicate (document, word) entries are summed, on a copy: results must not depend
-            # on how a CSR matrix happens to be stored
-            X = X.copy()
-            X.sum_duplicates()
-        return X
+        return check_counts(self, X, reset=reset, whom=whom)
 
     def _prepare_stream(self, stream, rng):
         return _prepare_stream(self, stream, rng, "SparseLDA.fit")
