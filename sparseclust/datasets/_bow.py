@@ -593,12 +593,7 @@ def load_text_folder(path, **vectorizer_params):
 
     if "input" in vectorizer_params:
         raise ValueError("load_text_folder reads the files itself; do not pass 'input'")
-    folder = Path(os.fspath(path))
-    if not folder.is_dir():
-        raise ValueError(f"{folder} is not a directory")
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() == ".txt")
-    if not files:
-        raise ValueError(f"{folder}: no .txt files found")
+    folder, files = _text_files(path)
     params = {"stop_words": "english", "dtype": np.float64}
     params.update(vectorizer_params)
     encoding = params.get("encoding", "utf-8")
@@ -684,3 +679,14 @@ def load_text_lines(path, **vectorizer_params):
         "vectorized by CountVectorizer."
     )
     return Bunch(data=X, feature_names=feature_names, vectorizer=vectorizer, DESCR=descr)
+
+
+def _text_files(path):
+    """The folder and its ``.txt`` files (recursively, sorted), or a clear error."""
+    folder = Path(os.fspath(path))
+    if not folder.is_dir():
+        raise ValueError(f"{folder} is not a directory")
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() == ".txt")
+    if not files:
+        raise ValueError(f"{folder}: no .txt files found")
+    return folder, files

@@ -35,6 +35,7 @@ from ._bow import (
     _parse_uci_slow,
     _read_vocab,
     _show,
+    _text_files,
     _tokenize,
 )
 
@@ -398,12 +399,7 @@ def stream_text_folder(path, vocabulary, batch_size=1000, **vectorizer_params):
     for bad in ("input", "vocabulary"):
         if bad in vectorizer_params:
             raise ValueError(f"stream_text_folder sets {bad!r} itself; do not pass it")
-    folder = Path(os.fspath(path))
-    if not folder.is_dir():
-        raise ValueError(f"{folder} is not a directory")
-    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.suffix.lower() == ".txt")
-    if not files:
-        raise ValueError(f"{folder}: no .txt files found")
+    folder, files = _text_files(path)
     params = {"stop_words": "english", "dtype": np.float64}
     params.update(vectorizer_params)
     encoding = params.get("encoding", "utf-8")
