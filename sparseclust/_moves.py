@@ -17,12 +17,15 @@ A move *round* has the shape memoized training gives it:
    stays exact.
 
 Models supply the statistics arithmetic; this module supplies candidate selection and the
-bookkeeping shared by the topic model and the mixture.
+bookkeeping shared by the topic model and the mixture (:class:`MoveBook`: component
+identities across passes, the memo of rejected proposals with its exponential cool-down, the
+co-usage gathered for candidate selection, the merge loop of a round).
 """
 
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse as sp
 
 __all__ = [
     "parse_moves",
@@ -32,6 +35,8 @@ __all__ = [
     "select_deletes",
     "compaction",
     "RoundLog",
+    "MoveRound",
+    "MoveBook",
 ]
 
 
@@ -178,6 +183,18 @@ def compaction(alive):
     return new
 
 
+class MoveRound:
+    """The candidates of one pass and what the pass gathered for them, per batch (each model
+    stores its own fields in ``batch[b]``)."""
+
+    def __init__(self, K, pairs, deletes):
+        self.K = K
+        self.pairs = np.asarray(pairs, dtype=np.int32).reshape(-1, 2)
+        self.pair_of = pair_lookup(self.pairs, K) if self.pairs.shape[0] else None
+        self.deletes = np.asarray(deletes, dtype=np.int64)
+        self.batch = {}
+
+
 @dataclass
 class RoundLog:
     """Counts of one move round, and the components it touched."""
@@ -197,3 +214,147 @@ class RoundLog:
             "deletes_accepted": self.deletes_accepted,
             "sorted": self.sorted,
         }
+
+
+class MoveBook:
+    """Bookkeeping of memoized moves shared by the models that have them (a mixin).
+
+    The host sets ``self.moves`` and ``self.move_opts`` (with ``cooldown``, in passes) and calls
+    :meth:`init_book` once; its ``before_pass`` calls :meth:`begin_pass`, its ``after_pass``
+    evaluates the proposals with its own objective and reports rejections through
+    :meth:`reject_pair` / :meth:`reject_delete`.
+
+    State:
+
+    - ``uid``: an identity per component, kept through compaction and sorting and renewed
+      by a merge (the merged component is a new one), so that a memo about a proposal
+      outlives the renumbering of the components;
+    - ``rejected_pairs`` / ``rejected_deletes``: per proposal, the pass of its last rejection
+      and how often it was rejected. After its n-th rejection a proposal waits
+      ``cooldown * 2 ** (n - 1)`` passes (at most 8 cool-downs) before it is tried again;
+    - ``usage`` (the previous pass's co-usage: ``n_users``, ``sum_p``, ``sum_pp``, ``n``) and
+      ``_usage_acc`` (the current pass's, being gathered);
+    - ``round``: the candidates of the current pass; ``round_logs``: one dict per pass.
+    """
+
+    def init_book(self):
+        self.round = None
+        self.usage = None
+        self._usage_acc = None
+        self.round_logs = []
+        self.uid = None
+        self._next_uid = 0
+        self._pass = 0
+        self.rejected_pairs = {}
+        self.rejected_deletes = {}
+
+    def begin_pass(self, pass_, K):
+        """Start pass ``pass_`` over ``K`` components: forget the last round, give the
+        components identities if they have none (first pass, or a new truncation)."""
+        self.round = None
+        self._pass = int(pass_)
+        if self.uid is None or self.uid.size != K:
+            self.uid = np.arange(self._next_uid, self._next_uid + K)
+            self._next_uid += K
+
+    # ------------------------------------------------------------------ rejected proposals
+    def _recent(self, memo, key):
+        """Was a proposal about ``key`` rejected recently? After its n-th rejection a
+        proposal waits ``cooldown * 2 ** (n - 1)`` passes (at most 8 cool-downs)."""
+        rec = memo.get(key)
+        if rec is None:
+            return False
+        last, n = rec
+        return self._pass - last <= self.move_opts["cooldown"] * 2 ** min(n - 1, 3)
+
+    def _reject(self, memo, key):
+        rec = memo.get(key)
+        memo[key] = (self._pass, 1 if rec is None else rec[1] + 1)
+
+    def reject_pair(self, a, b):
+        self._reject(self.rejected_pairs, (int(self.uid[a]), int(self.uid[b])))
+
+    def reject_delete(self, j):
+        self._reject(self.rejected_deletes, int(self.uid[j]))
+
+    def block_rejected_pairs(self, score):
+        """Set ``score[a, b]`` (both orders) to -inf for the pairs rejected recently; forget
+        the memo of pairs one of whose components is gone. Edits ``score`` in place."""
+        live_uid = set(self.uid.tolist())
+        for (ua, ub) in list(self.rejected_pairs):
+            if ua not in live_uid or ub not in live_uid:
+                del self.rejected_pairs[(ua, ub)]
+                continue
+            if not self._recent(self.rejected_pairs, (ua, ub)):
+                continue
+            ia, ib = np.flatnonzero(self.uid == ua), np.flatnonzero(self.uid == ub)
+            if ia.size and ib.size:
+                score[ia[0], ib[0]] = score[ib[0], ia[0]] = -np.inf
+        return score
+
+    def deletable(self):
+        """bool (K,): the components whose deletion was not rejected recently."""
+        return np.array([not self._recent(self.rejected_deletes, int(x)) for x in self.uid],
+                        dtype=bool)
+
+    def quiet_for(self, n_passes):
+        """True when the last ``n_passes`` rounds exist and accepted no merge or delete."""
+        recent = self.round_logs[-n_passes:]
+        if len(recent) < n_passes:
+            return False
+        return not any(r["merges_accepted"] or r["deletes_accepted"] for r in recent)
+
+    # ------------------------------------------------------------------------- a round
+    def run_merges(self, pairs, alive, log, try_merge, apply):
+        """The merge loop of a round: the pairs in order, skipping those with a removed or
+        already touched component; ``try_merge(p, a, b)`` evaluates pair p on the
+        whole-data objective (True when accepted), ``apply(p, a, b)`` then edits the
+        cached statistics. ``alive`` (bool (K,)) is read at every step."""
+        for p in range(pairs.shape[0]):
+            a, b = (int(x) for x in pairs[p])
+            if not (alive()[a] and alive()[b]) or a in log.touched or b in log.touched:
+                continue
+            log.merges_tried += 1
+            if not try_merge(p, a, b):
+                self.reject_pair(a, b)
+                continue
+            log.merges_accepted += 1
+            log.touched.update((a, b))
+            apply(p, a, b)
+
+    def end_round(self, ops, alive, merge_map):
+        """After a round's accepted merges/deletes: renew the identity of merged components,
+        drop removed ones, and carry the pass's usage to the compacted components (merged
+        usage adds; ``merge_map[k]`` is the index after compaction of the component that
+        component k's usage now belongs to, -1 when removed)."""
+        uid = self.uid.copy()
+        for op in ops:
+            if op[0] == "merge":
+                uid[op[1]] = self._next_uid
+                self._next_uid += 1
+        self.uid = uid[alive]
+        u = self.usage
+        M = np.asarray(merge_map)
+        if u is None or u["n_users"].size != M.size:
+            self.usage = None
+            return
+        keep = M >= 0
+        R = sp.csr_array((np.ones(int(keep.sum())), (M[keep], np.flatnonzero(keep))),
+                         shape=(int(np.count_nonzero(alive)), M.size))
+        pp = R @ u["sum_pp"] @ R.T
+        self.usage = dict(n_users=R @ u["n_users"], sum_p=R @ u["sum_p"], n=u["n"],
+                          sum_pp=sp.csr_array(pp) if sp.issparse(u["sum_pp"])
+                          else np.asarray(pp))
+
+    def permute_book(self, order):
+        """Renumber the components as ``order`` (sorting) in the identities and the usage."""
+        K = order.size
+        if self.uid is not None and self.uid.size == K:
+            self.uid = self.uid[order]
+        u = self.usage
+        if u is not None and u["n_users"].size == K:
+            pp = u["sum_pp"]
+            dense = pp.toarray() if sp.issparse(pp) else pp
+            pp = dense[np.ix_(order, order)]
+            self.usage = dict(n_users=u["n_users"][order], sum_p=u["sum_p"][order], n=u["n"],
+                              sum_pp=sp.csr_array(pp) if sp.issparse(u["sum_pp"]) else pp)

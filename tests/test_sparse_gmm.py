@@ -1022,8 +1022,9 @@ def test_defaults_are_sparse_and_memoized():
 # (scipy.stats.beta for the Beta entropies), a from-scratch evaluation of the merged model, and
 # properties (monotone objective across passes with moves, planted-K recovery over seeds).
 from sparseclust._engine import fit_engine  # noqa: E402
+from sparseclust._moves import MoveRound  # noqa: E402
 from sparseclust.mixture import _gaussian  # noqa: E402
-from sparseclust.mixture._dp_moves import _Round, _Workspace, restrict  # noqa: E402
+from sparseclust.mixture._dp_moves import _Workspace, restrict  # noqa: E402
 from sparseclust.mixture._sparse_gmm import _DPMixtureModel  # noqa: E402
 
 DP = "dirichlet_process"
@@ -1185,7 +1186,7 @@ def test_merge_objective_equals_from_scratch():
     )
     model.usage = dict(n_users=np.ones(K), sum_p=np.ones(K), sum_pp=np.eye(K), n=1.0)
     pairs = np.array([[0, 1], [2, 4], [3, 5], [1, 4]], dtype=np.int32)
-    model.round = _Round(K, pairs, [])
+    model.round = MoveRound(K, pairs, [])
     model._usage_acc = None
     rows = []
     model_collect = model._collect

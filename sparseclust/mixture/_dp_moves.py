@@ -33,8 +33,9 @@ lookup table, the round log, compaction; the pair-entropy kernel of
    Accepted edits are applied to every batch's cached statistics as well, so memoized
    training stays exact and its objective monotone; removed clusters are then dropped
    (:func:`sparseclust._moves.compaction`). A cluster touched by an accepted move takes part
-   in no other move of the round, and a rejected proposal is not tried again for
-   ``cooldown`` passes.
+   in no other move of the round, and a rejected proposal waits ``cooldown * 2 ** (n - 1)``
+   passes after its n-th rejection before it is tried again (the bookkeeping of
+   :class:`sparseclust._moves.MoveBook`, shared with HDPTopicModel).
 """
 
 import numpy as np
@@ -42,9 +43,10 @@ import numpy as np
 from .._engine import SuffStats
 from .._kernels import _hdp_stats
 from .._moves import (
+    MoveBook,
+    MoveRound,
     RoundLog,
     compaction,
-    pair_lookup,
     select_deletes,
     select_merge_pairs,
     usage_correlation,
@@ -73,18 +75,7 @@ def _own(stats):
     return stats.copy()
 
 
-class _Round:
-    """The candidates of one pass and what the pass gathered for them, per batch."""
-
-    def __init__(self, K, pairs, deletes):
-        self.K = K
-        self.pairs = np.asarray(pairs, dtype=np.int32).reshape(-1, 2)
-        self.pair_of = pair_lookup(self.pairs, K) if self.pairs.shape[0] else None
-        self.deletes = np.asarray(deletes, dtype=np.int64)
-        self.batch = {}  # batch -> dict(PH=(P,), rows=[ids], values=[...], indices=[...])
-
-
-class MixtureMoves:
+class MixtureMoves(MoveBook):
     """Merge / delete / sort moves for a mixture model of the engine (a mixin).
 
     The host class provides ``n_components``, ``prior``, ``dtype``, ``n_threads``,
@@ -104,17 +95,8 @@ class MixtureMoves:
                     delete_rows=None, max_deletes=20, cooldown=3)
         opts.update(move_opts or {})
         self.move_opts = opts
-        self.round = None
-        self.usage = None
-        self._usage_acc = None
-        self.round_logs = []
-        # cluster identities across passes (renewed by a merge), for the cool-down of
-        # rejected proposals
-        self.uid = None
-        self._next_uid = 0
-        self._pass = 0
-        self.rejected_pairs = {}
-        self.rejected_deletes = {}
+        # cluster identities, rejected-proposal memo with its cool-down, co-usage, round logs
+        self.init_book()
 
     @property
     def _gathers(self):
@@ -176,9 +158,7 @@ class MixtureMoves:
         if not self._gathers:
             return
         K = self.n_components
-        if self.uid is None or self.uid.size != K:
-            self.uid = np.arange(self._next_uid, self._next_uid + K)
-            self._next_uid += K
+        self.begin_pass(state["pass"], K)
         self._usage_acc = dict(n_users=np.zeros(K), sum_p=np.zeros(K),
                                sum_pp=np.zeros((K, K)), n=0.0)
         u = self.usage
@@ -189,15 +169,7 @@ class MixtureMoves:
         pairs = np.zeros((0, 2), dtype=np.int32)
         if "merge" in self.moves:
             corr = usage_correlation(u["sum_p"], u["sum_pp"], u["n"])
-            score = self._merge_scores(stats, params, corr)
-            for key in list(self.rejected_pairs):
-                if not self._recent(self.rejected_pairs, key):
-                    del self.rejected_pairs[key]
-                    continue
-                ia = np.flatnonzero(self.uid == key[0])
-                ib = np.flatnonzero(self.uid == key[1])
-                if ia.size and ib.size:
-                    score[ia[0], ib[0]] = score[ib[0], ia[0]] = -np.inf
+            score = self.block_rejected_pairs(self._merge_scores(stats, params, corr))
             max_pairs = opts["max_pairs"] if opts["max_pairs"] is not None else 2 * K
             pairs, _ = select_merge_pairs(
                 score, max_per_component=opts["pairs_per_component"], max_pairs=max_pairs,
@@ -209,13 +181,11 @@ class MixtureMoves:
             budget = opts["delete_rows"]
             if budget is None:
                 budget = max(500, int(0.1 * n_total))
-            allowed = np.array([not self._recent(self.rejected_deletes, int(x))
-                                for x in self.uid])
             dels = select_deletes(u["n_users"], max_items=budget,
-                                  max_candidates=opts["max_deletes"], allowed=allowed,
+                                  max_candidates=opts["max_deletes"], allowed=self.deletable(),
                                   size=stats["N"])
         if pairs.shape[0] or dels.size:
-            self.round = _Round(K, pairs, dels)
+            self.round = MoveRound(K, pairs, dels)  # batch -> dict(PH, rows, values, indices)
 
     def _merge_scores(self, stats, params, corr):
         """(K, K) ranking of merge candidates, -inf for pairs not examined.
@@ -255,15 +225,9 @@ class MixtureMoves:
         """Training may stop (``tol``) only after ``cooldown + 1`` passes without an accepted
         merge or delete: a rejected proposal is tried again after its cool-down, and a pass
         that follows accepted moves has not yet seen their consequences."""
-        w = self.move_opts["cooldown"] + 1
-        recent = self.round_logs[-w:]
-        if len(recent) < w and self._gathers:
-            return False
-        return not any(r["merges_accepted"] or r["deletes_accepted"] for r in recent)
-
-    def _recent(self, memo, key):
-        last = memo.get(key)
-        return last is not None and self._pass - last <= self.move_opts["cooldown"]
+        if not self._gathers:
+            return True
+        return self.quiet_for(self.move_opts["cooldown"] + 1)
 
     # ------------------------------------------------------------------------- the moves
     def after_pass(self, stats, params, state):
@@ -285,7 +249,9 @@ class MixtureMoves:
                 self._deletes(work, rnd, batch_stats, state["batches"], log)
             if log.merges_accepted or log.deletes_accepted:
                 stats = work.compact(batch_stats)
-                self._remap_usage(work)
+                new = compaction(work.alive)
+                M = work.merge_map
+                self.end_round(work.ops, work.alive, np.where(M >= 0, new[np.maximum(M, 0)], -1))
                 self.set_n_components(int(work.alive.sum()))
                 changed = True
         if "sort" in self.moves:
@@ -298,20 +264,15 @@ class MixtureMoves:
 
     def _merges(self, work, rnd, batch_stats, log):
         PH = sum(rnd.batch[b]["PH"] for b in rnd.batch)
-        for p in range(rnd.pairs.shape[0]):
-            a, b = (int(x) for x in rnd.pairs[p])
-            if not (work.alive[a] and work.alive[b]) or a in log.touched or b in log.touched:
-                continue
-            log.merges_tried += 1
-            if not work.try_merge(a, b, PH[p]):
-                self.rejected_pairs[(int(self.uid[a]), int(self.uid[b]))] = self._pass
-                continue
-            log.merges_accepted += 1
-            log.touched.update((a, b))
+
+        def apply(p, a, b):
             for bb, st in enumerate(batch_stats):
                 _merge_into(st, a, b, rnd.batch[bb]["PH"][p])
             work.merge_map[work.merge_map == b] = a
             work.ops.append(("merge", a, b))
+
+        self.run_merges(rnd.pairs, lambda: work.alive,
+                        log, lambda p, a, b: work.try_merge(a, b, PH[p]), apply)
 
     def _deletes(self, work, rnd, batch_stats, batches, log):
         touched_by_merge = np.array(sorted(log.touched), dtype=np.int64)
@@ -336,7 +297,7 @@ class MixtureMoves:
             log.deletes_tried += 1
             res = work.try_delete(j, targets, rnd, batches)
             if res is None:
-                self.rejected_deletes[int(self.uid[j])] = self._pass
+                self.reject_delete(j)
                 continue
             log.deletes_accepted += 1
             log.touched.add(j)
@@ -367,36 +328,9 @@ class MixtureMoves:
         for st in [stats, *batch_stats]:
             for k, v in list(st.items()):
                 st[k] = np.ascontiguousarray(v[order])
-        if self.uid is not None and self.uid.size == N.size:
-            self.uid = self.uid[order]
-        u = self.usage
-        if u is not None and u["n_users"].size == N.size:
-            self.usage = dict(n_users=u["n_users"][order], sum_p=u["sum_p"][order],
-                              sum_pp=u["sum_pp"][np.ix_(order, order)], n=u["n"])
+        self.permute_book(order)
         self.reset_candidates()
         return True
-
-    def _remap_usage(self, work):
-        """Carry the pass's usage to the compacted clusters (merged usage adds) and renew
-        the identity of merged clusters."""
-        M = work.merge_map
-        keep = M >= 0
-        K2 = int(work.alive.sum())
-        new = compaction(work.alive)
-        R = np.zeros((K2, M.size))
-        R[new[M[keep]], np.flatnonzero(keep)] = 1.0
-        u = self.usage
-        if u is not None and u["n_users"].size == M.size:
-            self.usage = dict(n_users=R @ u["n_users"], sum_p=R @ u["sum_p"],
-                              sum_pp=R @ u["sum_pp"] @ R.T, n=u["n"])
-        else:
-            self.usage = None
-        uid = self.uid.copy()
-        for op in work.ops:
-            if op[0] == "merge":
-                uid[op[1]] = self._next_uid
-                self._next_uid += 1
-        self.uid = uid[work.alive]
 
 
 def _symmetric_kl(params, prior):

@@ -44,6 +44,8 @@ from scipy.special import gammaln, psi
 from .._engine import SuffStats, VariationalModel
 from .._kernels import _hdp_stats
 from .._moves import (
+    MoveBook,
+    MoveRound,  # noqa: F401  (batch -> dict(PT, PG, PH, PA, alpha, D, targets))
     RoundLog,
     compaction,
     pair_lookup,
@@ -251,18 +253,7 @@ def _numpy_bundle(rows, alpha_all, K, V, pairs):
     return out
 
 
-class MoveRound:
-    """Candidates of one pass and what the pass gathered for them, per batch."""
-
-    def __init__(self, K, pairs, deletes):
-        self.K = K
-        self.pairs = np.asarray(pairs, dtype=np.int32).reshape(-1, 2)
-        self.pair_of = pair_lookup(self.pairs, K) if self.pairs.shape[0] else None
-        self.deletes = np.asarray(deletes, dtype=np.int64)
-        self.batch = {}  # batch -> dict(PT, PG, PH, PA, alpha, D, targets)
-
-
-class HDPModel(VariationalModel):
+class HDPModel(MoveBook, VariationalModel):
     """HDP topic model for :func:`sparseclust._engine.fit_engine` (see the module docstring).
 
     Parameters
@@ -301,18 +292,8 @@ class HDPModel(VariationalModel):
         self.move_opts = opts
         self.rho = None
         self.omega = None
-        self.round = None
-        self.usage = None
-        self._usage_acc = None
-        self.round_logs = []
-        # topic identities across passes (kept through compaction and sorting, renewed by a
-        # merge) and the pass at which a proposal about them was last rejected: a rejected
-        # proposal is not tried again for ``cooldown`` passes
-        self.uid = None
-        self._next_uid = 0
-        self._pass = 0
-        self.rejected_pairs = {}
-        self.rejected_deletes = {}
+        # topic identities, rejected-proposal memo with its cool-down, co-usage, round logs
+        self.init_book()
         self.counters = {"restarts_tried": 0, "restarts_accepted": 0, "local_iters": 0}
 
     # ---------------------------------------------------------------------------------
@@ -332,7 +313,7 @@ class HDPModel(VariationalModel):
                    PH=np.zeros(P), targets=[])
         if want_usage:
             acc.update(n_users=np.zeros(K), sum_p=np.zeros(K), sum_pp=sp.csr_array((K, K)),
-                       n_docs=0.0)
+                       n=0.0)
         psi_rem = float(psi(alpha_rem))
 
         def extra(piece):
@@ -360,7 +341,7 @@ class HDPModel(VariationalModel):
                 Nk = N[keep]
                 nd = Nk.sum(axis=1)
                 acc["n_users"] += (Nk > 0).sum(axis=0)
-                acc["n_docs"] += float(np.count_nonzero(nd > 0))
+                acc["n"] += float(np.count_nonzero(nd > 0))
                 Pm = sp.csr_array(Nk / np.where(nd > 0, nd, 1.0)[:, None])
                 acc["sum_p"] += np.asarray(Pm.sum(axis=0)).ravel()
                 acc["sum_pp"] = acc["sum_pp"] + (Pm.T @ Pm)
@@ -407,7 +388,7 @@ class HDPModel(VariationalModel):
         stats, acc = self._local(X, params, rnd=self.round, want_usage=want_usage)
         if want_usage and self._usage_acc is not None:
             u = self._usage_acc
-            for key in ("n_users", "sum_p", "n_docs"):
+            for key in ("n_users", "sum_p", "n"):
                 u[key] = u[key] + acc[key]
             u["sum_pp"] = u["sum_pp"] + acc["sum_pp"]
         if self.round is not None:
@@ -460,29 +441,14 @@ class HDPModel(VariationalModel):
     # ---------------------------------------------------------------------------------
     # moves
 
-    def _recent(self, memo, key):
-        """Was a proposal about ``key`` rejected recently? After its n-th rejection a
-        proposal waits ``cooldown * 2 ** (n - 1)`` passes (at most 8 cool-downs)."""
-        rec = memo.get(key)
-        if rec is None:
-            return False
-        last, n = rec
-        return self._pass - last <= self.move_opts["cooldown"] * 2 ** min(n - 1, 3)
-
-    def _reject(self, memo, key):
-        rec = memo.get(key)
-        memo[key] = (self._pass, 1 if rec is None else rec[1] + 1)
-
     def before_pass(self, stats, params, state):
         self.round = None
         self._pass = state["pass"]
         if not ({"merge", "delete"} & set(self.moves)):
             return
         K = params.K
-        if self.uid is None or self.uid.size != K:
-            self.uid = np.arange(self._next_uid, self._next_uid + K)
-            self._next_uid += K
-        self._usage_acc = dict(n_users=np.zeros(K), sum_p=np.zeros(K), n_docs=0.0,
+        self.begin_pass(state["pass"], K)
+        self._usage_acc = dict(n_users=np.zeros(K), sum_p=np.zeros(K), n=0.0,
                                sum_pp=sp.csr_array((K, K)))
         if state["pass"] < self.move_opts["start"] or self.usage is None:
             return
@@ -491,28 +457,17 @@ class HDPModel(VariationalModel):
             return
         pairs = np.zeros((0, 2), dtype=np.int32)
         if "merge" in self.moves and K > 1:
-            corr = usage_correlation(u["sum_p"], u["sum_pp"], u["n_docs"])
-            live_uid = set(self.uid.tolist())
-            for (ua, ub) in list(self.rejected_pairs):
-                if ua not in live_uid or ub not in live_uid:
-                    del self.rejected_pairs[(ua, ub)]  # a topic of the pair is gone
-                    continue
-                if not self._recent(self.rejected_pairs, (ua, ub)):
-                    continue
-                ia, ib = np.flatnonzero(self.uid == ua), np.flatnonzero(self.uid == ub)
-                if ia.size and ib.size:
-                    corr[ia[0], ib[0]] = corr[ib[0], ia[0]] = -np.inf
+            corr = usage_correlation(u["sum_p"], u["sum_pp"], u["n"])
+            self.block_rejected_pairs(corr)
             pairs, _ = select_merge_pairs(
                 corr, max_per_component=self.move_opts["pairs_per_topic"],
                 max_pairs=self.move_opts["max_pairs"], min_score=self.move_opts["min_corr"],
             )
         dels = np.zeros(0, dtype=np.int64)
         if "delete" in self.moves and K > 1 and self.L is not None and self.L < K:
-            allowed = np.array([not self._recent(self.rejected_deletes, int(x))
-                                for x in self.uid])
             dels = select_deletes(u["n_users"], max_items=self.move_opts["delete_docs"],
                                   max_candidates=self.move_opts["max_deletes"],
-                                  allowed=allowed)
+                                  allowed=self.deletable())
         if pairs.shape[0] or dels.size:
             self.round = MoveRound(K, pairs, dels)
 
@@ -536,14 +491,9 @@ class HDPModel(VariationalModel):
             if rnd.deletes.size:
                 self._deletes(work, rnd, batch_stats, state["batches"], log)
             if log.merges_accepted or log.deletes_accepted:
+                alive = work.alive.copy()
                 stats, params = work.compact(batch_stats)
-                self._remap_usage(work)
-                uid = self.uid.copy()
-                for op in work.ops:
-                    if op[0] == "merge":
-                        uid[op[1]] = self._next_uid
-                        self._next_uid += 1
-                self.uid = uid[work.alive]
+                self.end_round(work.ops, alive, work.merge_map)
                 changed = True
         if "sort" in self.moves:
             res = self._sort(stats, params, batch_stats, log)
@@ -555,39 +505,22 @@ class HDPModel(VariationalModel):
             self.rho, self.omega = params.rho, params.omega
         return stats, params
 
-    def _remap_usage(self, work):
-        """Carry the last pass's usage to the compacted topics (merged usage adds)."""
-        u = self.usage
-        if u is None:
-            return
-        M = work.merge_map  # (K,) index each original topic's usage now belongs to, -1 dead
-        keep = M >= 0
-        K2 = int(work.alive.sum())
-        R = sp.csr_array((np.ones(keep.sum()), (M[keep], np.flatnonzero(keep))),
-                         shape=(K2, M.size))
-        self.usage = dict(n_users=R @ u["n_users"], sum_p=R @ u["sum_p"], n_docs=u["n_docs"],
-                          sum_pp=sp.csr_array(R @ u["sum_pp"] @ R.T))
-
     def _merges(self, work, rnd, batch_stats, log):
         tot = {f: sum(rnd.batch[b][f] for b in rnd.batch) for f in ("PT", "PG", "PH", "PA")}
-        for p in range(rnd.pairs.shape[0]):
-            a, b = (int(x) for x in rnd.pairs[p])
-            if not (work.alive[a] and work.alive[b]) or a in log.touched or b in log.touched:
-                continue
-            log.merges_tried += 1
-            if not work.try_merge(a, b, tot["PT"][p], tot["PG"][p], tot["PA"][p],
-                                  tot["PH"][p]):
-                self._reject(self.rejected_pairs, (int(self.uid[a]), int(self.uid[b])))
-            else:
-                log.merges_accepted += 1
-                log.touched.update((a, b))
-                for bb, st in enumerate(batch_stats):
-                    g = rnd.batch[bb]
-                    _merge_fields(st, a, b, g["PT"][p], g["PG"][p], g["PA"][p], g["PH"][p])
-                    g["alpha"] = g["alpha"].copy()
-                    g["alpha"][a] += g["alpha"][b]
-                    g["alpha"][b] = 0.0
-                work.ops.append(("merge", a, b, p))
+
+        def try_merge(p, a, b):
+            return work.try_merge(a, b, tot["PT"][p], tot["PG"][p], tot["PA"][p], tot["PH"][p])
+
+        def apply(p, a, b):
+            for bb, st in enumerate(batch_stats):
+                g = rnd.batch[bb]
+                _merge_fields(st, a, b, g["PT"][p], g["PG"][p], g["PA"][p], g["PH"][p])
+                g["alpha"] = g["alpha"].copy()
+                g["alpha"][a] += g["alpha"][b]
+                g["alpha"][b] = 0.0
+            work.ops.append(("merge", a, b, p))
+
+        self.run_merges(rnd.pairs, lambda: work.alive, log, try_merge, apply)
 
     def _deletes(self, work, rnd, batch_stats, batches, log):
         K = rnd.K
@@ -635,7 +568,7 @@ class HDPModel(VariationalModel):
                     tmask[bb][ids] = True
             res = work.try_delete(j, befores, tmask, groups, batches)
             if res is None:
-                self._reject(self.rejected_deletes, int(self.uid[j]))
+                self.reject_delete(j)
                 continue
             log.deletes_accepted += 1
             log.touched.add(j)
@@ -684,19 +617,13 @@ class HDPModel(VariationalModel):
         if not new > old + ACCEPT_RTOL * abs(old):
             return None
         log.sorted = True
-        if self.uid is not None and self.uid.size == K:
-            self.uid = self.uid[order]
+        self.permute_book(order)
         for st in batch_stats:
             _permute(st, order)
         stats = stats.copy()
         _permute(stats, order)
         tterm = None if params.tterm is None else params.tterm[order]
         newp = HDPParams(params.lam[order], rho, omega, self.alpha, params.Elogphi[order], tterm)
-        if self.usage is not None and self.usage["n_users"].size == K:
-            u = self.usage
-            self.usage = dict(n_users=u["n_users"][order], sum_p=u["sum_p"][order],
-                              n_docs=u["n_docs"],
-                              sum_pp=sp.csr_array(u["sum_pp"].toarray()[np.ix_(order, order)]))
         return stats, newp
 
 
