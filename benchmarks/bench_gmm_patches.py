@@ -39,6 +39,15 @@ clock) runs in two groups that may run side by side, then is merged::
         benchmarks/results/gmm_patches_learned_k_sklearn.json \
         --out benchmarks/results/gmm_patches_learned_k
 
+The default pass against L = K (the defaults: L = 4 with ``n_candidates='auto'`` and
+``candidate_refresh='auto'``; beside them L = 4 without candidate sets and L = K), per-pass CPU
+time of single-threaded fits from the same k-means++ seeds, and held-out scores after a fixed
+number of passes, is a separate run that writes its own JSON::
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_gmm_patches.py --default-pass \
+        --n-train 20000 --n-heldout 5000 --passes 20 --K 200 400 --threads 1 \
+        --out benchmarks/results/gmm_default_pass
+
 Both libraries get the same dtype (``--dtype``, float64 by default: scikit-learn's mixtures
 compute in the dtype they are given, and float64 is their usual setting).
 
@@ -258,6 +267,12 @@ def main(argv=None):
     )
     ap.add_argument("--candidate-refresh", type=int, default=5)
     ap.add_argument(
+        "--default-pass",
+        action="store_true",
+        help="only compare the default pass (L=4, candidate sets 'auto') with L=4 dense and "
+        "L=K, CPU time per pass and held-out score, at each --K (its own JSON at --out)",
+    )
+    ap.add_argument(
         "--learned-k",
         choices=("ours", "sklearn", "all"),
         default=None,
@@ -326,6 +341,11 @@ def main(argv=None):
     limits = threadpool_limits(limits=args.threads, user_api="blas") if args.threads else None
     if args.learned_k is not None:
         run_learned_k(X, X_ho, args, t0)
+        if limits is not None:
+            limits.restore_original_limits()
+        return
+    if args.default_pass:
+        run_default_pass(X, X_ho, args, t0)
         if limits is not None:
             limits.restore_original_limits()
         return
@@ -813,6 +833,88 @@ def run_candidates(X, X_ho, args, t0):
         json.dump(results, fh, indent=1)
     print(json.dumps(summary, indent=1))
     print(f"added candidate_runs to {path} ({block['total_seconds']:.0f}s)")
+
+
+def _cpu_fit(X, X_ho, labels, K, L, args, **kw):
+    """One memoized fit of ``args.passes`` passes from hard initial labels: CPU seconds of
+    every pass (``time.process_time`` at each pass's end, single-threaded process) and the
+    held-out score at the end."""
+    est = SparseGaussianMixture(K, L=L, zero_mean=True, max_iter=args.passes, tol=0,
+                                init_params=labels, random_state=0, n_threads=args.threads,
+                                n_batches=args.n_batches, **kw)
+    stamps = []
+
+    def cb(info):
+        stamps.append(time.process_time())
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        t0 = time.process_time()
+        est._fit(X, callback=cb)
+    per_pass = np.diff([t0] + stamps)
+    return {
+        "cpu_per_pass": per_pass.tolist(),
+        "cpu_total": float(stamps[-1] - t0),
+        "median_pass_2_to_n": float(np.median(per_pass[1:])),
+        "heldout": point_loglik(X_ho, est.weights_, est.means_, est.precisions_cholesky_),
+        "train_elbo_per_sample": float(est.lower_bound_) / X.shape[0],
+    }
+
+
+def run_default_pass(X, X_ho, args, t0):
+    """The default pass (L = 4, candidate sets 'auto' with adaptive refresh) beside L = 4
+    without candidate sets and L = K, interleaved per repeat, from the same initial labels."""
+    configs = {
+        "default (L=4, candidates auto)": (4, {}),
+        "L=4 dense": (4, {"n_candidates": None}),
+        "L=K": (None, {}),
+    }
+    out = {"config": {
+        "n_train": int(X.shape[0]), "n_heldout": int(X_ho.shape[0]), "passes": args.passes,
+        "K": args.K, "n_batches": args.n_batches, "threads": args.threads,
+        "repeats": args.repeats, "dtype": args.dtype,
+        "clock": "time.process_time of a single-threaded process (OMP_NUM_THREADS=1)",
+        "data": "BSDS500 images/train (fit) and images/val (held out), 8x8 grayscale, "
+                "stride 4, patch mean removed, uniform subsample",
+        "model": "SparseGaussianMixture(zero_mean=True, covariance_type='full'), memoized, "
+                 "tol=0, k-means++ labels as init",
+        "load_average_start": os.getloadavg(),
+    }, "environment": {"numpy": np.__version__, "python": platform.python_version()},
+        "runs": {}, "summary": {}}
+    for K in args.K:
+        labels = initial_labels(X, K, seed=0)
+        reps = {name: [] for name in configs}
+        for rep in range(args.repeats):
+            for name, (L, kw) in configs.items():
+                r = _cpu_fit(X, X_ho, labels, K, L, args, **kw)
+                reps[name].append(r)
+                print(f"[{rep + 1}/{args.repeats}] K={K} {name:32s} median pass "
+                      f"{r['median_pass_2_to_n']:.3f}s total {r['cpu_total']:.1f}s heldout "
+                      f"{r['heldout']:.4f}", flush=True)
+        out["runs"][str(K)] = reps
+        lk = reps["L=K"]
+        med = {name: statistics.median(r["median_pass_2_to_n"] for r in rs)
+               for name, rs in reps.items()}
+        tot = {name: statistics.median(r["cpu_total"] for r in rs) for name, rs in reps.items()}
+        ho_lk = lk[0]["heldout"]
+        out["summary"][str(K)] = {
+            name: {
+                "median_pass_2_to_n": med[name],
+                "pass_speedup_vs_LK": med["L=K"] / med[name],
+                "total_cpu": tot[name],
+                "total_speedup_vs_LK": tot["L=K"] / tot[name],
+                "heldout": rs[0]["heldout"],
+                "heldout_rel_diff_vs_LK": (rs[0]["heldout"] - ho_lk) / abs(ho_lk),
+            }
+            for name, rs in reps.items()
+        }
+    out["config"]["load_average_end"] = os.getloadavg()
+    out["total_seconds"] = time.perf_counter() - t0
+    path = Path(args.out).with_suffix(".json")
+    with open(path, "w") as fh:
+        json.dump(out, fh, indent=1)
+    print(json.dumps(out["summary"], indent=1))
+    print(f"wrote {path}")
 
 
 def _find(runs, **kw):

@@ -23,7 +23,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sparseclust import SparseGaussianMixture
+from sparseclust import SparseGaussianMixture, posteriors
 from sparseclust.mixture._sparse_gmm import _SparseGMMModel
 
 CASES = [("full", False), ("diag", False), ("full", True), ("diag", True)]
@@ -880,6 +880,95 @@ def test_candidates_are_cached_between_refreshes():
     assert not np.array_equal(dense[1], dense[0])
 
 
+@pytest.mark.parametrize("ct,zero_mean", [("full", False), ("diag", True)])
+def test_adaptive_refresh_renews_exactly_the_rows_whose_weights_moved(ct, zero_mean):
+    """One adaptive visit, checked against the dense weights computed here: a row is refreshed
+    iff its candidate weights moved unevenly by at least its gap; refreshed rows get the top-L
+    of the full row and new candidates (its top-C), the others the top-L among their old
+    candidates."""
+    X = _overlapping(seed=7, n=400)
+    K, L, C = 12, 2, 4
+    fits = [_ours(X, n_components=K, L=L, covariance_type=ct, zero_mean=zero_mean,
+                  max_iter=it, tol=0, random_state=0, init_params="random") for it in (1, 3)]
+    p0, p1 = fits[0]._params, fits[1]._params
+    model = _SparseGMMModel(fits[0]._prior, K, L, X.dtype, n_candidates=C, refresh="auto")
+    got = []
+    model._collect = lambda s0, v, i, Xc: got.append((s0, np.array(v), np.array(i)))
+    model.local_step(X, p0)  # first visit: full weights, candidate sets cached
+    entry = model._cand_cache[0]
+    W0 = model.weights(X, p0)
+    order = np.argsort(-W0, axis=1)
+    np.testing.assert_array_equal(np.sort(entry.cand, axis=1), np.sort(order[:, :C], axis=1))
+    top = -np.sort(-W0, axis=1)
+    np.testing.assert_allclose(entry.gap, top[:, L - 1] - top[:, C], rtol=1e-12)
+    cand0, wref0, gap0 = entry.cand.copy(), entry.w_ref.copy(), entry.gap.copy()
+    got.clear()
+    model.local_step(X, p1)  # second visit: restricted, adaptive
+    values = np.vstack([g[1] for g in sorted(got, key=lambda g: g[0])])
+    indices = np.vstack([g[2] for g in sorted(got, key=lambda g: g[0])])
+    W1 = model.weights(X, p1)
+    dW = np.take_along_axis(W1, cand0, axis=1) - wref0
+    stale = (dW.max(1) - dW.min(1)) >= gap0
+    assert 0 < stale.sum() < X.shape[0]  # the test exercises both kinds of rows
+    assert entry.rows_refreshed == stale.sum()
+    v_full, i_full = posteriors.responsibilities(W1, L)
+    Wc = np.take_along_axis(W1, cand0, axis=1)
+    v_c, loc = posteriors.responsibilities(Wc, L)
+    i_c = np.take_along_axis(cand0, loc.astype(np.intp), axis=1)
+
+    def as_dense(v, i):
+        R = np.zeros((X.shape[0], K))
+        np.put_along_axis(R, i.astype(np.intp), v, axis=1)
+        return R
+
+    R = as_dense(values, indices)
+    np.testing.assert_allclose(R[stale], as_dense(v_full, i_full)[stale], atol=1e-12)
+    np.testing.assert_allclose(R[~stale], as_dense(v_c, i_c)[~stale], atol=1e-12)
+    np.testing.assert_array_equal(entry.cand[~stale], cand0[~stale])
+    order1 = np.argsort(-W1, axis=1)
+    np.testing.assert_array_equal(np.sort(entry.cand[stale], axis=1),
+                                  np.sort(order1[stale, :C], axis=1))
+
+
+@pytest.mark.parametrize("ct,zero_mean", [("full", False), ("diag", True)])
+def test_adaptive_refresh_elbo_never_decreases_and_tracks_the_dense_fit(ct, zero_mean):
+    X = _overlapping(seed=5, n=900)
+    kw = dict(n_components=24, L=2, covariance_type=ct, zero_mean=zero_mean,
+              algorithm="memoized", n_batches=3, max_iter=25, tol=0, random_state=0)
+    auto = _ours(X, n_candidates="auto", **kw)  # C = 16 < K = 24
+    assert auto._effective_candidates() == 16
+    lb = np.asarray(auto.lower_bounds_)
+    assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:])), np.diff(lb).min()
+    dense = _ours(X, n_candidates=None, **kw)
+    fixed = _ours(X, n_candidates=2, candidate_refresh=10, **kw)
+    # the adaptive fit ends near the dense one; candidates frozen for 10 passes lag behind
+    gap_auto = abs(auto.lower_bound_ - dense.lower_bound_)
+    assert gap_auto < 1e-3 * abs(dense.lower_bound_)
+    assert gap_auto < abs(fixed.lower_bound_ - dense.lower_bound_)
+
+
+def test_auto_candidates_resolution():
+    est = SparseGaussianMixture(40)
+    assert est.n_candidates == "auto" and est.candidate_refresh == "auto"
+    assert est._effective_candidates() == 16  # L = 4: max(16, 4 L)
+    assert SparseGaussianMixture(40, L=8)._effective_candidates() == 32
+    assert SparseGaussianMixture(16)._effective_candidates() is None  # not fewer than K
+    assert SparseGaussianMixture(40, L=None)._effective_candidates() is None
+    assert SparseGaussianMixture(40, algorithm="stochastic")._effective_candidates() is None
+    # the DP mixture recomputes them when moves shrink K
+    X = _overlapping(seed=1, n=200)
+    est = SparseGaussianMixture(30, weight_concentration_prior_type="dirichlet_process")
+    model = est._make_model(est._build_prior(X), X.dtype, candidates=True,
+                            moves=("merge", "delete"))
+    assert model.n_candidates == 16
+    model.set_n_components(12)
+    assert model.n_candidates is None
+    with pytest.raises(ValueError, match="candidate_refresh"):
+        SparseGaussianMixture(4, candidate_refresh="always").fit(X)
+    with pytest.raises(ValueError, match="n_candidates"):
+        SparseGaussianMixture(4, n_candidates="many").fit(X)
+
+
 def test_candidates_validation_and_stochastic():
     X = _overlapping(seed=6, n=200)
     with pytest.raises(ValueError, match="n_candidates must be >= L"):
@@ -1021,7 +1110,7 @@ def test_defaults_are_sparse_and_memoized():
 # responsibilities, a dense per-sample numpy evaluation of the stick-breaking ELBO
 # (scipy.stats.beta for the Beta entropies), a from-scratch evaluation of the merged model, and
 # properties (monotone objective across passes with moves, planted-K recovery over seeds).
-from sparseclust._engine import fit_engine  # noqa: E402
+from sparseclust._engine import SuffStats, fit_engine  # noqa: E402
 from sparseclust._moves import MoveRound  # noqa: E402
 from sparseclust.mixture import _gaussian  # noqa: E402
 from sparseclust.mixture._dp_moves import _Workspace, restrict  # noqa: E402
@@ -1212,6 +1301,13 @@ def test_merge_objective_equals_from_scratch():
         work.value = -1e300
         assert work.try_merge(int(a), int(b), PH[p])
         np.testing.assert_allclose(work.value, ref, rtol=1e-8)
+        # the batched data terms of every pair (as the merge round computes them) agree
+        pooled = SuffStats(**{f: v[pairs[:, 0]] + v[pairs[:, 1]] for f, v in stats.items()})
+        comp = _gaussian.component_terms(pooled, _gaussian.global_step(pooled, prior), prior)
+        work2 = _Workspace(model, stats.copy())
+        work2.value = -1e300
+        assert work2.try_merge(int(a), int(b), PH[p], comp[p])
+        np.testing.assert_allclose(work2.value, work.value, rtol=1e-12)
         keep = np.delete(np.arange(K), b)
         merged = restrict(work.stats, keep)
         for f in ("N", "Sx", "Sxx", "entropy"):
@@ -1271,6 +1367,36 @@ def test_engine_moves_with_candidates_monotone():
     lb = np.asarray(m.lower_bounds_)
     assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:]))
     assert m.n_components_ < 20
+
+
+def test_candidate_sets_follow_moves():
+    # renumbering: kept rows get the new ids, rows that named a removed cluster or both
+    # clusters of a merge are refreshed on their next visit (adaptive) or the batch is (fixed)
+    X = _planted(2, D=2, n_per=20)
+    est = SparseGaussianMixture(6, weight_concentration_prior_type=DP)
+    prior = est._build_prior(X)
+    for refresh in ("auto", 3):
+        model = _DPMixtureModel(prior, 6, 1, X.dtype, moves=("merge",), n_candidates=2,
+                                refresh=refresh)
+        entry = model._cache_entry(X)
+        entry.cand = np.array([[0, 1], [2, 3], [4, 5], [1, 3]], dtype=np.int32)
+        if refresh == "auto":
+            entry.gap = np.ones(4)
+            entry.w_ref = np.zeros((4, 2))
+        # merge 3 into 1, delete 4, then 0 1 2 5 -> 3 0 1 2
+        model.renumber_candidates(np.array([3, 0, 1, 0, -1, 2]))
+        if refresh == "auto":
+            np.testing.assert_array_equal(entry.cand[:2], [[3, 0], [1, 0]])
+            np.testing.assert_array_equal(entry.gap, [1.0, 1.0, -np.inf, -np.inf])
+        else:
+            assert entry.cand is None
+    # fits with the default candidate sets and moves stay monotone
+    X = _planted(5, D=3, n_per=100)
+    m = _dp(n_components=24, random_state=0, max_iter=10, tol=0, n_batches=3).fit(X)
+    assert m._effective_candidates() == 16
+    lb = np.asarray(m.lower_bounds_)
+    assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:]))
+    assert m.n_components_ < 24
 
 
 def test_fit_engine_direct_round_logs():

@@ -81,7 +81,7 @@ class MixtureMoves(MoveBook):
     The host class provides ``n_components``, ``prior``, ``dtype``, ``n_threads``,
     ``local_step``, ``stats_from_responsibilities``, ``global_step``, the ``_collect`` hook of
     its local step, ``plain_model(K)`` (a model without moves over K clusters) and
-    ``set_n_components(K)``.
+    ``set_n_components(K, new_of_old)`` and ``renumber_candidates(new_of_old)``.
 
     ``move_opts``: ``start`` (first pass whose end runs moves, >= 2), ``near`` (nearest
     clusters by divergence and ``corr_near`` by co-usage examined per cluster),
@@ -251,8 +251,9 @@ class MixtureMoves(MoveBook):
                 stats = work.compact(batch_stats)
                 new = compaction(work.alive)
                 M = work.merge_map
-                self.end_round(work.ops, work.alive, np.where(M >= 0, new[np.maximum(M, 0)], -1))
-                self.set_n_components(int(work.alive.sum()))
+                new_of_old = np.where(M >= 0, new[np.maximum(M, 0)], -1)
+                self.end_round(work.ops, work.alive, new_of_old)
+                self.set_n_components(int(work.alive.sum()), new_of_old)
                 changed = True
         if "sort" in self.moves:
             if self._sort(stats, batch_stats, log):
@@ -264,6 +265,14 @@ class MixtureMoves(MoveBook):
 
     def _merges(self, work, rnd, batch_stats, log):
         PH = sum(rnd.batch[b]["PH"] for b in rnd.batch)
+        # the data terms of every proposed merged cluster, in one batched global step: a pair
+        # is tried only while neither of its clusters was touched, so its pooled statistics
+        # are those of the pass (only the allocation terms change with earlier merges)
+        st = work.stats
+        pa, pb = rnd.pairs[:, 0], rnd.pairs[:, 1]
+        pooled = SuffStats(**{k: v[pa] + v[pb] for k, v in st.items()})
+        comp_ab = _gaussian.component_terms(pooled, _gaussian.global_step(pooled, self.prior),
+                                            self.prior)
 
         def apply(p, a, b):
             for bb, st in enumerate(batch_stats):
@@ -271,8 +280,8 @@ class MixtureMoves(MoveBook):
             work.merge_map[work.merge_map == b] = a
             work.ops.append(("merge", a, b))
 
-        self.run_merges(rnd.pairs, lambda: work.alive,
-                        log, lambda p, a, b: work.try_merge(a, b, PH[p]), apply)
+        self.run_merges(rnd.pairs, lambda: work.alive, log,
+                        lambda p, a, b: work.try_merge(a, b, PH[p], comp_ab[p]), apply)
 
     def _deletes(self, work, rnd, batch_stats, batches, log):
         touched_by_merge = np.array(sorted(log.touched), dtype=np.int64)
@@ -329,7 +338,9 @@ class MixtureMoves(MoveBook):
             for k, v in list(st.items()):
                 st[k] = np.ascontiguousarray(v[order])
         self.permute_book(order)
-        self.reset_candidates()
+        inv = np.empty_like(order)
+        inv[order] = np.arange(order.size)
+        self.renumber_candidates(inv)
         return True
 
 
@@ -415,12 +426,15 @@ class _Workspace:
         return (_gaussian.optimal_allocation_terms(N, self.prior)
                 + float(np.sum(stats["entropy"][alive])) + float(np.sum(comp[alive])))
 
-    def try_merge(self, a, b, ph):
+    def try_merge(self, a, b, ph, comp_ab=None):
+        """Merge b into a if that raises the whole-data ELBO; ``comp_ab``: the merged
+        cluster's data terms when already computed (they do not depend on ``ph``)."""
         st = self.stats
         prop = SuffStats(**{k: v[[a]] + v[[b]] for k, v in st.items()})
         prop["entropy"] = prop["entropy"] + ph
-        comp_ab = _gaussian.component_terms(prop, _gaussian.global_step(prop, self.prior),
-                                            self.prior)[0]
+        if comp_ab is None:
+            comp_ab = _gaussian.component_terms(prop, _gaussian.global_step(prop, self.prior),
+                                                self.prior)[0]
         alive = self.alive.copy()
         alive[b] = False
         N = st["N"].copy()

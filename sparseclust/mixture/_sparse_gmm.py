@@ -56,6 +56,30 @@ def _top_l_among(Wc, cand, L, n_threads):
     values, local = posteriors.responsibilities(Wc, L, n_threads=n_threads)
     return values, np.take_along_axis(cand, local.astype(np.intp), axis=1)
 
+def _auto_candidates(L, K):
+    """``n_candidates='auto'``: ``max(16, 4 L)`` candidates, None (dense) when not fewer than K."""
+    C = max(16, 4 * int(L))
+    return C if C < K else None
+
+
+class _CandidateCache:
+    """The cached candidate sets of one fixed batch (``X`` is the identity key).
+
+    ``cand`` (n, C) int32: each row's C largest weights at its last refresh; with adaptive
+    refresh also ``w_ref`` (n, C): those weights then, and ``gap`` (n,): the L-th largest of
+    them minus the largest weight outside the candidates (>= 0)."""
+
+    __slots__ = ("X", "visits", "cand", "w_ref", "gap", "rows_refreshed")
+
+    def __init__(self, X):
+        self.X = X
+        self.visits = 0
+        self.cand = None
+        self.w_ref = None
+        self.gap = None
+        self.rows_refreshed = 0
+
+
 class _Timer:
     """Accumulates wall-clock seconds per named sub-step of the local step."""
 
@@ -86,6 +110,9 @@ class _SparseGMMModel(VariationalModel):
     restricted to each row's cached candidate set (:meth:`restricted_weights`) and step 2 picks
     the top-L among the candidates; batches are recognized by the identity of the fixed batch
     arrays the engine passes, and :meth:`reset_candidates` clears the cache before each fit.
+    ``refresh='auto'`` (adaptive) refreshes a row's candidate set when its candidate weights
+    moved by half the gap that kept the other components out (:meth:`_local_step_candidates`);
+    an integer refreshes every batch every ``refresh`` visits and trusts the candidates between.
     """
 
     def __init__(
@@ -98,7 +125,7 @@ class _SparseGMMModel(VariationalModel):
         self.n_threads = n_threads
         # candidate sets are used only when they are strictly fewer than K
         self.n_candidates = n_candidates
-        self.refresh = int(refresh)
+        self.refresh = refresh if refresh == "auto" else int(refresh)
         self.timer = _Timer()
         # optional per-block callback collect(start, values, indices, X_block) of the local
         # step (a model with moves gathers what its candidates need through it)
@@ -107,8 +134,30 @@ class _SparseGMMModel(VariationalModel):
 
     def reset_candidates(self):
         """Forget every cached candidate set (start of a new fit or initialization)."""
-        # one entry per fixed batch: [batch array (identity key), visits, (n, C) int32 indices]
+        # one _CandidateCache per fixed batch
         self._cand_cache = []
+
+    def renumber_candidates(self, new_of_old):
+        """Carry the cached candidate sets over a renumbering of the components (a sort, or a
+        compaction after merges and deletes): ``new_of_old[k]`` is the new index of component
+        k, or -1 when it is gone. A row whose candidates lost a component or now name one
+        twice (a merged pair) is refreshed on its next visit; with a fixed refresh period,
+        the whole batch is."""
+        new_of_old = np.asarray(new_of_old, dtype=np.int64)
+        for entry in self._cand_cache:
+            if entry.cand is None:
+                continue
+            c = new_of_old[entry.cand]
+            srt = np.sort(c, axis=1)
+            bad = (c < 0).any(axis=1) | (srt[:, 1:] == srt[:, :-1]).any(axis=1)
+            if bad.any() and entry.gap is None:
+                entry.cand = None
+                continue
+            c[c < 0] = 0
+            entry.cand = np.ascontiguousarray(c, dtype=np.int32)
+            if bad.any():
+                entry.gap = entry.gap.copy()
+                entry.gap[bad] = -np.inf
 
     @property
     def moments(self):
@@ -171,9 +220,9 @@ class _SparseGMMModel(VariationalModel):
 
     def _cache_entry(self, X):
         for entry in self._cand_cache:
-            if entry[0] is X:
+            if entry.X is X:
                 return entry
-        entry = [X, 0, None]
+        entry = _CandidateCache(X)
         self._cand_cache.append(entry)
         return entry
 
@@ -181,12 +230,17 @@ class _SparseGMMModel(VariationalModel):
         if self.n_candidates is None:
             return self._local_step_full(X, params)
         entry = self._cache_entry(X)
-        visit = entry[1]
-        entry[1] += 1
-        if visit % self.refresh == 0 or entry[2] is None:
-            total, entry[2] = self._local_step_full(X, params, n_candidates=self.n_candidates)
+        visit = entry.visits
+        entry.visits += 1
+        adaptive = self.refresh == "auto"
+        if entry.cand is None or (not adaptive and visit % self.refresh == 0):
+            total, entry.cand, entry.w_ref, entry.gap = self._local_step_full(
+                X, params, n_candidates=self.n_candidates
+            )
+            if not adaptive:
+                entry.w_ref = entry.gap = None
             return total
-        return self._local_step_candidates(X, params, entry[2])
+        return self._local_step_candidates(X, params, entry)
 
     def restricted_weights(self, X, params, cand, qform=None):
         """Weights of the candidate pairs only, ``out[n, c] = W[n, cand[n, c]]`` (n, C), in
@@ -200,15 +254,27 @@ class _SparseGMMModel(VariationalModel):
         out += params.const.astype(dt)[cand]
         return out
 
-    def _local_step_candidates(self, X, params, cand):
+    def _local_step_candidates(self, X, params, entry):
         """Local step with ``W`` evaluated on the cached candidate sets only: the top-L
-        responsibilities among each row's candidates, mapped back to component ids."""
+        responsibilities among each row's candidates, mapped back to component ids.
+
+        Adaptive refresh (``entry.gap`` set): a row is refreshed -- its full weights computed,
+        its responsibilities the top-L of the full row and its candidate set renewed -- when its
+        candidate weights moved, since its last refresh, by at least half the gap that
+        separated its L-th largest candidate weight from the largest weight outside its
+        candidates: ``2 max_c |W_nc - W_nc^ref| >= gap_n``. If no weight of the row moved
+        more than its candidates' did, the top-L of the full row is still among the
+        candidates for the other rows."""
         X = np.ascontiguousarray(X)
         n = X.shape[0]
+        cand = entry.cand
         C = cand.shape[1]
-        rows = int(max(256, _LOCAL_BLOCK_FLOATS // C))
+        K = self.n_components
+        adaptive = entry.gap is not None
+        rows = int(max(256, _LOCAL_BLOCK_FLOATS // (max(C, K // 4) if adaptive else C)))
         tm = self.timer.seconds
         total = None
+        n_full = 0
         t0 = time.perf_counter()
         qform = self.quadratic_form(params, X.dtype)
         tm["weights"] += time.perf_counter() - t0
@@ -217,9 +283,30 @@ class _SparseGMMModel(VariationalModel):
             cc = cand[start : start + rows]
             t0 = time.perf_counter()
             Wc = self.restricted_weights(Xc, params, cc, qform=qform)
+            stale = None
+            if adaptive:
+                dW = Wc - entry.w_ref[start : start + rows]
+                spread = (dW.max(axis=1) - dW.min(axis=1)).astype(np.float64)
+                stale = np.flatnonzero(~(spread < entry.gap[start : start + rows]))
             t1 = time.perf_counter()
             nt = _threads_for(Wc.shape[0], C, self.n_threads)
             values, indices = _top_l_among(Wc, cc, self.L, nt)
+            if stale is not None and stale.size:
+                t1b = time.perf_counter()
+                Wf = self.weights(np.ascontiguousarray(Xc[stale]), params, qform=qform)
+                t1c = time.perf_counter()
+                ntf = _threads_for(stale.size, K, self.n_threads)
+                cs, wr, gp, v2, i2 = self._candidates_of(Wf, C, ntf)
+                rows_abs = start + stale
+                cand[rows_abs] = cs
+                entry.w_ref[rows_abs] = wr
+                entry.gap[rows_abs] = gp
+                values = np.array(values)
+                indices = np.array(indices)
+                values[stale] = v2
+                indices[stale] = i2
+                n_full += stale.size
+                t1 += t1c - t1b  # the full weights of the refreshed rows: weight step
             t2 = time.perf_counter()
             if self._collect is not None:
                 self._collect(start, values, indices, Xc)
@@ -229,7 +316,21 @@ class _SparseGMMModel(VariationalModel):
             tm["responsibilities"] += t2 - t1
             tm["summary"] += t3 - t2
             total = s if total is None else total + s
+        entry.rows_refreshed += n_full
         return total
+
+    def _candidates_of(self, W, C, n_threads):
+        """Candidate sets of full weight rows ``W`` (edited in place): the C largest weights'
+        indices and values, the gap between the L-th largest and the largest outside, and the
+        top-L responsibilities among the candidates (= the top-L of the row)."""
+        cc = posteriors.top_l_indices(W, C, n_threads=n_threads)
+        ci = cc.astype(np.intp)
+        Wc = np.take_along_axis(W, ci, axis=1)
+        values, indices = _top_l_among(Wc, cc, self.L, n_threads)
+        wl = np.partition(Wc, C - self.L, axis=1)[:, C - self.L].astype(np.float64)
+        np.put_along_axis(W, ci, -np.inf, axis=1)
+        gap = wl - W.max(axis=1).astype(np.float64)  # +inf when the candidates are all K
+        return cc, Wc, gap, values, indices
 
     def _local_step_full(self, X, params, n_candidates=None):
         """Local step with the dense ``W``. With ``n_candidates = C`` also returns the (n, C)
@@ -244,6 +345,8 @@ class _SparseGMMModel(VariationalModel):
         buf = np.empty((min(rows, n), K), dtype=X.dtype)
         if n_candidates is not None:
             cand = np.empty((n, n_candidates), dtype=np.int32)
+            w_ref = np.empty((n, n_candidates), dtype=X.dtype)
+            gap = np.empty(n, dtype=np.float64)
         tm = self.timer.seconds
         t0 = time.perf_counter()
         qform = self.quadratic_form(params, X.dtype)
@@ -257,10 +360,10 @@ class _SparseGMMModel(VariationalModel):
             if n_candidates is None:
                 values, indices = posteriors.responsibilities(W, self.L, n_threads=nt)
             else:
-                cc = posteriors.top_l_indices(W, n_candidates, n_threads=nt)
-                cand[start : start + Xc.shape[0]] = cc
-                Wc = np.take_along_axis(W, cc.astype(np.intp), axis=1)
-                values, indices = _top_l_among(Wc, cc, self.L, nt)
+                sl = slice(start, start + Xc.shape[0])
+                cand[sl], w_ref[sl], gap[sl], values, indices = self._candidates_of(
+                    W, n_candidates, nt
+                )
             t2 = time.perf_counter()
             if self._collect is not None:
                 self._collect(start, values, indices, Xc)
@@ -272,7 +375,7 @@ class _SparseGMMModel(VariationalModel):
             total = s if total is None else total + s
         if n_candidates is None:
             return total
-        return total, cand
+        return total, cand, w_ref, gap
 
     def global_step(self, stats):
         return _gaussian.global_step(stats, self.prior)
@@ -285,10 +388,14 @@ class _DPMixtureModel(MixtureMoves, _SparseGMMModel):
     """:class:`_SparseGMMModel` with the memoized merge / delete / sort moves of
     :class:`sparseclust.mixture._dp_moves.MixtureMoves` (Dirichlet-process prior)."""
 
-    def __init__(self, prior, n_components, L, dtype, *, moves, move_opts=None, **kw):
+    def __init__(self, prior, n_components, L, dtype, *, moves, move_opts=None,
+                 auto_candidates=False, **kw):
         _SparseGMMModel.__init__(self, prior, n_components, L, dtype, **kw)
         self._L_requested = L
         self._candidates_requested = self.n_candidates
+        # 'auto' candidate sets: recomputed for the new K after a compaction (off when they
+        # would cover every cluster)
+        self._auto_candidates = bool(auto_candidates)
         self.init_moves(moves, move_opts)
 
     def plain_model(self, K):
@@ -296,13 +403,22 @@ class _DPMixtureModel(MixtureMoves, _SparseGMMModel):
         return _SparseGMMModel(self.prior, K, min(self._L_requested, K), self.dtype,
                                n_threads=self.n_threads)
 
-    def set_n_components(self, K):
-        """Shrink to ``K`` components after a compaction (clamping L and the candidates)."""
+    def set_n_components(self, K, new_of_old=None):
+        """Shrink to ``K`` components after a compaction (clamping L and the candidates);
+        ``new_of_old`` (the compaction's index map) keeps the cached candidate sets when
+        their size does not change."""
+        C_before = self.n_candidates
         self.n_components = int(K)
         self.L = min(self._L_requested, self.n_components)
-        if self._candidates_requested is not None:
+        if self._auto_candidates:
+            self.n_candidates = _auto_candidates(self.L, self.n_components)
+        elif self._candidates_requested is not None:
             self.n_candidates = min(self._candidates_requested, self.n_components)
-        self.reset_candidates()
+        if new_of_old is not None and self.n_candidates is not None \
+                and self.n_candidates == C_before:
+            self.renumber_candidates(new_of_old)
+        else:
+            self.reset_candidates()
 
 
 #: with moves, a cluster is live when it holds at least this many expected samples
@@ -455,9 +571,10 @@ class SparseGaussianMixture(
         converged score as memoized training did in 32 s.
     n_batches : int, default=10
         Number of fixed batches of ``'memoized'``.
-    n_candidates : int or None, default=None
-        Candidate-restricted weights for ``'memoized'`` and ``'batch'`` (off when None). Each
-        row ``n`` of each fixed batch caches a candidate set ``S_n``, the indices of the
+    n_candidates : 'auto', int or None, default='auto'
+        Candidate-restricted weights for ``'memoized'`` and ``'batch'`` (off when None;
+        ``'auto'``: ``C = max(16, 4 L)`` when that is fewer than K, else off). Each row ``n`` of
+        each fixed batch caches a candidate set ``S_n``, the indices of the
         ``C = min(n_candidates, K)`` largest weights of the last *full* ``W_n`` computed for it
         (:func:`sparseclust.posteriors.top_l_indices`). Between refreshes only the ``n C``
         weights ``W_nk, k in S_n`` are computed (rows grouped by candidate component, one
@@ -466,12 +583,12 @@ class SparseGaussianMixture(
         The ELBO stays monotone under memoized training: maximizing Eq. 8 over L-sparse ``r_n``
         whose support lies in a fixed set ``S_n`` is solved by the top-L of ``W_n[S_n]`` (the
         argument of Hughes & Sudderth 2016, §3.1, applies to any fixed index set), and the row's
-        previous
-        responsibilities are feasible for that problem -- they were chosen among ``S_n``, or,
-        at a refresh, are the top-L of the full row, which lies inside its top-C. So each batch
-        visit cannot decrease the whole-data ELBO. Components outside ``S_n`` that become
-        better are found only at the next refresh; the fit is then a local optimum of a more
-        constrained problem, and ``n_candidates=None`` is the paper's algorithm.
+        previous responsibilities are feasible for that problem -- they were chosen among
+        ``S_n``, or, at a refresh, are the top-L of the full row, which lies inside its top-C
+        (and a refreshed row's new responsibilities, the top-L of its full row, are optimal
+        over every support). So each batch visit cannot decrease the whole-data ELBO.
+        Components outside ``S_n`` that become better are found only when the row is
+        refreshed (see ``candidate_refresh``); ``n_candidates=None`` is the paper's algorithm.
         ``'stochastic'`` and :meth:`partial_fit` draw random minibatches, which have no cache:
         they always compute the full ``W`` and ignore this parameter.
     moves : {'all', 'none'}, str or tuple, default='all'
@@ -495,11 +612,24 @@ class SparseGaussianMixture(
         ``n_components`` is an upper bound and the number of clusters is learned. Moves need
         the cached batches of ``'memoized'`` or ``'batch'`` training; ``'stochastic'`` and
         :meth:`partial_fit` ignore them. With moves, ``tol`` ends training only after 4 passes
-        without an accepted merge or delete (a rejected proposal is retried after 3).
-    candidate_refresh : int, default=5
-        With ``n_candidates``, each batch recomputes the full ``W`` and its candidate sets on
-        its first visit and then every ``candidate_refresh`` visits (passes); ``1`` refreshes
-        every pass (the full cost, same fit as ``n_candidates=None`` up to ties).
+        without an accepted merge or delete (a proposal rejected n times is retried after
+        ``3 * 2 ** (n - 1)`` passes, at most 24; the bookkeeping of
+        :class:`sparseclust._moves.MoveBook`, shared with HDPTopicModel).
+    candidate_refresh : 'auto' or int, default='auto'
+        When candidate sets are renewed. ``'auto'`` (adaptive, per row): each row keeps, from
+        its last refresh, its candidate weights ``W_nc^ref`` and the gap
+        ``g_n = w_(L) - max_{k not in S_n} W_nk^ref`` between its L-th largest candidate weight
+        and the best component left out. On every visit the row's candidate weights are
+        recomputed anyway; when they moved unevenly by the gap or more,
+        ``max_c dW_nc - min_c dW_nc >= g_n`` with ``dW = W - W^ref``, the row's full weights are
+        computed, its responsibilities are the top-L of the full row and its candidate set is
+        renewed. If no left-out weight rose more than the most-risen candidate weight, the
+        rows kept have the top-L of their full row among their candidates, so the fit follows
+        the dense one; the check is a heuristic (left-out weights are not evaluated), its cost
+        ``O(C)`` per row. An integer refreshes every row of a batch on its first visit and
+        then every ``candidate_refresh`` visits (passes) and trusts the candidates between;
+        ``1`` refreshes every pass (the full cost, same fit as ``n_candidates=None`` up to
+        ties).
     batch_size : int, default=1024
         Minibatch size of ``'stochastic'``.
     kappa : float, default=0.6
@@ -646,9 +776,9 @@ class SparseGaussianMixture(
         "reg_covar": [Interval(Real, 0.0, None, closed="left")],
         "algorithm": [StrOptions({"batch", "memoized", "stochastic"})],
         "n_batches": [Interval(Integral, 1, None, closed="left")],
-        "n_candidates": [None, Interval(Integral, 1, None, closed="left")],
+        "n_candidates": [None, StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
         "moves": [str, tuple, list, None],
-        "candidate_refresh": [Interval(Integral, 1, None, closed="left")],
+        "candidate_refresh": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "kappa": [Interval(Real, 0.0, 1.0, closed="both")],
         "delta": [Interval(Real, 0.0, None, closed="left")],
@@ -683,8 +813,8 @@ class SparseGaussianMixture(
         reg_covar=1e-6,
         algorithm="memoized",
         n_batches=10,
-        n_candidates=None,
-        candidate_refresh=5,
+        n_candidates="auto",
+        candidate_refresh="auto",
         moves="all",
         batch_size=1024,
         kappa=0.6,
@@ -981,13 +1111,18 @@ class SparseGaussianMixture(
 
     def _effective_candidates(self, K=None):
         """``min(n_candidates, K)``, or None when candidate sets are off or cannot be cached
-        (stochastic minibatches are random, so every step computes the full ``W``)."""
+        (stochastic minibatches are random, so every step computes the full ``W``).
+        ``'auto'``: ``max(16, 4 L)`` when that is fewer than K, else None."""
         if self.n_candidates is None or self.algorithm == "stochastic":
             return None
-        return min(int(self.n_candidates), self.n_components if K is None else K)
+        K = self.n_components if K is None else K
+        if self.n_candidates == "auto":
+            return _auto_candidates(self._effective_L(K), K)
+        return min(int(self.n_candidates), K)
 
     def _check_candidates(self):
-        if self.n_candidates is not None and self.n_candidates < self._effective_L():
+        if (self.n_candidates is not None and self.n_candidates != "auto"
+                and self.n_candidates < self._effective_L()):
             raise ValueError(
                 f"n_candidates must be >= L = {self._effective_L()} (the responsibilities are "
                 f"chosen among the candidates), got n_candidates={self.n_candidates}."
@@ -1003,7 +1138,9 @@ class SparseGaussianMixture(
             refresh=self.candidate_refresh,
         )
         if moves:
-            return _DPMixtureModel(prior, K, self._effective_L(K), dtype, moves=moves, **kw)
+            return _DPMixtureModel(prior, K, self._effective_L(K), dtype, moves=moves,
+                                   auto_candidates=candidates and self.n_candidates == "auto",
+                                   **kw)
         return _SparseGMMModel(prior, K, self._effective_L(K), dtype, **kw)
 
     def _active_moves(self):
