@@ -174,6 +174,31 @@ def select_deletes(n_users, *, max_items, max_candidates, allowed=None, size=Non
     return np.asarray(out, dtype=np.int64)
 
 
+class AdaptiveBudget:
+    """How many proposals of one kind a move round makes, adapted to how many were accepted.
+
+    After a round that tried proposals and accepted none the budget halves (down to ``low``);
+    after a round that accepted some it grows to at least twice the number accepted and at
+    least doubles (up to ``high``). A model whose small components are all needed then pays
+    for about ``low`` rejected proposals per pass instead of ``high``, while a round of
+    accepted proposals restores the full budget within a few passes. Which proposals are
+    made is unchanged: only their number is.
+    """
+
+    def __init__(self, high, low=1):
+        self.high = max(int(high), 0)
+        self.low = min(max(int(low), 0), self.high)
+        self.value = self.high
+
+    def update(self, tried, accepted):
+        if tried <= 0:
+            return
+        if accepted <= 0:
+            self.value = max(self.low, self.value // 2)
+        else:
+            self.value = min(self.high, max(2 * self.value, 2 * int(accepted)))
+
+
 def compaction(alive):
     """Index map after removing the components with ``alive == False``: ``new[k]`` is the
     new index of component k, or -1."""
@@ -234,6 +259,9 @@ class MoveBook:
       ``cooldown * 2 ** (n - 1)`` passes (at most 8 cool-downs) before it is tried again;
     - ``usage`` (the previous pass's co-usage: ``n_users``, ``sum_p``, ``sum_pp``, ``n``) and
       ``_usage_acc`` (the current pass's, being gathered);
+    - ``delete_budget``: how many delete proposals the next round may make
+      (:class:`AdaptiveBudget` up to ``max_deletes``; the host passes its ``value`` to
+      :func:`select_deletes` and reports each round through :meth:`end_deletes`);
     - ``round``: the candidates of the current pass; ``round_logs``: one dict per pass.
     """
 
@@ -247,6 +275,8 @@ class MoveBook:
         self._pass = 0
         self.rejected_pairs = {}
         self.rejected_deletes = {}
+        # delete proposals per round (at most ``max_deletes``): fewer while they are rejected
+        self.delete_budget = AdaptiveBudget(self.move_opts["max_deletes"])
 
     def begin_pass(self, pass_, K):
         """Start pass ``pass_`` over ``K`` components: forget the last round, give the
@@ -296,6 +326,11 @@ class MoveBook:
         """bool (K,): the components whose deletion was not rejected recently."""
         return np.array([not self._recent(self.rejected_deletes, int(x)) for x in self.uid],
                         dtype=bool)
+
+    def end_deletes(self, log):
+        """Report a round's delete proposals (``log.deletes_tried`` / ``deletes_accepted``)
+        to the delete budget."""
+        self.delete_budget.update(log.deletes_tried, log.deletes_accepted)
 
     def quiet_for(self, n_passes):
         """True when the last ``n_passes`` rounds exist and accepted no merge or delete."""

@@ -575,3 +575,42 @@ def test_planted_number_of_topics_is_recovered_from_a_larger_truncation():
         m = HDPTopicModel(max_components=100, max_iter=20, tol=0, random_state=seed).fit(X)
         hits.append(abs(m.n_components_ - 20) <= 3)
     assert sum(hits) >= 4, hits
+
+
+def test_adaptive_delete_budget_halves_on_rejection_and_recovers_on_acceptance():
+    from sparseclust._moves import AdaptiveBudget
+
+    b = AdaptiveBudget(20)
+    seen = []
+    for _ in range(6):  # rounds that try proposals and accept none
+        b.update(tried=b.value, accepted=0)
+        seen.append(b.value)
+    assert seen == [10, 5, 2, 1, 1, 1]
+    b.update(tried=0, accepted=0)  # a round without proposals says nothing
+    assert b.value == 1
+    b.update(tried=1, accepted=1)
+    assert b.value == 2
+    b.update(tried=2, accepted=2)
+    assert b.value == 4
+    b.update(tried=4, accepted=9)  # more accepted than the budget (skips counted) stays capped
+    assert b.value == 18
+    b.update(tried=4, accepted=4)
+    assert b.value == 20
+    assert AdaptiveBudget(0).value == 0 and AdaptiveBudget(3, low=5).low == 3
+
+
+def test_rejected_delete_rounds_shrink_the_next_rounds():
+    # once no delete is accepted, the rounds try fewer and fewer proposals
+    rng = np.random.default_rng(0)
+    phi = rng.dirichlet(np.full(80, 0.05), size=8)  # 8 planted topics, truncation 40
+    theta = rng.dirichlet(np.full(8, 0.3), size=300)
+    X = sp.csr_array(np.vstack([rng.multinomial(60, t @ phi) for t in theta]).astype(float))
+    m = HDPTopicModel(40, L=4, max_iter=16, tol=0, random_state=0, n_threads=1).fit(X)
+    tried = [e.get("deletes_tried", 0) for e in m.trace_]
+    accepted = [e.get("deletes_accepted", 0) for e in m.trace_]
+    budget = 20  # the default ``max_deletes``
+    assert any(t > 0 and a == 0 for t, a in zip(tried, accepted, strict=True))
+    for t, a in zip(tried, accepted, strict=True):
+        assert t <= budget
+        if t > 0:
+            budget = max(1, budget // 2) if a == 0 else min(20, max(2 * budget, 2 * a))

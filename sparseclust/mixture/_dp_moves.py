@@ -182,7 +182,8 @@ class MixtureMoves(MoveBook):
             if budget is None:
                 budget = max(500, int(0.1 * n_total))
             dels = select_deletes(u["n_users"], max_items=budget,
-                                  max_candidates=opts["max_deletes"], allowed=self.deletable(),
+                                  max_candidates=self.delete_budget.value,
+                                  allowed=self.deletable(),
                                   size=stats["N"])
         if pairs.shape[0] or dels.size:
             self.round = MoveRound(K, pairs, dels)  # batch -> dict(PH, rows, values, indices)
@@ -247,6 +248,7 @@ class MixtureMoves(MoveBook):
                 self._merges(work, rnd, batch_stats, log)
             if rnd.deletes.size:
                 self._deletes(work, rnd, batch_stats, state["batches"], log)
+                self.end_deletes(log)
             if log.merges_accepted or log.deletes_accepted:
                 stats = work.compact(batch_stats)
                 new = compaction(work.alive)

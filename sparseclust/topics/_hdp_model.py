@@ -270,7 +270,8 @@ class HDPModel(MoveBook, VariationalModel):
     move_opts : dict
         ``start`` (first pass whose end runs moves, >= 2), ``max_pairs``,
         ``pairs_per_topic``, ``min_corr``, ``delete_docs`` (budget of documents to revisit
-        per pass), ``max_deletes``.
+        per pass), ``max_deletes`` (the most delete proposals per round; a round that
+        accepted none halves the next round's number, see :class:`AdaptiveBudget`).
     """
 
     def __init__(self, alpha, gamma, tau, L, local_opts, n_threads, moves=(), move_opts=None,
@@ -466,7 +467,7 @@ class HDPModel(MoveBook, VariationalModel):
         dels = np.zeros(0, dtype=np.int64)
         if "delete" in self.moves and K > 1 and self.L is not None and self.L < K:
             dels = select_deletes(u["n_users"], max_items=self.move_opts["delete_docs"],
-                                  max_candidates=self.move_opts["max_deletes"],
+                                  max_candidates=self.delete_budget.value,
                                   allowed=self.deletable())
         if pairs.shape[0] or dels.size:
             self.round = MoveRound(K, pairs, dels)
@@ -490,6 +491,7 @@ class HDPModel(MoveBook, VariationalModel):
                 self._merges(work, rnd, batch_stats, log)
             if rnd.deletes.size:
                 self._deletes(work, rnd, batch_stats, state["batches"], log)
+                self.end_deletes(log)
             if log.merges_accepted or log.deletes_accepted:
                 alive = work.alive.copy()
                 stats, params = work.compact(batch_stats)
