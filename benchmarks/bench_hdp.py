@@ -35,6 +35,7 @@ Usage::
 """
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -333,6 +334,10 @@ def main(argv=None):
     p.add_argument("--peer-budget", type=float, default=None)
     p.add_argument("--methods", nargs="+", default=["hdp", "lda", "gensim", "tomotopy"])
     p.add_argument("--quick", action="store_true", help="small smoke run")
+    p.add_argument("--reuse", default=None,
+                   help="a stored result whose SparseLDA grid and peer runs are taken as they "
+                        "are (for a re-run of the HDP and the SparseLDA fits at its learned K "
+                        "after a change to the HDP only); the reused runs are marked")
     p.add_argument("--out", default=str(RESULTS / "hdp.json"))
     p.add_argument("--clock", choices=["cpu", "wall"], default="cpu",
                    help="time source for every method (CPU time of the process by default)")
@@ -359,6 +364,12 @@ def main(argv=None):
         scorer = Scorer(X_test, 0)
         print(f"== {corpus}: train {X.shape}, test {X_test.shape[0]} documents", flush=True)
         runs = []
+        if args.reuse:
+            old = json.loads(Path(args.reuse).read_text())
+            commit = old.get("environment", {}).get("commit")
+            for r in old["results"].get(corpus, {}).get("runs", []):
+                if r.get("grid") or r["method"] in ("gensim-hdp", "tomotopy-hdp"):
+                    runs.append(dict(r, reused_from=commit))
         if "hdp" in args.methods:
             for seed in args.seeds:
                 r = run_hdp(X, scorer, args.truncation, seed, gamma, args.max_iter)
@@ -374,7 +385,7 @@ def main(argv=None):
                           f"{lr['seconds']:.1f}s", flush=True)
                     runs.append(lr)
                     save(corpus, runs, X, X_test)
-        if "lda" in args.methods:
+        if "lda" in args.methods and not args.reuse:
             for K in args.ks:
                 r = run_lda(X, scorer, K, 0, args.max_iter)
                 r["grid"] = True
@@ -382,6 +393,9 @@ def main(argv=None):
                       f"{r['n_iter']} passes", flush=True)
                 runs.append(r)
                 save(corpus, runs, X, X_test)
+        if args.reuse:
+            save(corpus, runs, X, X_test, old["results"].get(corpus, {}).get("peer_budget"))
+            continue
         hdp_times = [r["seconds"] for r in runs if r["method"] == "hdp"]
         budget = args.peer_budget or (2.0 * max(hdp_times) if hdp_times else 300.0)
         if "gensim" in args.methods:
