@@ -86,7 +86,8 @@ class MixtureMoves(MoveBook):
     ``move_opts``: ``start`` (first pass whose end runs moves, >= 2), ``near`` (nearest
     clusters by divergence and ``corr_near`` by co-usage examined per cluster),
     ``pairs_per_component``, ``max_pairs`` (None: 2 K), ``delete_rows`` (rows to revisit per
-    pass; None: 10% of the samples, at least 500), ``max_deletes``, ``cooldown`` (passes).
+    pass; None: 10% of the samples, at least 500), ``max_deletes`` (the most per round; a
+    round that accepted none halves the next round's number), ``cooldown`` (passes).
     """
 
     def init_moves(self, moves, move_opts=None):
