@@ -202,7 +202,7 @@ def test_column_chunks_rejected(client, corpus):
     # the methods that do not distribute refuse a collection instead of computing it
     from sparseclust import HDPTopicModel
 
-    lda = SparseLDA(K, max_iter=2, random_state=0).fit(X)
+    lda = _fit(SparseLDA(K, max_iter=2, random_state=0), X)
     with pytest.raises(TypeError, match="does not take a Dask collection"):
         lda.partial_fit(_darray(blocks))
     with pytest.raises(TypeError, match="does not take a Dask collection"):
