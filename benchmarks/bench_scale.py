@@ -300,8 +300,16 @@ def main(argv=None):
         done = {(r["corpus"], r["K"], r["model"]) for r in results}
         kept = [r for r in old.get("memory", [])
                 if (r["corpus"], r["K"], r["model"]) not in done]
+        # every run's trees and environment are kept under "runs" (the top-level ones are
+        # the last run's)
+        runs = old.get("runs") or [dict(trees=old.get("trees"),
+                                        environment=old.get("environment"))]
+        runs = [r for r in runs if r.get("trees") is not None]
+        runs.append(dict(configs=", ".join(args.configs), trees=payload["trees"],
+                         environment=payload["environment"]))
         old.update({k: v for k, v in payload.items()})
         old["memory"] = kept + results
+        old["runs"] = runs
         payload = old
     write_json(out, payload)
     print(f"wrote {out}")
