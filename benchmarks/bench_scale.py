@@ -28,6 +28,16 @@ Usage::
 
     python benchmarks/bench_scale.py --configs imdb:1000 20ng:400 --passes 3
     python benchmarks/bench_scale.py --quick
+    python benchmarks/bench_scale.py --dask            # 1 vs 2 Dask workers, IMDB, K = 400
+    python benchmarks/bench_scale.py --dask --quick    # the same on 20 Newsgroups, K = 50
+
+``--dask`` runs, for each worker count in a fresh subprocess, a ``LocalCluster`` of that many
+single-threaded worker processes (``OMP_NUM_THREADS=1``), the corpus as a ``dask.array`` of
+``--dask-partitions`` CSR row chunks, and batch SparseLDA (``init='random'``, ``tol=0``): every
+pass is one round (broadcast E[log phi], local step on every partition, tree-sum, global
+step on the client). It records the wall time of every pass (the engine's ``elapsed``,
+callbacks excluded), the CPU time of every worker and of the client in every pass, and the
+load average (``/proc/loadavg``) before and after each run.
 """
 
 import argparse
@@ -94,6 +104,11 @@ def child(cfg):
                             n_batches=cfg.get("n_batches", 10), max_iter=cfg["passes"], tol=0,
                             init=cfg.get("init", "random"), random_state=cfg.get("seed", 0),
                             n_threads=1)
+    elif cfg["model"] == "sem":
+        from sparseclust import StochasticEMLDA
+
+        est = StochasticEMLDA(n_components=cfg["K"], max_iter=cfg["passes"], tol=0,
+                              random_state=cfg.get("seed", 0), n_threads=1)
     else:
         raise ValueError(cfg["model"])
     c0 = time.process_time()
@@ -111,8 +126,13 @@ def child(cfg):
         est.fit(X, callback=_mark)
     cpu = time.process_time() - c0
     wall = time.perf_counter() - w0
-    el = [e["elapsed"] for e in est.trace_]
-    passes = [el[0]] + [b - a for a, b in zip(el[:-1], el[1:], strict=True)]
+    if cfg["model"] == "sem":  # one trace entry per sweep, with its own time
+        passes = [e["time"] for e in est.trace_]
+        objective = [float(e["log_joint"]) for e in est.trace_]
+    else:
+        el = [e["elapsed"] for e in est.trace_]
+        passes = [el[0]] + [b - a for a, b in zip(el[:-1], el[1:], strict=True)]
+        objective = [float(e["elbo"]) for e in est.trace_]
     out = dict(
         peak_rss_mb=_maxrss_mb(),
         base_rss_mb=base,
@@ -122,7 +142,7 @@ def child(cfg):
         pass_cpu=cpu / max(len(passes), 1),
         # CPU seconds of every pass (the first includes the initialization)
         pass_cpu_each=[b - a for a, b in zip(marks[:-1], marks[1:], strict=True)],
-        elbo=[float(e["elbo"]) for e in est.trace_],
+        elbo=objective,
         n_docs=int(X.shape[0]),
         n_words=int(X.shape[1]),
         nnz=int(X.nnz),
@@ -196,7 +216,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--child", help=argparse.SUPPRESS)
     ap.add_argument("--configs", nargs="+", default=["imdb:1000", "20ng:400"],
-                    help="corpus:K[:model] with model lda (default) or hdp")
+                    help="corpus:K[:model] with model lda (default), hdp or sem "
+                    "(StochasticEMLDA, one trace entry per sweep)")
     ap.add_argument("--passes", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--trees", nargs="+", default=None,
@@ -210,12 +231,20 @@ def main(argv=None):
     ap.add_argument("--stream-docs", type=int, nargs="+", default=[25000, 100000],
                     help="corpus sizes (first documents of IMDB) for --stream")
     ap.add_argument("--stream-models", nargs="+", default=["lda:100", "hdp:100"])
+    ap.add_argument("--dask", action="store_true",
+                    help="time per pass of SparseLDA on a local Dask cluster of 1 vs 2 "
+                    "workers (one thread each), IMDB at K = 400 (--quick: 20 Newsgroups, "
+                    "K = 50); writes results/scale_dask.json")
+    ap.add_argument("--dask-workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--dask-partitions", type=int, default=8)
     ap.add_argument("--out", default=str(RESULTS / "scale.json"))
     args = ap.parse_args(argv)
     if args.child:
         cfg = json.loads(args.child)
-        child_stream(cfg) if cfg.get("mode") == "stream" else child(cfg)
+        {"stream": child_stream, "dask": child_dask}.get(cfg.get("mode"), child)(cfg)
         return
+    if args.dask:
+        return main_dask(args)
     if args.plot:
         return plot(RESULTS / "scale.json", RESULTS / "scale_stream.json",
                     RESULTS / "scale.png")
@@ -271,8 +300,16 @@ def main(argv=None):
         done = {(r["corpus"], r["K"], r["model"]) for r in results}
         kept = [r for r in old.get("memory", [])
                 if (r["corpus"], r["K"], r["model"]) not in done]
+        # every run's trees and environment are kept under "runs" (the top-level ones are
+        # the last run's)
+        runs = old.get("runs") or [dict(trees=old.get("trees"),
+                                        environment=old.get("environment"))]
+        runs = [r for r in runs if r.get("trees") is not None]
+        runs.append(dict(configs=", ".join(args.configs), trees=payload["trees"],
+                         environment=payload["environment"]))
         old.update({k: v for k, v in payload.items()})
         old["memory"] = kept + results
+        old["runs"] = runs
         payload = old
     write_json(out, payload)
     print(f"wrote {out}")
@@ -341,6 +378,105 @@ def main_stream(args):
     payload = json.loads(out.read_text()) if out.exists() else {}
     payload["stream"] = dict(environment=environment(), commit=_git_commit(ROOT), rows=rows)
     write_json(out, payload)
+    print(f"wrote {out}")
+
+
+def _loadavg():
+    try:
+        return [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
+    except OSError:  # pragma: no cover - not Linux
+        return list(os.getloadavg())
+
+
+def child_dask(cfg):
+    """Batch SparseLDA on a LocalCluster of ``cfg['workers']`` workers; prints the timings."""
+    import warnings
+
+    import dask.array as da
+    import numpy as np
+    import scipy.sparse as sp
+    from distributed import Client, LocalCluster
+
+    from sparseclust import SparseLDA
+
+    X = sp.csr_array(sp.load_npz(cfg["data"]).tocsr(), dtype=np.float64)
+    if cfg.get("n_docs"):
+        X = X[: cfg["n_docs"]]
+    bounds = np.linspace(0, X.shape[0], cfg["partitions"] + 1).astype(int)
+    Xd = da.concatenate([da.from_array(X[a:b], chunks=(b - a, X.shape[1]), asarray=False)
+                         for a, b in zip(bounds[:-1], bounds[1:], strict=True)], axis=0)
+    env = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cluster = LocalCluster(n_workers=cfg["workers"], threads_per_worker=1, processes=True,
+                               host="127.0.0.1", dashboard_address=None, env=env)
+        client = Client(cluster)
+    client.wait_for_workers(cfg["workers"])
+
+    def cpu_now():
+        w = client.run(time.process_time)
+        return sorted(w.values()), time.process_time()
+
+    marks = [cpu_now()]
+
+    def _mark(info):
+        marks.append(cpu_now())
+        return False
+
+    est = SparseLDA(n_components=cfg["K"], L=8, algorithm="batch", max_iter=cfg["passes"],
+                    tol=0, init="random", random_state=0, n_threads=1)
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(Xd, callback=_mark)
+    wall = time.perf_counter() - t0
+    el = [e["elapsed"] for e in est.trace_]
+    passes = [el[0]] + [b - a for a, b in zip(el[:-1], el[1:], strict=True)]
+    worker_cpu = [[b - a for a, b in zip(m0[0], m1[0], strict=True)]
+                  for m0, m1 in zip(marks[:-1], marks[1:], strict=True)]
+    client_cpu = [m1[1] - m0[1] for m0, m1 in zip(marks[:-1], marks[1:], strict=True)]
+    out = dict(pass_seconds=passes, fit_wall=wall, worker_cpu=worker_cpu,
+               client_cpu=client_cpu, time_local=[e["time_local"] for e in est.trace_],
+               time_global=[e["time_global"] for e in est.trace_],
+               elbo=[float(e["elbo"]) for e in est.trace_], n_docs=int(X.shape[0]),
+               n_words=int(X.shape[1]), nnz=int(X.nnz), tokens=float(X.sum()))
+    client.close()
+    cluster.close()
+    print("@@RESULT@@" + json.dumps(out))
+
+
+def main_dask(args):
+    """Time per pass on 1 vs 2 Dask workers, in the same run (this tree only)."""
+    import statistics
+
+    corpus, K, passes = ("20ng", 50, 3) if args.quick else ("imdb", 400, max(args.passes, 3))
+    data = prepare(corpus, args.cache)
+    rows = []
+    for rep in range(args.repeats):
+        for w in args.dask_workers:
+            cfg = dict(mode="dask", data=str(data), K=K, passes=passes, workers=w,
+                       partitions=args.dask_partitions)
+            load_before = _loadavg()
+            res = run_child(ROOT, cfg)
+            res.update(workers=w, corpus=corpus, K=K, passes=passes, repeat=rep,
+                       partitions=args.dask_partitions, load_before=load_before,
+                       load_after=_loadavg(),
+                       median_pass_seconds=statistics.median(res["pass_seconds"]))
+            rows.append(res)
+            print(f"dask {corpus} K={K} workers={w}: passes "
+                  + " ".join(f"{s:.1f}" for s in res["pass_seconds"])
+                  + f" s, load {load_before} -> {res['load_after']}", flush=True)
+    med = {}
+    for w in args.dask_workers:
+        med[w] = statistics.median([r["median_pass_seconds"] for r in rows
+                                    if r["workers"] == w])
+    speedup = {f"{w}": med[min(med)] / med[w] for w in med}
+    print("median seconds per pass:", med, "speedup:", speedup)
+    out = RESULTS / ("scale_dask_quick.json" if args.quick else "scale_dask.json")
+    write_json(out, dict(environment=environment(), commit=_git_commit(ROOT), corpus=corpus,
+                         K=K, passes=passes, threads_per_worker=1, algorithm="batch",
+                         median_pass_seconds={f"{w}": v for w, v in med.items()},
+                         speedup_vs_fewest_workers=speedup, rows=rows))
     print(f"wrote {out}")
 
 

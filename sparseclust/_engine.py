@@ -48,6 +48,7 @@ __all__ = [
     "fit_engine",
     "stochastic_step",
     "learning_rate",
+    "is_dask_collection",
 ]
 
 
@@ -368,6 +369,21 @@ class _StreamBatches:
         raise IndexError(f"minibatch {b} out of range")
 
 
+def is_dask_collection(X):
+    """Whether X is a Dask array or bag (checked without importing Dask; fitting one runs
+    through :mod:`sparseclust._dask`)."""
+    mod = type(X).__module__ or ""
+    return mod.split(".")[0] == "dask" and hasattr(X, "__dask_graph__")
+
+
+def _is_partitioned(X):
+    """A data source that defines its own batches (e.g. the partitions of a Dask collection,
+    :mod:`sparseclust._dask`): it has ``n_samples``, ``fixed_batches(algorithm, n_batches)``
+    (the batches of batch/memoized training) and ``minibatches(rng, batch_size)`` (the
+    minibatches of one stochastic pass); the model's local step accepts its batches."""
+    return hasattr(X, "fixed_batches") and hasattr(X, "minibatches")
+
+
 def _split_batches(n, n_batches, rng):
     if n_batches > n:
         raise ValueError(f"n_batches={n_batches} exceeds the number of samples {n}.")
@@ -421,7 +437,10 @@ def fit_engine(
         ``shape``, e.g. :class:`sparseclust.datasets.CorpusStream`) is read again at every
         pass and its minibatches are the fixed batches of memoized training (``n_batches``
         and ``random_state`` are then not used); only their statistics are cached, so
-        memory does not grow with the corpus. Memoized training only.
+        memory does not grow with the corpus. Memoized training only. A partitioned
+        source (``fixed_batches`` / ``minibatches`` methods, e.g. the partitions of a Dask
+        collection in :mod:`sparseclust._dask`) supplies the batches of every algorithm, and
+        ``model`` must accept them in its local step.
     init_stats : SuffStats
         Whole-data statistics the first global step starts from (e.g. from initial
         responsibilities); for ``memoized``/``batch`` they only define the initial parameters.
@@ -467,7 +486,13 @@ def fit_engine(
         raise ValueError(f"unknown algorithm {algorithm!r}")
     rng = check_random_state(random_state)
     stream = _is_stream(X)
-    if stream:
+    partitioned = _is_partitioned(X)
+    if partitioned:
+        stream = False
+        n = int(X.n_samples)
+        if n == 0:
+            raise ValueError("cannot fit on an empty dataset.")
+    elif stream:
         if algorithm != "memoized":
             raise ValueError(f"a stream of minibatches needs algorithm='memoized', got "
                              f"{algorithm!r}")
@@ -520,18 +545,25 @@ def fit_engine(
             state = StochasticState(stats=init_stats.copy(), t=0)
         init_stats = None  # only the copy is updated
         steps_per_pass = max(1, math.ceil(n / batch_size))
-        prev = -np.inf
-        for it in range(max_iter):
+
+        def _minibatches():
+            if partitioned:
+                yield from X.minibatches(rng, batch_size)
+                return
             perm = rng.permutation(n)
-            timings = {}
             for s in range(steps_per_pass):
                 idx = np.sort(perm[s * batch_size : (s + 1) * batch_size])
-                if idx.size == 0:
-                    continue
+                if idx.size:
+                    yield model.take(X, idx)
+
+        prev = -np.inf
+        for it in range(max_iter):
+            timings = {}
+            for X_mb in _minibatches():
                 params = stochastic_step(
                     model,
                     state,
-                    model.take(X, idx),
+                    X_mb,
                     kappa=kappa,
                     delta=delta,
                     total_samples=total,
@@ -571,6 +603,8 @@ def fit_engine(
     # batch and memoized
     if stream:
         Xb_list = _StreamBatches(X)
+    elif partitioned:
+        Xb_list = X.fixed_batches(algorithm, int(n_batches))
     else:
         if algorithm == "batch":
             batches = [np.arange(n)]

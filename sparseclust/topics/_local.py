@@ -482,6 +482,15 @@ def check_counts(estimator, X, *, reset, whom):
     copy, so results never depend on how the caller's CSR matrix is stored."""
     from sklearn.utils.validation import check_non_negative, validate_data
 
+    from .._engine import is_dask_collection
+
+    if is_dask_collection(X):
+        # only SparseLDA.fit and StochasticEMLDA.fit distribute (sparseclust._dask): anything
+        # else would silently compute the whole collection into this process
+        raise TypeError(
+            f"{whom} does not take a Dask collection (SparseLDA.fit and StochasticEMLDA.fit "
+            "do); compute it, or map the method over its blocks (X.map_blocks)."
+        )
     X = validate_data(
         estimator, X, reset=reset, accept_sparse="csr", dtype=[np.float64, np.float32]
     )

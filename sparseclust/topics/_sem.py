@@ -21,6 +21,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from .._engine import is_dask_collection
 from .._kernels import _sampler
 from ..utils._threads import effective_n_threads
 from ._local import TopicTables, check_counts, local_step
@@ -401,6 +402,13 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         self
         """
         self._validate_params()
+        if is_dask_collection(X):
+            if self.algorithm != "batch":
+                raise ValueError("StochasticEMLDA fits a Dask collection with "
+                                 f"algorithm='batch' only, got {self.algorithm!r}.")
+            from .._dask import fit_sem
+
+            return fit_sem(self, X, callback)
         X = self._check_X(X, reset=True, whom="StochasticEMLDA.fit")
         if self.algorithm == "online":
             return self._fit_online(X, callback)

@@ -29,7 +29,14 @@ from sklearn.utils.validation import (
     check_non_negative,
 )
 
-from .._engine import StochasticState, SuffStats, VariationalModel, fit_engine, stochastic_step
+from .._engine import (
+    StochasticState,
+    SuffStats,
+    VariationalModel,
+    fit_engine,
+    is_dask_collection,
+    stochastic_step,
+)
 from ..datasets._stream import CorpusStream
 from ._local import TopicTables, check_counts, local_step
 
@@ -588,15 +595,22 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self
         """
         self._validate_params()
+        wrap = None
         if isinstance(X, CorpusStream):
             rng = check_random_state(self.random_state)
             X, init, n_docs, n_tokens = self._prepare_stream(X, rng)
+        elif is_dask_collection(X):
+            from .._dask import prepare_lda
+
+            rng = check_random_state(self.random_state)
+            X, init, n_docs, n_tokens, wrap = prepare_lda(self, X, rng, "SparseLDA.fit")
         else:
             X = self._check_X(X, reset=True, whom="SparseLDA.fit")
             rng = check_random_state(self.random_state)
             init = self._init_stats(X, rng)
             n_docs, n_tokens = X.shape[0], float(X.sum())
         model = self._model()
+        engine_model = model if wrap is None else wrap(model)
         snapshots = []
 
         def _snapshot(info):
@@ -611,7 +625,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         # can release them after the first global step
         init = [init]
         result = fit_engine(
-            model,
+            engine_model,
             X,
             init.pop(),
             algorithm=self.algorithm,
