@@ -17,8 +17,7 @@ Two splits, so that the defaults are not tuned on the numbers that are reported:
   ``test`` posts are scored: the next ones of the same seeded permutation of the ``test``
   set, disjoint from the reported documents. (Training posts held out of the training set
   are a poor validation set here: many 20 Newsgroups posts quote posts of the same period,
-  so such documents score about 2 nats per token higher than the later ``test`` posts and
-  their score even fell over the passes of memoized training.)
+  so they are no sample of the later ``test`` posts.)
 
 Timings are CPU seconds of this single-threaded process (``time.process_time``), scoring
 excluded.
