@@ -397,6 +397,27 @@ def _rel_change(new, old):
     return abs(new - old) / max(abs(new), abs(old), 1e-300)
 
 
+#: passes per window of the stochastic convergence test (see :func:`_windowed_change`)
+STOCHASTIC_WINDOW = 3
+
+
+def _windowed_change(elbos, window, tol_scale):
+    """Convergence measure of stochastic training: the change between the mean objective of
+    the last ``window`` passes and the mean of the ``window`` passes before them,
+
+        |mean(L_{t-w+1..t}) - mean(L_{t-2w+1..t-w})| / tol_scale
+
+    (relative to the larger mean's magnitude when ``tol_scale`` is None); ``inf`` until
+    ``2 * window`` passes have been run. A stochastic objective estimate moves by a random
+    amount from pass to pass, and two consecutive passes can agree closely while the model is
+    still far from converged; a window averages that noise out and sees the trend instead."""
+    w = int(window)
+    if len(elbos) < 2 * w:
+        return np.inf
+    return _elbo_change(float(np.mean(elbos[-w:])), float(np.mean(elbos[-2 * w : -w])),
+                        tol_scale)
+
+
 def _elbo_change(new, old, tol_scale):
     """The convergence measure: ``|new - old| / tol_scale`` (e.g. nats per sample or token),
     or the relative change ``|new - old| / max(|new|, |old|)`` when ``tol_scale`` is None."""
@@ -426,6 +447,7 @@ def fit_engine(
     heldout_score=None,
     state=None,
     tol_scale=None,
+    window=STOCHASTIC_WINDOW,
 ):
     """Train ``model`` on ``X`` from ``init_stats`` with the chosen learning algorithm.
 
@@ -451,9 +473,11 @@ def fit_engine(
         Stop when the change of the ELBO between passes falls below ``tol``: ``|L_t - L_{t-1}|
         / tol_scale`` when ``tol_scale`` is given (e.g. the number of samples or tokens, so that
         ``tol`` is in nats per sample or token), else the relative change ``|L_t - L_{t-1}| /
-        |L_t|``. Batch and memoized; stochastic runs ``max_iter`` passes unless ``tol`` is met
-        by its running objective estimate. ``tol = 0`` runs ``max_iter`` passes. The measure
-        is recorded in the trace as ``elbo_change``.
+        |L_t|``. ``tol = 0`` runs ``max_iter`` passes. The measure is recorded in the trace as
+        ``elbo_change``. Stochastic training evaluates its objective on the blended
+        statistics, a noisy estimate, and compares window means instead of single passes:
+        the change is that between the mean objective of the last ``window`` passes and that
+        of the ``window`` passes before them, so it runs at least ``2 * window`` passes.
     n_batches : int
         Number of fixed batches for ``memoized``.
     batch_size : int
@@ -477,6 +501,8 @@ def fit_engine(
         Continue stochastic training from this state (its ``t`` and blended statistics).
     tol_scale : float or None
         Divisor of the ELBO change in the convergence test (see ``tol``).
+    window : int
+        Passes per window of the stochastic convergence test (see ``tol``).
 
     Returns
     -------
@@ -484,6 +510,8 @@ def fit_engine(
     """
     if algorithm not in ("batch", "memoized", "stochastic"):
         raise ValueError(f"unknown algorithm {algorithm!r}")
+    if int(window) < 1:
+        raise ValueError(f"window must be at least 1, got {window!r}")
     rng = check_random_state(random_state)
     stream = _is_stream(X)
     partitioned = _is_partitioned(X)
@@ -556,7 +584,6 @@ def fit_engine(
                 if idx.size:
                     yield model.take(X, idx)
 
-        prev = -np.inf
         for it in range(max_iter):
             timings = {}
             for X_mb in _minibatches():
@@ -582,12 +609,12 @@ def fit_engine(
                 "time_local": timings.get("local", 0.0),
                 "time_global": timings.get("global", 0.0),
             }
-            change = _elbo_change(elbo, prev, tol_scale)
+            # noisy objective: compare means over windows of passes, not single passes
+            change = _windowed_change(lower_bounds, window, tol_scale)
             entry["elbo_change"] = change
             stop = _record(entry, params, state.stats)
             if tol > 0 and change < tol:
                 converged = True
-            prev = elbo
             if converged or stop:
                 break
         return EngineResult(

@@ -294,3 +294,71 @@ def test_reproducible_with_random_state():
     r2 = fit_engine(model, X, init, **kw)
     np.testing.assert_array_equal(r1.params["m"], r2.params["m"])
     assert init["N"].sum() == pytest.approx(X.shape[0])  # init stats not modified
+
+
+class _ScriptedObjective(VariationalModel):
+    """A model whose objective after pass p is a scripted value: isolates the stopping rule."""
+
+    def __init__(self, values, steps_per_pass):
+        self.values = list(values)
+        self.steps_per_pass = steps_per_pass
+        self.calls = 0
+
+    def local_step(self, X, params):
+        return SuffStats(N=np.array([float(len(X))]))
+
+    def global_step(self, stats):
+        return {"N": stats["N"].copy()}
+
+    def elbo(self, stats, params):
+        self.calls += 1
+        return self.values[self.calls - 1]
+
+
+def _noisy_trace(seed=0, n=40):
+    """Rises over the first passes, then noise of +-2e-4 around a slowly rising mean; passes 2
+    and 3 differ by 3e-5 (a pass-to-pass change below tol long before convergence)."""
+    rng = np.random.RandomState(seed)
+    mean = -8.3 + 0.3 * (1 - np.exp(-np.arange(n) / 4.0))
+    values = mean + rng.uniform(-2e-4, 2e-4, size=n)
+    values[2] = values[1] + 3e-5
+    return values
+
+
+def _reference_stop(values, tol, w):
+    """First pass (1-based) whose window means differ by less than tol, or None."""
+    for p in range(2 * w, len(values) + 1):
+        if abs(np.mean(values[p - w : p]) - np.mean(values[p - 2 * w : p - w])) < tol:
+            return p
+    return None
+
+
+@pytest.mark.parametrize("window", [2, 3, 5])
+def test_stochastic_stopping_rule_reads_a_noisy_objective_through_windows(window):
+    values = _noisy_trace()
+    X = np.zeros((60, 1))
+    tol = 1e-3
+    # a single pass-to-pass comparison would stop after pass 3, far from the plateau
+    assert abs(values[2] - values[1]) < tol and values[-1] - values[2] > 0.1
+    model = _ScriptedObjective(values, 3)
+    res = fit_engine(model, X, SuffStats(N=np.array([60.0])), algorithm="stochastic",
+                     batch_size=20, max_iter=len(values), tol=tol, tol_scale=1.0,
+                     window=window, random_state=0)
+    expected = _reference_stop(values, tol, window)
+    assert expected is not None and expected >= 2 * window and expected > 3
+    assert res.converged and res.n_iter == expected
+    # trace: undefined change before 2 * window passes, then the windowed measure
+    changes = [e["elbo_change"] for e in res.trace]
+    assert all(np.isinf(c) for c in changes[: 2 * window - 1])
+    w = window
+    for p in range(2 * w, res.n_iter + 1):
+        ref = abs(np.mean(values[p - w : p]) - np.mean(values[p - 2 * w : p - w]))
+        assert changes[p - 1] == pytest.approx(ref, rel=1e-9, abs=1e-12)
+    # the same trace with tol = 0 runs every pass
+    model = _ScriptedObjective(values, 3)
+    res0 = fit_engine(model, X, SuffStats(N=np.array([60.0])), algorithm="stochastic",
+                      batch_size=20, max_iter=len(values), tol=0, tol_scale=1.0,
+                      window=window, random_state=0)
+    assert res0.n_iter == len(values) and not res0.converged
+    with pytest.raises(ValueError, match="window"):
+        fit_engine(model, X, SuffStats(N=np.array([60.0])), algorithm="stochastic", window=0)

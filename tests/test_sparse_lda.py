@@ -18,7 +18,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sparseclust import SparseLDA
 from sparseclust.topics._local import local_step
-from sparseclust.topics._sparse_lda import _LDAModel, _LDAParams
+from sparseclust.topics._sparse_lda import _DELTA_PASSES, _LDAModel, _LDAParams
 
 # most fits here run a few passes on purpose; the warning itself is tested below
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -358,6 +358,34 @@ def test_converged_and_convergence_warning():
                   random_state=0).fit(X)
 
 
+def test_stochastic_default_delay_is_one_pass_of_minibatches():
+    """delta=None is the documented delay: _DELTA_PASSES * ceil(D / batch_size) for the D
+    documents the statistics are scaled to (in fit and in partial_fit)."""
+    X, _ = planted_corpus(seed=21, D=130)
+    kw = dict(n_components=4, L=2, algorithm="stochastic", batch_size=20, max_iter=3, tol=0,
+              random_state=0)
+    auto = SparseLDA(**kw).fit(X)
+    explicit = SparseLDA(delta=_DELTA_PASSES * 7, **kw).fit(X)  # ceil(130 / 20) = 7
+    np.testing.assert_array_equal(auto.components_, explicit.components_)
+    assert auto.trace_[0]["rho"] == pytest.approx((_DELTA_PASSES * 7 + 7) ** -0.6)
+    scaled = SparseLDA(total_samples=1000, **kw).fit(X)  # ceil(1000 / 20) = 50
+    assert scaled.trace_[-1]["rho"] == pytest.approx((_DELTA_PASSES * 50 + 21) ** -0.6)
+    pf = SparseLDA(**kw).partial_fit(X[:20]).partial_fit(X[20:40])  # scaled to 20 documents
+    assert pf.trace_[-1]["rho"] == pytest.approx((_DELTA_PASSES * 1 + 2) ** -0.6)
+
+
+def test_stochastic_fit_does_not_stop_before_two_windows_of_passes():
+    """A huge tol is met as soon as the windowed change is defined: after 2 x 3 passes."""
+    X, _ = planted_corpus(seed=22, D=60)
+    m = SparseLDA(n_components=3, algorithm="stochastic", batch_size=20, max_iter=20,
+                  tol=1e9, random_state=0).fit(X)
+    assert m.converged_ and m.n_iter_ == 6
+    L = np.asarray(m.lower_bounds_)
+    assert m.trace_[-1]["elbo_change"] == pytest.approx(
+        abs(L[3:].mean() - L[:3].mean()) / X.sum(), rel=1e-9)
+    assert all(np.isinf(e["elbo_change"]) for e in m.trace_[:5])
+
+
 def test_fit_transform_forwards_fit_parameters():
     X, _ = planted_corpus(seed=13, D=80)
     seen = []
@@ -427,10 +455,12 @@ def test_non_canonical_csr_gives_the_same_fit():
     assert not dup.has_canonical_format  # the caller's matrix was not canonicalized in place
 
 
-def test_partial_fit_after_fit_adjusts_rather_than_replaces():
+@pytest.mark.parametrize("delta", [1.0, None])
+def test_partial_fit_after_fit_adjusts_rather_than_replaces(delta):
     rng = np.random.RandomState(0)
     X = sp.csr_array(rng.poisson(0.5, size=(300, 40)).astype(float))
-    lda = SparseLDA(n_components=4, L=2, max_iter=10, batch_size=32, random_state=0).fit(X)
+    lda = SparseLDA(n_components=4, L=2, max_iter=10, batch_size=32, delta=delta,
+                    random_state=0).fit(X)
     before = lda.components_.copy()
     mass = (before - lda.topic_word_prior).sum()
     lda.partial_fit(X[:2])
@@ -438,7 +468,9 @@ def test_partial_fit_after_fit_adjusts_rather_than_replaces():
     # the step resumes at t = n_iter_ * ceil(300 / 32) and scales to the 300 fitted documents
     t0 = lda.n_iter_ * 10
     assert lda._svi_state.t == t0 + 1
-    rho = (lda.delta + t0 + 1) ** -lda.kappa
+    # delta=None: ceil(300 / 32) minibatches per pass times the documented number of passes
+    d = delta if delta is not None else _DELTA_PASSES * 10
+    rho = (d + t0 + 1) ** -lda.kappa
     assert (after - lda.topic_word_prior).sum() == pytest.approx(
         (1 - rho) * mass + rho * 300 / 2 * X[:2].sum(), rel=1e-6
     )
