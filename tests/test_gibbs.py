@@ -239,3 +239,59 @@ def test_gibbs_empty_documents_float32_and_bad_params():
 @parametrize_with_checks([SparseLDA(3, local_step="gibbs", max_iter=5, random_state=0)])
 def test_sklearn_compatible_gibbs(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("rescale_below", [None, 1e-3])
+def test_lazy_update_equals_dense_update(monkeypatch, rescale_below):
+    from sparseclust._engine import learning_rate
+    from sparseclust.topics import _gibbs
+    from sparseclust.topics._sparse_lda import _LDAParams
+
+    if rescale_below is not None:
+        monkeypatch.setattr(_gibbs, "RESCALE_BELOW", rescale_below)
+    rng = np.random.RandomState(0)
+    K, V, tau = 7, 50, 0.1
+    S = rng.gamma(1.0, 1.0, (K, V))
+    lazy = _gibbs.LazyTopicStats(S, -3.0)
+    dense, e = S.copy(), -3.0
+    for t in range(1, 1501):
+        B = sp.random_array((K, V), density=0.05, random_state=rng, format="csr")
+        B.data = np.round(B.data * 10)
+        rho = learning_rate(t, 0.6, 0.0 if t == 1 else 1.0)  # the first step forgets S
+        lazy.step(B, -1.5, rho, 20.0)
+        dense = (1 - rho) * dense + rho * 20.0 * B.toarray()
+        e = (1 - rho) * e + rho * 20.0 * -1.5
+    if rescale_below is not None:
+        assert lazy.n_rescaled >= 5
+    np.testing.assert_allclose(lazy.dense(), dense, rtol=1e-10, atol=1e-10 * dense.max())
+    np.testing.assert_allclose(lazy.totals, dense.sum(axis=1), rtol=1e-10)
+    assert lazy.elbo_local == pytest.approx(e, rel=1e-10)
+    # the parameters read from the lazy statistics equal the dense ones
+    params = _gibbs.LazyParams(lazy, tau)
+    ref = _LDAParams.from_stats(dense, tau)
+    cols = np.array([3, 7, 40])
+    np.testing.assert_allclose(params.log_weights(cols), ref.tables.CT[cols], rtol=1e-10)
+    np.testing.assert_allclose(params.Elogphi, ref.Elogphi, rtol=1e-10)
+
+
+class _DenseUpdateLDA(SparseLDA):
+    _lazy_updates = False
+
+
+def test_stochastic_gibbs_lazy_fit_equals_dense_fit():
+    X = _corpus(D=200)
+    kw = dict(n_components=3, local_step="gibbs", algorithm="stochastic", batch_size=20,
+              max_iter=3, tol=0, random_state=0)
+    a = SparseLDA(**kw).fit(X)
+    b = _DenseUpdateLDA(**kw).fit(X)
+    np.testing.assert_allclose(a.components_, b.components_, rtol=1e-10)
+    assert a.lower_bound_ == pytest.approx(b.lower_bound_, rel=1e-10)
+    # partial_fit continues from the lazy state, also with the variational step
+    a.partial_fit(X[:20])
+    b.partial_fit(X[:20])
+    np.testing.assert_allclose(a.components_, b.components_, rtol=1e-10)
+    a.set_params(local_step="variational").partial_fit(X[:20])
+    b.set_params(local_step="variational").partial_fit(X[:20])
+    np.testing.assert_allclose(a.components_, b.components_, rtol=1e-10)
+    c = pickle.loads(pickle.dumps(a))
+    np.testing.assert_array_equal(c.components_, a.components_)

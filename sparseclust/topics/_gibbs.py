@@ -32,6 +32,8 @@ Counts are rounded to whole tokens (half up), as by the stochastic-EM estimator.
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.special import psi
 
 from .._kernels import _sampler
 from ..utils import effective_n_threads
@@ -47,7 +49,7 @@ from ._sem import (
     token_layout,
 )
 
-__all__ = ["GibbsResult", "gibbs_local_step"]
+__all__ = ["GibbsResult", "LazyParams", "LazyTopicStats", "gibbs_local_step"]
 
 
 @dataclass
@@ -162,3 +164,134 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
     if return_doc_topic:
         doc_topic /= float(n_samples)
     return GibbsResult(stats_csr(ST, cols, V), float(ll.sum()), doc_topic, n_tok)
+
+
+#: LazyTopicStats renormalises its stored values when the scale factor falls below this
+RESCALE_BELOW = 1e-100
+
+
+class LazyTopicStats:
+    """Stochastic-step topic-word statistics with lazy scaling (Mimno, Hoffman & Blei 2012,
+    App. A).
+
+    The stochastic step S_t = (1 - rho_t) S_{t-1} + rho_t c B_t (c = total / batch size, B_t
+    the minibatch's sparse statistics) is kept as S_t = pi_t U_t with pi_t = (1 - rho_t)
+    pi_{t-1}: only the scale changes for every (k, v),
+
+        U_t = U_{t-1} + (rho_t c / pi_t) B_t,
+
+    so a step writes the (k, v) entries the minibatch sampled, plus O(K) for the topic totals
+    T_k = sum_v S_kv (updated by the same recurrence) and the scalar terms. When pi_t falls
+    below :data:`RESCALE_BELOW`, U is multiplied by pi_t and pi_t reset to 1 (O(K V), rare:
+    pi_t decays like exp(-sum_t rho_t)); a step with rho_t = 1 forgets U entirely.
+
+    Read as a :class:`SuffStats` (``stats["S"]`` gives S dense, ``stats["elbo_local"]`` the
+    blended local terms) by the objective, which the engine evaluates once per pass.
+    """
+
+    def __init__(self, S, elbo_local):
+        S = S.toarray() if sp.issparse(S) else np.array(S, dtype=np.float64)
+        self.U = np.ascontiguousarray(S, dtype=np.float64)
+        self.pi = 1.0
+        self.totals = self.U.sum(axis=1)
+        self.elbo_local = float(elbo_local)
+        self.n_rescaled = 0
+
+    @property
+    def shape(self):
+        return self.U.shape
+
+    def step(self, B, elbo_local, rho, scale):
+        """S <- (1 - rho) S + rho * scale * B, elbo_local likewise."""
+        B = sp.csr_array(B)
+        if not B.has_canonical_format:
+            B = B.copy()
+            B.sum_duplicates()
+        keep = 1.0 - rho
+        c = rho * scale
+        if keep <= 0.0:
+            self.U.fill(0.0)
+            self.pi = 1.0
+        else:
+            self.pi *= keep
+            if self.pi < RESCALE_BELOW:
+                self.U *= self.pi
+                self.pi = 1.0
+                self.n_rescaled += 1
+        rows = np.repeat(np.arange(B.shape[0], dtype=np.int64), np.diff(B.indptr))
+        flat = self.U.reshape(-1)
+        flat[rows * self.U.shape[1] + B.indices] += (c / self.pi) * B.data
+        self.totals *= max(keep, 0.0)
+        self.totals += c * np.bincount(rows, weights=B.data, minlength=B.shape[0])
+        self.elbo_local = max(keep, 0.0) * self.elbo_local + c * float(elbo_local)
+
+    def rows(self, a, b):
+        """S for topics a..b-1 (a new array)."""
+        return self.U[a:b] * self.pi
+
+    def columns(self, cols):
+        """S[:, cols] (a new (K, len(cols)) array)."""
+        return self.U[:, cols] * self.pi
+
+    def dense(self):
+        return self.U * self.pi
+
+    # the SuffStats interface the objective and the estimator read
+    def __getitem__(self, key):
+        if key == "S":
+            return self.dense()
+        if key == "elbo_local":
+            return self.elbo_local
+        raise KeyError(key)
+
+    def __contains__(self, key):
+        return key in ("S", "elbo_local")
+
+    def keys(self):
+        return ("S", "elbo_local")
+
+
+class LazyParams:
+    """Topic parameters lambda = tau + S of :class:`LazyTopicStats`, evaluated where read.
+
+    The sampled local step reads E[log phi] of a minibatch's word types only,
+    ``log_weights(cols)`` = psi(tau + S_{:, cols}) - psi(V tau + T) (O(K |cols|)); the dense
+    ``lam`` and ``Elogphi`` (K, V) are built on first use (the objective at the end of a pass
+    and the fitted attributes).
+    """
+
+    def __init__(self, stats, tau):
+        self.stats = stats
+        self.tau = float(tau)
+        K, V = stats.shape
+        self._norm = psi(V * self.tau + np.maximum(stats.totals, 0.0))
+        self._El = None
+
+    def log_weights(self, cols):
+        S = self.stats.columns(cols).T
+        # psi only where S > 0: elsewhere lambda = tau (most entries, the statistics being
+        # sampled counts)
+        nz = S > 0
+        out = np.full(S.shape, psi(self.tau))
+        out[nz] = psi(S[nz] + self.tau)
+        out -= self._norm[None, :]
+        return out
+
+    def lam_rows(self, a, b):
+        lam = np.maximum(self.stats.rows(a, b), 0.0)
+        lam += self.tau
+        return lam
+
+    @property
+    def lam(self):
+        return self.lam_rows(0, self.stats.shape[0])
+
+    @property
+    def Elogphi(self):
+        if self._El is None:
+            lam = self.lam
+            self._El = psi(lam) - psi(lam.sum(axis=1))[:, None]
+        return self._El
+
+    def release(self):
+        self._El = None

@@ -32,7 +32,7 @@ from sklearn.utils.validation import (
 from .._engine import StochasticState, SuffStats, VariationalModel, fit_engine, stochastic_step
 from .._kernels import _sampler
 from ..datasets._stream import CorpusStream
-from ._gibbs import gibbs_local_step
+from ._gibbs import LazyParams, LazyTopicStats, gibbs_local_step
 from ._local import TopicTables, check_counts, local_step
 from ._sem import _seed, token_layout
 
@@ -119,6 +119,10 @@ class _LDAParams:
         if self._lam is None:
             self._lam = self.lam
             self._S = None
+
+    def log_weights(self, cols):
+        """E[log phi] of the word types ``cols``, (len(cols), K)."""
+        return self.tables.CT[cols]
 
     def release(self):
         """Drop the E[log phi] table (the parameters can no longer be used by a local step)."""
@@ -216,24 +220,41 @@ class _GibbsLDAModel(_LDAModel):
 
     Local step number i (counted by ``calls``, starting at ``first_call``) draws from the
     streams keyed by (seed, i, document index in the batch).
+
+    With ``lazy``, stochastic steps keep the statistics as :class:`LazyTopicStats` (the
+    sparse, lazily scaled update of Mimno, Hoffman & Blei 2012, App. A) and the local step
+    reads E[log phi] of the minibatch's word types only (:class:`LazyParams`).
     """
 
     def __init__(self, alpha, tau, n_burnin, n_samples, seed, n_threads, first_call=0,
-                 stats_format="sparse"):
+                 stats_format="sparse", lazy=False):
         super().__init__(alpha, tau, None, {}, n_threads, stats_format)
+        if lazy:
+            self.stochastic_update = self._lazy_update
         self.n_burnin = int(n_burnin)
         self.n_saved = int(n_samples)
         self.seed = int(seed)
         self.calls = int(first_call)
 
     def local_step(self, X, params):
-        res = gibbs_local_step(X, params.tables.CT, self.alpha, n_burnin=self.n_burnin,
+        res = gibbs_local_step(X, params.log_weights, self.alpha, n_burnin=self.n_burnin,
                                n_samples=self.n_saved, seed=self.seed, sweep=self.calls,
                                n_threads=self.n_threads)
         self.calls += 1
         self.counters["local_iters"] += (1 + self.n_burnin + self.n_saved) * X.shape[0]
         S = res.topic_word_csr if self.stats_format == "sparse" else res.topic_word_csr.toarray()
         return SuffStats(S=S, elbo_local=res.elbo_local)
+
+    def _lazy_update(self, state, batch_stats, rho, scale):
+        if not isinstance(state.stats, LazyTopicStats):
+            state.stats = LazyTopicStats(state.stats["S"], state.stats["elbo_local"])
+        state.stats.step(batch_stats["S"], batch_stats["elbo_local"], rho, scale)
+        return LazyParams(state.stats, self.tau)
+
+    def global_step(self, stats):
+        if isinstance(stats, LazyTopicStats):
+            return LazyParams(stats, self.tau)
+        return super().global_step(stats)
 
 
 def _mean_doc_tokens(X):
@@ -588,12 +609,16 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     #: storage of the per-batch topic-word statistics ('sparse' or 'dense'; same results)
     _stats_format = "sparse"
 
+    #: stochastic steps of the Gibbs local step update the topics lazily (LazyTopicStats);
+    #: False applies the same blend densely (for tests)
+    _lazy_updates = True
+
     def _model(self):
         if self.local_step == "gibbs":
             return _GibbsLDAModel(self._alpha(), self.topic_word_prior, self.n_burnin,
                                   self.n_samples, self._gibbs_seed,
                                   self.n_threads, getattr(self, "_gibbs_calls", 0),
-                                  self._stats_format)
+                                  self._stats_format, lazy=self._lazy_updates)
         L = self.L if (self.L is not None and self.L < self.n_components) else None
         opts = dict(max_iter=self.local_max_iter, tol=self.local_tol, restarts=self.restarts)
         return _LDAModel(self._alpha(), self.topic_word_prior, L, opts, self.n_threads,
@@ -804,6 +829,11 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             t0 = self.n_iter_ * max(1, -(-n_fit // self.batch_size))
             local = getattr(self, "_elbo_local_fit", 0.0)
             self._svi_state = StochasticState(stats=SuffStats(S=S, elbo_local=local), t=t0)
+        if self.local_step != "gibbs" and isinstance(self._svi_state.stats, LazyTopicStats):
+            # continued with the variational step: back to dense statistics
+            lazy = self._svi_state.stats
+            self._svi_state.stats = SuffStats(S=lazy.dense(), elbo_local=lazy.elbo_local)
+            self._svi_state.params = None
         if self.local_step == "gibbs" and getattr(self, "_gibbs_seed", None) is None:
             # fitted with the variational step, continued with the sampled one
             self._new_gibbs_seed(check_random_state(self.random_state))
