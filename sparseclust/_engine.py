@@ -305,7 +305,9 @@ def stochastic_step(model, state, X_batch, *, kappa, delta, total_samples, timin
 
     The minibatch statistics are scaled by ``total_samples / n_batch`` (an unbiased estimate
     of whole-data statistics) and blended into ``state.stats`` with ``rho_t``.
-    ``state.t`` counts the steps taken and ``state.rho`` holds the last step size.
+    ``state.t`` counts the steps taken and ``state.rho`` holds the last step size. A model
+    with a ``stochastic_update(state, batch_stats, rho, scale)`` method applies the blend
+    itself (updating ``state.stats``) and returns the new parameters.
     ``timings``, if a dict, accumulates seconds under ``"local"`` and ``"global"``.
     """
     n = model.n_samples(X_batch)
@@ -318,9 +320,16 @@ def stochastic_step(model, state, X_batch, *, kappa, delta, total_samples, timin
     tc = time.perf_counter()
     state.t += 1
     rho = learning_rate(state.t, kappa, delta)
-    state.stats = (1.0 - rho) * state.stats + rho * _scale(batch_stats, float(total_samples) / n)
+    update = getattr(model, "stochastic_update", None)
+    if update is not None:
+        # the model applies the same blend in its own representation (e.g. sparse, lazily
+        # scaled) and returns the new parameters
+        params = state.params = update(state, batch_stats, rho, float(total_samples) / n)
+    else:
+        state.stats = (1.0 - rho) * state.stats + rho * _scale(batch_stats,
+                                                               float(total_samples) / n)
+        params = state.params = model.global_step(state.stats)
     state.rho = rho
-    params = state.params = model.global_step(state.stats)
     if timings is not None:
         timings["local"] = timings.get("local", 0.0) + (tc - tb)
         timings["global"] = timings.get("global", 0.0) + (tb - ta) + (time.perf_counter() - tc)

@@ -98,6 +98,7 @@ cdef struct _Args:
     int dense
     int n_inner
     int n_burn
+    int seq_init
     uint64_t seed
     uint64_t sweep
     double* acc
@@ -246,8 +247,9 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
         if a.ll_doc != NULL:
             a.ll_doc[d] = 0.0
         return 0
-    for t in range(t0, t1):
-        _nd_add(nd, act, pos, &na, z[t])
+    if not a.seq_init:
+        for t in range(t0, t1):
+            _nd_add(nd, act, pos, &na, z[t])
     state = sc_stream_key(a.seed, a.sweep, key)
     cb = cum + (K + 1)
     for it in range(a.n_inner):
@@ -261,7 +263,9 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
             if a.mode == 1:  # LIVE: n_dk without the token, updated token by token
                 for r in range(c):
                     old = z[t]
-                    _nd_remove(nd, act, pos, &na, old)
+                    if it > 0 or not a.seq_init:
+                        _nd_remove(nd, act, pos, &na, old)
+                    # else: sequential initialisation, the token is not counted yet
                     k = _draw_one(a, nd, act, na, cum, v, &state)
                     _nd_add(nd, act, pos, &na, k)
                     if k != old and it == a.n_inner - 1:
@@ -451,8 +455,14 @@ def sample_sweep(
     int32_t[:, ::1] Wout,          # INOUT (V, K) += word-topic counts of saved sweeps, or (0, 0)
     double[::1] ll_doc,            # OUT (D,) log p(z_d | alpha) after the last sweep, or (0,)
     int n_threads,
+    bint seq_init=False,           # LIVE only: the first inner sweep initialises z (see below)
 ):
     """One sampling sweep over all documents (see the module docstring).
+
+    With ``seq_init`` (LIVE mode), z is not read on entry: the first inner sweep draws every
+    token given the topics of the tokens before it in the document, p(z_dn = k) propto
+    (alpha_k + sum_{m < n} [z_dm = k]) w_vk (the initialisation of Mimno, Hoffman & Blei 2012,
+    Sec. 4), and counts as the first of the ``n_inner`` sweeps (so ``n_burn >= 1`` discards it).
 
     Returns the number of tokens whose topic changed in the last inner sweep.
     """
@@ -468,6 +478,8 @@ def sample_sweep(
         raise ValueError("the sparse path needs the alias tables of w")
     if mode not in (0, 1) or n_inner < 1 or n_burn < 0:
         raise ValueError("bad mode, n_inner or n_burn")
+    if seq_init and mode != 1:
+        raise ValueError("seq_init needs LIVE mode")
     if acc.shape[0] > 0 and (acc.shape[0] != D or acc.shape[1] != K):
         raise ValueError("acc must have shape (D, K)")
     if Wout.shape[0] > 0 and (Wout.shape[0] != V or Wout.shape[1] != K):
@@ -499,6 +511,7 @@ def sample_sweep(
     a.ll_doc = &ll_doc[0] if ll_doc.shape[0] > 0 else NULL
     a.atomic = n_threads != 1
     a.counts = 0
+    a.seq_init = seq_init
     return _run_docs(&a, z, keys, n_threads)
 
 
@@ -678,6 +691,7 @@ def sample_sweep_counts(
     a.ll_doc = &ll_doc[0] if ll_doc.shape[0] > 0 else NULL
     a.atomic = n_threads != 1
     a.counts = 1
+    a.seq_init = 0
     a.W = &W[0, 0] if V > 0 else NULL
     a.inv_tot = &inv_tot[0]
     a.beta = beta

@@ -37,8 +37,11 @@ from .._engine import (
     is_dask_collection,
     stochastic_step,
 )
+from .._kernels import _sampler
 from ..datasets._stream import CorpusStream
+from ._gibbs import LazyParams, LazyTopicStats, gibbs_local_step
 from ._local import TopicTables, check_counts, local_step
+from ._sem import _seed, token_layout
 
 __all__ = ["SparseLDA"]
 
@@ -47,6 +50,16 @@ _KMEANS_ITERS = 20
 
 #: delta=None: the learning-rate delay is this many passes' worth of minibatches
 _DELTA_PASSES = 4.0
+
+
+#: stream counter of the Gibbs local step in transform (training uses 0, 1, 2, ...)
+_TRANSFORM_SWEEP = (1 << 62) + 1
+
+
+def _content_keys(X):
+    """Random-stream keys of the documents of X from their (word, rounded count) entries."""
+    lay = token_layout(X)
+    return _sampler.content_keys(lay.indptr, lay.indices, lay.cnt)
 
 
 #: rows of a K x V array handled at once where a whole-array temporary would cost K x V
@@ -116,6 +129,10 @@ class _LDAParams:
         if self._lam is None:
             self._lam = self.lam
             self._S = None
+
+    def log_weights(self, cols):
+        """E[log phi] of the word types ``cols``, (len(cols), K)."""
+        return self.tables.CT[cols]
 
     def release(self):
         """Drop the E[log phi] table (the parameters can no longer be used by a local step)."""
@@ -200,6 +217,54 @@ class _LDAModel(VariationalModel):
         cdir_post = gammaln(lsum) - lg
         glob = K * cdir_prior - float(cdir_post.sum()) + glob_lin
         return float(stats["elbo_local"]) + data + glob
+
+
+class _GibbsLDAModel(_LDAModel):
+    """LDA with the sampled local step (Mimno, Hoffman & Blei 2012): the same global step and
+    objective bookkeeping as :class:`_LDAModel`, statistics from :func:`gibbs_local_step`.
+
+    ``elbo_local`` is sum_d log p(z_d | alpha) at the last sweep, so ``elbo`` is a Monte Carlo
+    estimate of E_q[log p(x, z | alpha, phi)] + E_q[log p(phi) - log q(phi)] without the
+    entropy of q(z) (the sampled q(z_d) has no closed form): it tracks training, but is not a
+    lower bound and is not comparable with the variational step's ELBO.
+
+    Local step number i (counted by ``calls``, starting at ``first_call``) draws from the
+    streams keyed by (seed, i, document index in the batch).
+
+    With ``lazy``, stochastic steps keep the statistics as :class:`LazyTopicStats` (the
+    sparse, lazily scaled update of Mimno, Hoffman & Blei 2012, App. A) and the local step
+    reads E[log phi] of the minibatch's word types only (:class:`LazyParams`).
+    """
+
+    def __init__(self, alpha, tau, n_burnin, n_samples, seed, n_threads, first_call=0,
+                 stats_format="sparse", lazy=False):
+        super().__init__(alpha, tau, None, {}, n_threads, stats_format)
+        if lazy:
+            self.stochastic_update = self._lazy_update
+        self.n_burnin = int(n_burnin)
+        self.n_saved = int(n_samples)
+        self.seed = int(seed)
+        self.calls = int(first_call)
+
+    def local_step(self, X, params):
+        res = gibbs_local_step(X, params.log_weights, self.alpha, n_burnin=self.n_burnin,
+                               n_samples=self.n_saved, seed=self.seed, sweep=self.calls,
+                               n_threads=self.n_threads)
+        self.calls += 1
+        self.counters["local_iters"] += (1 + self.n_burnin + self.n_saved) * X.shape[0]
+        S = res.topic_word_csr if self.stats_format == "sparse" else res.topic_word_csr.toarray()
+        return SuffStats(S=S, elbo_local=res.elbo_local)
+
+    def _lazy_update(self, state, batch_stats, rho, scale):
+        if not isinstance(state.stats, LazyTopicStats):
+            state.stats = LazyTopicStats(state.stats["S"], state.stats["elbo_local"])
+        state.stats.step(batch_stats["S"], batch_stats["elbo_local"], rho, scale)
+        return LazyParams(state.stats, self.tau)
+
+    def global_step(self, stats):
+        if isinstance(stats, LazyTopicStats):
+            return LazyParams(stats, self.tau)
+        return super().global_step(stats)
 
 
 def _mean_doc_tokens(X):
@@ -385,6 +450,24 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         (K = 100 and 400) memoized training with 4 proposals ended at a lower held-out score
         and a lower whole-corpus ELBO than without them (``benchmarks/README.md``), hence
         the default.
+    local_step : {'variational', 'gibbs'}, default='variational'
+        The document step of training. 'variational': the L-sparse mean-field step above.
+        'gibbs': the hybrid SVI-Gibbs step of Mimno, Hoffman & Blei (2012): with theta_d
+        collapsed, Gibbs sweeps over each document's tokens draw z_dn = k with probability
+        proportional to (alpha + N_dk^{-dn}) exp(E[log phi_k,v_dn]); the chain starts from a
+        sequential draw, discards ``n_burnin`` sweeps and the statistics are the topic-word
+        counts averaged over ``n_samples`` saved sweeps (sparse: only sampled (k, v) pairs).
+        ``L``, ``local_max_iter``, ``local_tol`` and ``restarts`` do not apply to it, and
+        counts are rounded to whole tokens. Its training objective (``lower_bound_``,
+        ``trace_``) is a Monte Carlo estimate of E_q[log p(x, z, phi)] - E_q[log q(phi)]
+        without the entropy of q(z): not a bound, and not comparable with the variational
+        ELBO; ``score`` is the same held-out bound for both steps. See ``doc/sparse_lda.md``.
+    n_burnin : int, default=2
+        Gibbs local step: sweeps discarded after the initialising sweep.
+    n_samples : int, default=3
+        Gibbs local step: saved sweeps averaged into the statistics. Mimno, Hoffman & Blei
+        (2012, Sec. 4) found 3-5 sweeps in total sufficient, with (B, S) = (2, 3), (3, 2)
+        and (4, 1) alike.
     init : {'kmeans++', 'random'} or array-like of shape (n_components, n_features), \
             default='kmeans++'
         'kmeans++': Bregman (KL) k-means++ seeding on documents (Hughes & Sudderth 2016, Sec. 6),
@@ -464,6 +547,9 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         "local_max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
         "local_tol": [Interval(numbers.Real, 0, None, closed="left")],
         "restarts": [Interval(numbers.Integral, 0, None, closed="left")],
+        "local_step": [StrOptions({"variational", "gibbs"})],
+        "n_burnin": [Interval(numbers.Integral, 0, None, closed="left")],
+        "n_samples": [Interval(numbers.Integral, 1, None, closed="left")],
         "init": [StrOptions({"kmeans++", "random"}), "array-like"],
         "random_state": ["random_state"],
         "n_threads": [numbers.Integral, None],
@@ -488,6 +574,9 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         local_max_iter=100,
         local_tol=0.05,
         restarts=0,
+        local_step="variational",
+        n_burnin=2,
+        n_samples=3,
         init="kmeans++",
         random_state=None,
         n_threads=None,
@@ -508,6 +597,9 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.local_max_iter = local_max_iter
         self.local_tol = local_tol
         self.restarts = restarts
+        self.local_step = local_step
+        self.n_burnin = n_burnin
+        self.n_samples = n_samples
         self.init = init
         self.random_state = random_state
         self.n_threads = n_threads
@@ -549,7 +641,16 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     #: storage of the per-batch topic-word statistics ('sparse' or 'dense'; same results)
     _stats_format = "sparse"
 
+    #: stochastic steps of the Gibbs local step update the topics lazily (LazyTopicStats);
+    #: False applies the same blend densely (for tests)
+    _lazy_updates = True
+
     def _model(self):
+        if self.local_step == "gibbs":
+            return _GibbsLDAModel(self._alpha(), self.topic_word_prior, self.n_burnin,
+                                  self.n_samples, self._gibbs_seed,
+                                  self.n_threads, getattr(self, "_gibbs_calls", 0),
+                                  self._stats_format, lazy=self._lazy_updates)
         L = self.L if (self.L is not None and self.L < self.n_components) else None
         opts = dict(max_iter=self.local_max_iter, tol=self.local_tol, restarts=self.restarts)
         return _LDAModel(self._alpha(), self.topic_word_prior, L, opts, self.n_threads,
@@ -586,6 +687,12 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.topic_word_distribution_ = lam / lam.sum(axis=1, keepdims=True)
         self.doc_topic_prior_ = self._alpha()
         self.topic_word_prior_ = float(self.topic_word_prior)
+
+    def _new_gibbs_seed(self, rng):
+        """The seed of the Gibbs local step's random streams (drawn from ``rng`` only for
+        local_step='gibbs', so the variational step's draws are those of earlier versions)."""
+        self._gibbs_calls = 0
+        self._gibbs_seed = _seed(rng) if self.local_step == "gibbs" else None
 
     def _tables(self):
         lam = self.components_
@@ -634,6 +741,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             rng = check_random_state(self.random_state)
             init = self._init_stats(X, rng)
             n_docs, n_tokens = X.shape[0], float(X.sum())
+        self._new_gibbs_seed(rng)
         model = self._model()
         engine_model = model if wrap is None else wrap(model)
         snapshots = []
@@ -695,6 +803,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.n_restarts_tried_ = model.counters["restarts_tried"]
         self.n_restarts_accepted_ = model.counters["restarts_accepted"]
         self.n_batch_iter_ = int(trace[-1]["step"]) if trace else 0
+        self._gibbs_calls = getattr(model, "calls", 0)
         if self.algorithm == "stochastic":
             self._svi_state = result.state
         else:
@@ -740,10 +849,11 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                 f"n_components={self.n_components} differs from the {self.components_.shape[0]} "
                 "topics of the fitted model; call fit to start over."
             )
-        model = self._model()
         if first:
             rng = check_random_state(self.random_state)
-            self._svi_state = StochasticState(stats=self._init_stats(X, rng), t=0)
+            init = self._init_stats(X, rng)
+            self._new_gibbs_seed(rng)
+            self._svi_state = StochasticState(stats=init, t=0)
             self._n_samples_fit = None
             self.n_restarts_tried_ = self.n_restarts_accepted_ = 0
             self.lower_bounds_ = []
@@ -759,6 +869,15 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             t0 = self.n_iter_ * max(1, -(-n_fit // self.batch_size))
             local = getattr(self, "_elbo_local_fit", 0.0)
             self._svi_state = StochasticState(stats=SuffStats(S=S, elbo_local=local), t=t0)
+        if self.local_step != "gibbs" and isinstance(self._svi_state.stats, LazyTopicStats):
+            # continued with the variational step: back to dense statistics
+            lazy = self._svi_state.stats
+            self._svi_state.stats = SuffStats(S=lazy.dense(), elbo_local=lazy.elbo_local)
+            self._svi_state.params = None
+        if self.local_step == "gibbs" and getattr(self, "_gibbs_seed", None) is None:
+            # fitted with the variational step, continued with the sampled one
+            self._new_gibbs_seed(check_random_state(self.random_state))
+        model = self._model()
         state = self._svi_state
         if self.total_samples is not None:
             total = self.total_samples
@@ -775,6 +894,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         elapsed = time.perf_counter() - t0
         elbo = float(model.elbo(state.stats, params))
         self._set_topics(params)
+        self._gibbs_calls = getattr(model, "calls", getattr(self, "_gibbs_calls", 0))
         self.n_batch_iter_ = getattr(self, "n_batch_iter_", 0) + 1
         self.n_restarts_tried_ += model.counters["restarts_tried"]
         self.n_restarts_accepted_ += model.counters["restarts_accepted"]
@@ -804,8 +924,15 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     def transform(self, X, *, normalize=True):
         """Document-topic distributions E[pi_d] = theta_d / sum_k theta_dk, theta_d = N_d + alpha.
 
-        The dense local step (L = K) with E[log phi] of the fitted topics, from a cold start
-        (with ``restarts`` proposals per document). Empty documents get the prior mean.
+        With local_step='variational': the dense local step (L = K) with E[log phi] of the
+        fitted topics, from a cold start (with ``restarts`` proposals per document). With
+        local_step='gibbs': N_dk is the document's topic counts averaged over the
+        ``n_samples`` saved sweeps of the sampled local step with the fitted topics, so
+        theta_d is a Monte Carlo estimate of the collapsed posterior mean E[N_d] + alpha; each
+        document's random stream is keyed by the fit's seed and a hash of its (word, count)
+        entries, so the result is deterministic given ``random_state`` and does not depend
+        on the document's position in X or on the thread count. Empty documents get the
+        prior mean.
 
         Parameters
         ----------
@@ -819,10 +946,20 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         """
         check_is_fitted(self)
         X = self._check_X(X, reset=False, whom="SparseLDA.transform")
-        res = local_step(X, self._tables(), self.doc_topic_prior_, L=None,
-                         max_iter=self.local_max_iter, tol=self.local_tol,
-                         restarts=self.restarts, return_doc_topic=True,
-                         n_threads=self.n_threads)
+        if self.local_step == "gibbs":
+            seed = getattr(self, "_gibbs_seed", None)
+            if seed is None:
+                seed = _seed(check_random_state(self.random_state))
+            lay_keys = _content_keys(X)
+            res = gibbs_local_step(X, self._tables().CT, self.doc_topic_prior_,
+                                   n_burnin=self.n_burnin, n_samples=self.n_samples,
+                                   seed=seed, sweep=_TRANSFORM_SWEEP, keys=lay_keys,
+                                   return_doc_topic=True, n_threads=self.n_threads)
+        else:
+            res = local_step(X, self._tables(), self.doc_topic_prior_, L=None,
+                             max_iter=self.local_max_iter, tol=self.local_tol,
+                             restarts=self.restarts, return_doc_topic=True,
+                             n_threads=self.n_threads)
         theta = res.doc_topic + self.doc_topic_prior_
         if normalize:
             theta /= theta.sum(axis=1, keepdims=True)

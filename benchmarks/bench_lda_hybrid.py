@@ -1,0 +1,261 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The hybrid SVI-Gibbs local step of SparseLDA (Mimno, Hoffman & Blei 2012) against the
+variational local step and tomotopy's collapsed Gibbs sampler.
+
+Two experiments, one thread each, CPU time of this process (``time.process_time``):
+
+``heldout``
+    20 Newsgroups (the split of ``bench_lda_heldout.py``), K in ``--ks``: SparseLDA with the
+    variational local step (memoized), the Gibbs local step (memoized and stochastic) and
+    tomotopy ``LDAModel`` (collapsed Gibbs, ``optim_interval = 0``), all with alpha = 0.5 / K
+    and topic-word prior 0.1, scored by held-out document completion
+    (:func:`sparseclust.metrics.document_completion_score`, the same test documents, alpha and
+    seed for all) at checkpoints spaced geometrically in training time, until ``--budget``
+    seconds (per K, ``--budgets``) of training CPU time. Initialisation is inside the clock,
+    scoring outside.
+``step_cost``
+    CPU seconds per token of a stochastic step (local + global step, the trace's
+    ``time_local + time_global`` of the second pass of ``algorithm='stochastic'`` on
+    ``--step-docs`` documents, minibatches of 256, in CPU time) at K = 100 and K = 1000, both
+    local steps,
+    median of ``--repeats`` runs; the ratio K = 1000 / K = 100 is the target's measure.
+    Corpus: IMDB (``--step-corpus imdb``) or 20 Newsgroups.
+
+Every run writes the JSON (``--out``) again when it finishes, so a partial run keeps its
+results. Usage::
+
+    python benchmarks/bench_lda_hybrid.py heldout --ks 100 --budgets 60
+    python benchmarks/bench_lda_hybrid.py step_cost --step-corpus imdb
+    python benchmarks/bench_lda_hybrid.py plot
+"""
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import (  # noqa: E402
+    RESULTS,
+    Stopwatch,
+    environment,
+    load_imdb,
+    newsgroups_heldout_split,
+    vectorize,
+    write_json,
+)
+from bench_lda_heldout import (  # noqa: E402
+    TOPIC_WORD_PRIOR,
+    Recorder,
+    Scorer,
+    Tomotopy,
+    doc_topic_prior,
+)
+
+from sparseclust.topics import SparseLDA  # noqa: E402
+
+OUT = RESULTS / "lda_hybrid.json"
+
+METHODS = {
+    "variational-memoized": dict(local_step="variational", algorithm="memoized"),
+    "gibbs-memoized": dict(local_step="gibbs", algorithm="memoized"),
+    "gibbs-stochastic": dict(local_step="gibbs", algorithm="stochastic"),
+    "variational-stochastic": dict(local_step="variational", algorithm="stochastic"),
+}
+
+
+def _load(path):
+    if Path(path).exists():
+        return json.loads(Path(path).read_text())
+    return {"heldout": {}, "step_cost": None}
+
+
+def _save(path, res):
+    res["environment"] = environment()
+    res["loadavg"] = os.getloadavg()
+    write_json(path, res)
+
+
+def run_sparselda(X, K, spec, seed, recorder, budget, opts):
+    model = SparseLDA(
+        n_components=K,
+        doc_topic_prior=doc_topic_prior(K),
+        topic_word_prior=TOPIC_WORD_PRIOR,
+        max_iter=10_000,
+        tol=0,
+        random_state=seed,
+        n_threads=1,
+        n_batches=opts.n_batches,
+        batch_size=opts.batch_size,
+        **spec,
+    )
+    sw = Stopwatch(clock=time.process_time)
+
+    def callback(info):
+        t = sw.pause()
+        stop = t >= budget
+        if recorder.due(t) or stop:
+            recorder.record(t, np.asarray(info["components"]), info.get("pass"))
+        sw.resume()
+        return stop
+
+    model.fit(X, callback=callback)
+    return sw.pause()
+
+
+def run_tomotopy(X, K, seed, recorder, budget):
+    runner = Tomotopy(X, K, seed, 1)
+    sw = Stopwatch(clock=time.process_time)
+    runner.start()
+    while True:
+        runner.step()
+        t = sw.pause()
+        if recorder.due(t) or t >= budget:
+            recorder.record(t, runner.topics(), runner.total)
+        if t >= budget:
+            break
+        sw.resume()
+    return t
+
+
+def heldout(opts):
+    res = _load(opts.out)
+    X, X_test, _ = newsgroups_heldout_split(seed=opts.seed)
+    print(f"20 Newsgroups: train {X.shape}, test {X_test.shape}", flush=True)
+    for K, budget in zip(opts.ks, opts.budgets, strict=True):
+        runs = res["heldout"].setdefault(str(K), {})
+        for name in opts.methods:
+            print(f"K={K} {name} (budget {budget} s CPU)", flush=True)
+            scorer = Scorer(X_test, K, opts.seed, opts.score_threads)
+            rec = Recorder(scorer, budget, first=2.0, growth=opts.growth,
+                           log=lambda m: print(m, flush=True))
+            with threadpool_limits(1):
+                if name == "tomotopy":
+                    t = run_tomotopy(X, K, opts.seed, rec, budget)
+                else:
+                    t = run_sparselda(X, K, METHODS[name], opts.seed, rec, budget, opts)
+            runs[name] = {
+                "budget_cpu_seconds": budget,
+                "train_cpu_seconds": t,
+                "curve": [list(c) for c in rec.curve],
+                "final_score": rec.curve[-1][1],
+                "loadavg": os.getloadavg(),
+            }
+            res["settings"] = {
+                "seed": opts.seed, "n_batches": opts.n_batches, "batch_size": opts.batch_size,
+                "clock": "process_time (CPU seconds, one thread)",
+                "alpha": "0.5 / K", "topic_word_prior": TOPIC_WORD_PRIOR,
+                "gibbs": {"n_burnin": SparseLDA().n_burnin, "n_samples": SparseLDA().n_samples},
+                "note": opts.note,
+            }
+            _save(opts.out, res)
+
+
+def step_cost(opts):
+    res = _load(opts.out)
+    if opts.step_corpus == "imdb":
+        texts, _ = load_imdb(("train",))[:2]
+        texts = list(texts)[: opts.step_docs]
+        X, _, _ = vectorize(texts, min_df=5)
+    else:
+        X, _, _ = newsgroups_heldout_split(seed=opts.seed)
+        X = X[: opts.step_docs]
+    import scipy.sparse as sp
+
+    X = sp.csr_matrix(X)
+    n_tok = float(X.sum())
+    # the engine's per-pass timings (time_local, time_global) in CPU time of this process:
+    # wall time on a shared machine measures the load, not the step
+    import types
+
+    import sparseclust._engine as engine
+
+    engine.time = types.SimpleNamespace(perf_counter=time.process_time)
+    print(f"{opts.step_corpus}: {X.shape}, {n_tok:.0f} tokens", flush=True)
+    rows = {}
+    for local in ("gibbs", "variational"):
+        for K in (100, 1000):
+            per = []
+            for r in range(opts.repeats):
+                m = SparseLDA(K, local_step=local, algorithm="stochastic", batch_size=256,
+                              max_iter=2, tol=0, init="random", random_state=r, n_threads=1,
+                              doc_topic_prior=doc_topic_prior(K),
+                              topic_word_prior=TOPIC_WORD_PRIOR)
+                c0 = time.process_time()
+                with threadpool_limits(1):
+                    m.fit(X)
+                wall_fit = time.process_time() - c0
+                e = m.trace_[-1]
+                per.append({"seconds_per_token": (e["time_local"] + e["time_global"]) / n_tok,
+                            "time_local": e["time_local"], "time_global": e["time_global"],
+                            "fit_cpu_seconds": wall_fit})
+                print(f"  {local} K={K} run {r}: {per[-1]}", flush=True)
+            rows[f"{local}-K{K}"] = {
+                "runs": per,
+                "median_seconds_per_token": float(np.median([p["seconds_per_token"]
+                                                             for p in per])),
+            }
+    for local in ("gibbs", "variational"):
+        rows[f"{local}-ratio_K1000_K100"] = (rows[f"{local}-K1000"]["median_seconds_per_token"]
+                                             / rows[f"{local}-K100"]["median_seconds_per_token"])
+    res["step_cost"] = {
+        "corpus": opts.step_corpus, "n_docs": X.shape[0], "n_features": X.shape[1],
+        "n_tokens": n_tok, "batch_size": 256,
+        "clock": "time_local + time_global of the second stochastic pass, CPU time "
+                 "(time.process_time), one thread",
+        "rows": rows,
+    }
+    _save(opts.out, res)
+
+
+def plot(opts):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    res = _load(opts.out)
+    Ks = sorted(res["heldout"], key=int)
+    fig, axes = plt.subplots(1, len(Ks), figsize=(5.5 * len(Ks), 4), squeeze=False)
+    for ax, K in zip(axes[0], Ks, strict=True):
+        for name, run in res["heldout"][K].items():
+            c = np.asarray([(t, s) for t, s, _ in run["curve"]])
+            ax.plot(c[:, 0], c[:, 1], marker="o", ms=3, label=name)
+        ax.set_xscale("log")
+        ax.set_xlabel("training CPU seconds (one thread)")
+        ax.set_ylabel("held-out document completion (nats/token)")
+        ax.set_title(f"20 Newsgroups, K = {K}")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(Path(opts.out).with_suffix(".png"), dpi=110)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("what", choices=["heldout", "step_cost", "plot"])
+    p.add_argument("--ks", type=int, nargs="+", default=[100, 400])
+    p.add_argument("--budgets", type=float, nargs="+", default=[400.0, 400.0])
+    p.add_argument("--methods", nargs="+",
+                   default=["gibbs-memoized", "gibbs-stochastic", "variational-memoized",
+                            "tomotopy"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n-batches", type=int, default=10)
+    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--growth", type=float, default=1.5)
+    p.add_argument("--score-threads", type=int, default=1)
+    p.add_argument("--step-corpus", choices=["imdb", "20ng"], default="imdb")
+    p.add_argument("--step-docs", type=int, default=10240)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--note", default="")
+    p.add_argument("--out", default=str(OUT))
+    opts = p.parse_args()
+    {"heldout": heldout, "step_cost": step_cost, "plot": plot}[opts.what](opts)
+
+
+if __name__ == "__main__":
+    main()

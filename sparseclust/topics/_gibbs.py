@@ -1,0 +1,297 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The sampled (hybrid SVI-Gibbs) local step of LDA (Mimno, Hoffman & Blei 2012, Sec. 2.2).
+
+For every document d of a batch, with the topics fixed at q(phi) = prod_k Dir(lambda_k), the
+local posterior is collapsed over the document's topic proportions and sampled: Gibbs sweeps
+over the document's tokens draw
+
+    z_dn = k  with probability  propto  (alpha_k + N_dk^{-dn}) w_{v_dn k},
+    w_vk = exp(E_q[log phi_kv]) = exp(psi(lambda_kv) - psi(sum_u lambda_ku)),
+
+(Eq. 9 of the paper), where N_dk^{-dn} counts the document's other tokens assigned to topic k.
+The chain starts from the sequential draw p(z_dn = k) propto (alpha_k + sum_{m < n}
+[z_dm = k]) w_{v_dn k} (the paper's initialisation), discards ``n_burnin`` sweeps and saves
+``n_samples``; the statistics are the averages over the saved sweeps of the topic-word counts,
+
+    S_kv = (1 / n_samples) sum_s sum_d sum_n [z_dn^s = k] [v_dn = v]        (Eq. 10),
+
+returned as the (K, V) sparse per-batch statistics of the variational local step, so every
+learning algorithm of the engine runs either step.
+
+The sweeps are those of the shared token sampler (:mod:`sparseclust._kernels._sampler`, LIVE
+mode): per-document counter-based random streams keyed by (seed, sweep, key), so the result is
+bit-identical for any number of threads; for K above :data:`DENSE_MAX_K` a per-token cost that
+does not grow with K (alias tables over alpha_k w_vk plus an exact scan over the document's
+topics).  The word weights are built for the batch's own word types only, from the
+parameters' E[log phi] table, scaled per word by exp(-max_k E[log phi_kv]) (a per-word constant
+does not change the conditional of that word's tokens).
+
+Counts are rounded to whole tokens (half up), as by the stochastic-EM estimator.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import psi
+
+from .._kernels import _sampler
+from ..utils import effective_n_threads
+from ._local import stats_csr
+from ._sem import (
+    _EMPTY1,
+    _EMPTY2D,
+    _EMPTY2F,
+    _EMPTY2I,
+    DENSE_MAX_K,
+    _threads_for,
+    _z_dtype,
+    token_layout,
+)
+
+__all__ = ["GibbsResult", "LazyParams", "LazyTopicStats", "gibbs_local_step"]
+
+
+@dataclass
+class GibbsResult:
+    """Output of :func:`gibbs_local_step`.
+
+    Attributes
+    ----------
+    topic_word_csr : scipy.sparse.csr_array (K, V)
+        S_kv, the saved sweeps' average topic-word counts.
+    elbo_local : float
+        sum_d log p(z_d | alpha) at the last sweep, log p(z_d | alpha) = log Gamma(sum_k
+        alpha_k) - log Gamma(N_d + sum_k alpha_k) + sum_k [log Gamma(N_dk + alpha_k) - log
+        Gamma(alpha_k)]: a one-sample estimate of E_q[log p(z | alpha)].
+    doc_topic : ndarray (D, K) or None
+        The saved sweeps' average document-topic counts N_dk.
+    n_tokens : int
+    """
+
+    topic_word_csr: object
+    elbo_local: float
+    doc_topic: object
+    n_tokens: int
+
+
+def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep, keys=None,
+                     dense=None, return_doc_topic=False, n_threads=None):
+    """Sampled local step over the documents of the CSR count matrix X (see the module
+    docstring).
+
+    Parameters
+    ----------
+    X : scipy.sparse CSR matrix or array (D, V)
+        Non-negative word counts (rounded half up to whole tokens).
+    log_weights : ndarray (V, K) or callable
+        E[log phi] in the (V, K) layout (e.g. ``TopicTables.CT``), or ``cols -> (len(cols), K)``
+        giving its rows for the word types ``cols``.
+    alpha : float
+        Symmetric document-topic prior alpha_k = alpha.
+    n_burnin, n_samples : int
+        Discarded and saved sweeps (after the initialising sweep).
+    seed, sweep : int
+        Random streams: document d draws from the stream keyed by (seed, sweep, keys[d]).
+    keys : ndarray of uint64 (D,) or None
+        Stream keys; None means the row indices 0..D-1.
+    dense : bool or None
+        Evaluate all K topics per draw (True) or use the alias tables (False); None means
+        dense up to K = ``DENSE_MAX_K``. The two paths draw from the same distribution.
+    return_doc_topic : bool
+        Also return the average document-topic counts.
+    n_threads : int or None
+        OpenMP threads; the result does not depend on it.
+
+    Returns
+    -------
+    GibbsResult
+    """
+    if int(n_burnin) != n_burnin or n_burnin < 0:
+        raise ValueError(f"n_burnin must be an integer >= 0, got {n_burnin!r}.")
+    if int(n_samples) != n_samples or n_samples < 1:
+        raise ValueError(f"n_samples must be an integer >= 1, got {n_samples!r}.")
+    D, V = X.shape
+    lay = token_layout(X)
+    n_tok = int(lay.tokptr[-1])
+    cols = np.flatnonzero(np.bincount(lay.indices, weights=lay.cnt, minlength=V))
+    if callable(log_weights):
+        Lw = np.asarray(log_weights(cols), dtype=np.float64)
+    else:
+        Lw = np.asarray(log_weights, dtype=np.float64)[cols]
+    K = Lw.shape[1]
+    if keys is None:
+        keys = np.arange(D, dtype=np.uint64)
+    keys = np.ascontiguousarray(keys, dtype=np.uint64)
+    doc_topic = np.zeros((D, K)) if return_doc_topic else None
+    if n_tok == 0:
+        return GibbsResult(stats_csr(np.zeros((0, K)), cols[:0], V), 0.0, doc_topic, 0)
+    if not np.all(np.isfinite(Lw)):
+        raise ValueError("E[log phi] must be finite.")
+    # batch-local word ids; the weights of the batch's word types only
+    row_of = np.full(V, -1, dtype=np.int64)
+    row_of[cols] = np.arange(cols.size)
+    indices = np.ascontiguousarray(row_of[lay.indices], dtype=np.int32)
+    keep = lay.cnt > 0
+    if not keep.all():  # entries rounded to no token: any word id of the batch will do
+        indices[~keep] = 0
+    Lw -= Lw.max(axis=1, keepdims=True)
+    w = np.exp(Lw).astype(np.float32)
+    del Lw
+    alpha_v = np.full(K, float(alpha))
+    if dense is None:
+        dense = K <= DENSE_MAX_K
+    nt_all = effective_n_threads(n_threads)
+    if dense:
+        prob, alias, Q = _EMPTY2F, _EMPTY2I, _EMPTY1
+    else:
+        prob = np.empty(w.shape, np.float32)
+        alias = np.empty(w.shape, np.int32)
+        Q = np.empty(cols.size)
+        _sampler.build_alias(w, alpha_v, prob, alias, Q, _threads_for(w.size, nt_all))
+    z = np.empty(n_tok, dtype=_z_dtype(K))
+    Wout = np.zeros((cols.size, K), np.int32)
+    acc = doc_topic if return_doc_topic else _EMPTY2D
+    ll = np.empty(D)
+    n_inner = 1 + int(n_burnin) + int(n_samples)
+    _sampler.sample_sweep(
+        lay.indptr, indices, lay.cnt, lay.tokptr, z, keys, w, alpha_v, prob, alias, Q,
+        _sampler.LIVE, bool(dense), n_inner, 1 + int(n_burnin), int(seed), int(sweep),
+        acc, Wout, ll, _threads_for(n_tok * n_inner, nt_all), seq_init=True,
+    )
+    ST = Wout / float(n_samples)
+    del Wout
+    if return_doc_topic:
+        doc_topic /= float(n_samples)
+    return GibbsResult(stats_csr(ST, cols, V), float(ll.sum()), doc_topic, n_tok)
+
+
+#: LazyTopicStats renormalises its stored values when the scale factor falls below this
+RESCALE_BELOW = 1e-100
+
+
+class LazyTopicStats:
+    """Stochastic-step topic-word statistics with lazy scaling (Mimno, Hoffman & Blei 2012,
+    App. A).
+
+    The stochastic step S_t = (1 - rho_t) S_{t-1} + rho_t c B_t (c = total / batch size, B_t
+    the minibatch's sparse statistics) is kept as S_t = pi_t U_t with pi_t = (1 - rho_t)
+    pi_{t-1}: only the scale changes for every (k, v),
+
+        U_t = U_{t-1} + (rho_t c / pi_t) B_t,
+
+    so a step writes the (k, v) entries the minibatch sampled, plus O(K) for the topic totals
+    T_k = sum_v S_kv (updated by the same recurrence) and the scalar terms. When pi_t falls
+    below :data:`RESCALE_BELOW`, U is multiplied by pi_t and pi_t reset to 1 (O(K V), rare:
+    pi_t decays like exp(-sum_t rho_t)); a step with rho_t = 1 forgets U entirely.
+
+    Read as a :class:`SuffStats` (``stats["S"]`` gives S dense, ``stats["elbo_local"]`` the
+    blended local terms) by the objective, which the engine evaluates once per pass.
+    """
+
+    def __init__(self, S, elbo_local):
+        S = S.toarray() if sp.issparse(S) else np.array(S, dtype=np.float64)
+        self.U = np.ascontiguousarray(S, dtype=np.float64)
+        self.pi = 1.0
+        self.totals = self.U.sum(axis=1)
+        self.elbo_local = float(elbo_local)
+        self.n_rescaled = 0
+
+    @property
+    def shape(self):
+        return self.U.shape
+
+    def step(self, B, elbo_local, rho, scale):
+        """S <- (1 - rho) S + rho * scale * B, elbo_local likewise."""
+        B = sp.csr_array(B)
+        if not B.has_canonical_format:
+            B = B.copy()
+            B.sum_duplicates()
+        keep = 1.0 - rho
+        c = rho * scale
+        if keep <= 0.0:
+            self.U.fill(0.0)
+            self.pi = 1.0
+        else:
+            self.pi *= keep
+            if self.pi < RESCALE_BELOW:
+                self.U *= self.pi
+                self.pi = 1.0
+                self.n_rescaled += 1
+        rows = np.repeat(np.arange(B.shape[0], dtype=np.int64), np.diff(B.indptr))
+        flat = self.U.reshape(-1)
+        flat[rows * self.U.shape[1] + B.indices] += (c / self.pi) * B.data
+        self.totals *= max(keep, 0.0)
+        self.totals += c * np.bincount(rows, weights=B.data, minlength=B.shape[0])
+        self.elbo_local = max(keep, 0.0) * self.elbo_local + c * float(elbo_local)
+
+    def rows(self, a, b):
+        """S for topics a..b-1 (a new array)."""
+        return self.U[a:b] * self.pi
+
+    def columns(self, cols):
+        """S[:, cols] (a new (K, len(cols)) array)."""
+        return self.U[:, cols] * self.pi
+
+    def dense(self):
+        return self.U * self.pi
+
+    # the SuffStats interface the objective and the estimator read
+    def __getitem__(self, key):
+        if key == "S":
+            return self.dense()
+        if key == "elbo_local":
+            return self.elbo_local
+        raise KeyError(key)
+
+    def __contains__(self, key):
+        return key in ("S", "elbo_local")
+
+    def keys(self):
+        return ("S", "elbo_local")
+
+
+class LazyParams:
+    """Topic parameters lambda = tau + S of :class:`LazyTopicStats`, evaluated where read.
+
+    The sampled local step reads E[log phi] of a minibatch's word types only,
+    ``log_weights(cols)`` = psi(tau + S_{:, cols}) - psi(V tau + T) (O(K |cols|)); the dense
+    ``lam`` and ``Elogphi`` (K, V) are built on first use (the objective at the end of a pass
+    and the fitted attributes).
+    """
+
+    def __init__(self, stats, tau):
+        self.stats = stats
+        self.tau = float(tau)
+        K, V = stats.shape
+        self._norm = psi(V * self.tau + np.maximum(stats.totals, 0.0))
+        self._El = None
+
+    def log_weights(self, cols):
+        S = self.stats.columns(cols).T
+        # psi only where S > 0: elsewhere lambda = tau (most entries, the statistics being
+        # sampled counts)
+        nz = S > 0
+        out = np.full(S.shape, psi(self.tau))
+        out[nz] = psi(S[nz] + self.tau)
+        out -= self._norm[None, :]
+        return out
+
+    def lam_rows(self, a, b):
+        lam = np.maximum(self.stats.rows(a, b), 0.0)
+        lam += self.tau
+        return lam
+
+    @property
+    def lam(self):
+        return self.lam_rows(0, self.stats.shape[0])
+
+    @property
+    def Elogphi(self):
+        if self._El is None:
+            lam = self.lam
+            self._El = psi(lam) - psi(lam.sum(axis=1))[:, None]
+        return self._El
+
+    def release(self):
+        self._El = None

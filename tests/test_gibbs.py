@@ -1,0 +1,297 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The sampled (hybrid SVI-Gibbs) local step of SparseLDA (Mimno, Hoffman & Blei 2012)."""
+
+import itertools
+import pickle
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.special import gammaln
+from sklearn.model_selection import GridSearchCV
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from sparseclust import SparseLDA
+from sparseclust._kernels import _sampler
+from sparseclust.topics._gibbs import gibbs_local_step
+
+
+def _corpus(D=60, V=30, K=3, seed=0, doc_len=25):
+    rng = np.random.RandomState(seed)
+    phi = rng.dirichlet(np.full(V, 0.2), size=K)
+    rows = []
+    for _ in range(D):
+        theta = rng.dirichlet(np.full(K, 0.3))
+        z = rng.choice(K, size=doc_len, p=theta)
+        rows.append(np.bincount([rng.choice(V, p=phi[k]) for k in z], minlength=V))
+    return sp.csr_array(np.asarray(rows, dtype=np.float64))
+
+
+def _reference(X, Elogphi_T, alpha, B, S, seed, sweep):
+    """The dense LIVE sampler in numpy with the kernel's uniforms: sequential initialisation,
+    B discarded and S saved sweeps; returns the (K, V) average topic-word counts."""
+    D, V = X.shape
+    K = Elogphi_T.shape[1]
+    X = sp.csr_array(X)
+    cols = np.flatnonzero(np.asarray(X.sum(axis=0)).ravel())
+    Lw = Elogphi_T[cols]
+    w = np.exp(Lw - Lw.max(axis=1, keepdims=True)).astype(np.float32).astype(np.float64)
+    local = {v: i for i, v in enumerate(cols)}
+    out = np.zeros((K, V))
+    for d in range(D):
+        toks = []
+        for j in range(X.indptr[d], X.indptr[d + 1]):
+            toks += [X.indices[j]] * int(np.floor(X.data[j] + 0.5))
+        n = len(toks)
+        u = _sampler.uniform_stream(seed, sweep, d, n * (1 + B + S))
+        nd = np.zeros(K, dtype=np.int64)
+        z = np.zeros(n, dtype=np.int64)
+        i = 0
+        for it in range(1 + B + S):
+            for t, v in enumerate(toks):
+                if it > 0:
+                    nd[z[t]] -= 1
+                cum = np.cumsum((nd + alpha) * w[local[v]])
+                k = int(np.searchsorted(cum, u[i] * cum[-1], side="right"))
+                k = min(k, K - 1)
+                i += 1
+                z[t] = k
+                nd[k] += 1
+            if it >= 1 + B:
+                for t, v in enumerate(toks):
+                    out[z[t], v] += 1
+    return out / S
+
+
+def test_statistics_equal_numpy_reference_with_the_same_streams():
+    X = _corpus(D=12, V=15, K=3, doc_len=9)
+    rng = np.random.RandomState(1)
+    K = 4
+    ET = np.log(rng.dirichlet(np.full(X.shape[1], 0.5), size=K)).T.copy()
+    res = gibbs_local_step(X, ET, 0.3, n_burnin=2, n_samples=3, seed=12345, sweep=7,
+                           dense=True, n_threads=1)
+    ref = _reference(X, ET, 0.3, 2, 3, 12345, 7)
+    np.testing.assert_array_equal(res.topic_word_csr.toarray(), ref)
+    # every token is counted once per saved sweep
+    assert res.topic_word_csr.sum() == pytest.approx(X.sum())
+
+
+def _exact_expected_counts(words, w, alpha):
+    """E[N_kv] of the collapsed q(z) propto prod_k Gamma(alpha + n_k) prod_n w_{v_n z_n}, by
+    enumeration."""
+    K = w.shape[1]
+    V = w.shape[0]
+    num = np.zeros((K, V))
+    tot = 0.0
+    for z in itertools.product(range(K), repeat=len(words)):
+        nk = np.bincount(z, minlength=K)
+        logw = sum(np.log(w[v, k]) for v, k in zip(words, z, strict=True))
+        p = np.exp(np.sum(gammaln(alpha + nk)) + logw)
+        tot += p
+        for v, k in zip(words, z, strict=True):
+            num[k, v] += p
+    return num / tot
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_expected_counts_converge_to_exact_collapsed_posterior(dense):
+    # one tiny document (4 tokens, 3 word types, K = 3) copied into many independent chains
+    V, K, alpha = 3, 3, 0.4
+    rng = np.random.RandomState(3)
+    phi = rng.dirichlet(np.ones(V), size=K)
+    ET = np.log(phi).T.copy()
+    doc = np.array([[2.0, 1.0, 1.0]])
+    words = [0, 0, 1, 2]
+    n_copies = 4000
+    X = sp.csr_array(np.repeat(doc, n_copies, axis=0))
+    res = gibbs_local_step(X, ET, alpha, n_burnin=4, n_samples=4, seed=99, sweep=0,
+                           dense=dense)
+    est = res.topic_word_csr.toarray() / n_copies
+    exact = _exact_expected_counts(words, phi.T, alpha)
+    # Monte Carlo error of a mean of 4000 chains: a few 0.01 at most
+    np.testing.assert_allclose(est, exact, atol=0.04)
+    assert np.abs(est - exact).max() > 0  # a sampled estimate, not the exact values
+
+
+def test_thread_count_invariance_sparse_and_dense_paths():
+    X = _corpus(D=200, V=40, K=3)
+    rng = np.random.RandomState(5)
+    for K, dense in ((150, False), (20, True)):
+        ET = np.log(rng.dirichlet(np.full(40, 0.3), size=K)).T.copy()
+        out = [gibbs_local_step(X, ET, 0.1, n_burnin=1, n_samples=2, seed=4, sweep=1,
+                                dense=dense, return_doc_topic=True, n_threads=n)
+               for n in (1, 2, 3)]
+        for r in out[1:]:
+            assert (r.topic_word_csr != out[0].topic_word_csr).nnz == 0
+            np.testing.assert_array_equal(r.doc_topic, out[0].doc_topic)
+            assert r.elbo_local == out[0].elbo_local
+
+
+def test_gibbs_fit_deterministic_threads_and_pickle():
+    X = _corpus()
+    kw = dict(n_components=4, local_step="gibbs", max_iter=4, tol=0, random_state=0)
+    with pytest.warns(Warning):
+        a = SparseLDA(**kw, n_threads=1).fit(X)
+    with pytest.warns(Warning):
+        b = SparseLDA(**kw, n_threads=2).fit(X)
+    np.testing.assert_array_equal(a.components_, b.components_)
+    np.testing.assert_array_equal(a.transform(X), b.transform(X))
+    c = pickle.loads(pickle.dumps(a))
+    np.testing.assert_array_equal(c.transform(X), a.transform(X))
+    # a different seed gives a different chain
+    with pytest.warns(Warning):
+        d = SparseLDA(**{**kw, "random_state": 1}).fit(X)
+    assert not np.array_equal(d.components_, a.components_)
+
+
+def test_gibbs_transform_is_position_independent_and_near_variational():
+    X = _corpus(D=80)
+    m = SparseLDA(3, local_step="gibbs", max_iter=15, tol=0, random_state=0)
+    with pytest.warns(Warning):
+        m.fit(X)
+    T = m.transform(X)
+    perm = np.random.RandomState(0).permutation(X.shape[0])
+    np.testing.assert_array_equal(m.transform(X[perm]), T[perm])
+    np.testing.assert_allclose(T.sum(axis=1), 1.0)
+    # the variational fold-in with the same topics gives close document-topic proportions
+    V = m.set_params(local_step="variational").transform(X)
+    assert np.mean(np.abs(T - V)) < 0.1
+
+
+@pytest.mark.parametrize("algorithm", ["memoized", "stochastic", "batch"])
+def test_gibbs_algorithms_learn_planted_topics(algorithm):
+    Xtr, Xte = _corpus(D=300, seed=0), _corpus(D=100, seed=0)[50:]
+    base = SparseLDA(3, max_iter=1, tol=0, random_state=0, init="random",
+                     algorithm=algorithm, batch_size=50)
+    with pytest.warns(Warning) if algorithm != "stochastic" else _nowarn():
+        base.fit(Xtr)
+    m = SparseLDA(3, local_step="gibbs", max_iter=20, tol=0, random_state=0, init="random",
+                  algorithm=algorithm, batch_size=50)
+    with pytest.warns(Warning) if algorithm != "stochastic" else _nowarn():
+        m.fit(Xtr)
+    assert np.isfinite(m.lower_bound_)
+    # better than one pass, and level with the variational step under the same algorithm
+    v = SparseLDA(3, max_iter=20, tol=0, random_state=0, init="random",
+                  algorithm=algorithm, batch_size=50)
+    with pytest.warns(Warning) if algorithm != "stochastic" else _nowarn():
+        v.fit(Xtr)
+    assert m.score(Xte) > base.score(Xte) + 0.03
+    assert m.score(Xte) > v.score(Xte) - 0.03
+
+
+class _nowarn:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def test_gibbs_partial_fit_stream_and_after_fit():
+    X = _corpus(D=400)
+    m = SparseLDA(3, local_step="gibbs", random_state=0, total_samples=400)
+    scores = []
+    for _ in range(3):
+        for s in range(0, 400, 50):
+            m.partial_fit(X[s:s + 50])
+        scores.append(m.score(X))
+    assert m.n_batch_iter_ == 24
+    assert scores[-1] > scores[0] - 0.02
+    # deterministic
+    m2 = SparseLDA(3, local_step="gibbs", random_state=0, total_samples=400)
+    for _ in range(3):
+        for s in range(0, 400, 50):
+            m2.partial_fit(X[s:s + 50])
+    np.testing.assert_array_equal(m.components_, m2.components_)
+    # after a variational fit, a Gibbs partial_fit adjusts the topics
+    with pytest.warns(Warning):
+        v = SparseLDA(3, max_iter=5, tol=0, random_state=0).fit(X)
+    before = v.components_.copy()
+    v.set_params(local_step="gibbs").partial_fit(X[:50])
+    assert not np.array_equal(before, v.components_)
+    assert np.abs(v.components_ - before).max() < np.abs(before).max()
+
+
+def test_gridsearch_over_L_and_local_step():
+    X = _corpus(D=90)
+    gs = GridSearchCV(SparseLDA(3, max_iter=3, tol=0, random_state=0),
+                      {"L": [1, 2], "local_step": ["variational", "gibbs"]}, cv=3)
+    with pytest.warns(Warning):
+        gs.fit(X)
+    assert np.all(np.isfinite(gs.cv_results_["mean_test_score"]))
+    assert gs.best_params_["local_step"] in ("variational", "gibbs")
+
+
+def test_gibbs_empty_documents_float32_and_bad_params():
+    X = _corpus(D=40).astype(np.float32)
+    X = sp.vstack([X, sp.csr_array((2, X.shape[1]), dtype=np.float32)]).tocsr()
+    m = SparseLDA(3, local_step="gibbs", max_iter=2, tol=0, random_state=0)
+    with pytest.warns(Warning):
+        T = m.fit_transform(X)
+    assert T.dtype == np.float32
+    np.testing.assert_allclose(T[-1], 1 / 3, rtol=1e-6)
+    with pytest.raises(ValueError, match="n_samples"):
+        SparseLDA(3, local_step="gibbs", n_samples=0).fit(X)
+    with pytest.raises(ValueError, match="local_step"):
+        SparseLDA(3, local_step="gibs").fit(X)
+
+
+@parametrize_with_checks([SparseLDA(3, local_step="gibbs", max_iter=5, random_state=0)])
+def test_sklearn_compatible_gibbs(estimator, check):
+    check(estimator)
+
+
+@pytest.mark.parametrize("rescale_below", [None, 1e-3])
+def test_lazy_update_equals_dense_update(monkeypatch, rescale_below):
+    from sparseclust._engine import learning_rate
+    from sparseclust.topics import _gibbs
+    from sparseclust.topics._sparse_lda import _LDAParams
+
+    if rescale_below is not None:
+        monkeypatch.setattr(_gibbs, "RESCALE_BELOW", rescale_below)
+    rng = np.random.RandomState(0)
+    K, V, tau = 7, 50, 0.1
+    S = rng.gamma(1.0, 1.0, (K, V))
+    lazy = _gibbs.LazyTopicStats(S, -3.0)
+    dense, e = S.copy(), -3.0
+    for t in range(1, 1501):
+        B = sp.random_array((K, V), density=0.05, random_state=rng, format="csr")
+        B.data = np.round(B.data * 10)
+        rho = learning_rate(t, 0.6, 0.0 if t == 1 else 1.0)  # the first step forgets S
+        lazy.step(B, -1.5, rho, 20.0)
+        dense = (1 - rho) * dense + rho * 20.0 * B.toarray()
+        e = (1 - rho) * e + rho * 20.0 * -1.5
+    if rescale_below is not None:
+        assert lazy.n_rescaled >= 5
+    np.testing.assert_allclose(lazy.dense(), dense, rtol=1e-10, atol=1e-10 * dense.max())
+    np.testing.assert_allclose(lazy.totals, dense.sum(axis=1), rtol=1e-10)
+    assert lazy.elbo_local == pytest.approx(e, rel=1e-10)
+    # the parameters read from the lazy statistics equal the dense ones
+    params = _gibbs.LazyParams(lazy, tau)
+    ref = _LDAParams.from_stats(dense, tau)
+    cols = np.array([3, 7, 40])
+    np.testing.assert_allclose(params.log_weights(cols), ref.tables.CT[cols], rtol=1e-10)
+    np.testing.assert_allclose(params.Elogphi, ref.Elogphi, rtol=1e-10)
+
+
+class _DenseUpdateLDA(SparseLDA):
+    _lazy_updates = False
+
+
+def test_stochastic_gibbs_lazy_fit_equals_dense_fit():
+    X = _corpus(D=200)
+    kw = dict(n_components=3, local_step="gibbs", algorithm="stochastic", batch_size=20,
+              max_iter=3, tol=0, random_state=0)
+    a = SparseLDA(**kw).fit(X)
+    b = _DenseUpdateLDA(**kw).fit(X)
+    np.testing.assert_allclose(a.components_, b.components_, rtol=1e-10)
+    assert a.lower_bound_ == pytest.approx(b.lower_bound_, rel=1e-10)
+    # partial_fit continues from the lazy state, also with the variational step
+    a.partial_fit(X[:20])
+    b.partial_fit(X[:20])
+    np.testing.assert_allclose(a.components_, b.components_, rtol=1e-10)
+    a.set_params(local_step="variational").partial_fit(X[:20])
+    b.set_params(local_step="variational").partial_fit(X[:20])
+    np.testing.assert_allclose(a.components_, b.components_, rtol=1e-10)
+    c = pickle.loads(pickle.dumps(a))
+    np.testing.assert_array_equal(c.components_, a.components_)
