@@ -199,6 +199,8 @@ def main(argv=None):
     ap.add_argument("--memoized-from", default=None,
                     help="a JSON of this benchmark (same split) whose memoized runs are copied "
                          "in instead of running memoized training again")
+    ap.add_argument("--local-step", choices=["variational", "gibbs"], default="variational",
+                    help="SparseLDA's local step, for the memoized and the stochastic runs")
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: K = 20, 2 passes, the 'defaults' grid")
@@ -244,19 +246,21 @@ def main(argv=None):
         payload["memoized_from"] = {"file": Path(args.memoized_from).name,
                                     "environment": other["environment"]}
         args.no_memoized = True
+    step = {} if args.local_step == "variational" else {"local_step": args.local_step}
     with threadpool_limits(1):
         for K in args.ks:
             for seed in args.seeds:
                 if not args.no_memoized:
-                    r = fit_and_score(X, X_test, K, seed, {"algorithm": "memoized"}, score_at,
-                                      args.passes)
+                    r = fit_and_score(X, X_test, K, seed,
+                                      {"algorithm": "memoized", **step}, score_at, args.passes)
                     r.update(method="memoized", K=K, seed=seed)
                     runs.append(r)
                     log(f"K={K} seed={seed} memoized: {r['final']:.4f} ({r['cpu_seconds']:.0f}"
                         f" s) {r['heldout']}")
                     write_json(out, payload)
                 for name in names:
-                    params = {"algorithm": "stochastic"} | resolve(grid[name], n_docs)
+                    params = ({"algorithm": "stochastic", **step}
+                              | resolve(grid[name], n_docs))
                     r = fit_and_score(X, X_test, K, seed, params, score_at, args.passes)
                     r.update(method="stochastic", config=name, K=K, seed=seed)
                     runs.append(r)
