@@ -18,7 +18,9 @@ Measured, per K:
 * held-out document completion (:func:`sparseclust.metrics.document_completion_score`, the
   scorer of ``bench_lda_heldout.py``: same split, same alpha) at geometric checkpoints of
   training time; the scoring time is excluded from each method's clock;
-* the peak of the memory numpy allocates during two StochasticEMLDA sweeps (tracemalloc).
+* the peak memory of a 3-sweep StochasticEMLDA fit (one thread) in a fresh subprocess per K:
+  the peak resident set size above the loaded corpus (``--memory-only`` measures only this),
+  and the peak of numpy's allocations (tracemalloc).
 
 A first part times the dense and the alias paths of the sampler on the same corpus for small
 K (the crossover used by ``sampler='auto'``).
@@ -30,6 +32,7 @@ Usage::
 """
 
 import argparse
+import os
 import sys
 import time
 import tracemalloc
@@ -156,19 +159,67 @@ def crossover(X, ks, sweeps=15):
     return rows
 
 
-def peak_memory(X, K):
-    """Peak bytes numpy allocates during a 2-sweep fit, and the issue's budget for it."""
+def _vm_kib(field):
+    """A field of /proc/self/status in KiB (VmRSS: resident now, VmHWM: its peak)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def _memory_child(path, K, sweeps):
+    """In a fresh process: load the corpus, reset the peak resident set size, fit and report
+    the peak resident memory above the loaded corpus (VmHWM - VmRSS before the fit, with the
+    peak reset through /proc/self/clear_refs) and the peak of numpy's allocations
+    (tracemalloc), as JSON on stdout."""
+    import json
+
+    import scipy.sparse as sp
+
+    X = sp.load_npz(path).tocsr()
+    StochasticEMLDA(K, max_iter=1, n_threads=1, random_state=0).fit(X[:50])  # warm imports
+    before = _vm_kib("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")
     tracemalloc.start()
-    tracemalloc.reset_peak()
-    base = tracemalloc.get_traced_memory()[0]
-    StochasticEMLDA(K, max_iter=2, n_threads=1, random_state=0).fit(X)
-    peak = tracemalloc.get_traced_memory()[1] - base
+    model = StochasticEMLDA(K, max_iter=sweeps, n_threads=1, random_state=0).fit(X)
+    traced = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
+    peak = _vm_kib("VmHWM")
+    after = _vm_kib("VmRSS")
+    print(json.dumps({"rss_before_kib": before, "rss_peak_kib": peak, "rss_after_kib": after,
+                      "tracemalloc_peak_bytes": traced,
+                      "fitted_state_bytes": int(sum(v.nbytes for v in vars(model).values()
+                                                    if isinstance(v, np.ndarray)))}))
+
+
+def peak_memory(X, K, sweeps=3):
+    """Peak memory of a ``sweeps``-sweep fit at K, in a fresh subprocess (the corpus loaded
+    there before the clock), against the issue's budget: the K x V counts twice (double
+    buffer), 4 bytes per token and the corpus."""
+    import json
+    import subprocess
+    import tempfile
+
+    import scipy.sparse as sp
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "X.npz")
+        sp.save_npz(path, X, compressed=False)
+        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+        out = subprocess.run([sys.executable, __file__, "--memory-child", path, str(K),
+                              str(sweeps)], capture_output=True, text=True, env=env, check=True)
+    child = json.loads(out.stdout.strip().splitlines()[-1])
     V = X.shape[1]
     n_tokens = int(X.sum())
     corpus = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
     budget = 2 * 4 * K * V + 4 * n_tokens + corpus
-    return {"K": K, "peak_bytes": int(peak), "budget_bytes": int(budget),
+    fit_rss = 1024 * (child["rss_peak_kib"] - child["rss_before_kib"])
+    return {"K": K, "sweeps": sweeps,
+            "peak_bytes": int(fit_rss + corpus),
+            "fit_peak_rss_above_corpus_bytes": int(fit_rss),
+            "tracemalloc_peak_bytes": int(child["tracemalloc_peak_bytes"]),
+            "fitted_state_bytes": child["fitted_state_bytes"],
+            "budget_bytes": int(budget), "within_budget": bool(fit_rss + corpus <= budget),
             "counts_bytes_x2": 8 * K * V, "tokens": n_tokens, "corpus_bytes": int(corpus)}
 
 
@@ -189,7 +240,15 @@ def main(argv=None):
     p.add_argument("--out", default=str(RESULTS / "sem.json"))
     p.add_argument("--summarize", action="store_true",
                    help="only recompute the summary, table and plot of an existing --out JSON")
+    p.add_argument("--memory-only", action="store_true",
+                   help="only measure peak memory at --ks (fresh subprocess per K) into --out")
+    p.add_argument("--memory-child", nargs=3, metavar=("NPZ", "K", "SWEEPS"),
+                   help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.memory_child:
+        _memory_child(args.memory_child[0], int(args.memory_child[1]),
+                      int(args.memory_child[2]))
+        return
     if args.summarize:
         import json
 
@@ -212,11 +271,14 @@ def main(argv=None):
                "n_tokens": n_tokens, "n_test": X_test.shape[0], "beta": BETA,
                "budget_s": args.budget, "seed": args.seed,
                "args": {k: v for k, v in vars(args).items() if k != "summarize"}}
-    results["crossover"] = crossover(X_train, args.crossover_ks)
     results["memory"] = []
     for K in args.ks:
         results["memory"].append(peak_memory(X_train, K))
         print(f"  memory K={K}: {results['memory'][-1]}", flush=True)
+    if args.memory_only:
+        write_json(args.out, results)
+        return
+    results["crossover"] = crossover(X_train, args.crossover_ks)
     runs = []
     plan = [(K, 0.5 / K, m) for K in args.ks for m in args.methods]
     if args.paper_alpha:
