@@ -22,8 +22,8 @@ Measured, per K:
   the peak resident set size above the loaded corpus (``--memory-only`` measures only this),
   and the peak of numpy's allocations (tracemalloc).
 
-A first part times the dense and the alias paths of the sampler on the same corpus for small
-K (the crossover used by ``sampler='auto'``).
+``--crossover-only`` times the dense and the alias paths of the sampler for small K on KOS
+(the crossover used by ``sampler='auto'``, measured on a corpus other than the one reported).
 
 Usage::
 
@@ -106,13 +106,20 @@ class LdaPackage:
         return self.total
 
 
-def run_sem(X, K, alpha, seed, threads, recorder, budget):
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def run_sem(X, K, alpha, seed, threads, recorder, budget, clock=time.perf_counter):
+    """StochasticEMLDA until ``budget`` seconds of ``clock``; tokens/s of a sweep on the same
+    clock (the time between two callbacks, the scoring excluded)."""
     model = StochasticEMLDA(K, doc_topic_prior=alpha, topic_word_prior=BETA, max_iter=100000,
                             n_threads=threads, random_state=seed)
-    sw = Stopwatch()
+    sw = Stopwatch(clock=clock)
+    stamps = [0.0]
 
     def callback(info):
         t = sw.pause()
+        stamps.append(t)
         stop = t >= budget
         if recorder.due(t) or stop:
             c = info["word_topic_counts"].T + BETA
@@ -122,40 +129,80 @@ def run_sem(X, K, alpha, seed, threads, recorder, budget):
 
     model.fit(X, callback=callback)
     sw.pause()
-    tps = [e["tokens_per_s"] for e in model.trace_]
-    return {"tokens_per_s": float(np.median(tps)), "sweeps": len(tps)}
+    n_tokens = float(X.sum())
+    # the first interval also holds the initialization (token layout, random assignment)
+    tps = n_tokens / np.diff(stamps[1:]) if len(stamps) > 2 else n_tokens / np.diff(stamps)
+    return {"tokens_per_s": float(np.median(tps)), "sweeps": len(stamps) - 1}
 
 
-def timed_stepper(runner, recorder, budget, n_tokens, sweeps_per_step):
-    """run_stepper, plus the median tokens per second of the steps (sweeps)."""
+def timed_stepper(runner, recorder, budget, n_tokens, sweeps_per_step, clock=time.perf_counter):
+    """run_stepper, plus the median tokens per second of the steps (sweeps) on ``clock``."""
     times = []
     orig = runner.step
 
     def step():
-        t0 = time.perf_counter()
+        t0 = clock()
         out = orig()
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
         return out
 
     runner.step = step
-    run_stepper(runner, recorder, budget)
+    run_stepper(runner, recorder, budget, clock=clock)
     per_sweep = np.median(times) / sweeps_per_step
     return {"tokens_per_s": float(n_tokens / per_sweep), "sweeps": len(times) * sweeps_per_step}
 
 
-def crossover(X, ks, sweeps=15):
-    """tokens/s of the dense and alias paths (one thread), median of the first ``sweeps``
-    sweeps (the sparse path gets faster as the documents concentrate on fewer topics)."""
+def threads_speedup(X, K, sweeps=20, repeats=3):
+    """Wall-clock tokens/s of StochasticEMLDA with 1 and 2 threads (median of the sweeps of
+    each fit, the fits alternating, ``repeats`` each): needs an otherwise idle machine."""
+    out = {"K": K, "sweeps": sweeps, "repeats": repeats, "load_start": os.getloadavg(),
+           "uptime": _uptime()}
+    for threads in (1, 2):
+        out[f"{threads}t"] = []
+    for _ in range(repeats):
+        for threads in (1, 2):
+            m = StochasticEMLDA(K, max_iter=sweeps, n_threads=threads, random_state=0).fit(X)
+            out[f"{threads}t"].append(float(np.median([e["tokens_per_s"] for e in m.trace_])))
+    out["load_end"] = os.getloadavg()
+    out["speedup"] = float(np.median(out["2t"]) / np.median(out["1t"]))
+    print(f"  threads K={K}: 1t {np.median(out['1t']):.3g}, 2t {np.median(out['2t']):.3g} "
+          f"tokens/s, speed-up {out['speedup']:.2f} (load {out['load_start']})", flush=True)
+    return out
+
+
+def _uptime():
+    import subprocess
+
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError:  # pragma: no cover
+        return None
+
+
+def crossover(X, ks, sweeps=60):
+    """Tokens per CPU second of the dense and alias paths (one thread) for every K in ``ks``:
+    the median over ``sweeps`` sweeps from uniform assignments, and the medians of the first
+    and last 10 sweeps (the sparse path gets faster as the documents concentrate on fewer
+    topics)."""
     rows = []
+    n_tokens = float(X.sum())
     for K in ks:
-        row = {"K": K}
+        row = {"K": K, "sweeps": sweeps}
         for sampler in ("dense", "alias"):
-            m = StochasticEMLDA(K, sampler=sampler, max_iter=sweeps, n_threads=1,
-                                random_state=0).fit(X)
-            row[sampler] = float(np.median([e["tokens_per_s"] for e in m.trace_]))
+            stamps = [time.process_time()]
+
+            def cb(info, stamps=stamps):
+                stamps.append(time.process_time())
+
+            StochasticEMLDA(K, sampler=sampler, max_iter=sweeps, n_threads=1,
+                            random_state=0).fit(X, callback=cb)
+            tps = n_tokens / np.diff(stamps)
+            row[sampler] = float(np.median(tps))
+            row[sampler + "_first10"] = float(np.median(tps[:10]))
+            row[sampler + "_last10"] = float(np.median(tps[-10:]))
         rows.append(row)
-        print(f"  crossover K={K}: dense {row['dense']:.3g}, alias {row['alias']:.3g} tokens/s",
-              flush=True)
+        print(f"  crossover K={K}: dense {row['dense']:.3g}, alias {row['alias']:.3g} tokens "
+              "per CPU second", flush=True)
     return rows
 
 
@@ -235,16 +282,35 @@ def main(argv=None):
     p.add_argument("--n-train", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--growth", type=float, default=1.5)
-    p.add_argument("--crossover-ks", type=int, nargs="*", default=[4, 8, 16, 32, 64])
+    p.add_argument("--crossover-ks", type=int, nargs="*", default=[8, 16, 32, 48, 64, 100])
     p.add_argument("--quick", action="store_true", help="2000 documents, K = 50, 10 s")
     p.add_argument("--out", default=str(RESULTS / "sem.json"))
     p.add_argument("--summarize", action="store_true",
                    help="only recompute the summary, table and plot of an existing --out JSON")
+    p.add_argument("--crossover-only", action="store_true",
+                   help="only time the dense and alias paths at --crossover-ks into --out")
+    p.add_argument("--crossover-data", choices=["kos", "20newsgroups"], default="kos",
+                   help="corpus of --crossover-only (KOS: not the corpus of the reported runs)")
+    p.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                   help="time source of the budgets, checkpoints and tokens/s (cpu: CPU time "
+                        "of this process, for one-thread methods on a loaded machine)")
+    p.add_argument("--threads-only", action="store_true",
+                   help="only the 1- vs 2-thread wall-clock speed-up at --ks into --out "
+                        "(run on an idle machine)")
     p.add_argument("--memory-only", action="store_true",
                    help="only measure peak memory at --ks (fresh subprocess per K) into --out")
     p.add_argument("--memory-child", nargs=3, metavar=("NPZ", "K", "SWEEPS"),
                    help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.crossover_only:
+        from sparseclust.datasets import load_kos
+
+        X = load_kos().data.tocsr() if args.crossover_data == "kos" else \
+            newsgroups_heldout_split(seed=args.seed, n_test=args.n_test)[0]
+        write_json(args.out, {"environment": environment(), "load": os.getloadavg(),
+                              "dataset": args.crossover_data, "n_tokens": int(X.sum()),
+                              "crossover": crossover(X, args.crossover_ks)})
+        return
     if args.memory_child:
         _memory_child(args.memory_child[0], int(args.memory_child[1]),
                       int(args.memory_child[2]))
@@ -269,8 +335,13 @@ def main(argv=None):
     results = {"environment": environment(), "dataset": "20newsgroups",
                "n_train": X_train.shape[0], "n_words": X_train.shape[1],
                "n_tokens": n_tokens, "n_test": X_test.shape[0], "beta": BETA,
-               "budget_s": args.budget, "seed": args.seed,
+               "budget_s": args.budget, "seed": args.seed, "load_start": os.getloadavg(),
+               "uptime_start": _uptime(), "clock": args.clock,
                "args": {k: v for k, v in vars(args).items() if k != "summarize"}}
+    if args.threads_only:
+        results["threads"] = [threads_speedup(X_train, K) for K in args.ks]
+        write_json(args.out, results)
+        return
     results["memory"] = []
     for K in args.ks:
         results["memory"].append(peak_memory(X_train, K))
@@ -278,7 +349,6 @@ def main(argv=None):
     if args.memory_only:
         write_json(args.out, results)
         return
-    results["crossover"] = crossover(X_train, args.crossover_ks)
     runs = []
     plan = [(K, 0.5 / K, m) for K in args.ks for m in args.methods]
     if args.paper_alpha:
@@ -290,15 +360,21 @@ def main(argv=None):
                        log=lambda m: print(m, flush=True))
         print(f"K={K} alpha={alpha:g} {method}", flush=True)
         t0 = time.perf_counter()
+        clock = CLOCKS[args.clock]
         if method.startswith("sem-"):
-            info = run_sem(X_train, K, alpha, args.seed, int(method[4]), rec, args.budget)
+            if method != "sem-1t" and args.clock == "cpu":
+                raise ValueError("the CPU clock sums the threads: run sem-2t with --clock wall")
+            info = run_sem(X_train, K, alpha, args.seed, int(method[4]), rec, args.budget,
+                           clock)
         elif method == "tomotopy":
             runner = TomotopyAlpha(X_train, K, args.seed + 1, 1, alpha)
-            info = timed_stepper(runner, rec, args.budget, n_tokens, runner.sweeps)
+            info = timed_stepper(runner, rec, args.budget, n_tokens, runner.sweeps, clock)
         elif method == "lda":
             runner = LdaPackage(X_train, K, args.seed, 1, alpha)
-            info = timed_stepper(runner, rec, args.budget, n_tokens, 1)
+            info = timed_stepper(runner, rec, args.budget, n_tokens, 1, clock)
         elif method == "sparselda":
+            if args.clock == "cpu":
+                raise ValueError("the SparseLDA runner times wall-clock seconds")
             opts = argparse.Namespace(max_passes=1000, tol=8e-5, n_batches=5)
             run_sparselda(X_train, K, 8, "memoized", args.seed, 1, rec, args.budget, opts)
             info = {"tokens_per_s": None, "sweeps": None}
@@ -310,6 +386,8 @@ def main(argv=None):
         print(f"  -> tokens/s {info['tokens_per_s']}, final {rec.curve[-1][1]:.4f}", flush=True)
         results["runs"] = runs
         write_json(args.out, results)
+    results["load_end"] = os.getloadavg()
+    results["uptime_end"] = _uptime()
     results["summary"] = summarize(results)
     write_json(args.out, results)
     plot(results, Path(args.out).with_suffix(".png"))

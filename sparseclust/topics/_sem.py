@@ -30,10 +30,12 @@ __all__ = ["StochasticEMLDA", "token_layout"]
 #: token layout of a count matrix: CSR structure, tokens per entry and token offsets per document
 TokenLayout = namedtuple("TokenLayout", "indptr indices cnt tokptr")
 
-#: 'auto' uses the dense path up to this many topics: on 20 Newsgroups (bench_sem.py, median
-#: of the first 15 sweeps from uniform assignments, one thread) the dense path was faster up to
-#: K = 128 and the sparse path faster at K = 256 (results/sem_sparse.json, "crossover")
-DENSE_MAX_K = 128
+#: 'auto' uses the dense path up to this many topics: on KOS (bench_sem.py --crossover-only,
+#: tokens per CPU second, median of 60 sweeps from uniform assignments, one thread) the dense
+#: path was faster up to K = 48 (by 4 % at 48) and the sparse path faster from K = 64 on (by
+#: 37 % at K = 100; results/sem_crossover_kos.json); the sparse path gains as the documents
+#: concentrate on fewer topics over the sweeps
+DENSE_MAX_K = 48
 
 #: local-step settings of score(): SparseLDA's defaults, so that both estimators report the
 #: same per-token bound
@@ -222,7 +224,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         over N tokens, so ``tol`` below that never triggers.
     sampler : {'auto', 'alias', 'dense'}, default='auto'
         Per-token sampler: 'alias' (alias tables + document part, cost independent of K),
-        'dense' (all K topics), 'auto' = 'dense' for ``n_components <= 128``, else 'alias'
+        'dense' (all K topics), 'auto' = 'dense' for ``n_components <= 48``, else 'alias'
         (the measured crossover, ``doc/sem.md``).
     algorithm : {'batch', 'online'}, default='batch'
         'batch': ``fit`` runs ``max_iter`` stochastic-EM sweeps over all documents.
@@ -441,6 +443,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         K = self.n_components
         beta = float(self.topic_word_prior)
         lay = token_layout(X)
+        del X  # the validated copy of the input (if one was made) is not needed any more
         N = int(lay.tokptr[-1])
         smp = self._new_sampler(V)
         nt = smp.n_threads
@@ -452,7 +455,8 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         W_next = np.zeros((V, K), np.int32)
         _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
                              _threads_for(N, nt))
-        word_totals = np.bincount(lay.indices, weights=lay.cnt, minlength=V).astype(np.int64)
+        # tokens per word: the row sums of the initial counts (no float64 temporary)
+        word_totals = W.sum(axis=1, dtype=np.int64)
         smp.set_weights_from_counts(W, beta, word_totals)
         ll_doc = np.zeros(D)
         elapsed = time.perf_counter() - t_start
@@ -517,7 +521,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
                                  _threads_for(z.size, smp.n_threads))
             acc = np.zeros((V, K))
-            word_totals = np.bincount(lay.indices, weights=lay.cnt, minlength=V).astype(np.int64)
+            word_totals = W.sum(axis=1, dtype=np.int64)
             W_next = np.empty_like(W)
             for s in range(self.n_fold_in):
                 # W is the read buffer of the sweep, W_next its write buffer
