@@ -29,6 +29,10 @@ Usage::
 
     python benchmarks/bench_sem.py                 # K = 100, 400, 1000; 60 s per method
     python benchmarks/bench_sem.py --quick         # smoke run
+    python benchmarks/bench_sem.py --clock cpu --methods sem-1t tomotopy   # CPU-time budgets
+    python benchmarks/bench_sem.py --threads-only --ks 400 --out results/sem_threads.json
+    python benchmarks/bench_sem.py --memory-only --out results/sem_memory.json
+    python benchmarks/bench_sem.py --crossover-only --out results/sem_crossover_kos.json
 """
 
 import argparse
