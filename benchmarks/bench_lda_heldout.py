@@ -111,9 +111,10 @@ class Recorder:
         return score
 
 
-def run_stepper(runner, recorder, budget):
-    """Generic driver: ``runner.step()`` units of work until the budget is spent."""
-    sw = Stopwatch()
+def run_stepper(runner, recorder, budget, clock=time.perf_counter):
+    """Generic driver: ``runner.step()`` units of work until the budget is spent (on
+    ``clock``: wall time by default)."""
+    sw = Stopwatch(clock=clock)
     runner.start()
     units = 0
     while True:

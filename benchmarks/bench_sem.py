@@ -18,18 +18,25 @@ Measured, per K:
 * held-out document completion (:func:`sparseclust.metrics.document_completion_score`, the
   scorer of ``bench_lda_heldout.py``: same split, same alpha) at geometric checkpoints of
   training time; the scoring time is excluded from each method's clock;
-* the peak of the memory numpy allocates during two StochasticEMLDA sweeps (tracemalloc).
+* the peak memory of a 3-sweep StochasticEMLDA fit (one thread) in a fresh subprocess per K:
+  the peak resident set size above the loaded corpus (``--memory-only`` measures only this),
+  and the peak of numpy's allocations (tracemalloc).
 
-A first part times the dense and the alias paths of the sampler on the same corpus for small
-K (the crossover used by ``sampler='auto'``).
+``--crossover-only`` times the dense and the alias paths of the sampler for small K on KOS
+(the crossover used by ``sampler='auto'``, measured on a corpus other than the one reported).
 
 Usage::
 
     python benchmarks/bench_sem.py                 # K = 100, 400, 1000; 60 s per method
     python benchmarks/bench_sem.py --quick         # smoke run
+    python benchmarks/bench_sem.py --clock cpu --methods sem-1t tomotopy   # CPU-time budgets
+    python benchmarks/bench_sem.py --threads-only --ks 400 --out results/sem_threads.json
+    python benchmarks/bench_sem.py --memory-only --out results/sem_memory.json
+    python benchmarks/bench_sem.py --crossover-only --out results/sem_crossover_kos.json
 """
 
 import argparse
+import os
 import sys
 import time
 import tracemalloc
@@ -103,13 +110,20 @@ class LdaPackage:
         return self.total
 
 
-def run_sem(X, K, alpha, seed, threads, recorder, budget):
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+
+
+def run_sem(X, K, alpha, seed, threads, recorder, budget, clock=time.perf_counter):
+    """StochasticEMLDA until ``budget`` seconds of ``clock``; tokens/s of a sweep on the same
+    clock (the time between two callbacks, the scoring excluded)."""
     model = StochasticEMLDA(K, doc_topic_prior=alpha, topic_word_prior=BETA, max_iter=100000,
                             n_threads=threads, random_state=seed)
-    sw = Stopwatch()
+    sw = Stopwatch(clock=clock)
+    stamps = [0.0]
 
     def callback(info):
         t = sw.pause()
+        stamps.append(t)
         stop = t >= budget
         if recorder.due(t) or stop:
             c = info["word_topic_counts"].T + BETA
@@ -119,56 +133,144 @@ def run_sem(X, K, alpha, seed, threads, recorder, budget):
 
     model.fit(X, callback=callback)
     sw.pause()
-    tps = [e["tokens_per_s"] for e in model.trace_]
-    return {"tokens_per_s": float(np.median(tps)), "sweeps": len(tps)}
+    n_tokens = float(X.sum())
+    # the first interval also holds the initialization (token layout, random assignment)
+    tps = n_tokens / np.diff(stamps[1:]) if len(stamps) > 2 else n_tokens / np.diff(stamps)
+    return {"tokens_per_s": float(np.median(tps)), "sweeps": len(stamps) - 1}
 
 
-def timed_stepper(runner, recorder, budget, n_tokens, sweeps_per_step):
-    """run_stepper, plus the median tokens per second of the steps (sweeps)."""
+def timed_stepper(runner, recorder, budget, n_tokens, sweeps_per_step, clock=time.perf_counter):
+    """run_stepper, plus the median tokens per second of the steps (sweeps) on ``clock``."""
     times = []
     orig = runner.step
 
     def step():
-        t0 = time.perf_counter()
+        t0 = clock()
         out = orig()
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
         return out
 
     runner.step = step
-    run_stepper(runner, recorder, budget)
+    run_stepper(runner, recorder, budget, clock=clock)
     per_sweep = np.median(times) / sweeps_per_step
     return {"tokens_per_s": float(n_tokens / per_sweep), "sweeps": len(times) * sweeps_per_step}
 
 
-def crossover(X, ks, sweeps=15):
-    """tokens/s of the dense and alias paths (one thread), median of the first ``sweeps``
-    sweeps (the sparse path gets faster as the documents concentrate on fewer topics)."""
+def threads_speedup(X, K, sweeps=20, repeats=3):
+    """Wall-clock tokens/s of StochasticEMLDA with 1 and 2 threads (median of the sweeps of
+    each fit, the fits alternating, ``repeats`` each): needs an otherwise idle machine."""
+    out = {"K": K, "sweeps": sweeps, "repeats": repeats, "load_start": os.getloadavg(),
+           "uptime": _uptime()}
+    for threads in (1, 2):
+        out[f"{threads}t"] = []
+    for _ in range(repeats):
+        for threads in (1, 2):
+            m = StochasticEMLDA(K, max_iter=sweeps, n_threads=threads, random_state=0).fit(X)
+            out[f"{threads}t"].append(float(np.median([e["tokens_per_s"] for e in m.trace_])))
+    out["load_end"] = os.getloadavg()
+    out["speedup"] = float(np.median(out["2t"]) / np.median(out["1t"]))
+    print(f"  threads K={K}: 1t {np.median(out['1t']):.3g}, 2t {np.median(out['2t']):.3g} "
+          f"tokens/s, speed-up {out['speedup']:.2f} (load {out['load_start']})", flush=True)
+    return out
+
+
+def _uptime():
+    import subprocess
+
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+    except OSError:  # pragma: no cover
+        return None
+
+
+def crossover(X, ks, sweeps=60):
+    """Tokens per CPU second of the dense and alias paths (one thread) for every K in ``ks``:
+    the median over ``sweeps`` sweeps from uniform assignments, and the medians of the first
+    and last 10 sweeps (the sparse path gets faster as the documents concentrate on fewer
+    topics)."""
     rows = []
+    n_tokens = float(X.sum())
     for K in ks:
-        row = {"K": K}
+        row = {"K": K, "sweeps": sweeps}
         for sampler in ("dense", "alias"):
-            m = StochasticEMLDA(K, sampler=sampler, max_iter=sweeps, n_threads=1,
-                                random_state=0).fit(X)
-            row[sampler] = float(np.median([e["tokens_per_s"] for e in m.trace_]))
+            stamps = [time.process_time()]
+
+            def cb(info, stamps=stamps):
+                stamps.append(time.process_time())
+
+            StochasticEMLDA(K, sampler=sampler, max_iter=sweeps, n_threads=1,
+                            random_state=0).fit(X, callback=cb)
+            tps = n_tokens / np.diff(stamps)
+            row[sampler] = float(np.median(tps))
+            row[sampler + "_first10"] = float(np.median(tps[:10]))
+            row[sampler + "_last10"] = float(np.median(tps[-10:]))
         rows.append(row)
-        print(f"  crossover K={K}: dense {row['dense']:.3g}, alias {row['alias']:.3g} tokens/s",
-              flush=True)
+        print(f"  crossover K={K}: dense {row['dense']:.3g}, alias {row['alias']:.3g} tokens "
+              "per CPU second", flush=True)
     return rows
 
 
-def peak_memory(X, K):
-    """Peak bytes numpy allocates during a 2-sweep fit, and the issue's budget for it."""
+def _vm_kib(field):
+    """A field of /proc/self/status in KiB (VmRSS: resident now, VmHWM: its peak)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def _memory_child(path, K, sweeps):
+    """In a fresh process: load the corpus, reset the peak resident set size, fit and report
+    the peak resident memory above the loaded corpus (VmHWM - VmRSS before the fit, with the
+    peak reset through /proc/self/clear_refs) and the peak of numpy's allocations
+    (tracemalloc), as JSON on stdout."""
+    import json
+
+    import scipy.sparse as sp
+
+    X = sp.load_npz(path).tocsr()
+    StochasticEMLDA(K, max_iter=1, n_threads=1, random_state=0).fit(X[:50])  # warm imports
+    before = _vm_kib("VmRSS")
+    Path("/proc/self/clear_refs").write_text("5")
     tracemalloc.start()
-    tracemalloc.reset_peak()
-    base = tracemalloc.get_traced_memory()[0]
-    StochasticEMLDA(K, max_iter=2, n_threads=1, random_state=0).fit(X)
-    peak = tracemalloc.get_traced_memory()[1] - base
+    model = StochasticEMLDA(K, max_iter=sweeps, n_threads=1, random_state=0).fit(X)
+    traced = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
+    peak = _vm_kib("VmHWM")
+    after = _vm_kib("VmRSS")
+    print(json.dumps({"rss_before_kib": before, "rss_peak_kib": peak, "rss_after_kib": after,
+                      "tracemalloc_peak_bytes": traced,
+                      "fitted_state_bytes": int(sum(v.nbytes for v in vars(model).values()
+                                                    if isinstance(v, np.ndarray)))}))
+
+
+def peak_memory(X, K, sweeps=3):
+    """Peak memory of a ``sweeps``-sweep fit at K, in a fresh subprocess (the corpus loaded
+    there before the clock), against the issue's budget: the K x V counts twice (double
+    buffer), 4 bytes per token and the corpus."""
+    import json
+    import subprocess
+    import tempfile
+
+    import scipy.sparse as sp
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = str(Path(tmp) / "X.npz")
+        sp.save_npz(path, X, compressed=False)
+        env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+        out = subprocess.run([sys.executable, __file__, "--memory-child", path, str(K),
+                              str(sweeps)], capture_output=True, text=True, env=env, check=True)
+    child = json.loads(out.stdout.strip().splitlines()[-1])
     V = X.shape[1]
     n_tokens = int(X.sum())
     corpus = X.data.nbytes + X.indices.nbytes + X.indptr.nbytes
     budget = 2 * 4 * K * V + 4 * n_tokens + corpus
-    return {"K": K, "peak_bytes": int(peak), "budget_bytes": int(budget),
+    fit_rss = 1024 * (child["rss_peak_kib"] - child["rss_before_kib"])
+    return {"K": K, "sweeps": sweeps,
+            "peak_bytes": int(fit_rss + corpus),
+            "fit_peak_rss_above_corpus_bytes": int(fit_rss),
+            "tracemalloc_peak_bytes": int(child["tracemalloc_peak_bytes"]),
+            "fitted_state_bytes": child["fitted_state_bytes"],
+            "budget_bytes": int(budget), "within_budget": bool(fit_rss + corpus <= budget),
             "counts_bytes_x2": 8 * K * V, "tokens": n_tokens, "corpus_bytes": int(corpus)}
 
 
@@ -184,12 +286,39 @@ def main(argv=None):
     p.add_argument("--n-train", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--growth", type=float, default=1.5)
-    p.add_argument("--crossover-ks", type=int, nargs="*", default=[4, 8, 16, 32, 64])
+    p.add_argument("--crossover-ks", type=int, nargs="*", default=[8, 16, 32, 48, 64, 100])
     p.add_argument("--quick", action="store_true", help="2000 documents, K = 50, 10 s")
     p.add_argument("--out", default=str(RESULTS / "sem.json"))
     p.add_argument("--summarize", action="store_true",
                    help="only recompute the summary, table and plot of an existing --out JSON")
+    p.add_argument("--crossover-only", action="store_true",
+                   help="only time the dense and alias paths at --crossover-ks into --out")
+    p.add_argument("--crossover-data", choices=["kos", "20newsgroups"], default="kos",
+                   help="corpus of --crossover-only (KOS: not the corpus of the reported runs)")
+    p.add_argument("--clock", choices=sorted(CLOCKS), default="wall",
+                   help="time source of the budgets, checkpoints and tokens/s (cpu: CPU time "
+                        "of this process, for one-thread methods on a loaded machine)")
+    p.add_argument("--threads-only", action="store_true",
+                   help="only the 1- vs 2-thread wall-clock speed-up at --ks into --out "
+                        "(run on an idle machine)")
+    p.add_argument("--memory-only", action="store_true",
+                   help="only measure peak memory at --ks (fresh subprocess per K) into --out")
+    p.add_argument("--memory-child", nargs=3, metavar=("NPZ", "K", "SWEEPS"),
+                   help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.crossover_only:
+        from sparseclust.datasets import load_kos
+
+        X = load_kos().data.tocsr() if args.crossover_data == "kos" else \
+            newsgroups_heldout_split(seed=args.seed, n_test=args.n_test)[0]
+        write_json(args.out, {"environment": environment(), "load": os.getloadavg(),
+                              "dataset": args.crossover_data, "n_tokens": int(X.sum()),
+                              "crossover": crossover(X, args.crossover_ks)})
+        return
+    if args.memory_child:
+        _memory_child(args.memory_child[0], int(args.memory_child[1]),
+                      int(args.memory_child[2]))
+        return
     if args.summarize:
         import json
 
@@ -210,13 +339,20 @@ def main(argv=None):
     results = {"environment": environment(), "dataset": "20newsgroups",
                "n_train": X_train.shape[0], "n_words": X_train.shape[1],
                "n_tokens": n_tokens, "n_test": X_test.shape[0], "beta": BETA,
-               "budget_s": args.budget, "seed": args.seed,
+               "budget_s": args.budget, "seed": args.seed, "load_start": os.getloadavg(),
+               "uptime_start": _uptime(), "clock": args.clock,
                "args": {k: v for k, v in vars(args).items() if k != "summarize"}}
-    results["crossover"] = crossover(X_train, args.crossover_ks)
+    if args.threads_only:
+        results["threads"] = [threads_speedup(X_train, K) for K in args.ks]
+        write_json(args.out, results)
+        return
     results["memory"] = []
     for K in args.ks:
         results["memory"].append(peak_memory(X_train, K))
         print(f"  memory K={K}: {results['memory'][-1]}", flush=True)
+    if args.memory_only:
+        write_json(args.out, results)
+        return
     runs = []
     plan = [(K, 0.5 / K, m) for K in args.ks for m in args.methods]
     if args.paper_alpha:
@@ -228,15 +364,21 @@ def main(argv=None):
                        log=lambda m: print(m, flush=True))
         print(f"K={K} alpha={alpha:g} {method}", flush=True)
         t0 = time.perf_counter()
+        clock = CLOCKS[args.clock]
         if method.startswith("sem-"):
-            info = run_sem(X_train, K, alpha, args.seed, int(method[4]), rec, args.budget)
+            if method != "sem-1t" and args.clock == "cpu":
+                raise ValueError("the CPU clock sums the threads: run sem-2t with --clock wall")
+            info = run_sem(X_train, K, alpha, args.seed, int(method[4]), rec, args.budget,
+                           clock)
         elif method == "tomotopy":
             runner = TomotopyAlpha(X_train, K, args.seed + 1, 1, alpha)
-            info = timed_stepper(runner, rec, args.budget, n_tokens, runner.sweeps)
+            info = timed_stepper(runner, rec, args.budget, n_tokens, runner.sweeps, clock)
         elif method == "lda":
             runner = LdaPackage(X_train, K, args.seed, 1, alpha)
-            info = timed_stepper(runner, rec, args.budget, n_tokens, 1)
+            info = timed_stepper(runner, rec, args.budget, n_tokens, 1, clock)
         elif method == "sparselda":
+            if args.clock == "cpu":
+                raise ValueError("the SparseLDA runner times wall-clock seconds")
             opts = argparse.Namespace(max_passes=1000, tol=8e-5, n_batches=5)
             run_sparselda(X_train, K, 8, "memoized", args.seed, 1, rec, args.budget, opts)
             info = {"tokens_per_s": None, "sweeps": None}
@@ -248,6 +390,8 @@ def main(argv=None):
         print(f"  -> tokens/s {info['tokens_per_s']}, final {rec.curve[-1][1]:.4f}", flush=True)
         results["runs"] = runs
         write_json(args.out, results)
+    results["load_end"] = os.getloadavg()
+    results["uptime_end"] = _uptime()
     results["summary"] = summarize(results)
     write_json(args.out, results)
     plot(results, Path(args.out).with_suffix(".png"))

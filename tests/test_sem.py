@@ -75,10 +75,14 @@ def test_log_joint_rises_and_trace_entries():
     assert np.isfinite(ll).all()
 
 
-def test_log_joint_matches_numpy_formula():
-    # recompute log p(x, z) with numpy from the final sweep's assignments
+@pytest.mark.parametrize("big", [False, True])
+def test_log_joint_matches_numpy_formula(big):
+    # recompute log p(x, z) with numpy from the final sweep's assignments; ``big`` puts counts
+    # above the kernel's log-gamma lookup tables (4096) into the document and word counts
     rng = np.random.default_rng(0)
     X = rng.integers(0, 3, (20, 15)).astype(float)
+    if big:
+        X[0, 0], X[1, 2] = 9000, 5000
     captured = {}
 
     class Spy(_sem._Sampler):
@@ -107,6 +111,27 @@ def test_log_joint_matches_numpy_formula():
     ref += (gammaln(V * b) - gammaln(Wk.sum(1) + V * b)).sum()
     ref += (gammaln(Wk + b) - gammaln(b)).sum()
     assert m.log_joint_ == pytest.approx(ref, rel=1e-12)
+
+
+def test_fitted_state_is_the_int32_counts():
+    # the fitted model holds the counts W (V, K) only; components_ and
+    # topic_word_distribution_ are derived from them on access, and survive pickling
+    X, _ = planted_corpus(seed=1, K=5, block=6, D=60, length=40)
+    m = StochasticEMLDA(5, max_iter=5, random_state=0).fit(X)
+    W = m._word_topic
+    assert W.dtype == np.int32 and W.shape == (X.shape[1], 5)
+    assert W.sum() == X.sum()
+    big = [k for k, v in vars(m).items() if isinstance(v, np.ndarray) and v.size >= W.size]
+    assert big == ["_word_topic"]
+    lam = W.T.astype(np.float64) + 0.1
+    np.testing.assert_array_equal(m.components_, lam)
+    np.testing.assert_allclose(m.topic_word_distribution_, lam / lam.sum(1, keepdims=True))
+    m.components_[0, 0] = -1.0  # a new array on every access: the model is unchanged
+    assert m.components_[0, 0] == lam[0, 0]
+    m2 = pickle.loads(pickle.dumps(m))
+    np.testing.assert_array_equal(m2.components_, m.components_)
+    with pytest.raises(AttributeError):
+        _ = StochasticEMLDA(5).components_
 
 
 def test_bit_identical_for_any_thread_count(monkeypatch):

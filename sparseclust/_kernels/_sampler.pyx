@@ -81,6 +81,20 @@ def _fail_thread_allocations(int thread):
     sc_set_alloc_fail_thread(thread)
 
 
+#: entries of the log-gamma lookup tables of the log joint: lgamma(c + a) - lgamma(a) for the
+#: integer counts c < _LG_TAB (computed with the same gammaln, so the values are identical)
+cdef enum:
+    _LG_TAB = 4096
+
+
+cdef void _lg_table(double a, double* tab) noexcept nogil:
+    cdef double lga = gammaln(a)
+    cdef int c
+    tab[0] = 0.0
+    for c in range(1, _LG_TAB):
+        tab[c] = gammaln(c + a) - lga
+
+
 cdef struct _Args:
     const int64_t* indptr
     const int32_t* indices
@@ -92,6 +106,7 @@ cdef struct _Args:
     const double* Q
     const double* alpha
     const double* lg_alpha
+    const double* lga_tab          # lgamma(c + alpha) - lgamma(alpha), c < _LG_TAB (equal alphas)
     double sum_alpha
     int K
     int mode
@@ -387,7 +402,10 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
         ll = gammaln(a.sum_alpha) - gammaln((t1 - t0) + a.sum_alpha)
         for i in range(na):
             k = act[i]
-            ll += gammaln(nd[k] + a.alpha[k]) - a.lg_alpha[k]
+            if a.lga_tab != NULL and nd[k] < _LG_TAB:
+                ll += a.lga_tab[nd[k]]
+            else:
+                ll += gammaln(nd[k] + a.alpha[k]) - a.lg_alpha[k]
         a.ll_doc[d] = ll
     for i in range(na):
         nd[act[i]] = 0
@@ -488,6 +506,8 @@ def sample_sweep(
         raise ValueError("ll_doc must have shape (D,)")
     lg = np.ascontiguousarray(_sps.gammaln(np.asarray(alpha, dtype=np.float64)))
     cdef const double[::1] lg_alpha = lg
+    lgt = np.empty(_LG_TAB)
+    cdef double[::1] lgtv = lgt
     a.indptr = &indptr[0]
     a.indices = &indices[0] if indices.shape[0] > 0 else NULL
     a.cnt = &cnt[0] if cnt.shape[0] > 0 else NULL
@@ -498,6 +518,11 @@ def sample_sweep(
     a.Q = &Q[0] if (not dense and V > 0) else NULL
     a.alpha = &alpha[0]
     a.lg_alpha = &lg_alpha[0]
+    a.lga_tab = NULL
+    if mode == 0 and np.all(np.asarray(alpha) == alpha[0]):
+        # FROZEN with equal alphas: the per-topic terms of log p(z_d | alpha) from a table
+        _lg_table(alpha[0], &lgtv[0])
+        a.lga_tab = &lgtv[0]
     a.sum_alpha = float(np.sum(alpha))
     a.K = K
     a.mode = mode
@@ -668,6 +693,8 @@ def sample_sweep_counts(
         raise ValueError("the smoothing mass must be positive")
     lg = np.ascontiguousarray(_sps.gammaln(np.asarray(alpha, dtype=np.float64)))
     cdef const double[::1] lg_alpha = lg
+    lgt = np.empty(_LG_TAB)
+    cdef double[::1] lgtv = lgt
     a.indptr = &indptr[0]
     a.indices = &indices[0] if indices.shape[0] > 0 else NULL
     a.cnt = &cnt[0] if cnt.shape[0] > 0 else NULL
@@ -678,6 +705,11 @@ def sample_sweep_counts(
     a.Q = NULL
     a.alpha = &alpha[0]
     a.lg_alpha = &lg_alpha[0]
+    a.lga_tab = NULL
+    if np.all(np.asarray(alpha) == alpha[0]):
+        # equal alphas (stochastic EM): the per-topic terms of log p(z_d | alpha) from a table
+        _lg_table(alpha[0], &lgtv[0])
+        a.lga_tab = &lgtv[0]
     a.sum_alpha = float(np.sum(alpha))
     a.K = K
     a.mode = 0
@@ -739,6 +771,9 @@ def build_word_tables(
     cdef int32_t* large
     cdef double q, ll, lgb = gammaln(beta)
     cdef int32_t c
+    lbt = np.empty(_LG_TAB)
+    cdef double[::1] lbtv = lbt
+    _lg_table(beta, &lbtv[0])
     if alpha.shape[0] != K or inv_tot.shape[0] != K or wptr.shape[0] != V + 1 \
             or wlen.shape[0] != V or Qw.shape[0] != V or word_ll.shape[0] != V \
             or sprob.shape[0] != K or salias.shape[0] != K or wtop.shape[0] < wptr[V] \
@@ -780,7 +815,10 @@ def build_word_tables(
                     wtop[off + n] = k
                     p[n] = alpha[k] * c * inv_tot[k]
                     q = q + p[n]
-                    ll = ll + (gammaln(c + beta) - lgb)
+                    if c < _LG_TAB:
+                        ll = ll + lbtv[c]
+                    else:
+                        ll = ll + (gammaln(c + beta) - lgb)
                     n = n + 1
             wlen[v] = n
             Qw[v] = q
@@ -814,13 +852,19 @@ def sem_word_weights(
     cdef double lgb = gammaln(beta), ll
     if inv_tot.shape[0] != K or w.shape[0] != V or w.shape[1] != K or word_ll.shape[0] != V:
         raise ValueError("inconsistent shapes")
+    lbt = np.empty(_LG_TAB)
+    cdef double[::1] lbtv = lbt
+    _lg_table(beta, &lbtv[0])
     with nogil:
         for v in prange(V, schedule="static", num_threads=n_threads):
             ll = 0.0
             for k in range(K):
                 w[v, k] = <float> ((W[v, k] + beta) * inv_tot[k])
                 if W[v, k] > 0:
-                    ll = ll + gammaln(W[v, k] + beta) - lgb
+                    if W[v, k] < _LG_TAB:
+                        ll = ll + lbtv[W[v, k]]
+                    else:
+                        ll = ll + gammaln(W[v, k] + beta) - lgb
             word_ll[v] = ll
 
 

@@ -31,10 +31,12 @@ __all__ = ["StochasticEMLDA", "token_layout"]
 #: token layout of a count matrix: CSR structure, tokens per entry and token offsets per document
 TokenLayout = namedtuple("TokenLayout", "indptr indices cnt tokptr")
 
-#: 'auto' uses the dense path up to this many topics: on 20 Newsgroups (bench_sem.py, median
-#: of the first 15 sweeps from uniform assignments, one thread) the dense path was faster up to
-#: K = 128 and the sparse path faster at K = 256 (results/sem_sparse.json, "crossover")
-DENSE_MAX_K = 128
+#: 'auto' uses the dense path up to this many topics: on KOS (bench_sem.py --crossover-only,
+#: tokens per CPU second, median of 60 sweeps from uniform assignments, one thread) the dense
+#: path was faster up to K = 48 (by 4 % at 48) and the sparse path faster from K = 64 on (by
+#: 37 % at K = 100; results/sem_crossover_kos.json); the sparse path gains as the documents
+#: concentrate on fewer topics over the sweeps
+DENSE_MAX_K = 48
 
 #: local-step settings of score(): SparseLDA's defaults, so that both estimators report the
 #: same per-token bound
@@ -223,7 +225,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         over N tokens, so ``tol`` below that never triggers.
     sampler : {'auto', 'alias', 'dense'}, default='auto'
         Per-token sampler: 'alias' (alias tables + document part, cost independent of K),
-        'dense' (all K topics), 'auto' = 'dense' for ``n_components <= 128``, else 'alias'
+        'dense' (all K topics), 'auto' = 'dense' for ``n_components <= 48``, else 'alias'
         (the measured crossover, ``doc/sem.md``).
     algorithm : {'batch', 'online'}, default='batch'
         'batch': ``fit`` runs ``max_iter`` stochastic-EM sweeps over all documents.
@@ -250,13 +252,18 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
 
     Attributes
     ----------
-    components_ : ndarray (n_components, n_features)
+    components_ : ndarray (n_components, n_features), float64
         W_kv + beta: the Dirichlet parameters of the posterior of phi_k given the final
         sweep's assignments (the counts of one sample, not an average over sweeps).
-    topic_word_distribution_ : ndarray (n_components, n_features)
+    topic_word_distribution_ : ndarray (n_components, n_features), float64
         The posterior mean (W_kv + beta) / (T_k + V beta) of the topics given the final
         assignments (the MAP estimate would be (W_kv + beta - 1) / (T_k + V (beta - 1)),
         undefined for beta < 1).
+
+        The fitted model stores only the word-topic counts W (int32 after ``fit``; float64
+        after :meth:`partial_fit`, whose M-step blends them) and beta: both attributes are
+        computed from them on every access (a new array each time, 8 K V bytes), so a fitted
+        model holds K V int32 counts instead of two float64 K x V tables.
     doc_topic_prior_, topic_word_prior_ : float
         alpha and beta used.
     n_iter_ : int
@@ -372,12 +379,38 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
                         effective_n_threads(self.n_threads))
 
     def _set_topics(self, Wt):
-        """Topics from word-topic counts Wt (V, K) (integer or blended)."""
-        lam = np.ascontiguousarray(Wt.T, dtype=np.float64) + float(self.topic_word_prior)
-        self.components_ = lam
-        self.topic_word_distribution_ = lam / lam.sum(axis=1, keepdims=True)
+        """Keep the word-topic counts Wt (V, K) (int32 from ``fit``, float64 blended from
+        :meth:`partial_fit`) by reference: the fitted model is these counts and beta, and
+        ``components_`` / ``topic_word_distribution_`` are derived from them on access."""
+        self._word_topic = Wt
         self.doc_topic_prior_ = self._alpha()
         self.topic_word_prior_ = float(self.topic_word_prior)
+
+    def _fitted_counts(self, name):
+        W = self.__dict__.get("_word_topic")
+        if W is None:
+            raise AttributeError(
+                f"'{type(self).__name__}' object has no attribute '{name}' (not fitted yet)"
+            )
+        return W
+
+    @property
+    def components_(self):
+        """W_kv + beta, shape (n_components, n_features), float64: the Dirichlet parameters
+        of the posterior of phi_k given the final assignments (computed on access from the
+        stored counts)."""
+        W = self._fitted_counts("components_")
+        lam = np.empty((W.shape[1], W.shape[0]), dtype=np.float64)
+        np.add(W.T, self.topic_word_prior_, out=lam)
+        return lam
+
+    @property
+    def topic_word_distribution_(self):
+        """(W_kv + beta) / (T_k + V beta), shape (n_components, n_features), float64: the
+        posterior mean of the topics (computed on access from the stored counts)."""
+        lam = self.components_
+        lam /= lam.sum(axis=1, keepdims=True)
+        return lam
 
     # -----------------------------------------------------------------------------------
     # training
@@ -418,6 +451,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         K = self.n_components
         beta = float(self.topic_word_prior)
         lay = token_layout(X)
+        del X  # the validated copy of the input (if one was made) is not needed any more
         N = int(lay.tokptr[-1])
         smp = self._new_sampler(V)
         nt = smp.n_threads
@@ -429,7 +463,8 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         W_next = np.zeros((V, K), np.int32)
         _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
                              _threads_for(N, nt))
-        word_totals = np.bincount(lay.indices, weights=lay.cnt, minlength=V).astype(np.int64)
+        # tokens per word: the row sums of the initial counts (no float64 temporary)
+        word_totals = W.sum(axis=1, dtype=np.int64)
         smp.set_weights_from_counts(W, beta, word_totals)
         ll_doc = np.zeros(D)
         elapsed = time.perf_counter() - t_start
@@ -494,7 +529,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
                                  _threads_for(z.size, smp.n_threads))
             acc = np.zeros((V, K))
-            word_totals = np.bincount(lay.indices, weights=lay.cnt, minlength=V).astype(np.int64)
+            word_totals = W.sum(axis=1, dtype=np.int64)
             W_next = np.empty_like(W)
             for s in range(self.n_fold_in):
                 # W is the read buffer of the sweep, W_next its write buffer
@@ -539,12 +574,12 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         self
         """
         self._validate_params()
-        first = not hasattr(self, "components_")
+        first = not hasattr(self, "_word_topic")
         X = self._check_X(X, reset=first, whom="StochasticEMLDA.partial_fit")
-        if not first and self.components_.shape[0] != self.n_components:
+        if not first and self._word_topic.shape[1] != self.n_components:
             raise ValueError(
                 f"n_components={self.n_components} differs from the "
-                f"{self.components_.shape[0]} topics of the fitted model; call fit to start "
+                f"{self._word_topic.shape[1]} topics of the fitted model; call fit to start "
                 "over."
             )
         D = X.shape[0]
@@ -566,9 +601,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         return self
 
     def _reset_online(self):
-        for attr in ("components_", "topic_word_distribution_"):
-            if hasattr(self, attr):
-                delattr(self, attr)
+        self.__dict__.pop("_word_topic", None)
         self._rng = check_random_state(self.random_state)
         self._t = 0
         self._n_samples_fit = None
@@ -597,9 +630,8 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         """One minibatch step per ``batch_size`` documents of X (see :meth:`partial_fit`)."""
         D, V = X.shape
         beta = float(self.topic_word_prior)
-        if hasattr(self, "components_"):
-            Wt = np.ascontiguousarray((self.components_ - beta).T)
-            np.maximum(Wt, 0.0, out=Wt)
+        if hasattr(self, "_word_topic"):
+            Wt = np.array(self._word_topic, dtype=np.float64)
         else:
             Wt = None
         smp = self._new_sampler(V)
@@ -657,7 +689,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         check_is_fitted(self)
         X = self._check_X(X, reset=False, whom="StochasticEMLDA.transform")
         D, V = X.shape
-        K = self.components_.shape[0]
+        K = self._word_topic.shape[1]
         seed = self._fold_in_seed()
         smp = _Sampler(V, K, self.doc_topic_prior_, self._dense_fitted(K),
                        effective_n_threads(self.n_threads))
@@ -719,4 +751,13 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
 
     @property
     def _n_features_out(self):
-        return self.components_.shape[0]
+        return self._fitted_counts("components_").shape[1]
+
+    def __setstate__(self, state):
+        # models pickled when components_ was stored: keep its counts instead
+        lam = state.pop("components_", None)
+        state.pop("topic_word_distribution_", None)
+        if lam is not None and "_word_topic" not in state:
+            beta = state.get("topic_word_prior_", state.get("topic_word_prior"))
+            state["_word_topic"] = np.maximum(np.asarray(lam, dtype=np.float64).T - beta, 0.0)
+        super().__setstate__(state)
