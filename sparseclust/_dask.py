@@ -472,7 +472,7 @@ def fit_sem(est, X, callback):
 
     from sklearn.utils import check_random_state
 
-    from .topics._sem import _seed
+    from .topics._sem import _seed, run_sweeps
     from .utils._threads import effective_n_threads
 
     whom = "StochasticEMLDA.fit"
@@ -494,41 +494,15 @@ def fit_sem(est, X, callback):
     smp = est._new_sampler(V)
     smp.set_weights_from_counts(W, beta, word_totals)
     sampler_args = (K, est._alpha(), est._dense(), n_threads)
-    elapsed = time.perf_counter() - t_start
-    trace, prev, converged = [], None, False
-    for it in range(1, est.max_iter + 1):
-        t0 = time.perf_counter()
-        zs, W_fut, (ll_docs, changed) = _sem_round(
+    state = {"zs": zs, "W": W_fut}
+
+    def sweep(it):
+        zs = state["zs"]
+        state["zs"], state["W"], (ll_docs, changed) = _sem_round(
             runner, _sem_sweep, [(zs[i], int(offsets[i])) for i in range(len(zs))],
-            (W_fut, word_totals, sampler_args, beta, seed, it))
-        W = _value(runner, W_fut)
-        ll = smp.set_weights_from_counts(W, beta, word_totals) + float(ll_docs)
-        dt = time.perf_counter() - t0
-        elapsed += dt
-        change = abs(ll - prev) / max(N, 1) if prev is not None else np.inf
-        entry = {
-            "sweep": it, "time": dt, "elapsed": elapsed,
-            "tokens_per_s": N / dt if dt > 0 else np.inf,
-            "log_joint": ll, "log_joint_change": change, "changed": int(changed),
-        }
-        trace.append(entry)
-        prev = ll
-        if est.verbose:
-            print(f"sweep {it:4d}  log joint {ll:.6e}  change/token {change:.3g}  "
-                  f"changed {changed}  {entry['tokens_per_s']:.3g} tokens/s")
-        if est.tol > 0 and change < est.tol:
-            converged = True
-            break
-        if callback is not None:
-            if callback(dict(entry, n_passes=est.max_iter, word_topic_counts=W)):
-                break
-    est._set_topics(W)
-    est.trace_ = trace
-    est.n_iter_ = len(trace)
-    est.n_batch_iter_ = 0
-    est._rng = rng
-    est.converged_ = converged
-    est.log_joint_ = trace[-1]["log_joint"]
-    est._n_samples_fit = D
-    est._t = None
-    return est
+            (state["W"], word_totals, sampler_args, beta, seed, it))
+        W = _value(runner, state["W"])
+        return W, smp.set_weights_from_counts(W, beta, word_totals) + float(ll_docs), changed
+
+    return run_sweeps(est, sweep, n_tokens=N, n_docs=D, rng=rng,
+                      elapsed=time.perf_counter() - t_start, callback=callback)

@@ -184,6 +184,46 @@ class _Sampler:
         )
 
 
+def run_sweeps(est, sweep, *, n_tokens, n_docs, rng, elapsed, callback):
+    """The sweep loop of ``StochasticEMLDA.fit`` (in-process and on Dask): ``sweep(it)`` runs
+    sweep ``it`` and returns ``(W, log joint, changed assignments)``. Records ``trace_``,
+    stops when the log joint changes by less than ``tol`` per token or the callback returns
+    True, and sets the fitted attributes from the last counts ``W``."""
+    trace, prev, converged, W = [], None, False, None
+    for it in range(1, est.max_iter + 1):
+        t0 = time.perf_counter()
+        W, ll, changed = sweep(it)
+        dt = time.perf_counter() - t0
+        elapsed += dt
+        change = abs(ll - prev) / max(n_tokens, 1) if prev is not None else np.inf
+        entry = {
+            "sweep": it, "time": dt, "elapsed": elapsed,
+            "tokens_per_s": n_tokens / dt if dt > 0 else np.inf,
+            "log_joint": ll, "log_joint_change": change, "changed": int(changed),
+        }
+        trace.append(entry)
+        prev = ll
+        if est.verbose:
+            print(f"sweep {it:4d}  log joint {ll:.6e}  change/token {change:.3g}  "
+                  f"changed {changed}  {entry['tokens_per_s']:.3g} tokens/s")
+        if est.tol > 0 and change < est.tol:
+            converged = True
+            break
+        if callback is not None:
+            if callback(dict(entry, n_passes=est.max_iter, word_topic_counts=W)):
+                break
+    est._set_topics(W)
+    est.trace_ = trace
+    est.n_iter_ = len(trace)
+    est.n_batch_iter_ = 0
+    est._rng = rng
+    est.converged_ = converged
+    est.log_joint_ = trace[-1]["log_joint"]
+    est._n_samples_fit = n_docs
+    est._t = None
+    return est
+
+
 class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Latent Dirichlet allocation by parallel stochastic EM (Zaheer & Kottur).
 
@@ -467,44 +507,18 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         word_totals = W.sum(axis=1, dtype=np.int64)
         smp.set_weights_from_counts(W, beta, word_totals)
         ll_doc = np.zeros(D)
-        elapsed = time.perf_counter() - t_start
-        trace, prev, converged = [], None, False
-        for it in range(1, self.max_iter + 1):
-            t0 = time.perf_counter()
+        bufs = [W, W_next]  # [counts read by the next sweep, the sweep's write buffer]
+
+        def sweep(it):
             smp.build_tables()
-            W_next.fill(0)
-            changed = smp.sweep(lay, z, keys, seed, it, Wout=W_next, ll_doc=ll_doc)
-            W, W_next = W_next, W
-            ll = smp.set_weights_from_counts(W, beta, word_totals) + float(ll_doc.sum())
-            dt = time.perf_counter() - t0
-            elapsed += dt
-            change = abs(ll - prev) / max(N, 1) if prev is not None else np.inf
-            entry = {
-                "sweep": it, "time": dt, "elapsed": elapsed,
-                "tokens_per_s": N / dt if dt > 0 else np.inf,
-                "log_joint": ll, "log_joint_change": change, "changed": int(changed),
-            }
-            trace.append(entry)
-            prev = ll
-            if self.verbose:
-                print(f"sweep {it:4d}  log joint {ll:.6e}  change/token {change:.3g}  "
-                      f"changed {changed}  {entry['tokens_per_s']:.3g} tokens/s")
-            if self.tol > 0 and change < self.tol:
-                converged = True
-                break
-            if callback is not None:
-                if callback(dict(entry, n_passes=self.max_iter, word_topic_counts=W)):
-                    break
-        self._set_topics(W)
-        self.trace_ = trace
-        self.n_iter_ = len(trace)
-        self.n_batch_iter_ = 0
-        self._rng = rng
-        self.converged_ = converged
-        self.log_joint_ = trace[-1]["log_joint"]
-        self._n_samples_fit = D
-        self._t = None
-        return self
+            bufs[1].fill(0)
+            changed = smp.sweep(lay, z, keys, seed, it, Wout=bufs[1], ll_doc=ll_doc)
+            bufs.reverse()
+            ll = smp.set_weights_from_counts(bufs[0], beta, word_totals) + float(ll_doc.sum())
+            return bufs[0], ll, changed
+
+        return run_sweeps(self, sweep, n_tokens=N, n_docs=D, rng=rng,
+                          elapsed=time.perf_counter() - t_start, callback=callback)
 
     def _minibatch_counts(self, smp, X, seed, step, *, update_topics):
         """Word-topic counts (V, K) of the minibatch X, averaged over the saved sweeps.
