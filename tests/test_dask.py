@@ -68,7 +68,9 @@ def _kill_one_worker(client):
     os.kill(pids[addr], signal.SIGKILL)
 
 
-def test_import_and_fit_do_not_import_dask():
+def test_import_and_fit_do_not_import_dask(tmp_path):
+    # run outside the source tree, so that the subprocess imports the package under test
+    # (the installed one) rather than an unbuilt checkout on the current directory
     code = (
         "import sys, numpy as np\n"
         "import sparseclust\n"
@@ -79,7 +81,8 @@ def test_import_and_fit_do_not_import_dask():
         "bad = [m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')]\n"
         "assert not bad, bad\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, env=os.environ.copy())
+    subprocess.run([sys.executable, "-c", code], check=True, env=os.environ.copy(),
+                   cwd=tmp_path)
 
 
 def test_batch_equals_in_process(client, corpus):
