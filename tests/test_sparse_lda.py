@@ -356,6 +356,11 @@ def test_converged_and_convergence_warning():
         warnings.simplefilter("error", ConvergenceWarning)
         SparseLDA(n_components=5, algorithm="stochastic", max_iter=2, tol=1e-9,
                   random_state=0).fit(X)
+    # tol=0 asks for exactly max_iter passes: not a convergence failure either
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        fixed = SparseLDA(n_components=5, max_iter=3, tol=0, random_state=0).fit(X)
+    assert fixed.n_iter_ == 3 and not fixed.converged_
 
 
 def test_stochastic_default_delay_is_one_pass_of_minibatches():

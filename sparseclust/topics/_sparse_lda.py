@@ -428,8 +428,8 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Stop after the first pass whose ELBO changed by less than ``tol`` nats per training
         token, ``|L_t - L_{t-1}| / N_tokens < tol`` (``converged_`` is then True; otherwise a
         ``ConvergenceWarning``, except for stochastic training). ``0`` runs ``max_iter``
-        passes. The measure is recorded in ``trace_`` as ``elbo_change``. scikit-learn's
-        ``LatentDirichletAllocation`` runs all its ``max_iter`` passes unless
+        passes, without a warning. The measure is recorded in ``trace_`` as ``elbo_change``.
+        scikit-learn's ``LatentDirichletAllocation`` runs all its ``max_iter`` passes unless
         ``evaluate_every > 0``, in which case it stops on the change of its perplexity bound
         (``perp_tol``). The default was measured (``benchmarks/bench_defaults.py``, results in
         ``benchmarks/results/defaults.json``): on KOS (4 splits) and 20 Newsgroups (K = 100) the
@@ -809,7 +809,8 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         else:
             self._svi_state = None
         stopped = callback is not None and len(trace) < self.max_iter
-        if not self.converged_ and not stopped and self.algorithm != "stochastic":
+        if (not self.converged_ and not stopped and self.algorithm != "stochastic"
+                and self.tol > 0):
             warnings.warn(
                 f"SparseLDA did not converge in {self.max_iter} passes: the last ELBO change "
                 f"was {trace[-1]['elbo_change']:.3g} nats per token, tol={self.tol}. Increase "
