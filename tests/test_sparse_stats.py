@@ -187,3 +187,20 @@ def test_hdp_batch_and_stochastic_sparse_statistics_equal_dense(monkeypatch, alg
                               random_state=0)
     np.testing.assert_array_equal(sparse.components_, dense.components_)
     np.testing.assert_array_equal(sparse.lower_bounds_, dense.lower_bounds_)
+
+
+@pytest.mark.parametrize("algorithm", ["memoized", "batch"])
+def test_fitted_lambda_equals_final_statistics(kos, algorithm):
+    # fit ends by computing lambda = tau + max(S, 0) in the memory of the whole-data total S;
+    # the callback's copy of lambda after the last pass is computed from S by a separate path
+    last = {}
+
+    def keep(info):
+        last["components"] = info["components"].copy()
+
+    est = SparseLDA(n_components=6, L=3, algorithm=algorithm, max_iter=3, tol=0, n_batches=3,
+                    init="random", topic_word_prior=0.05, random_state=1)
+    est.fit(kos, callback=keep)
+    np.testing.assert_array_equal(est.components_, last["components"])
+    assert est.components_.min() >= 0.05
+    np.testing.assert_allclose(est.topic_word_distribution_.sum(axis=1), 1.0, rtol=1e-12)

@@ -124,11 +124,24 @@ class _LDAParams:
         lam += self._tau
         return lam
 
-    def materialize(self):
-        """Store lambda and drop the reference to the statistics it is computed from."""
-        if self._lam is None:
+    def materialize(self, overwrite_stats=False):
+        """Store lambda and drop the reference to the statistics it is computed from.
+
+        ``overwrite_stats=True`` computes lambda = tau + max(S, 0) in the memory of S (dense,
+        float64, C-contiguous), so no second K x V array is allocated; the statistics must not
+        be used afterwards.
+        """
+        if self._lam is not None:
+            return
+        S = self._S
+        if (overwrite_stats and isinstance(S, np.ndarray) and S.dtype == np.float64
+                and S.flags.c_contiguous and S.flags.writeable):
+            np.maximum(S, 0.0, out=S)
+            S += self._tau
+            self._lam = S
+        else:
             self._lam = self.lam
-            self._S = None
+        self._S = None
 
     def log_weights(self, cols):
         """E[log phi] of the word types ``cols``, (len(cols), K)."""
@@ -788,8 +801,10 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             # lambda from the final statistics, then release them (whole-data total and batch
             # caches) and the parameters' table before the fitted attributes are built
             params, result.params = result.params, None
-            params.materialize()
-            result.stats = result.batch_stats = None
+            # the batch caches go first; lambda then takes the memory of the whole-data total
+            result.batch_stats = None
+            result.stats = None
+            params.materialize(overwrite_stats=True)
             self._set_topics(params, release=True)
             del params
         else:
