@@ -647,6 +647,9 @@ def fit_engine(
         else:
             batches = _split_batches(n, int(n_batches), rng)
         Xb_list = [X if len(batches) == 1 else model.take(X, b) for b in batches]
+    # the batches hold the data from here on: this frame's reference to X goes (with it the
+    # whole matrix when the caller passed its only reference, e.g. a validated copy)
+    X = None
     params = model.initial_params(init_stats)
     # the initial statistics only define the first parameters: release them (the caller may
     # pass them without keeping a reference; with large K they are K x V dense)

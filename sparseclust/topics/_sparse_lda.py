@@ -767,12 +767,14 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             public["components"] = info["params"].lam
             return bool(callback(public))
 
-        # the engine gets the only reference to the initial statistics (K x V), so that it
-        # can release them after the first global step
-        init = [init]
+        # the engine gets the only references to the initial statistics (K x V) and to the
+        # validated data, so that it can release them once used (the statistics after the
+        # first global step; the data, when it is a validated copy, once split into batches)
+        init, data = [init], [X]
+        del X
         result = fit_engine(
             engine_model,
-            X,
+            data.pop(),
             init.pop(),
             algorithm=self.algorithm,
             max_iter=self.max_iter,
