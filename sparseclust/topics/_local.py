@@ -40,7 +40,7 @@ RESTART_MIN = 1e-3
 _NNZ_PER_THREAD = 4096
 #: documents per kernel call (bounds the (D, K) per-document buffers); fixed, so results do
 #: not depend on the thread count
-_CHUNK_ELEMS = 1 << 22
+_CHUNK_ELEMS = 1 << 21
 
 
 @dataclass
