@@ -38,6 +38,8 @@ lookup table, the round log, compaction; the pair-entropy kernel of
    :class:`sparseclust._moves.MoveBook`, shared with HDPTopicModel).
 """
 
+import copy
+
 import numpy as np
 
 from .._engine import SuffStats
@@ -107,11 +109,51 @@ class MixtureMoves(MoveBook):
     def visit(self, X, params, batch):
         if not self._gathers:
             return self.local_step(X, params)
-        K = self.n_components
+        stats, side = self.visit_local(X, params, self.visit_context())
+        self.record_visit(batch, side, params)
+        return stats
+
+    # The visit is split so that it can run where the data are (sparseclust._dask maps
+    # visit_local over the partitions of a batch): visit_local is pure given the context and
+    # returns the statistics and the "side" results of the moves; combine_sides joins those of
+    # consecutive parts of a batch; record_visit keeps them (here, on the client).
+
+    def visit_context(self):
+        """What :meth:`visit_local` reads besides the data and parameters: the candidates of
+        the current round (without what the pass gathered so far), whether co-usage is
+        gathered."""
         rnd = self.round
-        usage = self._usage_acc
+        if rnd is not None:
+            lite = MoveRound.__new__(MoveRound)
+            lite.K, lite.pairs, lite.pair_of, lite.deletes = (rnd.K, rnd.pairs, rnd.pair_of,
+                                                              rnd.deletes)
+            lite.batch = {}
+            rnd = lite
+        return dict(round=rnd, usage=self._usage_acc is not None)
+
+    def worker_model(self):
+        """A copy with this model's local-step settings and none of its move bookkeeping or
+        cached candidate sets (what a task that runs the visit elsewhere needs)."""
+        m = copy.copy(self)
+        m.init_book()
+        m.reset_candidates()
+        m._collect = None
+        return m
+
+    def visit_local(self, X, params, context, doc_offset=0):
+        """Local step of the batch (or part of a batch) X: (statistics, side). The side holds
+        the entropy change of merging each candidate pair (PH), the co-usage (n_users,
+        sum_p, sum_pp, n) and the rows that use a delete candidate (positions shifted by
+        ``doc_offset``, the position of X's first row in its batch) with their
+        responsibilities."""
+        K = self.n_components
+        rnd, want_usage = context["round"], context["usage"]
         P = rnd.pairs.shape[0] if rnd is not None else 0
-        gathered = dict(PH=np.zeros(P), rows=[], values=[], indices=[])
+        side = dict(PH=np.zeros(P), rows=[], values=[], indices=[], usage=None)
+        if want_usage:
+            side["usage"] = dict(n_users=np.zeros(K), sum_p=np.zeros(K),
+                                 sum_pp=np.zeros((K, K)), n=0.0)
+        usage = side["usage"]
         nt = effective_n_threads(self.n_threads)
 
         def collect(start, values, indices, Xc):
@@ -127,14 +169,14 @@ class MixtureMoves(MoveBook):
             if P and Lk > 1:
                 _hdp_stats.pair_entropy_sparse(
                     np.arange(n + 1, dtype=np.int64), np.ones(n), v, idx,
-                    np.zeros(n, dtype=np.int32), rnd.pair_of, K, gathered["PH"], nt,
+                    np.zeros(n, dtype=np.int32), rnd.pair_of, K, side["PH"], nt,
                 )
             if rnd is not None and rnd.deletes.size:
                 m = (np.isin(idx, rnd.deletes) & (v > 0)).any(axis=1)
                 if m.any():
-                    gathered["rows"].append(start + np.flatnonzero(m))
-                    gathered["values"].append(np.asarray(values)[m].copy())
-                    gathered["indices"].append(idx[m].copy())
+                    side["rows"].append(doc_offset + start + np.flatnonzero(m))
+                    side["values"].append(np.asarray(values)[m].copy())
+                    side["indices"].append(idx[m].copy())
 
         self._collect = collect
         try:
@@ -143,15 +185,45 @@ class MixtureMoves(MoveBook):
             self._collect = None
         if usage is not None:
             usage["sum_p"] += stats["N"]
-        if rnd is not None:
-            rows = gathered["rows"]
-            rnd.batch[batch] = dict(
-                PH=gathered["PH"],
+        return stats, side
+
+    @staticmethod
+    def combine_sides(a, b):
+        """The side results of two consecutive parts of a batch as those of their union."""
+        out = dict(PH=a["PH"] + b["PH"], rows=a["rows"] + b["rows"],
+                   values=a["values"] + b["values"], indices=a["indices"] + b["indices"])
+        out["usage"] = (None if a["usage"] is None
+                        else {k: a["usage"][k] + b["usage"][k] for k in a["usage"]})
+        return out
+
+    def record_visit(self, batch, side, params):
+        """Keep what the visit of batch number ``batch`` gathered for the moves."""
+        if side["usage"] is not None and self._usage_acc is not None:
+            for k, v in side["usage"].items():
+                self._usage_acc[k] += v
+        if self.round is not None:
+            rows = side["rows"]
+            self.round.batch[batch] = dict(
+                PH=side["PH"],
                 rows=np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64),
-                values=np.vstack(gathered["values"]) if rows else None,
-                indices=np.vstack(gathered["indices"]) if rows else None,
+                values=np.vstack(side["values"]) if rows else None,
+                indices=np.vstack(side["indices"]) if rows else None,
             )
-        return stats
+
+    def reinfer(self, batches, targets, old, plain, params0, idx):
+        """Re-run the local step of ``plain`` under ``params0`` (the clusters ``idx``) on the
+        rows ``targets[b]`` (positions in batch b) with their old responsibilities
+        ``old[b] = (values, indices)``: {b: (statistics before, after, new values, new
+        indices)} (:func:`reinfer_rows`). On the batches' own ``map_rows`` when they have one
+        (the partitions of a Dask collection: the rows are re-inferred where they are), else
+        here."""
+        run = getattr(batches, "map_rows", None)
+        if run is not None and targets:
+            return run(reinfer_rows, targets, (self.worker_model(), plain, params0, idx,
+                                               self.n_components), row_args=old)
+        return {bb: reinfer_rows(batches[bb][ids], self, plain, params0, idx,
+                                 self.n_components, *old[bb])
+                for bb, ids in targets.items()}
 
     def before_pass(self, stats, params, state):
         self.round = None
@@ -384,6 +456,42 @@ def _symmetric_kl(params, prior):
     return out
 
 
+def reinfer_rows(X, model, plain, params0, idx, K, vals_old, idx_old):
+    """The delete move's re-inference of the rows X (their old responsibilities ``vals_old``
+    over clusters ``idx_old``) by the local step of ``plain`` under ``params0``, defined on
+    the clusters ``idx`` of the K: (statistics before, after, new values, new indices),
+    statistics by ``model.stats_from_responsibilities``."""
+    Xt = np.ascontiguousarray(X)
+    vals_old = np.ascontiguousarray(vals_old)
+    idx_old = np.ascontiguousarray(idx_old)
+    before = model.stats_from_responsibilities(vals_old, idx_old, Xt)
+    got = []
+
+    def keep(start, values, indices, Xc):
+        got.append((start, np.array(values), np.array(indices)))
+
+    plain = copy.copy(plain)
+    plain._collect = keep
+    plain.local_step(Xt, params0)
+    plain._collect = None
+    got.sort(key=lambda t: t[0])
+    vals_new = np.vstack([t[1] for t in got]).astype(vals_old.dtype)
+    idx_new = idx[np.vstack([t[2] for t in got])].astype(np.int32)
+    # the re-inferred rows keep their support width: when L had to shrink (fewer clusters
+    # than L) they are padded with zero responsibilities on other clusters, which change no
+    # statistic
+    if vals_new.shape[1] < vals_old.shape[1]:
+        pad = vals_old.shape[1] - vals_new.shape[1]
+        vals_new = np.hstack([vals_new, np.zeros((vals_new.shape[0], pad),
+                                                 dtype=vals_new.dtype)])
+        extra = np.empty((idx_new.shape[0], pad), dtype=np.int32)
+        for r in range(idx_new.shape[0]):
+            extra[r] = np.setdiff1d(np.arange(K), idx_new[r])[:pad]
+        idx_new = np.hstack([idx_new, extra])
+    after = model.stats_from_responsibilities(vals_new, idx_new, Xt)
+    return before, after, vals_new, idx_new
+
+
 def _csr(v, idx, K):
     import scipy.sparse as sp
 
@@ -466,42 +574,17 @@ class _Workspace:
         params0 = _gaussian.global_step(restrict(self.stats, idx), self.prior)
         plain = m.plain_model(idx.size)
         prop = self.stats.copy()
-        out = {}
         changed = {j}
-        for bb, rows in targets.items():
-            g = rnd.batch[bb]
-            ids = g["rows"][rows]
-            Xt = np.ascontiguousarray(batches[bb][ids])
-            vals_old = np.ascontiguousarray(g["values"][rows])
-            idx_old = np.ascontiguousarray(g["indices"][rows])
-            before = m.stats_from_responsibilities(vals_old, idx_old, Xt)
-            got = []
-
-            def keep(start, values, indices, Xc, got=got):
-                got.append((start, np.array(values), np.array(indices)))
-
-            plain._collect = keep
-            plain.local_step(Xt, params0)
-            plain._collect = None
-            got.sort(key=lambda t: t[0])
-            vals_new = np.vstack([t[1] for t in got]).astype(vals_old.dtype)
-            idx_new = idx[np.vstack([t[2] for t in got])].astype(np.int32)
-            # the re-inferred rows keep their support width: when L had to shrink (fewer
-            # clusters than L) they are padded with zero responsibilities on other clusters,
-            # which change no statistic
-            if vals_new.shape[1] < vals_old.shape[1]:
-                pad = vals_old.shape[1] - vals_new.shape[1]
-                vals_new = np.hstack([vals_new, np.zeros((vals_new.shape[0], pad),
-                                                         dtype=vals_new.dtype)])
-                extra = np.empty((idx_new.shape[0], pad), dtype=np.int32)
-                for r in range(idx_new.shape[0]):
-                    extra[r] = np.setdiff1d(np.arange(self.K), idx_new[r])[:pad]
-                idx_new = np.hstack([idx_new, extra])
-            after = m.stats_from_responsibilities(vals_new, idx_new, Xt)
+        ids = {bb: rnd.batch[bb]["rows"][rows] for bb, rows in targets.items()}
+        old = {bb: (np.ascontiguousarray(rnd.batch[bb]["values"][rows]),
+                    np.ascontiguousarray(rnd.batch[bb]["indices"][rows]))
+               for bb, rows in targets.items()}
+        out = m.reinfer(batches, ids, old, plain, params0, idx)
+        for bb in targets:
+            before, after, vals_new, idx_new = out[bb]
             prop = prop - before + after
-            changed.update(np.unique(idx_old).tolist())
+            changed.update(np.unique(old[bb][1]).tolist())
             changed.update(np.unique(idx_new).tolist())
-            out[bb] = (before, after, vals_new, idx_new)
         _zero(prop, j)
         ch = np.array(sorted(k for k in changed if alive[k]), dtype=np.int64)
         comp = self.comp.copy()

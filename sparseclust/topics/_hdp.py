@@ -14,7 +14,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from .._engine import StochasticState, fit_engine, stochastic_step
+from .._engine import StochasticState, fit_engine, is_dask_collection, stochastic_step
 from .._moves import parse_moves
 from ..datasets._stream import CorpusStream
 from ._hdp_model import HDPModel, empty_stats
@@ -294,6 +294,15 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             :class:`~sparseclust.datasets.CorpusStream`: memoized training only, as in
             :meth:`SparseLDA.fit` (its minibatches are the fixed batches, read again every
             pass; a delete move re-reads the minibatches of the documents it re-infers).
+            A Dask collection (``dask.array`` of CSR or dense row chunks, or a ``dask.bag``
+            of 2-D blocks; ``pip install sparseclust[dask]``) trains on the active
+            ``distributed.Client`` with every algorithm (:mod:`sparseclust._dask`, ``doc/
+            scale.md``): the partitions stay on the workers, the local step and the side
+            results of the moves (merge terms, co-usage, the rows of the documents that use a
+            delete candidate) are computed there and reduced, the global step and the moves
+            run here, and a delete re-runs the local step of its documents on the workers
+            that hold them. ``init`` is applied to the first non-empty partition; memoized
+            batches are consecutive groups of partitions.
         y : ignored
         callback : callable or None, default=None
             Called after every pass with the pass's trace entry plus ``n_passes`` and
@@ -305,15 +314,22 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         """
         self._validate_params()
         _parse_moves(self.moves)
+        wrap = None
         if isinstance(X, CorpusStream):
             rng = check_random_state(self.random_state)
             X, init, n_docs, n_tokens = _prepare_stream(self, X, rng, "HDPTopicModel.fit")
+        elif is_dask_collection(X):
+            from .._dask import prepare_lda
+
+            rng = check_random_state(self.random_state)
+            X, init, n_docs, n_tokens, wrap = prepare_lda(self, X, rng, "HDPTopicModel.fit")
         else:
             X = self._check_X(X, reset=True, whom="HDPTopicModel.fit")
             rng = check_random_state(self.random_state)
             init = self._init_stats(X, rng)
             n_docs, n_tokens = X.shape[0], float(X.sum())
         model = self._model(self.max_components)
+        engine_model = model if wrap is None else wrap(model)
         snaps = []
 
         def _cb(info):
@@ -335,7 +351,7 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         # first global step)
         init = [init]
         result = fit_engine(
-            model, X, init.pop(), algorithm=self.algorithm, max_iter=self.max_iter,
+            engine_model, X, init.pop(), algorithm=self.algorithm, max_iter=self.max_iter,
             tol=0.0, n_batches=min(self.n_batches, n_docs),
             batch_size=self.batch_size, kappa=self.kappa, delta=self.delta,
             total_samples=self.total_samples,
