@@ -463,8 +463,8 @@ def main_dask(args):
     import statistics
 
     model = args.dask_model
-    if model == "hdp":  # HDPTopicModel, batch training with moves
-        corpus, K, passes = "20ng", 100, max(args.passes, 3)
+    if model == "hdp":  # HDPTopicModel, batch training (moves from the end of pass 2)
+        corpus, K, passes = "20ng", 100, args.passes
     else:
         corpus, K, passes = (("20ng", 50, 3) if args.quick
                              else ("imdb", 400, max(args.passes, 3)))

@@ -12,24 +12,28 @@ Input
     a ``dask.array.Array`` of shape (n_documents, n_features) chunked along the rows only
     (one chunk along the columns), whose blocks are scipy CSR matrices/arrays or dense numpy
     arrays; or a ``dask.bag.Bag`` whose items are such 2-D blocks (the items of one bag
-    partition are stacked into one partition).
+    partition are stacked into one partition). SparseGaussianMixture takes dense rows
+    (:class:`DaskRows`: the prior's data moments and the initial statistics are reduced
+    from the partitions too).
 Where it runs
     on the active ``distributed.Client`` when there is one (``distributed.default_client``),
     else on Dask's default scheduler in this process.
 A round
     the validated partitions are computed once and stay on the workers (futures whose lineage
     is the collection's graph, so Dask recomputes a partition lost with its worker); the
-    client broadcasts the parameters the local step reads (``Client.scatter(...,
-    broadcast=True)``), one task per partition runs the local step, and the statistics are
+    client broadcasts the parameters the local step reads (one node of the task graph that
+    every task of the round depends on, :meth:`_Runner.broadcast`), one task per partition
+    runs the local step, and the statistics are
     summed by a tree of tasks (``split_every`` partitions per node) on the workers; only the
     sum reaches the client, which runs the global step, the objective and any moves.
-Moves (HDPTopicModel)
+Moves (HDPTopicModel, the Dirichlet-process mixture)
     what a move needs from a visit besides the statistics (the merge terms of the candidate
     pairs, the co-usage of the topics, the saved rows of the documents that use a delete
-    candidate) is returned by the same tasks and reduced with the statistics
-    (:meth:`_DistributedModel.visit`); a delete proposal re-runs the local step of its
-    documents on the partitions that hold them, with the candidate parameters broadcast
-    (:meth:`_Batches.map_rows`). The move logic itself is the in-process one.
+    candidate, or the responsibilities of the rows that do) is returned by the same tasks
+    and reduced with the statistics (:meth:`_DistributedModel.visit`); a delete proposal
+    re-runs the local step of its documents (rows) on the partitions that hold them, with
+    the candidate parameters broadcast (:meth:`_Batches.map_rows`). The move logic itself
+    is the in-process one.
 
 Nothing here is imported by ``import sparseclust``: the estimators import this module only
 when ``fit`` receives a Dask collection, and this module imports Dask only inside functions.
