@@ -316,6 +316,25 @@ def test_hdp_memoized_with_moves_equals_stream_of_same_batches(client):
     assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:])), lb
 
 
+def test_hdp_worker_killed_mid_fit(client):
+    # the side results of a visit and the delete's re-inference run on partitions that a
+    # lost worker held: Dask recomputes them, and the fit (moves included) is unchanged
+    X, blocks = _hdp_corpus()
+    kw = dict(HDP_KW, algorithm="memoized", n_batches=2, max_iter=4)
+    ref = _fit(HDPTopicModel(**kw), _darray(blocks))
+
+    def kill_after_second(info):
+        if info["pass"] == 2:
+            _kill_one_worker(client)
+
+    got = _fit(HDPTopicModel(**kw), _darray(blocks), callback=kill_after_second)
+    _same_hdp(got, ref, rtol=1e-12)
+    assert sum(e["deletes_accepted"] for e in got.trace_[2:]) > 0
+    # nothing dropped: the topic-word statistics of the whole truncation hold every token
+    lam = got._params.lam
+    assert (lam - got.topic_word_prior_).sum() == pytest.approx(X.sum(), rel=1e-9)
+
+
 def test_hdp_stochastic_equals_partial_fit_on_same_minibatches(client):
     X, blocks = _hdp_corpus()
     kw = dict(HDP_KW, algorithm="stochastic", batch_size=100, max_iter=2, kappa=0.7,
