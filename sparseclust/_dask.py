@@ -528,12 +528,12 @@ def _ship_hdp(params):
     return params.for_local()
 
 
-def prepare_lda(est, X, rng, whom):
-    """For ``SparseLDA.fit`` or ``HDPTopicModel.fit`` on a Dask collection: validate the
-    partitions on the workers, set ``n_features_in_``, initialize the topics (``init`` on the
-    first non-empty partition, or the given array); returns (source, initial statistics,
-    documents, tokens, wrap) where ``wrap(model)`` is the model to hand to the engine."""
-    ship = _ship_hdp if type(est).__name__ == "HDPTopicModel" else _ship_lda
+def prepare_lda(est, X, rng, whom, ship=_ship_lda):
+    """For ``SparseLDA.fit`` (or ``HDPTopicModel.fit``, ``ship=_ship_hdp``) on a Dask
+    collection: validate the partitions on the workers, set ``n_features_in_``, initialize
+    the topics (``init`` on the first non-empty partition, or the given array); returns
+    (source, initial statistics, documents, tokens, wrap) where ``wrap(model)`` is the model
+    to hand to the engine, whose tasks receive ``ship(params)``."""
     runner = _Runner(X, type(est)(), whom)
     est.n_features_in_ = runner.n_features
     if hasattr(est, "feature_names_in_"):
