@@ -344,6 +344,8 @@ class HDPModel(MoveBook, VariationalModel):
         self.move_opts = opts
         self.rho = None
         self.omega = None
+        #: objective of the last memoized/batch pass before its moves (see after_pass)
+        self.pre_move_elbo = None
         # topic identities, rejected-proposal memo with its cool-down, co-usage, round logs
         self.init_book()
         self.counters = {"restarts_tried": 0, "restarts_accepted": 0, "local_iters": 0}
@@ -600,6 +602,10 @@ class HDPModel(MoveBook, VariationalModel):
             # stochastic training (a StochasticState): no moves, no batch statistics
             return stats, params
         log = RoundLog()
+        # the objective after the pass's local and global steps, before any move: the
+        # stopping rule measures the progress of those steps alone (an accepted move's jump
+        # is not convergence progress)
+        self.pre_move_elbo = float(self.elbo(stats, params))
         if self._usage_acc is not None:
             self.usage = self._usage_acc
             self._usage_acc = None
