@@ -402,14 +402,19 @@ class MoveBook:
                        or r.get("births_accepted", 0) for r in recent)
 
     # ------------------------------------------------------------------------- a round
-    def run_merges(self, pairs, alive, log, try_merge, apply):
+    def run_merges(self, pairs, alive, log, try_merge, apply, may_chain=None):
         """The merge loop of a round: the pairs in order, skipping those with a removed or
         already touched component; ``try_merge(p, a, b)`` evaluates pair p on the
         whole-data objective (True when accepted), ``apply(p, a, b)`` then edits the
-        cached statistics. ``alive`` (bool (K,)) is read at every step."""
+        cached statistics. ``alive`` (bool (K,)) is read at every step. ``may_chain(p, a,
+        b)``, when given, may still allow a pair one of whose components was touched (a
+        model that can evaluate such a merge exactly)."""
         for p in range(pairs.shape[0]):
             a, b = (int(x) for x in pairs[p])
-            if not (alive()[a] and alive()[b]) or a in log.touched or b in log.touched:
+            if not (alive()[a] and alive()[b]):
+                continue
+            if (a in log.touched or b in log.touched) and (
+                    may_chain is None or not may_chain(p, a, b)):
                 continue
             log.merges_tried += 1
             if not try_merge(p, a, b):

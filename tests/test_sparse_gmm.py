@@ -1429,6 +1429,57 @@ def test_birth_proposal_equals_from_scratch():
     np.testing.assert_array_equal(work2.stats["N"], before)
 
 
+def test_fold_merged_rows_sum_groups_and_keep_distinct_indices():
+    from sparseclust.mixture._dp_moves import _fold_merged
+
+    # clusters 1 and 3 merged into 0, 5 into 4 (a chain: 0 absorbed two clusters)
+    merge_map = np.array([0, 0, 2, 0, 4, 4, 6])
+    vals = np.array([[0.5, 0.2, 0.3, 0.0], [0.1, 0.6, 0.3, 0.0], [0.4, 0.1, 0.2, 0.3]])
+    idx = np.array([[1, 3, 0, 2], [3, 1, 6, 2], [5, 4, 0, 1]], dtype=np.int32)
+    v, i = _fold_merged(vals, idx, merge_map)
+    for r in range(3):
+        assert len(set(i[r].tolist())) == 4  # distinct within the row
+        # per target cluster, the folded row carries the summed responsibility
+        dense = np.zeros(7)
+        np.add.at(dense, merge_map[idx[r]], vals[r])
+        got = np.zeros(7)
+        np.add.at(got, i[r], v[r])
+        np.testing.assert_allclose(got, dense)
+        # an entry on a removed cluster holds no responsibility, and every target holds one
+        removed = merge_map[i[r]] != i[r]
+        assert np.all(v[r][removed] == 0)
+        assert removed.sum() == 4 - np.unique(merge_map[idx[r]]).size
+    np.testing.assert_array_equal(vals, [[0.5, 0.2, 0.3, 0.0], [0.1, 0.6, 0.3, 0.0],
+                                         [0.4, 0.1, 0.2, 0.3]])  # the input is not modified
+
+
+@pytest.mark.parametrize("L", [1, 2])
+def test_chained_merges_into_one_cluster_stay_exact(L):
+    # one Gaussian blob initialized as a centre and four outer quadrants: the centre absorbs
+    # quadrants that share no row (opposite ones) in the same round; with hard assignments
+    # (L = 1) the round ends at one cluster whose objective equals the one-cluster ELBO
+    # computed from scratch
+    rng = np.random.RandomState(0)
+    X = rng.randn(1200, 2)
+    ang = np.arctan2(X[:, 1], X[:, 0])
+    quad = ((ang + np.pi) // (np.pi / 2)).astype(int) % 4
+    labels = np.where(np.hypot(X[:, 0], X[:, 1]) < 1.0, 0, 1 + quad)
+    m = _dp(n_components=5, L=L, init_params=labels, moves="merge", n_batches=3, max_iter=4,
+            tol=0, random_state=0).fit(X)
+    merges = [e["merges_accepted"] for e in m.trace_]
+    assert merges[1] >= 2 and sum(merges) == 4 and m.n_components_ == 1
+    lb = np.asarray(m.lower_bounds_)
+    assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:])), np.diff(lb).min()
+    np.testing.assert_allclose(m._stats["N"].sum(), X.shape[0], rtol=1e-12)
+    if L == 1:
+        assert merges[1] == 4
+        model = _SparseGMMModel(m._prior, 1, 1, X.dtype)
+        st = model.stats_from_responsibilities(np.ones((X.shape[0], 1)),
+                                               np.zeros((X.shape[0], 1), dtype=np.int32), X)
+        ref = _gaussian.elbo(st, _gaussian.global_step(st, m._prior), m._prior)
+        np.testing.assert_allclose(lb[1], ref, rtol=1e-10)
+
+
 def test_delete_after_merge_in_one_round_stays_exact():
     # a round that merges and then deletes revisits rows that also use the merged cluster:
     # their cached responsibilities are folded into the merged cluster first, so the counts

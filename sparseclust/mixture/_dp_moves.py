@@ -43,9 +43,13 @@ lookup table, the round log, compaction; the pair-entropy kernel of
    Accepted edits are applied to every batch's cached statistics as well, so memoized
    training stays exact and its objective monotone; removed clusters are then dropped
    (:func:`sparseclust._moves.compaction`). A cluster touched by an accepted move takes part
-   in no other move of the round, and a rejected proposal waits ``cooldown * 2 ** (n - 1)``
-   passes after its n-th rejection before it is tried again (the bookkeeping of
-   :class:`sparseclust._moves.MoveBook`, shared with HDPTopicModel).
+   in no other move of the round, except that a cluster which absorbed clusters by merges may
+   absorb another, c, when the gathered pair entropy between c and each cluster it absorbed is
+   exactly 0 (no row holds both, so the merged entropy stays exact; the pass gathers the pair
+   entropy of every two partners of a common cluster for this), and a rejected proposal
+   waits ``cooldown * 2 ** (n - 1)`` passes after its n-th rejection before it is tried
+   again (the bookkeeping of :class:`sparseclust._moves.MoveBook`, shared with
+   HDPTopicModel).
 """
 
 import numpy as np
@@ -106,7 +110,7 @@ class MixtureMoves(MoveBook):
 
     def init_moves(self, moves, move_opts=None):
         self.moves = tuple(moves)
-        opts = dict(start=2, near=16, corr_near=4, pairs_per_component=3, max_pairs=None,
+        opts = dict(start=2, near=16, corr_near=4, pairs_per_component=8, max_pairs=None,
                     delete_rows=None, max_deletes=20, cooldown=3, birth_components=3,
                     birth_rows=None, birth_fit_rows=1000, birth_iters=10, max_births=1)
         opts.update(move_opts or {})
@@ -193,6 +197,9 @@ class MixtureMoves(MoveBook):
                 score, max_per_component=opts["pairs_per_component"], max_pairs=max_pairs,
                 min_score=-np.finfo(np.float64).max,
             )
+        n_try = pairs.shape[0]
+        if n_try:
+            pairs = np.vstack([pairs, _partner_pairs(pairs, K)]).astype(np.int32)
         dels = np.zeros(0, dtype=np.int64)
         if "delete" in self.moves:
             n_total = float(np.sum(stats["N"]))
@@ -215,6 +222,8 @@ class MixtureMoves(MoveBook):
         if pairs.shape[0] or dels.size or births.size:
             # batch -> dict(PH, rows, values, indices)
             self.round = MoveRound(K, pairs, dels, births)
+            # the pairs tried; the others (partners of a common cluster) are gathered only
+            self.round.n_try = n_try
 
     def _merge_scores(self, stats, params, corr):
         """(K, K) ranking of merge candidates, -inf for pairs not examined.
@@ -310,7 +319,8 @@ class MixtureMoves(MoveBook):
         # is tried only while neither of its clusters was touched, so its pooled statistics
         # are those of the pass (only the allocation terms change with earlier merges)
         st = work.stats
-        pa, pb = rnd.pairs[:, 0], rnd.pairs[:, 1]
+        n_try = getattr(rnd, "n_try", rnd.pairs.shape[0])
+        pa, pb = rnd.pairs[:n_try, 0], rnd.pairs[:n_try, 1]
         pooled = SuffStats(**{k: v[pa] + v[pb] for k, v in st.items()})
         comp_ab = _gaussian.optimal_component_terms(pooled, self.prior)
 
@@ -320,8 +330,38 @@ class MixtureMoves(MoveBook):
             work.merge_map[work.merge_map == b] = a
             work.ops.append(("merge", a, b))
 
-        self.run_merges(rnd.pairs, lambda: work.alive, log,
-                        lambda p, a, b: work.try_merge(a, b, PH[p], comp_ab[p]), apply)
+        # a cluster that already absorbed clusters this round may absorb another, c, when no
+        # row holds c together with any of them: the gathered pair entropy PH between c and
+        # each of them is then exactly 0 (h(x, y) < 0 whenever x, y > 0), no row holds three
+        # merged clusters, and the merged entropy stays H_a + H_c + PH_ac exactly
+        absorbed = {}
+        pair_of = rnd.pair_of
+
+        def may_chain(p, a, b):
+            if a in log.touched and b in log.touched:
+                return False
+            x, y = (a, b) if a in log.touched else (b, a)
+            if x not in absorbed:  # x was absorbed itself, or deleted: not a survivor
+                return False
+            for z in absorbed[x]:
+                q = pair_of[z * K + y]
+                if q < 0 or PH[q] != 0.0:
+                    return False
+            return True
+
+        K = rnd.K
+
+        def try_merge(p, a, b):
+            chained = a in log.touched or b in log.touched
+            return work.try_merge(a, b, PH[p], None if chained else comp_ab[p])
+
+        def apply_and_record(p, a, b):
+            apply(p, a, b)
+            absorbed.setdefault(a, []).append(b)
+            absorbed[a].extend(absorbed.pop(b, []))
+
+        self.run_merges(rnd.pairs[:n_try], lambda: work.alive, log, try_merge,
+                        apply_and_record, may_chain)
 
     def _deletes(self, work, rnd, batch_stats, batches, log):
         for j in rnd.deletes:
@@ -480,19 +520,41 @@ def _fold_merged(values, indices, merge_map):
     indices = np.asarray(indices)
     idx = np.asarray(merge_map)[indices].astype(np.int32)
     vals = np.array(values, copy=True)
-    Lk = idx.shape[1]
-    # merges within a round are pairwise (a merged cluster takes part in no other move), so
-    # a row holds at most the two entries a and b of one merge; the emptied entry keeps the
-    # index of the merged-away b (removed, distinct within the row)
-    for i in range(Lk):
-        for j in range(i + 1, Lk):
-            dup = np.flatnonzero(idx[:, j] == idx[:, i])
-            if dup.size:
-                vals[dup, i] += vals[dup, j]
-                vals[dup, j] = 0
-                gone_i = indices[dup, i] != idx[dup, i]
-                idx[dup, j] = np.where(gone_i, indices[dup, i], indices[dup, j])
+    # rows holding one target twice or more: the first such entry keeps the target and the
+    # sum, the others the merged-away indices of the group (removed, distinct in the row)
+    srt = np.sort(idx, axis=1)
+    for r in np.flatnonzero((srt[:, 1:] == srt[:, :-1]).any(axis=1)):
+        row, orig = idx[r].copy(), indices[r]
+        for t in np.unique(row):
+            cols = np.flatnonzero(row == t)
+            if cols.size < 2:
+                continue
+            keep = cols[0]
+            spare = [int(o) for o in orig[cols] if o != t]
+            vals[r, keep] = vals[r, cols].sum()
+            idx[r, keep] = t
+            for c, o in zip(cols[1:], spare, strict=False):
+                vals[r, c] = 0
+                idx[r, c] = o
     return vals, idx
+
+
+def _partner_pairs(pairs, K):
+    """The pairs (y, z) of clusters that share a partner in ``pairs`` and are not a pair
+    themselves: gathering their pair entropy tells whether a cluster may absorb both."""
+    have = set(map(tuple, np.asarray(pairs, dtype=np.int64).tolist()))
+    partners = {}
+    for a, b in have:
+        partners.setdefault(a, []).append(b)
+        partners.setdefault(b, []).append(a)
+    out = set()
+    for ys in partners.values():
+        for i in range(len(ys)):
+            for j in range(i + 1, len(ys)):
+                y, z = min(ys[i], ys[j]), max(ys[i], ys[j])
+                if (y, z) not in have:
+                    out.add((y, z))
+    return np.asarray(sorted(out), dtype=np.int32).reshape(-1, 2)
 
 
 def _pad(stats, n_new):
