@@ -39,6 +39,12 @@ clock) runs in two groups that may run side by side, then is merged::
         benchmarks/results/gmm_patches_learned_k_sklearn.json \
         --out benchmarks/results/gmm_patches_learned_k
 
+The 'ours' group splits into ``--learned-k dp`` (the DP fits; ``--dp-K`` picks the
+truncations) and ``--learned-k finite`` (the finite grid), which may run as separate processes;
+their JSONs are listed after the earlier ones in ``--learned-k-report``, where a later file's
+runs replace an earlier file's of the same method, K and seed. Our fits record wall and CPU
+seconds (``time.process_time``), held-out scoring excluded.
+
 The default pass against L = K (the defaults: L = 4 with ``n_candidates='auto'`` and
 ``candidate_refresh='auto'``; beside them L = 4 without candidate sets and L = K), per-pass CPU
 time of single-threaded fits from the same k-means++ seeds, and held-out scores after a fixed
@@ -47,6 +53,10 @@ number of passes, is a separate run that writes its own JSON::
     OMP_NUM_THREADS=1 python benchmarks/bench_gmm_patches.py --default-pass \
         --n-train 20000 --n-heldout 5000 --passes 20 --K 200 400 --threads 1 \
         --out benchmarks/results/gmm_default_pass
+
+With ``--seeds 0 1 2 3 4`` every seed gets its own k-means++ labels and ``random_state`` (all
+runs of a seed start from the same labels), and the summary adds the held-out difference to
+L = K per seed, its mean and median (``results/gmm_default_pass_seeds.json``).
 
 Both libraries get the same dtype (``--dtype``, float64 by default: scikit-learn's mixtures
 compute in the dtype they are given, and float64 is their usual setting).
