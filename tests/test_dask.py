@@ -481,6 +481,30 @@ def test_gmm_dp_moves_equal_in_process(client, monkeypatch, algorithm):
     assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:])), lb
 
 
+def test_gmm_dp_birth_equals_in_process(client, monkeypatch):
+    # a birth fits fresh clusters to rows of one cluster fetched from the partitions that
+    # hold them: the same births, clusters and objective as in-process on the same batches
+    import sparseclust.mixture._sparse_gmm as sg
+
+    from .test_sparse_gmm import _merged_away
+
+    X, _, labels = _merged_away(0)
+    kw = dict(n_components=2, init_params=labels, max_iter=12, tol=0, n_batches=3,
+              weight_concentration_prior_type="dirichlet_process", moves="all",
+              random_state=0)
+    got = _fit(sg.SparseGaussianMixture(**kw), da.from_array(X, chunks=(150, 3)))
+    engine = sg.fit_engine
+    monkeypatch.setattr(sg, "fit_engine", lambda model, X_, *a, **k: engine(
+        model, _InMemoryParts(X_, 150), *a, **k))
+    ref = _fit(sg.SparseGaussianMixture(**kw), X)
+    assert sum(e["births_accepted"] for e in got.trace_) >= 1
+    assert [e["births_accepted"] for e in got.trace_] == [e["births_accepted"]
+                                                          for e in ref.trace_]
+    assert got.n_components_ == ref.n_components_ == 3
+    np.testing.assert_allclose(got.means_, ref.means_, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(got.lower_bounds_, ref.lower_bounds_, rtol=1e-11)
+
+
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
 def test_gmm_bad_value_in_one_partition(client, bad):
     from sparseclust import SparseGaussianMixture

@@ -41,7 +41,7 @@ from ._dp_moves import MixtureMoves
 
 __all__ = ["SparseGaussianMixture"]
 
-_MIXTURE_MOVES = ("merge", "delete", "sort")
+_MIXTURE_MOVES = ("merge", "delete", "birth", "sort")
 
 # Bound on the number of floats of a (rows, K) weight block in the local step.
 _LOCAL_BLOCK_FLOATS = 1 << 21
@@ -603,16 +603,19 @@ class SparseGaussianMixture(
     moves : {'all', 'none'}, str or tuple, default='all'
         Memoized moves of the Dirichlet-process mixture (Hughes & Sudderth 2013; the machinery
         HDPTopicModel uses, :mod:`sparseclust._moves`): a subset of ``('merge', 'delete',
-        'sort')``, as a tuple or a ``'+'``-joined string such as ``'merge+delete'``.
+        'birth', 'sort')``, as a tuple or a ``'+'``-joined string such as ``'merge+delete'``.
         After every pass from the second on, **merge** tries candidate pairs (each cluster's
         nearest clusters by symmetric KL divergence and most correlated ones by co-usage,
         ranked by the gain of pooling their statistics) whose entropy terms
         ``sum_n (r_na + r_nb) log(r_na + r_nb)`` were gathered during the pass; **delete**
         tries the smallest clusters, re-running the local step without the cluster on the
-        samples that use it; **sort** reorders the clusters by size (the stick-breaking prior
-        favours large early sticks). Each proposal is accepted only if the whole-data ELBO
-        increases, so training stays monotone, and ``n_components_`` becomes the number of
-        clusters left that hold at least one expected sample (clusters with less, which the
+        samples that use it; **birth** (after a round that accepted no merge or delete) fits 3
+        fresh clusters to a subsample of the largest cluster's samples and re-runs the local
+        step on those samples with the fresh clusters added; **sort** reorders the clusters by
+        size (the stick-breaking prior favours large early sticks). Each proposal is accepted
+        only if the whole-data ELBO increases, so training stays monotone, and
+        ``n_components_`` becomes the number of clusters left that hold at least one expected
+        sample (clusters with less, which the
         ELBO may keep for the entropy of a sliver of mass, are dropped from the fitted model;
         ``lower_bound_`` is the objective of the training truncation). The default ``'all'``
         changes nothing for the default ``'dirichlet_distribution'`` prior, where moves do
@@ -621,7 +624,7 @@ class SparseGaussianMixture(
         ``n_components`` is an upper bound and the number of clusters is learned. Moves need
         the cached batches of ``'memoized'`` or ``'batch'`` training; ``'stochastic'`` and
         :meth:`partial_fit` ignore them. With moves, ``tol`` ends training only after 4 passes
-        without an accepted merge or delete (a proposal rejected n times is retried after
+        without an accepted merge, delete or birth (a proposal rejected n times is retried after
         ``3 * 2 ** (n - 1)`` passes, at most 24; the bookkeeping of
         :class:`sparseclust._moves.MoveBook`, shared with HDPTopicModel).
     candidate_refresh : 'auto' or int, default='auto'

@@ -457,11 +457,7 @@ class HDPModel(MoveBook, VariationalModel):
         co-usage is gathered."""
         rnd = self.round
         if rnd is not None:
-            lite = MoveRound.__new__(MoveRound)
-            lite.K, lite.pairs, lite.pair_of, lite.deletes = (rnd.K, rnd.pairs, rnd.pair_of,
-                                                              rnd.deletes)
-            lite.batch = {}
-            rnd = lite
+            rnd = rnd.candidates_only()
         return dict(round=rnd, usage="merge" in self.moves or "delete" in self.moves)
 
     def worker_model(self):
