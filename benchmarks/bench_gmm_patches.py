@@ -39,6 +39,12 @@ clock) runs in two groups that may run side by side, then is merged::
         benchmarks/results/gmm_patches_learned_k_sklearn.json \
         --out benchmarks/results/gmm_patches_learned_k
 
+The 'ours' group splits into ``--learned-k dp`` (the DP fits; ``--dp-K`` picks the
+truncations) and ``--learned-k finite`` (the finite grid), which may run as separate processes;
+their JSONs are listed after the earlier ones in ``--learned-k-report``, where a later file's
+runs replace an earlier file's of the same method, K and seed. Our fits record wall and CPU
+seconds (``time.process_time``), held-out scoring excluded.
+
 The default pass against L = K (the defaults: L = 4 with ``n_candidates='auto'`` and
 ``candidate_refresh='auto'``; beside them L = 4 without candidate sets and L = K), per-pass CPU
 time of single-threaded fits from the same k-means++ seeds, and held-out scores after a fixed
@@ -47,6 +53,10 @@ number of passes, is a separate run that writes its own JSON::
     OMP_NUM_THREADS=1 python benchmarks/bench_gmm_patches.py --default-pass \
         --n-train 20000 --n-heldout 5000 --passes 20 --K 200 400 --threads 1 \
         --out benchmarks/results/gmm_default_pass
+
+With ``--seeds 0 1 2 3 4`` every seed gets its own k-means++ labels and ``random_state`` (all
+runs of a seed start from the same labels), and the summary adds the held-out difference to
+L = K per seed, its mean and median (``results/gmm_default_pass_seeds.json``).
 
 Both libraries get the same dtype (``--dtype``, float64 by default: scikit-learn's mixtures
 compute in the dtype they are given, and float64 is their usual setting).
@@ -274,12 +284,17 @@ def main(argv=None):
     )
     ap.add_argument(
         "--learned-k",
-        choices=("ours", "sklearn", "all"),
+        choices=("ours", "sklearn", "all", "dp", "finite"),
         default=None,
         help="only run the learned-K comparison (Dirichlet-process mixture with moves from "
         "K = 50 and K = 400, finite K in {50, 100, 200, 400}, scikit-learn's DP "
-        "BayesianGaussianMixture and GaussianMixture at K = 100), or the named group of it",
+        "BayesianGaussianMixture and GaussianMixture at K = 100), or the named group of it "
+        "('ours' = 'dp' + 'finite' + the pass ratio; 'dp' and 'finite' may run side by side "
+        "and be merged with an earlier run's JSONs by --learned-k-report, where a later file's "
+        "runs replace the earlier ones of the same method, K and seed)",
     )
+    ap.add_argument("--dp-K", type=int, nargs="+", default=[50, 400],
+                    help="truncations the DP mixture starts from (--learned-k dp/ours)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--max-iter", type=int, default=100)
     ap.add_argument("--sklearn-max-iter", type=int, default=100)
@@ -460,25 +475,28 @@ def main(argv=None):
 
 # ----------------------------------------------------------------------------- learned K
 def _timed_fit(est, X, X_ho):
-    """Fit ``est`` (ours) with held-out scoring after every pass; returns the wall seconds
-    of the fit without the scoring (initialization included)."""
-    spent = [0.0]
+    """Fit ``est`` (ours) with held-out scoring after every pass; returns the wall and the
+    CPU seconds (``time.process_time``) of the fit without the scoring (initialization
+    included)."""
+    spent = [0.0, 0.0]
     inner = est._score_samples_params
 
     def scored(*a, **kw):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         out = inner(*a, **kw)
         spent[0] += time.perf_counter() - t
+        spent[1] += time.process_time() - c
         return out
 
     est._score_samples_params = scored
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         est._fit(X, X_heldout=X_ho)
     total = time.perf_counter() - t0 - spent[0]
+    cpu = time.process_time() - c0 - spent[1]
     del est._score_samples_params
-    return total
+    return total, cpu
 
 
 def run_dp_one(X, X_ho, K, dp, args, seed):
@@ -490,13 +508,14 @@ def run_dp_one(X, X_ho, K, dp, args, seed):
     else:
         kw.update(weight_concentration_prior=10.0 / K)
     est = SparseGaussianMixture(K, **kw)
-    seconds = _timed_fit(est, X, X_ho)
+    seconds, cpu = _timed_fit(est, X, X_ho)
     offset = seconds - est.trace_[-1]["elapsed"]  # initialization
     curve = [
         {"elapsed": offset + e["elapsed"], "heldout": e["heldout"],
          "n_components": e["n_components"],
          "merges_accepted": e.get("merges_accepted", 0),
-         "deletes_accepted": e.get("deletes_accepted", 0)}
+         "deletes_accepted": e.get("deletes_accepted", 0),
+         "births_accepted": e.get("births_accepted", 0)}
         for e in est.trace_
     ]
     return {
@@ -505,10 +524,12 @@ def run_dp_one(X, X_ho, K, dp, args, seed):
         "K_learned": int(est.n_components_),
         "seed": seed,
         "seconds": seconds,
+        "cpu_seconds": cpu,
         "passes": int(est.n_iter_),
         "converged": bool(est.converged_),
         "heldout": float(est.score(X_ho)),
         "train": float(est.score(X)),
+        "lower_bound_per_sample": float(est.lower_bound_) / X.shape[0],
         "curve": curve,
     }
 
@@ -567,6 +588,7 @@ def run_learned_k(X, X_ho, args, t0):
             "n_train": int(X.shape[0]), "n_heldout": int(X_ho.shape[0]),
             "dim": int(X.shape[1]), "dtype": args.dtype, "threads": args.threads,
             "group": args.learned_k, "seeds": args.seeds, "max_iter": args.max_iter,
+            "load_average_start": os.getloadavg(),
             "sklearn_max_iter": args.sklearn_max_iter, "gamma": args.gamma,
             "finite_alpha": 10.0,
             "data": "BSDS500 images/train (fit) and images/val (held out), 8x8 grayscale, "
@@ -577,12 +599,14 @@ def run_learned_k(X, X_ho, args, t0):
         "runs": [],
     }
     for seed in args.seeds:
-        if args.learned_k in ("ours", "all"):
-            for K in (50, 400):
+        if args.learned_k in ("ours", "all", "dp"):
+            for K in args.dp_K:
                 r = run_dp_one(X, X_ho, K, True, args, seed)
                 results["runs"].append(r)
                 print(f"DP from K={K} seed {seed}: learned K={r['K_learned']} heldout "
-                      f"{r['heldout']:.3f} train {r['train']:.3f} {r['seconds']:.0f}s", flush=True)
+                      f"{r['heldout']:.3f} train {r['train']:.3f} {r['seconds']:.0f}s "
+                      f"(CPU {r['cpu_seconds']:.0f}s)", flush=True)
+        if args.learned_k in ("ours", "all", "finite"):
             for K in (50, 100, 200, 400):
                 r = run_dp_one(X, X_ho, K, False, args, seed)
                 results["runs"].append(r)
@@ -614,6 +638,10 @@ def learned_k_report(paths, out):
             merged = r
             merged["parts"] = [r["config"]]
         else:
+            # a later file's runs replace the earlier ones of the same method, K and seed
+            new = {(x["method"], x["K_start"], x["seed"]) for x in r["runs"]}
+            merged["runs"] = [x for x in merged["runs"]
+                              if (x["method"], x["K_start"], x["seed"]) not in new]
             merged["runs"] += r["runs"]
             merged["parts"].append(r["config"])
             if "pass_ratio" in r:
@@ -621,7 +649,8 @@ def learned_k_report(paths, out):
     runs = merged["runs"]
 
     def med(method, K, key):
-        vals = [r[key] for r in runs if r["method"] == method and r["K_start"] == K]
+        vals = [r[key] for r in runs
+                if r["method"] == method and r["K_start"] == K and r.get(key) is not None]
         return statistics.median(vals) if vals else None
 
     table = []
@@ -636,6 +665,7 @@ def learned_k_report(paths, out):
                           "gap": med(method, K, "train") - h,
                           "K_learned": med(method, K, "K_learned"),
                           "seconds": med(method, K, "seconds"),
+                          "cpu_seconds": med(method, K, "cpu_seconds"),
                           "passes": med(method, K, "passes")})
     merged["table"] = table
     finite = [t for t in table if t["method"] == "ours finite"]
@@ -654,6 +684,10 @@ def learned_k_report(paths, out):
             "K_learned": t["K_learned"], "seconds": t["seconds"],
             "finite_fit_nearest_learned_K": near["K_start"],
             "time_ratio_to_that_finite_fit": t["seconds"] / near["seconds"],
+            "cpu_seconds": t["cpu_seconds"],
+            "cpu_time_ratio_to_that_finite_fit": (
+                t["cpu_seconds"] / near["cpu_seconds"]
+                if t["cpu_seconds"] and near["cpu_seconds"] else None),
             "train_heldout_gap": t["gap"],
         }
         if bgm is not None:
@@ -835,12 +869,12 @@ def run_candidates(X, X_ho, args, t0):
     print(f"added candidate_runs to {path} ({block['total_seconds']:.0f}s)")
 
 
-def _cpu_fit(X, X_ho, labels, K, L, args, **kw):
+def _cpu_fit(X, X_ho, labels, K, L, args, seed=0, **kw):
     """One memoized fit of ``args.passes`` passes from hard initial labels: CPU seconds of
     every pass (``time.process_time`` at each pass's end, single-threaded process) and the
     held-out score at the end."""
     est = SparseGaussianMixture(K, L=L, zero_mean=True, max_iter=args.passes, tol=0,
-                                init_params=labels, random_state=0, n_threads=args.threads,
+                                init_params=labels, random_state=seed, n_threads=args.threads,
                                 n_batches=args.n_batches, **kw)
     stamps = []
 
@@ -881,33 +915,45 @@ def run_default_pass(X, X_ho, args, t0):
         "load_average_start": os.getloadavg(),
     }, "environment": {"numpy": np.__version__, "python": platform.python_version()},
         "runs": {}, "summary": {}}
+    out["config"]["seeds"] = list(args.seeds)
     for K in args.K:
-        labels = initial_labels(X, K, seed=0)
         reps = {name: [] for name in configs}
-        for rep in range(args.repeats):
-            for name, (L, kw) in configs.items():
-                r = _cpu_fit(X, X_ho, labels, K, L, args, **kw)
-                reps[name].append(r)
-                print(f"[{rep + 1}/{args.repeats}] K={K} {name:32s} median pass "
-                      f"{r['median_pass_2_to_n']:.3f}s total {r['cpu_total']:.1f}s heldout "
-                      f"{r['heldout']:.4f}", flush=True)
+        for seed in args.seeds:
+            # each seed: its own k-means++ labels and random_state, every config from them
+            labels = initial_labels(X, K, seed=seed)
+            for rep in range(args.repeats):
+                for name, (L, kw) in configs.items():
+                    r = _cpu_fit(X, X_ho, labels, K, L, args, seed=seed, **kw)
+                    r["seed"] = int(seed)
+                    reps[name].append(r)
+                    print(f"[seed {seed} {rep + 1}/{args.repeats}] K={K} {name:32s} median "
+                          f"pass {r['median_pass_2_to_n']:.3f}s total {r['cpu_total']:.1f}s "
+                          f"heldout {r['heldout']:.4f}", flush=True)
         out["runs"][str(K)] = reps
-        lk = reps["L=K"]
         med = {name: statistics.median(r["median_pass_2_to_n"] for r in rs)
                for name, rs in reps.items()}
         tot = {name: statistics.median(r["cpu_total"] for r in rs) for name, rs in reps.items()}
-        ho_lk = lk[0]["heldout"]
-        out["summary"][str(K)] = {
-            name: {
+        # held-out of the first repeat of every seed (repeats of one seed are the same fit)
+        first = {name: {r["seed"]: r["heldout"] for r in reversed(rs)}
+                 for name, rs in reps.items()}
+        ho_lk = first["L=K"]
+        summ = {}
+        for name in reps:
+            ho = first[name]
+            diffs = [(ho[s] - ho_lk[s]) / abs(ho_lk[s]) for s in args.seeds]
+            summ[name] = {
                 "median_pass_2_to_n": med[name],
                 "pass_speedup_vs_LK": med["L=K"] / med[name],
                 "total_cpu": tot[name],
                 "total_speedup_vs_LK": tot["L=K"] / tot[name],
-                "heldout": rs[0]["heldout"],
-                "heldout_rel_diff_vs_LK": (rs[0]["heldout"] - ho_lk) / abs(ho_lk),
+                "heldout": ho[args.seeds[0]],
+                "heldout_rel_diff_vs_LK": diffs[0],
+                "heldout_per_seed": [ho[s] for s in args.seeds],
+                "heldout_rel_diff_vs_LK_per_seed": diffs,
+                "heldout_rel_diff_vs_LK_mean": float(np.mean(diffs)),
+                "heldout_rel_diff_vs_LK_median": float(np.median(diffs)),
             }
-            for name, rs in reps.items()
-        }
+        out["summary"][str(K)] = summ
     out["config"]["load_average_end"] = os.getloadavg()
     out["total_seconds"] = time.perf_counter() - t0
     path = Path(args.out).with_suffix(".json")

@@ -111,9 +111,13 @@ def run_hdp(X, scorer, truncation, seed, gamma, max_iter):
     m.fit(X, callback=cb)
     seconds = sw.pause()
     final = scorer(m, None)
+    # diagnostic, not the HDP's score: the same topics with SparseLDA's uniform document
+    # prior alpha / K (separates the topics from the prior alpha E[beta] in a gap to SparseLDA)
+    uniform = scorer(m.topic_word_distribution_, ALPHA / m.n_components_)
     return dict(method="hdp", seed=seed, gamma=gamma, n_live=m.n_components_,
                 n_topics_model=m.n_topics_model_, n_iter=m.n_iter_, seconds=seconds,
-                wall_seconds=m.trace_[-1]["elapsed"], final_score=final, curve=curve,
+                wall_seconds=m.trace_[-1]["elapsed"], final_score=final,
+                final_score_uniform_prior=uniform, curve=curve,
                 pass_seconds=np.diff([0.0] + marks).tolist(),
                 trace=[{k: v for k, v in e.items() if isinstance(v, (int, float, bool))}
                        for e in m.trace_])

@@ -13,6 +13,10 @@ Two experiments, one thread each, CPU time of this process (``time.process_time`
     seed for all) at checkpoints spaced geometrically in training time, until ``--budget``
     seconds (per K, ``--budgets``) of training CPU time. Initialisation is inside the clock,
     scoring outside.
+``validation``
+    Memoized Gibbs with each batch's chain kept between visits (``SparseLDA._gibbs_chains``)
+    against the shipped restarted chains, trained on the shuffled 20 Newsgroups training posts
+    but the last ``--n-val``, scored on those (documents the reported test split does not use).
 ``step_cost``
     CPU seconds per token of a stochastic step (local + global step, the trace's
     ``time_local + time_global`` of the second pass of ``algorithm='stochastic'`` on
@@ -22,9 +26,12 @@ Two experiments, one thread each, CPU time of this process (``time.process_time`
     Corpus: IMDB (``--step-corpus imdb``) or 20 Newsgroups.
 
 Every run writes the JSON (``--out``) again when it finishes, so a partial run keeps its
-results. Usage::
+results; ``heldout`` also saves each run's curve at every checkpoint (``"complete": false``
+until its budget is spent). Usage::
 
     python benchmarks/bench_lda_hybrid.py heldout --ks 100 --budgets 60
+    python benchmarks/bench_lda_hybrid.py validation --ks 400 --budgets 100 \
+        --val-methods gibbs-memoized
     python benchmarks/bench_lda_hybrid.py step_cost --step-corpus imdb
     python benchmarks/bench_lda_hybrid.py plot
 """
@@ -81,8 +88,23 @@ def _save(path, res):
     write_json(path, res)
 
 
-def run_sparselda(X, K, spec, seed, recorder, budget, opts):
-    model = SparseLDA(
+def _gibbs_settings(opts):
+    d = SparseLDA()
+    return {"n_burnin": d.n_burnin if opts.n_burnin is None else opts.n_burnin,
+            "n_samples": d.n_samples if opts.n_samples is None else opts.n_samples}
+
+
+def _on_record(recorder):
+    hook = getattr(recorder, "on_record", None)
+    if hook is not None:
+        hook()
+
+
+def run_sparselda(X, K, spec, seed, recorder, budget, opts, cls=SparseLDA):
+    if spec.get("local_step") == "gibbs":
+        spec = {**spec, **{k: v for k, v in (("n_burnin", opts.n_burnin),
+                                             ("n_samples", opts.n_samples)) if v is not None}}
+    model = cls(
         n_components=K,
         doc_topic_prior=doc_topic_prior(K),
         topic_word_prior=TOPIC_WORD_PRIOR,
@@ -101,6 +123,7 @@ def run_sparselda(X, K, spec, seed, recorder, budget, opts):
         stop = t >= budget
         if recorder.due(t) or stop:
             recorder.record(t, np.asarray(info["components"]), info.get("pass"))
+            _on_record(recorder)
         sw.resume()
         return stop
 
@@ -117,6 +140,7 @@ def run_tomotopy(X, K, seed, recorder, budget):
         t = sw.pause()
         if recorder.due(t) or t >= budget:
             recorder.record(t, runner.topics(), runner.total)
+            _on_record(recorder)
         if t >= budget:
             break
         sw.resume()
@@ -127,6 +151,13 @@ def heldout(opts):
     res = _load(opts.out)
     X, X_test, _ = newsgroups_heldout_split(seed=opts.seed)
     print(f"20 Newsgroups: train {X.shape}, test {X_test.shape}", flush=True)
+    res["settings"] = {
+        "seed": opts.seed, "n_batches": opts.n_batches, "batch_size": opts.batch_size,
+        "clock": "process_time (CPU seconds, one thread)",
+        "alpha": "0.5 / K", "topic_word_prior": TOPIC_WORD_PRIOR,
+        "gibbs": _gibbs_settings(opts),
+        "note": opts.note,
+    }
     for K, budget in zip(opts.ks, opts.budgets, strict=True):
         runs = res["heldout"].setdefault(str(K), {})
         for name in opts.methods:
@@ -134,26 +165,67 @@ def heldout(opts):
             scorer = Scorer(X_test, K, opts.seed, opts.score_threads)
             rec = Recorder(scorer, budget, first=2.0, growth=opts.growth,
                            log=lambda m: print(m, flush=True))
+
+            def entry(t, rec=rec, budget=budget, done=True):
+                return {
+                    "budget_cpu_seconds": budget,
+                    "train_cpu_seconds": t,
+                    "curve": [list(c) for c in rec.curve],
+                    "final_score": rec.curve[-1][1],
+                    "loadavg": os.getloadavg(),
+                    "complete": done,
+                }
+
+            def checkpoint(rec=rec, runs=runs, name=name, entry=entry):
+                # the curve so far is saved at every checkpoint ("complete": False until the
+                # budget is spent), so a run stopped early keeps what it measured
+                runs[name] = entry(rec.curve[-1][0], done=False)
+                _save(opts.out, res)
+
+            rec.on_record = checkpoint
             with threadpool_limits(1):
                 if name == "tomotopy":
                     t = run_tomotopy(X, K, opts.seed, rec, budget)
                 else:
                     t = run_sparselda(X, K, METHODS[name], opts.seed, rec, budget, opts)
-            runs[name] = {
-                "budget_cpu_seconds": budget,
-                "train_cpu_seconds": t,
-                "curve": [list(c) for c in rec.curve],
-                "final_score": rec.curve[-1][1],
-                "loadavg": os.getloadavg(),
-            }
-            res["settings"] = {
-                "seed": opts.seed, "n_batches": opts.n_batches, "batch_size": opts.batch_size,
-                "clock": "process_time (CPU seconds, one thread)",
-                "alpha": "0.5 / K", "topic_word_prior": TOPIC_WORD_PRIOR,
-                "gibbs": {"n_burnin": SparseLDA().n_burnin, "n_samples": SparseLDA().n_samples},
-                "note": opts.note,
-            }
+            runs[name] = entry(t)
             _save(opts.out, res)
+
+
+class _RestartLDA(SparseLDA):
+    """The Gibbs local step restarting every visit from the sequential initialisation."""
+
+    _gibbs_chains = False
+
+
+def validation(opts):
+    """Memoized Gibbs with chains kept between visits vs restarted chains, on documents not
+    used for reporting: the last ``--n-val`` posts of the shuffled 20 Newsgroups training set
+    are scored, the others trained on (K = first of ``--ks``, budget first of ``--budgets``,
+    or ``--val-methods``)."""
+    res = _load(opts.out)
+    X, _, _ = newsgroups_heldout_split(seed=opts.seed)
+    X_tr, X_val = X[: -opts.n_val], X[-opts.n_val :]
+    K, budget = opts.ks[0], opts.budgets[0]
+    runs = res.setdefault("validation", {}).setdefault(str(K), {})
+    for name in opts.val_methods:
+        print(f"validation K={K} {name} (budget {budget} s CPU)", flush=True)
+        rec = Recorder(Scorer(X_val, K, opts.seed, opts.score_threads), budget, first=4.0,
+                       growth=1.6, log=lambda m: print(m, flush=True))
+        cls = _RestartLDA if name == "gibbs-memoized-restart" else SparseLDA
+        spec = METHODS["gibbs-memoized" if name.startswith("gibbs") else name]
+        with threadpool_limits(1):
+            t = run_sparselda(X_tr, K, spec, opts.seed, rec, budget, opts, cls=cls)
+        runs[name] = {"budget_cpu_seconds": budget, "train_cpu_seconds": t,
+                      "curve": [list(c) for c in rec.curve], "final_score": rec.curve[-1][1],
+                      "loadavg": os.getloadavg()}
+        res["validation_settings"] = {
+            "documents": f"train on the first {X_tr.shape[0]} shuffled 20 Newsgroups training "
+                         f"posts, score document completion on the last {X_val.shape[0]}",
+            "seed": opts.seed, "n_batches": opts.n_batches,
+            "clock": "process_time (CPU seconds, one thread)"}
+        runs[name]["gibbs"] = _gibbs_settings(opts)
+        _save(opts.out, res)
 
 
 def step_cost(opts):
@@ -237,12 +309,19 @@ def plot(opts):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("what", choices=["heldout", "step_cost", "plot"])
+    p.add_argument("what", choices=["heldout", "validation", "step_cost", "plot"])
     p.add_argument("--ks", type=int, nargs="+", default=[100, 400])
     p.add_argument("--budgets", type=float, nargs="+", default=[400.0, 400.0])
     p.add_argument("--methods", nargs="+",
                    default=["gibbs-memoized", "gibbs-stochastic", "variational-memoized",
                             "tomotopy"])
+    p.add_argument("--val-methods", nargs="+",
+                   default=["gibbs-memoized", "gibbs-memoized-restart"])
+    p.add_argument("--n-val", type=int, default=1000)
+    p.add_argument("--n-burnin", type=int, default=None,
+                   help="Gibbs local step burn-in sweeps (default: SparseLDA's)")
+    p.add_argument("--n-samples", type=int, default=None,
+                   help="Gibbs local step saved sweeps (default: SparseLDA's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--n-batches", type=int, default=10)
     p.add_argument("--batch-size", type=int, default=256)
@@ -254,7 +333,8 @@ def main():
     p.add_argument("--note", default="")
     p.add_argument("--out", default=str(OUT))
     opts = p.parse_args()
-    {"heldout": heldout, "step_cost": step_cost, "plot": plot}[opts.what](opts)
+    {"heldout": heldout, "validation": validation, "step_cost": step_cost,
+     "plot": plot}[opts.what](opts)
 
 
 if __name__ == "__main__":

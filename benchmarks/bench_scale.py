@@ -30,6 +30,7 @@ Usage::
     python benchmarks/bench_scale.py --quick
     python benchmarks/bench_scale.py --dask            # 1 vs 2 Dask workers, IMDB, K = 400
     python benchmarks/bench_scale.py --dask --quick    # the same on 20 Newsgroups, K = 50
+    python benchmarks/bench_scale.py --dask --dask-model hdp  # HDPTopicModel (moves), 20NG
 
 ``--dask`` runs, for each worker count in a fresh subprocess, a ``LocalCluster`` of that many
 single-threaded worker processes (``OMP_NUM_THREADS=1``), the corpus as a ``dask.array`` of
@@ -236,6 +237,9 @@ def main(argv=None):
                     "workers (one thread each), IMDB at K = 400 (--quick: 20 Newsgroups, "
                     "K = 50); writes results/scale_dask.json")
     ap.add_argument("--dask-workers", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--dask-model", choices=["lda", "hdp"], default="lda",
+                    help="with --dask: 'hdp' fits batch HDPTopicModel (moves on) on 20 "
+                    "Newsgroups, max_components = 100; writes results/scale_dask_hdp.json")
     ap.add_argument("--dask-partitions", type=int, default=8)
     ap.add_argument("--out", default=str(RESULTS / "scale.json"))
     args = ap.parse_args(argv)
@@ -397,7 +401,7 @@ def child_dask(cfg):
     import scipy.sparse as sp
     from distributed import Client, LocalCluster
 
-    from sparseclust import SparseLDA
+    from sparseclust import HDPTopicModel, SparseLDA
 
     X = sp.csr_array(sp.load_npz(cfg["data"]).tocsr(), dtype=np.float64)
     if cfg.get("n_docs"):
@@ -423,8 +427,15 @@ def child_dask(cfg):
         marks.append(cpu_now())
         return False
 
-    est = SparseLDA(n_components=cfg["K"], L=8, algorithm="batch", max_iter=cfg["passes"],
-                    tol=0, init="random", random_state=0, n_threads=1)
+    if cfg.get("model", "lda") == "hdp":
+        # batch training with the merge / delete / sort moves (from the end of pass 2)
+        est = HDPTopicModel(max_components=cfg["K"], L=8, algorithm="batch",
+                            max_iter=cfg["passes"], tol=0, init="random", random_state=0,
+                            n_threads=1)
+    else:
+        est = SparseLDA(n_components=cfg["K"], L=8, algorithm="batch",
+                        max_iter=cfg["passes"], tol=0, init="random", random_state=0,
+                        n_threads=1)
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -439,6 +450,8 @@ def child_dask(cfg):
                client_cpu=client_cpu, time_local=[e["time_local"] for e in est.trace_],
                time_global=[e["time_global"] for e in est.trace_],
                elbo=[float(e["elbo"]) for e in est.trace_], n_docs=int(X.shape[0]),
+               time_moves=[e.get("time_moves", 0.0) for e in est.trace_],
+               n_topics=[e.get("n_live") for e in est.trace_],
                n_words=int(X.shape[1]), nnz=int(X.nnz), tokens=float(X.sum()))
     client.close()
     cluster.close()
@@ -449,13 +462,18 @@ def main_dask(args):
     """Time per pass on 1 vs 2 Dask workers, in the same run (this tree only)."""
     import statistics
 
-    corpus, K, passes = ("20ng", 50, 3) if args.quick else ("imdb", 400, max(args.passes, 3))
+    model = args.dask_model
+    if model == "hdp":  # HDPTopicModel, batch training (moves from the end of pass 2)
+        corpus, K, passes = "20ng", 100, args.passes
+    else:
+        corpus, K, passes = (("20ng", 50, 3) if args.quick
+                             else ("imdb", 400, max(args.passes, 3)))
     data = prepare(corpus, args.cache)
     rows = []
     for rep in range(args.repeats):
         for w in args.dask_workers:
             cfg = dict(mode="dask", data=str(data), K=K, passes=passes, workers=w,
-                       partitions=args.dask_partitions)
+                       partitions=args.dask_partitions, model=model)
             load_before = _loadavg()
             res = run_child(ROOT, cfg)
             res.update(workers=w, corpus=corpus, K=K, passes=passes, repeat=rep,
@@ -472,9 +490,13 @@ def main_dask(args):
                                     if r["workers"] == w])
     speedup = {f"{w}": med[min(med)] / med[w] for w in med}
     print("median seconds per pass:", med, "speedup:", speedup)
-    out = RESULTS / ("scale_dask_quick.json" if args.quick else "scale_dask.json")
+    if model == "hdp":
+        out = RESULTS / "scale_dask_hdp.json"
+    else:
+        out = RESULTS / ("scale_dask_quick.json" if args.quick else "scale_dask.json")
     write_json(out, dict(environment=environment(), commit=_git_commit(ROOT), corpus=corpus,
-                         K=K, passes=passes, threads_per_worker=1, algorithm="batch",
+                         model=model, K=K, passes=passes, threads_per_worker=1,
+                         algorithm="batch",
                          median_pass_seconds={f"{w}": v for w, v in med.items()},
                          speedup_vs_fewest_workers=speedup, rows=rows))
     print(f"wrote {out}")

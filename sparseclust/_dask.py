@@ -12,23 +12,35 @@ Input
     a ``dask.array.Array`` of shape (n_documents, n_features) chunked along the rows only
     (one chunk along the columns), whose blocks are scipy CSR matrices/arrays or dense numpy
     arrays; or a ``dask.bag.Bag`` whose items are such 2-D blocks (the items of one bag
-    partition are stacked into one partition).
+    partition are stacked into one partition). SparseGaussianMixture takes dense rows
+    (:class:`DaskRows`: the prior's data moments and the initial statistics are reduced
+    from the partitions too).
 Where it runs
     on the active ``distributed.Client`` when there is one (``distributed.default_client``),
     else on Dask's default scheduler in this process.
 A round
     the validated partitions are computed once and stay on the workers (futures whose lineage
     is the collection's graph, so Dask recomputes a partition lost with its worker); the
-    client broadcasts the parameters the local step reads (``Client.scatter(...,
-    broadcast=True)``), one task per partition runs the local step, and the statistics are
+    client broadcasts the parameters the local step reads (one node of the task graph that
+    every task of the round depends on, :meth:`_Runner.broadcast`), one task per partition
+    runs the local step, and the statistics are
     summed by a tree of tasks (``split_every`` partitions per node) on the workers; only the
     sum reaches the client, which runs the global step, the objective and any moves.
+Moves (HDPTopicModel, the Dirichlet-process mixture)
+    what a move needs from a visit besides the statistics (the merge terms of the candidate
+    pairs, the co-usage of the topics, the saved rows of the documents that use a delete
+    candidate, or the responsibilities of the rows that do) is returned by the same tasks
+    and reduced with the statistics (:meth:`_DistributedModel.visit`); a delete proposal
+    re-runs the local step of its documents (rows) on the partitions that hold them, with
+    the candidate parameters broadcast (:meth:`_Batches.map_rows`). The move logic itself
+    is the in-process one.
 
 Nothing here is imported by ``import sparseclust``: the estimators import this module only
 when ``fit`` receives a Dask collection, and this module imports Dask only inside functions.
 """
 
 import copy
+import functools
 import types
 
 import numpy as np
@@ -36,7 +48,7 @@ import scipy.sparse as sp
 
 from ._engine import VariationalModel, is_dask_collection
 
-__all__ = ["is_dask_collection", "DaskSource", "prepare_lda", "fit_sem"]
+__all__ = ["is_dask_collection", "DaskSource", "DaskRows", "prepare_lda", "fit_sem"]
 
 #: partitions (or partial sums) summed by one task of the reduction tree
 SPLIT_EVERY = 8
@@ -90,18 +102,56 @@ def _check_part(block, template, whom, n_features):
     return check_counts(est, block, reset=True, whom=whom)
 
 
+def _check_rows(block, template, whom, n_features, dtype):
+    """Validate one partition of dense rows as ``SparseGaussianMixture.fit`` validates an
+    in-memory array (same errors); returns a C-contiguous array of ``dtype``."""
+    from sklearn.utils.validation import validate_data
+
+    if isinstance(block, (list, tuple)):  # a bag partition: its items are 2-D blocks
+        block = (np.vstack([np.asarray(b) for b in block]) if block
+                 else np.zeros((0, n_features), dtype=dtype))
+    if getattr(block, "ndim", 2) != 2 or block.shape[1] != n_features:
+        raise ValueError(
+            f"{whom}: a partition has shape {getattr(block, 'shape', None)}; every partition "
+            f"must have the {n_features} columns of the first."
+        )
+    if block.shape[0] == 0:
+        return np.zeros((0, n_features), dtype=dtype)
+    return validate_data(copy.copy(template), block, dtype=dtype, reset=True, order="C",
+                         ensure_min_samples=1)
+
+
 def _part_info(part):
     return int(part.shape[0]), float(part.sum()), int(part.shape[1])
 
 
-def _local_part(part, model, params):
-    """The local step of ``model`` on one partition: (statistics, counter increments)."""
+def _fresh(model):
+    """A copy of ``model`` whose counters (and ``timer``) start from zero."""
     m = copy.copy(model)
     counters = getattr(model, "counters", None)
     if counters is not None:
         m.counters = {k: 0 for k in counters}
+    timer = getattr(model, "timer", None)
+    if timer is not None:
+        m.timer = type(timer)()
+    return m
+
+
+def _increments(m):
+    """The counters of a :func:`_fresh` copy after its work; the seconds of its ``timer``
+    under ``'timer:<name>'``."""
+    out = dict(getattr(m, "counters", {}) or {})
+    timer = getattr(m, "timer", None)
+    if timer is not None:
+        out.update({f"timer:{k}": v for k, v in timer.seconds.items()})
+    return out
+
+
+def _local_part(part, model, params):
+    """The local step of ``model`` on one partition: (statistics, counter increments)."""
+    m = _fresh(model)
     stats = m.local_step(part, params)
-    return stats, dict(getattr(m, "counters", {}) or {})
+    return stats, _increments(m)
 
 
 def _sum_pairs(*items):
@@ -112,6 +162,55 @@ def _sum_pairs(*items):
         for k, v in c.items():
             counters[k] = counters.get(k, 0) + v
     return stats, counters
+
+
+def _visit_part(part, ctx, params, offset):
+    """The memoized/batch visit of one partition (``model.visit_local``, the context of
+    ``model.visit_context``; ``offset`` is the partition's first row in its batch):
+    (statistics, side results for the moves, counter increments)."""
+    model, context = ctx
+    m = _fresh(model)
+    stats, side = m.visit_local(part, params, context, doc_offset=offset)
+    return stats, side, _increments(m)
+
+
+def _sum_visits(combine, *items):
+    """A node of the reduction tree of visits: statistics add, sides combine in partition
+    order (``combine(a, b)``), counters add."""
+    stats, side, counters = items[0][0], items[0][1], dict(items[0][2])
+    for s, d, c in items[1:]:
+        stats = stats + s
+        side = combine(side, d)
+        for k, v in c.items():
+            counters[k] = counters.get(k, 0) + v
+    return stats, side, counters
+
+
+def _rows_part(part, rows, job, own):
+    """``fn(part[rows], *args, *own)`` for ``job = (fn, args)``: a map over selected rows
+    (``own``: arrays aligned with ``rows``)."""
+    fn, args = job
+    return fn(part[rows], *args, *own)
+
+
+def _combine_results(*items):
+    """A node of the reduction tree of :meth:`_Batches.map_rows`: results are tuples whose
+    entries combine by type, in partition order: arrays stack along the rows, dicts
+    (counters) add key by key, anything else (statistics, numbers) adds."""
+    out = list(items[0])
+    for it in items[1:]:
+        for j, v in enumerate(it):
+            o = out[j]
+            if isinstance(o, np.ndarray):
+                out[j] = np.concatenate([o, v], axis=0)
+            elif isinstance(o, dict):
+                o = dict(o)
+                for k, x in v.items():
+                    o[k] = o.get(k, 0) + x
+                out[j] = o
+            else:
+                out[j] = o + v
+    return tuple(out)
 
 
 def _sum(*items):
@@ -141,14 +240,15 @@ class _Runner:
     """The validated partitions of a collection and the map / tree-reduce of a round, on the
     active client or, without one, on Dask's default scheduler."""
 
-    def __init__(self, X, template, whom):
+    def __init__(self, X, template, whom, check=None, check_args=()):
         _require_dask()
         import dask
 
         self.client = _active_client()
         blocks, n_features = _blocks(X, whom)
         self.n_features = n_features
-        parts = [dask.delayed(_check_part, pure=False)(b, template, whom, n_features)
+        check = _check_part if check is None else check
+        parts = [dask.delayed(check, pure=False)(b, template, whom, n_features, *check_args)
                  for b in blocks]
         if self.client is not None:
             # futures: the partitions stay on the workers (recomputed from the collection's
@@ -245,6 +345,49 @@ class _Batch:
         self.n_rows = int(n_rows)
 
 
+class _Batches(list):
+    """The fixed batches of a :class:`DaskSource` (a list of :class:`_Batch`) with
+    :meth:`map_rows`, which runs a function on selected rows of the batches where their
+    partitions are."""
+
+    def __init__(self, runner, batches):
+        super().__init__(batches)
+        self.runner = runner
+
+    def map_rows(self, fn, rows, args, row_args=None):
+        """For every batch b of ``rows`` (b -> increasing row positions in the batch, whose
+        rows are those of its partitions in order): ``fn(X_rows, *args, *own)`` on each
+        partition that holds selected rows (``args`` broadcast once; ``own`` the slices of
+        ``row_args[b]``, arrays aligned with ``rows[b]``), the per-partition results (tuples)
+        combined in row order by a tree of tasks (:func:`_combine_results`). Returns {b:
+        combined result}."""
+        import dask
+
+        r = self.runner
+        job = r.broadcast((fn, args))
+        roots, keys = [], []
+        for bb, sel in rows.items():
+            sel = np.asarray(sel, dtype=np.int64)
+            if sel.size > 1 and np.any(np.diff(sel) <= 0):
+                raise ValueError("map_rows needs increasing row positions")
+            own_all = () if row_args is None else tuple(row_args[bb])
+            batch = self[bb]
+            sizes = r.rows[batch.idx]
+            bounds = np.concatenate([[0], np.cumsum(sizes)])
+            cut = np.searchsorted(sel, bounds)
+            leaves = []
+            for j, i in enumerate(batch.idx):
+                a, b = cut[j], cut[j + 1]
+                if b > a:
+                    own = tuple(x[a:b] for x in own_all)
+                    leaves.append(dask.delayed(_rows_part, pure=False)(
+                        r.parts[i], sel[a:b] - bounds[j], job, own))
+            if leaves:
+                roots.append(_tree(leaves, _combine_results))
+                keys.append(bb)
+        return dict(zip(keys, r.compute(*roots), strict=True)) if roots else {}
+
+
 class DaskSource:
     """The partitions of a Dask collection as the batches of :func:`fit_engine`.
 
@@ -270,9 +413,9 @@ class DaskSource:
 
     def fixed_batches(self, algorithm, n_batches):
         if algorithm == "batch":
-            return [self._batch(range(self.P))]
+            return _Batches(self.runner, [self._batch(range(self.P))])
         groups = np.array_split(np.arange(self.P), min(max(int(n_batches), 1), self.P))
-        return [self._batch(g) for g in groups]
+        return _Batches(self.runner, [self._batch(g) for g in groups])
 
     def minibatch_partitions(self, batch_size):
         """Partitions per stochastic minibatch."""
@@ -308,17 +451,51 @@ class _DistributedModel(VariationalModel):
             self._shipped = (params, self.runner.broadcast(self.ship(params)))
         return self._shipped[1]
 
-    def local_step(self, X, params):
-        stats, counters = self.runner.map_reduce(_local_part, X.idx, self.model,
-                                                 self._params_on_workers(params))
+    def _count(self, counters):
         mc = getattr(self.model, "counters", None)
-        if mc is not None:
-            for k, v in counters.items():
+        timer = getattr(self.model, "timer", None)
+        for k, v in counters.items():
+            if k.startswith("timer:") and timer is not None:
+                timer.seconds[k[6:]] = timer.seconds.get(k[6:], 0.0) + v
+            elif mc is not None:
                 mc[k] = mc.get(k, 0) + v
+
+    def _task_model(self):
+        """The model the tasks receive: a model with move bookkeeping sends a copy without
+        it (``worker_model``), made now since the moves may change the model."""
+        wm = getattr(self.model, "worker_model", None)
+        return wm() if wm is not None else self.model
+
+    def local_step(self, X, params):
+        model = self._task_model()
+        stats, counters = self.runner.map_reduce(_local_part, X.idx, model,
+                                                 self._params_on_workers(params))
+        self._count(counters)
         return stats
 
     def visit(self, X, params, batch):
-        return self.local_step(X, params)
+        """The visit of a batch in batch/memoized training. A model with moves
+        (``visit_local`` / ``visit_context`` / ``combine_sides`` / ``record_visit``) runs
+        ``visit_local`` on every partition of the batch with the round's context broadcast;
+        the statistics and the side results its moves need (e.g. merge terms, co-usage, the
+        rows of the documents a delete would re-infer) reduce by the tree of tasks, and the
+        client records them as the in-process visit does."""
+        if getattr(self.model, "visit_local", None) is None:
+            return self.local_step(X, params)
+        import dask
+
+        r = self.runner
+        ctx = r.broadcast((self._task_model(), self.model.visit_context()))
+        shipped = self._params_on_workers(params)
+        sizes = r.rows[X.idx]
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        leaves = [dask.delayed(_visit_part, pure=False)(r.parts[i], ctx, shipped, int(o))
+                  for i, o in zip(X.idx, starts, strict=True)]
+        combine = functools.partial(_sum_visits, type(self.model).combine_sides)
+        stats, side, counters = r.compute(_tree(leaves, combine))[0]
+        self._count(counters)
+        self.model.record_visit(batch, side, params)
+        return stats
 
     def global_step(self, stats):
         return self.model.global_step(stats)
@@ -346,11 +523,17 @@ def _ship_lda(params):
     return types.SimpleNamespace(tables=TopicTables.from_transposed(params.tables.CT))
 
 
-def prepare_lda(est, X, rng, whom):
-    """For ``SparseLDA.fit`` on a Dask collection: validate the partitions on the workers,
-    set ``n_features_in_``, initialize the topics (``init`` on the first non-empty partition,
-    or the given array); returns (source, initial statistics, documents, tokens, wrap) where
-    ``wrap(model)`` is the model to hand to the engine."""
+def _ship_hdp(params):
+    """What HDPTopicModel's local step reads (:meth:`HDPParams.for_local`)."""
+    return params.for_local()
+
+
+def prepare_lda(est, X, rng, whom, ship=_ship_lda):
+    """For ``SparseLDA.fit`` (or ``HDPTopicModel.fit``, ``ship=_ship_hdp``) on a Dask
+    collection: validate the partitions on the workers, set ``n_features_in_``, initialize
+    the topics (``init`` on the first non-empty partition, or the given array); returns
+    (source, initial statistics, documents, tokens, wrap) where ``wrap(model)`` is the model
+    to hand to the engine, whose tasks receive ``ship(params)``."""
     runner = _Runner(X, type(est)(), whom)
     est.n_features_in_ = runner.n_features
     if hasattr(est, "feature_names_in_"):
@@ -362,9 +545,159 @@ def prepare_lda(est, X, rng, whom):
     source = DaskSource(runner)
 
     def wrap(model):
-        return _DistributedModel(model, runner, _ship_lda)
+        return _DistributedModel(model, runner, ship)
 
     return source, init, source.n_samples, float(runner.tokens.sum()), wrap
+
+
+# ---------------------------------------------------------------------------------------
+# dense rows (SparseGaussianMixture)
+
+
+def _moments_part(part, full):
+    """(n, mean, scatter about the mean) of one partition: the (D, D) scatter when ``full``,
+    else its diagonal."""
+    X = np.asarray(part, dtype=np.float64)
+    n = X.shape[0]
+    D = X.shape[1]
+    if n == 0:
+        return 0, np.zeros(D), np.zeros((D, D) if full else D)
+    mean = X.mean(axis=0)
+    Xc = X - mean
+    return n, mean, (Xc.T @ Xc if full else np.einsum("ij,ij->j", Xc, Xc))
+
+
+def _sum_moments(*items):
+    """Pooled (n, mean, scatter) of several parts (Chan, Golub & LeVeque 1979)."""
+    n, mean, M2 = items[0]
+    mean, M2 = mean.copy(), M2.copy()
+    for nb, mb, M2b in items[1:]:
+        if nb == 0:
+            continue
+        tot = n + nb
+        delta = mb - mean
+        mean = mean + delta * (nb / tot)
+        M2 = M2 + M2b + (np.outer(delta, delta) if M2.ndim == 2 else delta * delta) * (
+            n * nb / tot)
+        n = tot
+    return n, mean, M2
+
+
+class _PooledMoments:
+    """The data moments ``SparseGaussianMixture._build_prior`` reads, from the pooled
+    (n, mean, scatter) of the partitions."""
+
+    def __init__(self, n, D, dtype, mean, M2):
+        self.shape, self.dtype = (int(n), int(D)), dtype
+        self._mean, self._M2 = mean, M2
+
+    def mean(self):
+        return self._mean
+
+    def second(self):
+        n = self.shape[0]
+        if self._M2.ndim == 2:
+            return self._M2 / n + np.outer(self._mean, self._mean)
+        return np.diag(self._M2 / n + self._mean ** 2)
+
+    def cov(self):
+        return self._M2 / (self.shape[0] - 1)
+
+    def var(self):
+        return (np.diag(self._M2) if self._M2.ndim == 2 else self._M2) / (self.shape[0] - 1)
+
+
+def _ship_same(params):
+    return params
+
+
+def _collection_dtype(X):
+    """The float dtype the partitions are validated to: the collection's when it is float32
+    or float64 (as ``validate_data(dtype=[np.float64, np.float32])`` keeps it), else float64."""
+    import dask.array as da
+
+    if isinstance(X, da.Array):
+        dt = np.dtype(X.dtype)
+    else:
+        import dask
+
+        first = dask.compute(X.take(1, npartitions=-1, compute=False))[0]
+        dt = np.asarray(first[0]).dtype if first else np.dtype(np.float64)
+    return dt if dt in (np.float32, np.float64) else np.dtype(np.float64)
+
+
+class DaskRows:
+    """The partitions of a Dask collection of dense rows, validated on the workers, for
+    ``SparseGaussianMixture.fit``: its shape and dtype, the pooled data moments of the prior
+    (:meth:`moments`), sums of per-partition statistics (:meth:`map_sum`, the initial
+    responsibilities) and the engine's source and model (:meth:`wrap`)."""
+
+    def __init__(self, est, X, whom, reset=True):
+        dtype = _collection_dtype(X)
+        self.runner = runner = _Runner(X, type(est)(), whom, check=_check_rows,
+                                       check_args=(dtype,))
+        n, D = int(runner.rows.sum()), runner.n_features
+        if n < 2:
+            raise ValueError(f"Found array with {n} sample(s) (shape=({n}, {D})) while a "
+                             f"minimum of 2 is required by {type(est).__name__}.")
+        if reset:
+            est.n_features_in_ = D
+            if hasattr(est, "feature_names_in_"):
+                del est.feature_names_in_
+        elif D != est.n_features_in_:
+            raise ValueError(f"X has {D} features, but {type(est).__name__} is expecting "
+                             f"{est.n_features_in_} features as input.")
+        self.shape = (n, D)
+        self.dtype = dtype
+        self.n_partitions = len(runner.rows)
+        self.offsets = np.concatenate([[0], np.cumsum(runner.rows)]).astype(np.int64)
+
+    def moments(self, full):
+        """The pooled moments (:class:`_PooledMoments`) of all rows."""
+        import dask
+
+        r = self.runner
+        leaves = [dask.delayed(_moments_part, pure=False)(p, bool(full)) for p in r.parts]
+        n, mean, M2 = r.compute(_tree(leaves, _sum_moments))[0]
+        return _PooledMoments(n, self.shape[1], self.dtype, mean, M2)
+
+    def split_rows(self, A):
+        """Per-partition argument tuples holding the partition's rows of ``A``."""
+        return [(A[self.offsets[i]:self.offsets[i + 1]],) for i in range(self.n_partitions)]
+
+    def head(self, n_rows):
+        """The rows of the first partitions, up to the first that brings at least
+        ``n_rows`` rows (here, on the client)."""
+        got, total = [], 0
+        for i in range(self.n_partitions):
+            if self.runner.rows[i]:
+                p = self.runner.parts[i]
+                got.append(p.result() if self.runner.client is not None else p)
+                total += got[-1].shape[0]
+                if total >= n_rows:
+                    break
+        return np.vstack(got)
+
+    def map_sum(self, fn, per_part, shared):
+        """``sum_i fn(part_i, *shared, *per_part[i])`` over the partitions, by a tree of
+        tasks (``shared`` broadcast once)."""
+        import dask
+
+        r = self.runner
+        job = r.broadcast(tuple(shared))
+        idx = [i for i in range(self.n_partitions) if r.rows[i]]
+        leaves = [dask.delayed(_apply_part, pure=False)(
+            r.parts[i], fn, job, () if per_part is None else per_part[i]) for i in idx]
+        return r.compute(_tree(leaves, _sum))[0]
+
+    def wrap(self, model):
+        """(source, model) for the engine: the partitions as batches, the local step on the
+        workers."""
+        return DaskSource(self.runner), _DistributedModel(model, self.runner, _ship_same)
+
+
+def _apply_part(part, fn, shared, own):
+    return fn(part, *shared, *own)
 
 
 # ---------------------------------------------------------------------------------------

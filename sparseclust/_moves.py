@@ -5,11 +5,13 @@ A move *round* has the shape memoized training gives it:
 
 1. before a pass, choose candidates from what the previous pass gathered (:func:`
    select_merge_pairs` from the components' co-usage across items, :func:`select_deletes`
-   from how many items use each component);
+   from how many items use each component, :func:`select_births` the components whose items
+   a birth move re-explains with fresh components);
 2. during the pass, every batch visit gathers what evaluating the candidates needs (for a
    merge of a and b: the terms of the objective that are not linear in the responsibilities,
    e.g. the entropy of r_a + r_b, through :func:`pair_lookup` tables and the compiled kernels
-   of ``sparseclust._kernels._hdp_stats``), so no extra pass over the data is needed;
+   of ``sparseclust._kernels._hdp_stats``; for a delete or a birth, the items that use the
+   target), so no extra pass over the data is needed;
 3. after the pass, proposals are evaluated on the whole-data statistics and accepted one by
    one, each only if the whole-data objective increases; a component touched by an accepted
    move takes part in no other move of the round (:class:`RoundLog` keeps score), and the
@@ -22,6 +24,7 @@ identities across passes, the memo of rejected proposals with its exponential co
 co-usage gathered for candidate selection, the merge loop of a round).
 """
 
+import copy
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,6 +36,7 @@ __all__ = [
     "select_merge_pairs",
     "pair_lookup",
     "select_deletes",
+    "select_births",
     "compaction",
     "RoundLog",
     "MoveRound",
@@ -174,6 +178,29 @@ def select_deletes(n_users, *, max_items, max_candidates, allowed=None, size=Non
     return np.asarray(out, dtype=np.int64)
 
 
+def select_births(size, *, max_candidates, allowed=None, min_size=0.0):
+    """Birth targets: the largest components (by ``size``, e.g. the expected counts N_k) of
+    at least ``min_size``, at most ``max_candidates`` of them, largest first.
+
+    A birth move (Hughes & Sudderth 2013) re-explains the items of a target with fresh
+    components fit to a subsample of them; the largest components hold the most items a
+    single component may explain poorly, and their items are the most informative sample.
+
+    Returns
+    -------
+    candidates : ndarray of int
+    """
+    size = np.asarray(size, dtype=float)
+    out = []
+    for k in np.argsort(-size, kind="stable"):
+        if len(out) >= max_candidates or size[k] < min_size:
+            break
+        if allowed is not None and not allowed[k]:
+            continue
+        out.append(int(k))
+    return np.asarray(out, dtype=np.int64)
+
+
 class AdaptiveBudget:
     """How many proposals of one kind a move round makes, adapted to how many were accepted.
 
@@ -212,12 +239,20 @@ class MoveRound:
     """The candidates of one pass and what the pass gathered for them, per batch (each model
     stores its own fields in ``batch[b]``)."""
 
-    def __init__(self, K, pairs, deletes):
+    def __init__(self, K, pairs, deletes, births=()):
         self.K = K
         self.pairs = np.asarray(pairs, dtype=np.int32).reshape(-1, 2)
         self.pair_of = pair_lookup(self.pairs, K) if self.pairs.shape[0] else None
         self.deletes = np.asarray(deletes, dtype=np.int64)
+        self.births = np.asarray(births, dtype=np.int64)
         self.batch = {}
+
+    def candidates_only(self):
+        """A copy with the candidates and none of what the pass gathered (what a visit that
+        runs elsewhere, e.g. on a Dask worker, needs to read)."""
+        lite = copy.copy(self)
+        lite.batch = {}
+        return lite
 
 
 @dataclass
@@ -228,6 +263,8 @@ class RoundLog:
     merges_accepted: int = 0
     deletes_tried: int = 0
     deletes_accepted: int = 0
+    births_tried: int = 0
+    births_accepted: int = 0
     sorted: bool = False
     touched: set = field(default_factory=set)
 
@@ -237,6 +274,8 @@ class RoundLog:
             "merges_accepted": self.merges_accepted,
             "deletes_tried": self.deletes_tried,
             "deletes_accepted": self.deletes_accepted,
+            "births_tried": self.births_tried,
+            "births_accepted": self.births_accepted,
             "sorted": self.sorted,
         }
 
@@ -254,9 +293,10 @@ class MoveBook:
     - ``uid``: an identity per component, kept through compaction and sorting and renewed
       by a merge (the merged component is a new one), so that a memo about a proposal
       outlives the renumbering of the components;
-    - ``rejected_pairs`` / ``rejected_deletes``: per proposal, the pass of its last rejection
-      and how often it was rejected. After its n-th rejection a proposal waits
-      ``cooldown * 2 ** (n - 1)`` passes (at most 8 cool-downs) before it is tried again;
+    - ``rejected_pairs`` / ``rejected_deletes`` / ``rejected_births``: per proposal, the pass
+      of its last rejection and how often it was rejected. After its n-th rejection a
+      proposal waits ``cooldown * 2 ** (n - 1)`` passes (at most 8 cool-downs) before it is
+      tried again;
     - ``usage`` (the previous pass's co-usage: ``n_users``, ``sum_p``, ``sum_pp``, ``n``) and
       ``_usage_acc`` (the current pass's, being gathered);
     - ``delete_budget``: how many delete proposals the next round may make
@@ -275,6 +315,7 @@ class MoveBook:
         self._pass = 0
         self.rejected_pairs = {}
         self.rejected_deletes = {}
+        self.rejected_births = {}
         # delete proposals per round (at most ``max_deletes``): fewer while they are rejected
         self.delete_budget = AdaptiveBudget(self.move_opts["max_deletes"])
 
@@ -307,6 +348,9 @@ class MoveBook:
     def reject_delete(self, j):
         self._reject(self.rejected_deletes, int(self.uid[j]))
 
+    def reject_birth(self, k):
+        self._reject(self.rejected_births, int(self.uid[k]))
+
     def block_rejected_pairs(self, score):
         """Set ``score[a, b]`` (both orders) to -inf for the pairs rejected recently; forget
         the memo of pairs one of whose components is gone. Edits ``score`` in place."""
@@ -327,27 +371,58 @@ class MoveBook:
         return np.array([not self._recent(self.rejected_deletes, int(x)) for x in self.uid],
                         dtype=bool)
 
+    def birthable(self):
+        """bool (K,): the components whose birth proposal was not rejected recently."""
+        return np.array([not self._recent(self.rejected_births, int(x)) for x in self.uid],
+                        dtype=bool)
+
+    def grow_book(self, n_new):
+        """Append ``n_new`` components born in this round (before :meth:`end_round`): new
+        identities, and zero co-usage (the next pass gathers theirs)."""
+        n_new = int(n_new)
+        if n_new <= 0:
+            return
+        self.uid = np.concatenate([self.uid, np.arange(self._next_uid, self._next_uid + n_new)])
+        self._next_uid += n_new
+        u = self.usage
+        if u is None:
+            return
+        pp = u["sum_pp"]
+        if sp.issparse(pp):
+            pp = sp.csr_array(sp.block_diag([pp, sp.csr_array((n_new, n_new))], format="csr"))
+        else:
+            pp = np.pad(np.asarray(pp), ((0, n_new), (0, n_new)))
+        self.usage = dict(n_users=np.pad(u["n_users"], (0, n_new)),
+                          sum_p=np.pad(u["sum_p"], (0, n_new)), n=u["n"], sum_pp=pp)
+
     def end_deletes(self, log):
         """Report a round's delete proposals (``log.deletes_tried`` / ``deletes_accepted``)
         to the delete budget."""
         self.delete_budget.update(log.deletes_tried, log.deletes_accepted)
 
     def quiet_for(self, n_passes):
-        """True when the last ``n_passes`` rounds exist and accepted no merge or delete."""
+        """True when the last ``n_passes`` rounds exist and accepted no merge, delete or
+        birth."""
         recent = self.round_logs[-n_passes:]
         if len(recent) < n_passes:
             return False
-        return not any(r["merges_accepted"] or r["deletes_accepted"] for r in recent)
+        return not any(r["merges_accepted"] or r["deletes_accepted"]
+                       or r.get("births_accepted", 0) for r in recent)
 
     # ------------------------------------------------------------------------- a round
-    def run_merges(self, pairs, alive, log, try_merge, apply):
+    def run_merges(self, pairs, alive, log, try_merge, apply, may_chain=None):
         """The merge loop of a round: the pairs in order, skipping those with a removed or
         already touched component; ``try_merge(p, a, b)`` evaluates pair p on the
         whole-data objective (True when accepted), ``apply(p, a, b)`` then edits the
-        cached statistics. ``alive`` (bool (K,)) is read at every step."""
+        cached statistics. ``alive`` (bool (K,)) is read at every step. ``may_chain(p, a,
+        b)``, when given, may still allow a pair one of whose components was touched (a
+        model that can evaluate such a merge exactly)."""
         for p in range(pairs.shape[0]):
             a, b = (int(x) for x in pairs[p])
-            if not (alive()[a] and alive()[b]) or a in log.touched or b in log.touched:
+            if not (alive()[a] and alive()[b]):
+                continue
+            if (a in log.touched or b in log.touched) and (
+                    may_chain is None or not may_chain(p, a, b)):
                 continue
             log.merges_tried += 1
             if not try_merge(p, a, b):

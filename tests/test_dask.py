@@ -1,9 +1,10 @@
 """Training on Dask collections (sparseclust._dask) on a local two-process cluster.
 
-References: the in-process fit of the same estimator (batch SparseLDA and StochasticEMLDA
-must agree to rounding / exactly), an in-process memoized fit over a stream of the same
-batches, a sequence of partial_fit calls on the same minibatches, and the corpus itself
-(tokens in the statistics after a worker is lost).
+References: the in-process fit of the same estimator (batch SparseLDA, HDPTopicModel and
+StochasticEMLDA must agree to rounding / exactly), an in-process memoized fit over a stream of
+the same batches (HDPTopicModel with its merge / delete / sort moves: the same moves accepted,
+the same topics), a sequence of partial_fit calls on the same minibatches, and the corpus
+itself (tokens in the statistics after a worker is lost).
 """
 
 import os
@@ -21,7 +22,7 @@ da = pytest.importorskip("dask.array")
 db = pytest.importorskip("dask.bag")
 distributed = pytest.importorskip("distributed")
 
-from sparseclust import SparseLDA, StochasticEMLDA  # noqa: E402
+from sparseclust import HDPTopicModel, SparseLDA, StochasticEMLDA  # noqa: E402
 from sparseclust.datasets import CorpusStream, load_kos  # noqa: E402
 
 K = 6
@@ -203,15 +204,16 @@ def test_column_chunks_rejected(client, corpus):
     with pytest.raises(ValueError, match="chunks along the columns"):
         SparseLDA(K).fit(Xd)
     # the methods that do not distribute refuse a collection instead of computing it
-    from sparseclust import HDPTopicModel
-
     lda = _fit(SparseLDA(K, max_iter=2, random_state=0), X)
     with pytest.raises(TypeError, match="does not take a Dask collection"):
         lda.partial_fit(_darray(blocks))
     with pytest.raises(TypeError, match="does not take a Dask collection"):
         lda.transform(_darray(blocks))
+    hdp = HDPTopicModel(max_components=K, max_iter=2, random_state=0).fit(X)
     with pytest.raises(TypeError, match="does not take a Dask collection"):
-        HDPTopicModel(max_components=K).fit(_darray(blocks))
+        hdp.transform(_darray(blocks))
+    with pytest.raises(TypeError, match="does not take a Dask collection"):
+        hdp.partial_fit(_darray(blocks))
 
 
 def test_default_scheduler_without_client(corpus, monkeypatch):
@@ -227,3 +229,296 @@ def test_default_scheduler_without_client(corpus, monkeypatch):
     np.testing.assert_allclose(got.components_, ref.components_, rtol=1e-10, atol=1e-9)
     np.testing.assert_array_equal(
         sem.components_, StochasticEMLDA(K, max_iter=2, random_state=0).fit(X).components_)
+
+
+# ---------------------------------------------------------------------------------------
+# HDPTopicModel: the moves' side results reduce with the statistics, deletes re-infer their
+# documents on the workers
+
+
+def _hdp_corpus(seed=0, K=8, V=80, D=200, length=40):
+    """Documents of K planted block topics with stick-breaking weights (the moves of a
+    truncation at 20 topics merge and delete down to about K)."""
+    rng = np.random.RandomState(seed)
+    u = rng.beta(1.0, 3.0, size=K)
+    beta = u * np.concatenate([[1.0], np.cumprod(1 - u)[:-1]])
+    beta /= beta.sum()
+    phi = np.full((K, V), 0.02 / V)
+    block = V // K
+    for k in range(K):
+        phi[k, k * block:(k + 1) * block] += 0.98 / block
+    phi /= phi.sum(axis=1, keepdims=True)
+    rows = []
+    for _ in range(D):
+        z = rng.choice(K, size=length, p=rng.dirichlet(2.0 * beta + 1e-3))
+        rows.append(np.bincount([rng.choice(V, p=phi[k]) for k in z], minlength=V))
+    X = sp.csr_array(np.asarray(rows, dtype=np.float64))
+    return X, [X[i:i + 50] for i in range(0, D, 50)]
+
+
+HDP_KW = dict(max_components=20, L=4, init="random", max_iter=6, tol=0, random_state=0,
+              local_tol=1e-4)
+
+
+def _moves(est):
+    return [(e["merges_accepted"], e["deletes_accepted"], e["deletes_tried"], e["sorted"])
+            for e in est.trace_]
+
+
+def _same_hdp(got, ref, rtol=1e-9):
+    assert got.n_components_ == ref.n_components_
+    assert got.n_topics_model_ == ref.n_topics_model_
+    assert _moves(got) == _moves(ref)
+    assert [e["local_iters"] for e in got.trace_] == [e["local_iters"] for e in ref.trace_]
+    np.testing.assert_allclose(got.components_, ref.components_, rtol=rtol, atol=1e-8)
+    np.testing.assert_allclose(got.topic_weights_, ref.topic_weights_, rtol=1e-7, atol=1e-12)
+    np.testing.assert_allclose(got.lower_bounds_, ref.lower_bounds_, rtol=1e-11)
+
+
+def test_hdp_batch_with_moves_equals_in_process(client, monkeypatch):
+    import sparseclust._dask as sd
+
+    X, blocks = _hdp_corpus()
+    calls = []
+    map_rows = sd._Batches.map_rows
+
+    def spy(self, fn, rows, args, row_args=None):
+        calls.append(sum(len(r) for r in rows.values()))
+        return map_rows(self, fn, rows, args, row_args)
+
+    monkeypatch.setattr(sd._Batches, "map_rows", spy)
+    kw = dict(HDP_KW, algorithm="batch")
+    got = _fit(HDPTopicModel(**kw), _darray(blocks))
+    ref = _fit(HDPTopicModel(**kw), X)
+    _same_hdp(got, ref)
+    moves = np.array(_moves(ref))
+    assert moves[:, 0].sum() > 0 and moves[:, 1].sum() > 0  # merges and deletes accepted
+    assert got.n_components_ < 20
+    # the delete proposals re-inferred their documents through the partitions' map (a
+    # topic no document uses has none to re-infer)
+    assert 0 < len(calls) <= moves[:, 2].sum() and all(n > 0 for n in calls)
+    np.testing.assert_allclose(got.transform(X[:10]), ref.transform(X[:10]), rtol=1e-7)
+
+
+def test_hdp_memoized_with_moves_equals_stream_of_same_batches(client):
+    X, blocks = _hdp_corpus()
+    kw = dict(HDP_KW, algorithm="memoized", n_batches=2)
+    got = _fit(HDPTopicModel(**kw), _darray(blocks))
+    groups = [sp.vstack(blocks[:2], format="csr"), sp.vstack(blocks[2:], format="csr")]
+    stream = CorpusStream(lambda: iter(groups), n_features=X.shape[1],
+                          n_documents=X.shape[0], batch_size=100, feature_names=None,
+                          source="groups")
+    ref = _fit(HDPTopicModel(**kw), stream)
+    _same_hdp(got, ref)
+    moves = np.array(_moves(got))
+    assert moves[:, 0].sum() > 0 and moves[:, 1].sum() > 0
+    lb = np.asarray(got.lower_bounds_)
+    assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:])), lb
+
+
+def test_hdp_worker_killed_mid_fit(client):
+    # the side results of a visit and the delete's re-inference run on partitions that a
+    # lost worker held: Dask recomputes them, and the fit (moves included) is unchanged
+    X, blocks = _hdp_corpus()
+    kw = dict(HDP_KW, algorithm="memoized", n_batches=2, max_iter=4)
+    ref = _fit(HDPTopicModel(**kw), _darray(blocks))
+
+    def kill_after_second(info):
+        if info["pass"] == 2:
+            _kill_one_worker(client)
+
+    got = _fit(HDPTopicModel(**kw), _darray(blocks), callback=kill_after_second)
+    _same_hdp(got, ref, rtol=1e-12)
+    assert sum(e["deletes_accepted"] for e in got.trace_[2:]) > 0
+    # nothing dropped: the topic-word statistics of the whole truncation hold every token
+    lam = got._params.lam
+    assert (lam - got.topic_word_prior_).sum() == pytest.approx(X.sum(), rel=1e-9)
+
+
+def test_hdp_stochastic_equals_partial_fit_on_same_minibatches(client):
+    X, blocks = _hdp_corpus()
+    kw = dict(HDP_KW, algorithm="stochastic", batch_size=100, max_iter=2, kappa=0.7,
+              delta=2.0, total_samples=X.shape[0], random_state=3)
+    got = _fit(HDPTopicModel(**kw), _darray(blocks))
+    # the documented minibatches: every pass permutes the 4 partitions and takes them 2 at a
+    # time; the engine's seed is drawn from random_state after the random initial topics
+    r0 = np.random.RandomState(3)
+    r0.gamma(100.0, 0.01, (20, X.shape[1]))
+    rng = np.random.RandomState(r0.randint(np.iinfo(np.int32).max))
+    ref = HDPTopicModel(**kw)
+    for _ in range(2):
+        perm = rng.permutation(len(blocks))
+        for s in range(0, len(blocks), 2):
+            ref.partial_fit(sp.vstack([blocks[i] for i in perm[s:s + 2]], format="csr"))
+    assert got.n_batch_iter_ == ref.n_batch_iter_ == 4
+    np.testing.assert_allclose(got.components_, ref.components_, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("bad", [-1.0, np.inf])
+def test_hdp_bad_value_in_one_partition(client, bad):
+    X, blocks = _hdp_corpus()
+    blocks = [b.copy() for b in blocks]
+    blocks[3].data[7] = bad
+    est = HDPTopicModel(max_components=5, max_iter=2)
+    with pytest.raises(ValueError) as local:
+        est.fit(sp.vstack(blocks, format="csr"))
+    with pytest.raises(ValueError) as dist:
+        est.fit(_darray(blocks))
+    assert str(dist.value) == str(local.value)
+    assert blocks[3].data[7] == bad
+
+
+# ---------------------------------------------------------------------------------------
+# SparseGaussianMixture on a dask.array of dense rows
+
+
+def _blobs(seed=0, n_per=100, D=4, k=6):
+    rng = np.random.RandomState(seed)
+    C = rng.normal(0.0, 5.0, (k, D))
+    X = np.vstack([rng.normal(C[j], 1.0, (n_per, D)) for j in range(k)])
+    return X[rng.permutation(X.shape[0])]
+
+
+class _InMemoryParts:
+    """The same partitions in this process, with DaskSource's documented batches: memoized
+    batches are consecutive groups of partitions, a stochastic pass permutes the partitions
+    and takes ``round(batch_size / partition rows)`` at a time."""
+
+    def __init__(self, X, part):
+        self.blocks = [X[i:i + part] for i in range(0, X.shape[0], part)]
+        self.n_samples = X.shape[0]
+
+    def fixed_batches(self, algorithm, n_batches):
+        if algorithm == "batch":
+            return [np.vstack(self.blocks)]
+        groups = np.array_split(np.arange(len(self.blocks)), n_batches)
+        return [np.vstack([self.blocks[i] for i in g]) for g in groups]
+
+    def minibatches(self, rng, batch_size):
+        P = len(self.blocks)
+        m = max(1, round(batch_size / (self.n_samples / P)))
+        perm = rng.permutation(P)
+        for s in range(0, P, m):
+            yield np.vstack([self.blocks[i] for i in perm[s:s + m]])
+
+
+@pytest.mark.parametrize("covariance_type,algorithm",
+                         [("full", "batch"), ("full", "memoized"), ("diag", "stochastic")])
+def test_gmm_equals_in_process(client, monkeypatch, algorithm, covariance_type):
+    import sparseclust.mixture._sparse_gmm as sg
+
+    X = _blobs()
+    labels = np.random.RandomState(1).randint(0, 8, X.shape[0])
+    kw = dict(n_components=8, L=3, covariance_type=covariance_type, algorithm=algorithm,
+              n_batches=2, batch_size=300, max_iter=6, tol=0, init_params=labels,
+              random_state=0, n_candidates=None)
+    got = _fit(sg.SparseGaussianMixture(**kw), da.from_array(X, chunks=(150, 4)))
+    # the in-process estimator, with the engine given the same partitions as batches
+    engine = sg.fit_engine
+
+    def same_batches(model, X_, *a, **k):
+        return engine(model, _InMemoryParts(X_, 150), *a, **k)
+
+    monkeypatch.setattr(sg, "fit_engine", same_batches)
+    ref = _fit(sg.SparseGaussianMixture(**kw), X)
+    for attr in ("mean_prior_", "covariance_prior_", "weights_", "means_", "covariances_"):
+        np.testing.assert_allclose(getattr(got, attr), getattr(ref, attr), rtol=1e-9,
+                                   atol=1e-11, err_msg=attr)
+    np.testing.assert_allclose(got.lower_bounds_, ref.lower_bounds_, rtol=1e-12)
+    if algorithm != "stochastic":
+        lb = np.asarray(got.lower_bounds_)
+        assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:])), lb
+    # the local step ran on the workers and its timings came back
+    assert sum(e["time_weights"] for e in got.trace_) > 0
+    np.testing.assert_allclose(got.predict_proba(X[:20]), ref.predict_proba(X[:20]),
+                               rtol=1e-7, atol=1e-12)
+
+
+def test_gmm_inits_float32_and_dp_prior(client):
+    from sparseclust import SparseGaussianMixture
+
+    X = _blobs(2).astype(np.float32)
+    Xd = da.from_array(X, chunks=(100, 4))
+    # means_init: the initial responsibilities are the posterior of the point mixture (its
+    # other parts from the statistics of init_params), in every partition as in-process
+    means = X[:6].astype(np.float64)
+    kw = dict(n_components=6, means_init=means, init_params=np.arange(X.shape[0]) % 6,
+              algorithm="batch", max_iter=4, tol=0, n_candidates=None, random_state=0)
+    got = _fit(SparseGaussianMixture(**kw), Xd)
+    ref = _fit(SparseGaussianMixture(**kw), X)
+    assert got.means_.dtype == np.float32
+    np.testing.assert_allclose(got.means_, ref.means_, rtol=1e-4, atol=1e-4)
+    # k-means++ (seeded from the first partitions) and random initializations fit the blobs
+    for init in ("kmeans++", "random"):
+        est = _fit(SparseGaussianMixture(6, init_params=init, random_state=0, max_iter=15), Xd)
+        assert est.score(X) > ref.score(X) - 1.0, init
+
+
+@pytest.mark.parametrize("algorithm", ["memoized", "batch"])
+def test_gmm_dp_moves_equal_in_process(client, monkeypatch, algorithm):
+    import sparseclust.mixture._sparse_gmm as sg
+
+    X = _blobs(3)
+    kw = dict(n_components=14, L=3, weight_concentration_prior_type="dirichlet_process",
+              algorithm=algorithm, n_batches=2, max_iter=4, tol=0, n_candidates=None,
+              init_params=np.random.RandomState(2).randint(0, 14, X.shape[0]))
+    got = _fit(sg.SparseGaussianMixture(**kw), da.from_array(X, chunks=(150, 4)))
+    engine = sg.fit_engine
+    monkeypatch.setattr(sg, "fit_engine", lambda model, X_, *a, **k: engine(
+        model, _InMemoryParts(X_, 150), *a, **k))
+    ref = _fit(sg.SparseGaussianMixture(**kw), X)
+    keys = ("merges_accepted", "deletes_tried", "deletes_accepted", "sorted", "n_components")
+    assert [[e[k] for k in keys] for e in got.trace_] == [[e[k] for k in keys]
+                                                          for e in ref.trace_]
+    assert sum(e["merges_accepted"] for e in got.trace_) > 0
+    assert sum(e["deletes_accepted"] for e in got.trace_) > 0
+    assert got.n_components_ == ref.n_components_ < 14
+    for attr in ("weights_", "means_", "covariances_"):
+        np.testing.assert_allclose(getattr(got, attr), getattr(ref, attr), rtol=1e-8,
+                                   atol=1e-10, err_msg=attr)
+    lb = np.asarray(got.lower_bounds_)
+    np.testing.assert_allclose(lb, ref.lower_bounds_, rtol=1e-11)
+    assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:])), lb
+
+
+def test_gmm_dp_birth_equals_in_process(client, monkeypatch):
+    # a birth fits fresh clusters to rows of one cluster fetched from the partitions that
+    # hold them: the same births, clusters and objective as in-process on the same batches
+    import sparseclust.mixture._sparse_gmm as sg
+
+    from .test_sparse_gmm import _merged_away
+
+    X, _, labels = _merged_away(0)
+    kw = dict(n_components=2, init_params=labels, max_iter=12, tol=0, n_batches=3,
+              weight_concentration_prior_type="dirichlet_process", moves="all",
+              random_state=0)
+    got = _fit(sg.SparseGaussianMixture(**kw), da.from_array(X, chunks=(150, 3)))
+    engine = sg.fit_engine
+    monkeypatch.setattr(sg, "fit_engine", lambda model, X_, *a, **k: engine(
+        model, _InMemoryParts(X_, 150), *a, **k))
+    ref = _fit(sg.SparseGaussianMixture(**kw), X)
+    assert sum(e["births_accepted"] for e in got.trace_) >= 1
+    assert [e["births_accepted"] for e in got.trace_] == [e["births_accepted"]
+                                                          for e in ref.trace_]
+    assert got.n_components_ == ref.n_components_ == 3
+    np.testing.assert_allclose(got.means_, ref.means_, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(got.lower_bounds_, ref.lower_bounds_, rtol=1e-11)
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_gmm_bad_value_in_one_partition(client, bad):
+    from sparseclust import SparseGaussianMixture
+
+    X = _blobs()
+    X[400, 2] = bad
+    est = SparseGaussianMixture(4, max_iter=2)
+    with pytest.raises(ValueError) as local:
+        est.fit(X)
+    with pytest.raises(ValueError) as dist:
+        est.fit(da.from_array(X, chunks=(150, 4)))
+    assert str(dist.value) == str(local.value)
+    fitted = _fit(SparseGaussianMixture(4, max_iter=2), _blobs())
+    with pytest.raises(TypeError, match="does not take a Dask collection"):
+        fitted.predict(da.from_array(X, chunks=(150, 4)))
+    with pytest.raises(TypeError, match="does not take a Dask collection"):
+        fitted.partial_fit(da.from_array(X, chunks=(150, 4)))

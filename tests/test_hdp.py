@@ -614,3 +614,60 @@ def test_rejected_delete_rounds_shrink_the_next_rounds():
         assert t <= budget
         if t > 0:
             budget = max(1, budget // 2) if a == 0 else min(20, max(2 * budget, 2 * a))
+
+
+def test_stopping_rule_excludes_the_jump_of_accepted_moves():
+    # the rule on a scripted sequence of passes: (objective before the moves, after them,
+    # merges accepted); 1000 tokens, tol = 1e-3 nats per token, i.e. 1 nat
+    from types import SimpleNamespace
+
+    def passes_run(script, tol=1e-3):
+        est = HDPTopicModel(tol=tol)
+        model = SimpleNamespace(pre_move_elbo=None)
+        snaps = []
+        stopper = est._stopper(lambda info: False, snaps, model, 1000.0)
+        for t, (pre, post, merges) in enumerate(script, start=1):
+            model.pre_move_elbo = pre
+            snaps.append(dict(merges_accepted=merges, deletes_accepted=0, sorted=True))
+            if stopper(dict(elbo=post, elbo_change=np.inf)):
+                return t, est._converged, [s["progress"] for s in snaps]
+        return len(script), est._converged, [s["progress"] for s in snaps]
+
+    # converged local/global steps (0.5 nat per pass) with a merge accepted in every pass
+    # (a jump of 50 nats): stops at the second pass in a row below tol; a sort never blocks
+    script = [(-1000.0, -900.0, 1), (-880.0, -800.0, 1), (-799.5, -749.5, 1),
+              (-749.0, -699.0, 1), (-698.5, -648.5, 1)]
+    n, conv, prog = passes_run(script)
+    assert (n, conv) == (4, True)
+    np.testing.assert_allclose(prog[1:], [0.02, 0.0005, 0.0005])
+    # without a move, the first pass below tol stops
+    script = [(-1000.0, -1000.0, 0), (-900.0, -900.0, 0), (-899.5, -899.5, 0)]
+    assert passes_run(script)[:2] == (3, True)
+    # a move after a pass of large progress: one more pass is needed
+    script = [(-1000.0, -1000.0, 0), (-900.0, -850.0, 1), (-849.5, -849.5, 0)]
+    assert passes_run(script)[:2] == (3, True)
+    script = [(-1000.0, -1000.0, 0), (-900.0, -850.0, 1), (-849.5, -800.0, 1)]
+    assert passes_run(script)[:2] == (3, False)
+    # tol = 0 never stops
+    assert passes_run([(-1.0, -1.0, 0)] * 4, tol=0)[:2] == (4, False)
+
+
+def test_converged_fit_stops_early_within_tolerance_of_a_longer_fit():
+    X, _, _ = hdp_corpus(3, K=8, V=80, D=150, length=50)
+    n_tokens = float(X.sum())
+    tol = 1e-3
+    kw = dict(max_components=20, L=4, n_batches=3, random_state=0)
+    m = HDPTopicModel(tol=tol, max_iter=60, **kw).fit(X)
+    assert m.converged_ and m.n_iter_ < 60
+    prog = [e["progress"] for e in m.trace_]
+    assert prog[-1] < tol and all(np.isfinite(prog[1:]))
+    # passes that accepted no move: the progress is the change of the whole objective
+    for e, prev in zip(m.trace_[1:], m.trace_[:-1], strict=True):
+        if not (e["merges_accepted"] or e["deletes_accepted"] or e["sorted"]):
+            assert e["progress"] == pytest.approx(abs(e["elbo"] - prev["elbo"]) / n_tokens,
+                                                  rel=1e-9)
+    longer = HDPTopicModel(tol=0, max_iter=m.n_iter_ + 15, **kw).fit(X)
+    np.testing.assert_allclose(longer.lower_bounds_[:m.n_iter_], m.lower_bounds_, rtol=1e-12)
+    gain = (longer.lower_bound_ - m.lower_bound_) / n_tokens
+    assert 0.0 <= gain < 10 * tol
+    assert longer.n_components_ == m.n_components_

@@ -1329,6 +1329,171 @@ def test_delete_removes_a_junk_cluster_and_stays_exact():
     np.testing.assert_allclose(m._stats["N"].sum(), X.shape[0], rtol=1e-9)
 
 
+@pytest.mark.parametrize("zero_mean", [True, False])
+@pytest.mark.parametrize("reg", [0.0, 1e-3])
+def test_optimal_component_terms_equal_the_general_terms(zero_mean, reg):
+    # the closed form at the optimal q(phi) (log marginal likelihood) against the general
+    # data terms evaluated at the global step's parameters
+    rng = np.random.RandomState(0)
+    X = rng.randn(300, 5) @ rng.randn(5, 5)
+    est = SparseGaussianMixture(4, zero_mean=zero_mean, reg_covar=reg)
+    prior = est._build_prior(X)
+    model = _SparseGMMModel(prior, 4, 4, X.dtype)
+    R = rng.dirichlet(np.ones(4), 300)
+    st = model.stats_from_responsibilities(R, _dense_idx(300, 4), X)
+    ref = _gaussian.component_terms(st, _gaussian.global_step(st, prior), prior)
+    np.testing.assert_allclose(_gaussian.optimal_component_terms(st, prior), ref, rtol=1e-11)
+
+
+def _merged_away(seed=0, n_per=300):
+    # three well separated clusters; the initial labels put the last two in one cluster
+    rng = np.random.RandomState(seed)
+    C = np.array([[0.0, 0.0, 0.0], [8.0, 0.0, 0.0], [0.0, 8.0, 0.0]])
+    X = np.vstack([rng.randn(n_per, 3) + c for c in C])
+    perm = rng.permutation(X.shape[0])
+    true = np.repeat(np.arange(3), n_per)[perm]
+    return X[perm], true, np.where(true == 2, 1, true)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_birth_recovers_a_merged_away_cluster(seed):
+    from sklearn.metrics import adjusted_rand_score
+
+    X, true, labels = _merged_away(seed)
+    kw = dict(n_components=2, init_params=labels, max_iter=12, tol=0, n_batches=3,
+              random_state=seed)
+    # without births the merged pair stays one cluster: no move can split it
+    m0 = _dp(moves="merge+delete+sort", **kw).fit(X)
+    assert m0.n_components_ == 2
+    m = _dp(moves="all", **kw).fit(X)
+    assert sum(e["births_accepted"] for e in m.trace_) >= 1
+    assert m.n_components_ == 3
+    assert adjusted_rand_score(true, m.predict(X)) > 0.99
+    lb = np.asarray(m.lower_bounds_)
+    assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:])), np.diff(lb).min()
+    assert m.lower_bound_ > m0.lower_bound_
+    # the counts cover every sample (less the clusters under one expected sample, dropped)
+    assert X.shape[0] - 1.0 < m._stats["N"].sum() <= X.shape[0] * (1 + 1e-9)
+
+
+def test_birth_proposal_equals_from_scratch():
+    # one batch: the statistics and the objective of an accepted birth equal those of the
+    # full responsibilities (the target's rows re-inferred, the others as the pass left them)
+    # recomputed from scratch; a rejected birth leaves the workspace untouched
+    X, _, labels = _merged_away(1, n_per=80)
+    est = SparseGaussianMixture(2, L=2, weight_concentration_prior_type=DP)
+    prior = est._build_prior(X)
+    model = _DPMixtureModel(prior, 2, 2, X.dtype, moves=("birth",))
+    init = model.stats_from_responsibilities(np.ones((X.shape[0], 1)),
+                                             labels[:, None].astype(np.int32), X)
+    params = model.global_step(init)
+    model.begin_pass(2, 2)
+    model.round = MoveRound(2, np.zeros((0, 2), dtype=np.int32), [], births=[1])
+    model._usage_acc = None
+    stats = model.visit(X, params, 0)
+    rows = []
+    plain = _SparseGMMModel(prior, 2, 2, X.dtype)
+    plain._collect = lambda s0, v, i, Xc: rows.append((v.copy(), i.copy()))
+    plain.local_step(X, params)
+    work = _Workspace(model, stats.copy())
+    v0 = work.value
+    g = model.round.batch[0]
+    target = np.flatnonzero(((g["indices"] == 1) & (g["values"] >= 0.5)).any(1))
+    opts = dict(model.move_opts)
+    res = work.try_birth(1, {0: target}, model.round, [X], opts, np.random.RandomState(0))
+    assert res is not None
+    J, out = res
+    assert work.K == 2 + J and work.value > v0
+    _, _, vals, idx = out[0]
+    R = np.zeros((X.shape[0], 2 + J))
+    np.put_along_axis(R[:, :2], rows[0][1].astype(np.intp), rows[0][0], axis=1)
+    ids = g["rows"][target]
+    R[ids] = 0.0
+    for r, i_row in enumerate(ids):
+        R[i_row, idx[r]] = vals[r]
+    wide = _SparseGMMModel(prior, 2 + J, 2 + J, X.dtype)
+    ref = wide.stats_from_responsibilities(R, _dense_idx(*R.shape), X)
+    for f in ("N", "Sx", "Sxx", "entropy"):
+        np.testing.assert_allclose(work.stats[f], ref[f], rtol=1e-9, atol=1e-8, err_msg=f)
+    live = ref["N"] > 0
+    sub = restrict(ref, np.flatnonzero(live))
+    np.testing.assert_allclose(
+        work.value, _gaussian.elbo(sub, _gaussian.global_step(sub, prior), prior), rtol=1e-9)
+    # the same proposal from a workspace that already holds a better value is rejected
+    work2 = _Workspace(model, stats.copy())
+    work2.value = work.value + 1.0
+    before = work2.stats["N"].copy()
+    assert work2.try_birth(1, {0: target}, model.round, [X], opts,
+                           np.random.RandomState(0)) is None
+    assert work2.K == 2
+    np.testing.assert_array_equal(work2.stats["N"], before)
+
+
+def test_fold_merged_rows_sum_groups_and_keep_distinct_indices():
+    from sparseclust.mixture._dp_moves import _fold_merged
+
+    # clusters 1 and 3 merged into 0, 5 into 4 (a chain: 0 absorbed two clusters)
+    merge_map = np.array([0, 0, 2, 0, 4, 4, 6])
+    vals = np.array([[0.5, 0.2, 0.3, 0.0], [0.1, 0.6, 0.3, 0.0], [0.4, 0.1, 0.2, 0.3]])
+    idx = np.array([[1, 3, 0, 2], [3, 1, 6, 2], [5, 4, 0, 1]], dtype=np.int32)
+    v, i = _fold_merged(vals, idx, merge_map)
+    for r in range(3):
+        assert len(set(i[r].tolist())) == 4  # distinct within the row
+        # per target cluster, the folded row carries the summed responsibility
+        dense = np.zeros(7)
+        np.add.at(dense, merge_map[idx[r]], vals[r])
+        got = np.zeros(7)
+        np.add.at(got, i[r], v[r])
+        np.testing.assert_allclose(got, dense)
+        # an entry on a removed cluster holds no responsibility, and every target holds one
+        removed = merge_map[i[r]] != i[r]
+        assert np.all(v[r][removed] == 0)
+        assert removed.sum() == 4 - np.unique(merge_map[idx[r]]).size
+    np.testing.assert_array_equal(vals, [[0.5, 0.2, 0.3, 0.0], [0.1, 0.6, 0.3, 0.0],
+                                         [0.4, 0.1, 0.2, 0.3]])  # the input is not modified
+
+
+@pytest.mark.parametrize("L", [1, 2])
+def test_chained_merges_into_one_cluster_stay_exact(L):
+    # one Gaussian blob initialized as a centre and four outer quadrants: the centre absorbs
+    # quadrants that share no row (opposite ones) in the same round; with hard assignments
+    # (L = 1) the round ends at one cluster whose objective equals the one-cluster ELBO
+    # computed from scratch
+    rng = np.random.RandomState(0)
+    X = rng.randn(1200, 2)
+    ang = np.arctan2(X[:, 1], X[:, 0])
+    quad = ((ang + np.pi) // (np.pi / 2)).astype(int) % 4
+    labels = np.where(np.hypot(X[:, 0], X[:, 1]) < 1.0, 0, 1 + quad)
+    m = _dp(n_components=5, L=L, init_params=labels, moves="merge", n_batches=3, max_iter=4,
+            tol=0, random_state=0).fit(X)
+    merges = [e["merges_accepted"] for e in m.trace_]
+    assert merges[1] >= 2 and sum(merges) == 4 and m.n_components_ == 1
+    lb = np.asarray(m.lower_bounds_)
+    assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:])), np.diff(lb).min()
+    np.testing.assert_allclose(m._stats["N"].sum(), X.shape[0], rtol=1e-12)
+    if L == 1:
+        assert merges[1] == 4
+        model = _SparseGMMModel(m._prior, 1, 1, X.dtype)
+        st = model.stats_from_responsibilities(np.ones((X.shape[0], 1)),
+                                               np.zeros((X.shape[0], 1), dtype=np.int32), X)
+        ref = _gaussian.elbo(st, _gaussian.global_step(st, m._prior), m._prior)
+        np.testing.assert_allclose(lb[1], ref, rtol=1e-10)
+
+
+def test_delete_after_merge_in_one_round_stays_exact():
+    # a round that merges and then deletes revisits rows that also use the merged cluster:
+    # their cached responsibilities are folded into the merged cluster first, so the counts
+    # stay exact and the objective monotone
+    X = _planted(6, K=4, D=2, n_per=80)
+    m = _dp(n_components=30, moves="merge+delete", n_batches=2, max_iter=8, tol=0,
+            random_state=0, L=3).fit(X)
+    both = [e for e in m.trace_ if e["merges_accepted"] and e["deletes_accepted"]]
+    assert both, [(e["merges_accepted"], e["deletes_tried"]) for e in m.trace_]
+    lb = np.asarray(m.lower_bounds_)
+    assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:])), np.diff(lb).min()
+    assert X.shape[0] - 1.0 < m._stats["N"].sum() <= X.shape[0] * (1 + 1e-9)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_planted_k_recovery(seed):
     X = _planted(seed)

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Memoized merge, delete and sort moves of the Dirichlet-process Gaussian mixture.
+"""Memoized merge, delete, birth and sort moves of the Dirichlet-process Gaussian mixture.
 
 The moves follow Hughes & Sudderth (2013) and Hughes, Kim & Sudderth (2015) and use the
 machinery HDPTopicModel uses (:mod:`sparseclust._moves`: candidate selection, the pair
@@ -13,12 +13,15 @@ lookup table, the round log, compaction; the pair-entropy kernel of
    :func:`sparseclust._moves.usage_correlation`), ranked by an upper bound on the gain of
    merging them computed from the statistics alone (the change of the data terms; merging
    can only lower the entropy term); delete candidates are the smallest clusters (expected
-   counts N_k) whose samples fit in a budget of rows to revisit;
+   counts N_k) whose samples fit in a budget of rows to revisit; the birth target is the
+   largest cluster whose birth was not rejected recently (:func:`sparseclust._moves.
+   select_births`), tried only after a round that accepted no merge or delete;
 2. **during the pass** every batch visit gathers, besides its statistics, the entropy change
    of merging each candidate pair, ``PH_ab = sum_n h(r_na, r_nb)`` with
    ``h(x, y) = x log x + y log y - (x + y) log(x + y)`` over the rows whose L-sparse support
-   holds both a and b (for the others merging changes no entropy term), and the
-   responsibilities of the rows that use a delete candidate;
+   holds both a and b (for the others merging changes no entropy term), the
+   responsibilities of the rows that use a delete candidate, and those of the rows whose
+   responsibility for the birth target is at least 1/2;
 3. **after the pass** (:meth:`MixtureMoves.after_pass`) the proposals are evaluated on the
    whole-data statistics and each is accepted only if the whole-data ELBO increases:
 
@@ -27,16 +30,29 @@ lookup table, the round log, compaction; the pair-entropy kernel of
      (which depend on every N_k through the sticks) are re-evaluated;
    - delete j: the statistics of the rows using j are subtracted, the local step is re-run on
      those rows under the current clusters without j, and the new statistics added;
+   - birth at k (Hughes & Sudderth 2013): ``birth_components`` fresh clusters are fit to a
+     subsample of k's rows (k-means++ seeds, then a few iterations of the local and global
+     steps of a plain mixture on the subsample), the local step is re-run on k's rows (at
+     most ``birth_rows``) under the current clusters plus the fresh ones, and the statistics
+     of those rows are replaced. Any responsibilities of any subset of rows give a valid
+     ELBO, so the proposal is accepted, like the others, only when the whole-data ELBO
+     increases; the fresh clusters are appended at the end of the sticks;
    - sort: the clusters are reordered by decreasing N_k when that raises the allocation
      terms (the stick-breaking prior depends on the order; nothing else does).
 
    Accepted edits are applied to every batch's cached statistics as well, so memoized
    training stays exact and its objective monotone; removed clusters are then dropped
    (:func:`sparseclust._moves.compaction`). A cluster touched by an accepted move takes part
-   in no other move of the round, and a rejected proposal waits ``cooldown * 2 ** (n - 1)``
-   passes after its n-th rejection before it is tried again (the bookkeeping of
-   :class:`sparseclust._moves.MoveBook`, shared with HDPTopicModel).
+   in no other move of the round, except that a cluster which absorbed clusters by merges may
+   absorb another, c, when the gathered pair entropy between c and each cluster it absorbed is
+   exactly 0 (no row holds both, so the merged entropy stays exact; the pass gathers the pair
+   entropy of every two partners of a common cluster for this), and a rejected proposal
+   waits ``cooldown * 2 ** (n - 1)`` passes after its n-th rejection before it is tried
+   again (the bookkeeping of :class:`sparseclust._moves.MoveBook`, shared with
+   HDPTopicModel).
 """
+
+import copy
 
 import numpy as np
 
@@ -47,6 +63,7 @@ from .._moves import (
     MoveRound,
     RoundLog,
     compaction,
+    select_births,
     select_deletes,
     select_merge_pairs,
     usage_correlation,
@@ -87,13 +104,17 @@ class MixtureMoves(MoveBook):
     clusters by divergence and ``corr_near`` by co-usage examined per cluster),
     ``pairs_per_component``, ``max_pairs`` (None: 2 K), ``delete_rows`` (rows to revisit per
     pass; None: 10% of the samples, at least 500), ``max_deletes`` (the most per round; a
-    round that accepted none halves the next round's number), ``cooldown`` (passes).
+    round that accepted none halves the next round's number), ``cooldown`` (passes),
+    ``birth_components`` (fresh clusters per birth), ``birth_rows`` (rows re-inferred per
+    birth; None: as ``delete_rows``), ``birth_fit_rows`` (rows the fresh clusters are fit
+    to), ``birth_iters`` (iterations of that fit), ``max_births`` (targets per round).
     """
 
     def init_moves(self, moves, move_opts=None):
         self.moves = tuple(moves)
-        opts = dict(start=2, near=16, corr_near=4, pairs_per_component=3, max_pairs=None,
-                    delete_rows=None, max_deletes=20, cooldown=3)
+        opts = dict(start=2, near=16, corr_near=4, pairs_per_component=8, max_pairs=None,
+                    delete_rows=None, max_deletes=20, cooldown=3, birth_components=3,
+                    birth_rows=None, birth_fit_rows=1000, birth_iters=10, max_births=1)
         opts.update(move_opts or {})
         self.move_opts = opts
         # cluster identities, rejected-proposal memo with its cool-down, co-usage, round logs
@@ -101,17 +122,53 @@ class MixtureMoves(MoveBook):
 
     @property
     def _gathers(self):
-        return "merge" in self.moves or "delete" in self.moves
+        return "merge" in self.moves or "delete" in self.moves or "birth" in self.moves
 
     # ------------------------------------------------------------------------- the pass
     def visit(self, X, params, batch):
         if not self._gathers:
             return self.local_step(X, params)
-        K = self.n_components
+        stats, side = self.visit_local(X, params, self.visit_context())
+        self.record_visit(batch, side, params)
+        return stats
+
+    # The visit is split so that it can run where the data are (sparseclust._dask maps
+    # visit_local over the partitions of a batch): visit_local is pure given the context and
+    # returns the statistics and the "side" results of the moves; combine_sides joins those of
+    # consecutive parts of a batch; record_visit keeps them (here, on the client).
+
+    def visit_context(self):
+        """What :meth:`visit_local` reads besides the data and parameters: the candidates of
+        the current round (without what the pass gathered so far), whether co-usage is
+        gathered."""
         rnd = self.round
-        usage = self._usage_acc
+        if rnd is not None:
+            rnd = rnd.candidates_only()
+        return dict(round=rnd, usage=self._usage_acc is not None)
+
+    def worker_model(self):
+        """A copy with this model's local-step settings and none of its move bookkeeping or
+        cached candidate sets (what a task that runs the visit elsewhere needs)."""
+        m = copy.copy(self)
+        m.init_book()
+        m.reset_candidates()
+        m._collect = None
+        return m
+
+    def visit_local(self, X, params, context, doc_offset=0):
+        """Local step of the batch (or part of a batch) X: (statistics, side). The side holds
+        the entropy change of merging each candidate pair (PH), the co-usage (n_users,
+        sum_p, sum_pp, n) and the rows that use a delete candidate (positions shifted by
+        ``doc_offset``, the position of X's first row in its batch) with their
+        responsibilities."""
+        K = self.n_components
+        rnd, want_usage = context["round"], context["usage"]
         P = rnd.pairs.shape[0] if rnd is not None else 0
-        gathered = dict(PH=np.zeros(P), rows=[], values=[], indices=[])
+        side = dict(PH=np.zeros(P), rows=[], values=[], indices=[], usage=None)
+        if want_usage:
+            side["usage"] = dict(n_users=np.zeros(K), sum_p=np.zeros(K),
+                                 sum_pp=np.zeros((K, K)), n=0.0)
+        usage = side["usage"]
         nt = effective_n_threads(self.n_threads)
 
         def collect(start, values, indices, Xc):
@@ -127,14 +184,16 @@ class MixtureMoves(MoveBook):
             if P and Lk > 1:
                 _hdp_stats.pair_entropy_sparse(
                     np.arange(n + 1, dtype=np.int64), np.ones(n), v, idx,
-                    np.zeros(n, dtype=np.int32), rnd.pair_of, K, gathered["PH"], nt,
+                    np.zeros(n, dtype=np.int32), rnd.pair_of, K, side["PH"], nt,
                 )
-            if rnd is not None and rnd.deletes.size:
+            if rnd is not None and (rnd.deletes.size or rnd.births.size):
                 m = (np.isin(idx, rnd.deletes) & (v > 0)).any(axis=1)
+                if rnd.births.size:
+                    m |= (np.isin(idx, rnd.births) & (v >= 0.5)).any(axis=1)
                 if m.any():
-                    gathered["rows"].append(start + np.flatnonzero(m))
-                    gathered["values"].append(np.asarray(values)[m].copy())
-                    gathered["indices"].append(idx[m].copy())
+                    side["rows"].append(doc_offset + start + np.flatnonzero(m))
+                    side["values"].append(np.asarray(values)[m].copy())
+                    side["indices"].append(idx[m].copy())
 
         self._collect = collect
         try:
@@ -143,15 +202,45 @@ class MixtureMoves(MoveBook):
             self._collect = None
         if usage is not None:
             usage["sum_p"] += stats["N"]
-        if rnd is not None:
-            rows = gathered["rows"]
-            rnd.batch[batch] = dict(
-                PH=gathered["PH"],
+        return stats, side
+
+    @staticmethod
+    def combine_sides(a, b):
+        """The side results of two consecutive parts of a batch as those of their union."""
+        out = dict(PH=a["PH"] + b["PH"], rows=a["rows"] + b["rows"],
+                   values=a["values"] + b["values"], indices=a["indices"] + b["indices"])
+        out["usage"] = (None if a["usage"] is None
+                        else {k: a["usage"][k] + b["usage"][k] for k in a["usage"]})
+        return out
+
+    def record_visit(self, batch, side, params):
+        """Keep what the visit of batch number ``batch`` gathered for the moves."""
+        if side["usage"] is not None and self._usage_acc is not None:
+            for k, v in side["usage"].items():
+                self._usage_acc[k] += v
+        if self.round is not None:
+            rows = side["rows"]
+            self.round.batch[batch] = dict(
+                PH=side["PH"],
                 rows=np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64),
-                values=np.vstack(gathered["values"]) if rows else None,
-                indices=np.vstack(gathered["indices"]) if rows else None,
+                values=np.vstack(side["values"]) if rows else None,
+                indices=np.vstack(side["indices"]) if rows else None,
             )
-        return stats
+
+    def reinfer(self, batches, targets, old, plain, params0, idx):
+        """Re-run the local step of ``plain`` under ``params0`` (the clusters ``idx``) on the
+        rows ``targets[b]`` (positions in batch b) with their old responsibilities
+        ``old[b] = (values, indices)``: {b: (statistics before, after, new values, new
+        indices)} (:func:`reinfer_rows`). On the batches' own ``map_rows`` when they have one
+        (the partitions of a Dask collection: the rows are re-inferred where they are), else
+        here."""
+        run = getattr(batches, "map_rows", None)
+        if run is not None and targets:
+            return run(reinfer_rows, targets, (self.worker_model(), plain, params0, idx,
+                                               self.n_components), row_args=old)
+        return {bb: reinfer_rows(batches[bb][ids], self, plain, params0, idx,
+                                 self.n_components, *old[bb])
+                for bb, ids in targets.items()}
 
     def before_pass(self, stats, params, state):
         self.round = None
@@ -176,6 +265,9 @@ class MixtureMoves(MoveBook):
                 score, max_per_component=opts["pairs_per_component"], max_pairs=max_pairs,
                 min_score=-np.finfo(np.float64).max,
             )
+        n_try = pairs.shape[0]
+        if n_try:
+            pairs = np.vstack([pairs, _partner_pairs(pairs, K)]).astype(np.int32)
         dels = np.zeros(0, dtype=np.int64)
         if "delete" in self.moves:
             n_total = float(np.sum(stats["N"]))
@@ -186,8 +278,20 @@ class MixtureMoves(MoveBook):
                                   max_candidates=self.delete_budget.value,
                                   allowed=self.deletable(),
                                   size=stats["N"])
-        if pairs.shape[0] or dels.size:
-            self.round = MoveRound(K, pairs, dels)  # batch -> dict(PH, rows, values, indices)
+        births = np.zeros(0, dtype=np.int64)
+        last = self.round_logs[-1] if self.round_logs else None
+        if "birth" in self.moves and not (last and (last["merges_accepted"]
+                                                    or last["deletes_accepted"])):
+            # births once the merges and deletes of the last round are absorbed: a round
+            # that shrank the model is followed by one that does not grow it again
+            births = select_births(stats["N"], max_candidates=opts["max_births"],
+                                   allowed=self.birthable(),
+                                   min_size=4.0 * opts["birth_components"])
+        if pairs.shape[0] or dels.size or births.size:
+            # batch -> dict(PH, rows, values, indices)
+            self.round = MoveRound(K, pairs, dels, births)
+            # the pairs tried; the others (partners of a common cluster) are gathered only
+            self.round.n_try = n_try
 
     def _merge_scores(self, stats, params, corr):
         """(K, K) ranking of merge candidates, -inf for pairs not examined.
@@ -217,8 +321,7 @@ class MixtureMoves(MoveBook):
         for s0 in range(0, pa.size, 256):
             ia, ib = pa[s0:s0 + 256], pb[s0:s0 + 256]
             pooled = SuffStats(**{k: v[ia] + v[ib] for k, v in stats.items()})
-            gain = (_gaussian.component_terms(
-                pooled, _gaussian.global_step(pooled, self.prior), self.prior)
+            gain = (_gaussian.optimal_component_terms(pooled, self.prior)
                 - comp[ia] - comp[ib])
             score[ia, ib] = score[ib, ia] = gain
         return score
@@ -247,16 +350,28 @@ class MixtureMoves(MoveBook):
             work = _Workspace(self, stats)
             if rnd.pairs.shape[0]:
                 self._merges(work, rnd, batch_stats, log)
+            if log.merges_accepted:
+                # the gathered rows in the cluster space after this round's merges, so that
+                # a delete or a birth may revisit rows that also use a merged cluster
+                for g in rnd.batch.values():
+                    if g["values"] is not None:
+                        g["values"], g["indices"] = _fold_merged(g["values"], g["indices"],
+                                                                 work.merge_map)
             if rnd.deletes.size:
                 self._deletes(work, rnd, batch_stats, state["batches"], log)
                 self.end_deletes(log)
-            if log.merges_accepted or log.deletes_accepted:
+            if rnd.births.size:
+                self._births(work, rnd, batch_stats, state["batches"], log)
+            if log.merges_accepted or log.deletes_accepted or log.births_accepted:
                 stats = work.compact(batch_stats)
                 new = compaction(work.alive)
                 M = work.merge_map
                 new_of_old = np.where(M >= 0, new[np.maximum(M, 0)], -1)
+                self.grow_book(work.K - self.uid.size)
                 self.end_round(work.ops, work.alive, new_of_old)
-                self.set_n_components(int(work.alive.sum()), new_of_old)
+                # born clusters invalidate the cached candidate sets (new clusters)
+                self.set_n_components(int(work.alive.sum()),
+                                      None if log.births_accepted else new_of_old)
                 changed = True
         if "sort" in self.moves:
             if self._sort(stats, batch_stats, log):
@@ -272,10 +387,10 @@ class MixtureMoves(MoveBook):
         # is tried only while neither of its clusters was touched, so its pooled statistics
         # are those of the pass (only the allocation terms change with earlier merges)
         st = work.stats
-        pa, pb = rnd.pairs[:, 0], rnd.pairs[:, 1]
+        n_try = getattr(rnd, "n_try", rnd.pairs.shape[0])
+        pa, pb = rnd.pairs[:n_try, 0], rnd.pairs[:n_try, 1]
         pooled = SuffStats(**{k: v[pa] + v[pb] for k, v in st.items()})
-        comp_ab = _gaussian.component_terms(pooled, _gaussian.global_step(pooled, self.prior),
-                                            self.prior)
+        comp_ab = _gaussian.optimal_component_terms(pooled, self.prior)
 
         def apply(p, a, b):
             for bb, st in enumerate(batch_stats):
@@ -283,29 +398,51 @@ class MixtureMoves(MoveBook):
             work.merge_map[work.merge_map == b] = a
             work.ops.append(("merge", a, b))
 
-        self.run_merges(rnd.pairs, lambda: work.alive, log,
-                        lambda p, a, b: work.try_merge(a, b, PH[p], comp_ab[p]), apply)
+        # a cluster that already absorbed clusters this round may absorb another, c, when no
+        # row holds c together with any of them: the gathered pair entropy PH between c and
+        # each of them is then exactly 0 (h(x, y) < 0 whenever x, y > 0), no row holds three
+        # merged clusters, and the merged entropy stays H_a + H_c + PH_ac exactly
+        absorbed = {}
+        pair_of = rnd.pair_of
+
+        def may_chain(p, a, b):
+            if a in log.touched and b in log.touched:
+                return False
+            x, y = (a, b) if a in log.touched else (b, a)
+            if x not in absorbed:  # x was absorbed itself, or deleted: not a survivor
+                return False
+            for z in absorbed[x]:
+                q = pair_of[z * K + y]
+                if q < 0 or PH[q] != 0.0:
+                    return False
+            return True
+
+        K = rnd.K
+
+        def try_merge(p, a, b):
+            chained = a in log.touched or b in log.touched
+            return work.try_merge(a, b, PH[p], None if chained else comp_ab[p])
+
+        def apply_and_record(p, a, b):
+            apply(p, a, b)
+            absorbed.setdefault(a, []).append(b)
+            absorbed[a].extend(absorbed.pop(b, []))
+
+        self.run_merges(rnd.pairs[:n_try], lambda: work.alive, log, try_merge,
+                        apply_and_record, may_chain)
 
     def _deletes(self, work, rnd, batch_stats, batches, log):
-        touched_by_merge = np.array(sorted(log.touched), dtype=np.int64)
         for j in rnd.deletes:
             j = int(j)
             if not work.alive[j] or j in log.touched:
                 continue
-            targets, ok = {}, True
+            targets = {}
             for bb, g in rnd.batch.items():
                 if g["values"] is None:
                     continue
                 m = ((g["indices"] == j) & (g["values"] > 0)).any(axis=1)
-                if not m.any():
-                    continue
-                # rows that also use a merged cluster hold merged statistics in the cache
-                if touched_by_merge.size and np.isin(g["indices"][m], touched_by_merge).any():
-                    ok = False
-                    break
-                targets[bb] = np.flatnonzero(m)
-            if not ok:
-                continue
+                if m.any():
+                    targets[bb] = np.flatnonzero(m)
             log.deletes_tried += 1
             res = work.try_delete(j, targets, rnd, batches)
             if res is None:
@@ -325,6 +462,56 @@ class MixtureMoves(MoveBook):
                     _zero(st, j)
             work.merge_map[work.merge_map == j] = -1
             work.ops.append(("delete", j))
+
+    def _births(self, work, rnd, batch_stats, batches, log):
+        opts = self.move_opts
+        n_total = float(np.sum(work.stats["N"]))
+        budget = opts["birth_rows"]
+        if budget is None:
+            budget = opts["delete_rows"]
+        if budget is None:
+            budget = max(500, int(0.1 * n_total))
+        for k in rnd.births:
+            k = int(k)
+            if not work.alive[k] or k in log.touched:
+                continue
+            targets = {}
+            for bb, g in rnd.batch.items():
+                if g["values"] is None:
+                    continue
+                m = ((g["indices"] == k) & (g["values"] >= 0.5)).any(axis=1)
+                if m.any():
+                    targets[bb] = np.flatnonzero(m)
+            n_rows = sum(t.size for t in targets.values())
+            if n_rows < 2 * opts["birth_components"]:
+                continue
+            rng = np.random.RandomState((int(self.uid[k]) * 7919 + self._pass) % (2 ** 31))
+            if n_rows > budget:
+                # a uniform subsample of the target's rows (any subset gives a valid ELBO)
+                flat = np.concatenate([np.full(t.size, bb) for bb, t in targets.items()])
+                pos = np.concatenate([t for t in targets.values()])
+                pick = np.sort(rng.choice(n_rows, int(budget), replace=False))
+                targets = {bb: pos[pick][flat[pick] == bb] for bb in targets}
+                targets = {bb: t for bb, t in targets.items() if t.size}
+            log.births_tried += 1
+            res = work.try_birth(k, targets, rnd, batches, opts, rng)
+            if res is None:
+                self.reject_birth(k)
+                continue
+            n_new, out = res
+            log.births_accepted += 1
+            log.touched.add(k)
+            log.touched.update(range(work.K - n_new, work.K))
+            for bb in range(len(batch_stats)):
+                st = _pad(batch_stats[bb], n_new)
+                if bb in out:
+                    before, after, values, indices = out[bb]
+                    st = st - before + after
+                    g = rnd.batch[bb]
+                    g["values"][targets[bb]] = values
+                    g["indices"][targets[bb]] = indices
+                batch_stats[bb] = st
+            work.ops.append(("birth", k, n_new))
 
     def _sort(self, stats, batch_stats, log):
         N = stats["N"]
@@ -384,11 +571,154 @@ def _symmetric_kl(params, prior):
     return out
 
 
+def reinfer_rows(X, model, plain, params0, idx, K, vals_old, idx_old):
+    """The delete move's re-inference of the rows X (their old responsibilities ``vals_old``
+    over clusters ``idx_old``) by the local step of ``plain`` under ``params0``, defined on
+    the clusters ``idx`` of the K: (statistics before, after, new values, new indices),
+    statistics by ``model.stats_from_responsibilities``."""
+    Xt = np.ascontiguousarray(X)
+    vals_old = np.ascontiguousarray(vals_old)
+    idx_old = np.ascontiguousarray(idx_old)
+    before = model.stats_from_responsibilities(vals_old, idx_old, Xt)
+    vals_new, loc = _rerun_local(copy.copy(plain), Xt, params0, vals_old.dtype)
+    idx_new = idx[loc].astype(np.int32)
+    # the re-inferred rows keep their support width (when L had to shrink)
+    vals_new, idx_new = _pad_support(vals_new, idx_new, vals_old.shape[1], K)
+    after = model.stats_from_responsibilities(vals_new, idx_new, Xt)
+    return before, after, vals_new, idx_new
+
+
+def _own_rows(X):
+    return (np.ascontiguousarray(X),)
+
+
+def _fetch_rows(batches, sel):
+    """{b: the rows ``sel[b]`` (positions in batch b) of batch b, in that order}; from the
+    partitions that hold them when the batches are those of a Dask collection (their
+    ``map_rows``), else by indexing."""
+    sel = {bb: ids for bb, ids in sel.items() if len(ids)}
+    run = getattr(batches, "map_rows", None)
+    if run is None:
+        return {bb: np.ascontiguousarray(batches[bb][ids]) for bb, ids in sel.items()}
+    order = {bb: np.argsort(ids, kind="stable") for bb, ids in sel.items()}
+    got = run(_own_rows, {bb: np.asarray(ids)[order[bb]] for bb, ids in sel.items()}, ())
+    out = {}
+    for bb, o in order.items():
+        X = got[bb][0]
+        out[bb] = np.empty_like(X)
+        out[bb][o] = X
+    return out
+
+
 def _csr(v, idx, K):
     import scipy.sparse as sp
 
     n, Lk = v.shape
     return sp.csr_array((v.ravel(), idx.ravel(), np.arange(0, n * Lk + 1, Lk)), shape=(n, K))
+
+
+def _fold_merged(values, indices, merge_map):
+    """Rows' responsibilities after merges: index k becomes ``merge_map[k]`` (b -> a for a
+    merge of b into a), and the entries a row then holds twice are summed into one (the
+    other keeps its old index, a removed cluster, with value 0). The statistics of the
+    folded rows are the rows' share of the merged statistics: N, Sx, Sxx add, and the
+    entropy of the merged entry is -(r_a + r_b) log(r_a + r_b), which is what
+    ``H_a + H_b + PH_ab`` holds for the row."""
+    indices = np.asarray(indices)
+    idx = np.asarray(merge_map)[indices].astype(np.int32)
+    vals = np.array(values, copy=True)
+    # rows holding one target twice or more: the first such entry keeps the target and the
+    # sum, the others the merged-away indices of the group (removed, distinct in the row)
+    srt = np.sort(idx, axis=1)
+    for r in np.flatnonzero((srt[:, 1:] == srt[:, :-1]).any(axis=1)):
+        row, orig = idx[r].copy(), indices[r]
+        for t in np.unique(row):
+            cols = np.flatnonzero(row == t)
+            if cols.size < 2:
+                continue
+            keep = cols[0]
+            spare = [int(o) for o in orig[cols] if o != t]
+            vals[r, keep] = vals[r, cols].sum()
+            idx[r, keep] = t
+            for c, o in zip(cols[1:], spare, strict=False):
+                vals[r, c] = 0
+                idx[r, c] = o
+    return vals, idx
+
+
+def _partner_pairs(pairs, K):
+    """The pairs (y, z) of clusters that share a partner in ``pairs`` and are not a pair
+    themselves: gathering their pair entropy tells whether a cluster may absorb both."""
+    have = set(map(tuple, np.asarray(pairs, dtype=np.int64).tolist()))
+    partners = {}
+    for a, b in have:
+        partners.setdefault(a, []).append(b)
+        partners.setdefault(b, []).append(a)
+    out = set()
+    for ys in partners.values():
+        for i in range(len(ys)):
+            for j in range(i + 1, len(ys)):
+                y, z = min(ys[i], ys[j]), max(ys[i], ys[j])
+                if (y, z) not in have:
+                    out.add((y, z))
+    return np.asarray(sorted(out), dtype=np.int32).reshape(-1, 2)
+
+
+def _pad(stats, n_new):
+    """``stats`` with ``n_new`` empty clusters appended (a new SuffStats)."""
+    return SuffStats(**{k: np.concatenate([v, np.zeros((n_new,) + v.shape[1:], dtype=v.dtype)])
+                        for k, v in stats.items()})
+
+
+def _pad_support(vals, idx, width, K):
+    """Rows re-inferred with a narrower support than ``width`` (fewer clusters than L) padded
+    with zero responsibilities on other clusters (of ``range(K)``), which change no
+    statistic."""
+    if vals.shape[1] >= width:
+        return vals, idx
+    pad = width - vals.shape[1]
+    vals = np.hstack([vals, np.zeros((vals.shape[0], pad), dtype=vals.dtype)])
+    extra = np.empty((idx.shape[0], pad), dtype=np.int32)
+    for r in range(idx.shape[0]):
+        extra[r] = np.setdiff1d(np.arange(K), idx[r])[:pad]
+    return vals, np.hstack([idx, extra])
+
+
+def _rerun_local(plain, Xt, params, dtype):
+    """The local step of ``plain`` on ``Xt``: (values, indices in ``plain``'s clusters)."""
+    got = []
+
+    def keep(start, values, indices, Xc):
+        got.append((start, np.array(values), np.array(indices)))
+
+    plain._collect = keep
+    try:
+        plain.local_step(Xt, params)
+    finally:
+        plain._collect = None
+    got.sort(key=lambda t: t[0])
+    return (np.vstack([t[1] for t in got]).astype(dtype),
+            np.vstack([t[2] for t in got]).astype(np.int64))
+
+
+def _fresh_clusters(model, X, J, rng, n_iter):
+    """Statistics of ``J`` clusters fit to the rows ``X`` by a plain mixture: k-means++ seeds
+    (Arthur & Vassilvitskii 2007), each row to its nearest seed, then ``n_iter`` iterations of
+    the local and global steps. None when fewer than two clusters keep mass."""
+    from sklearn.cluster import kmeans_plusplus
+
+    Xd = np.asarray(X, dtype=np.float64)
+    centers, _ = kmeans_plusplus(Xd, J, random_state=rng)
+    d2 = (Xd ** 2).sum(1)[:, None] - 2.0 * Xd @ centers.T + (centers ** 2).sum(1)[None]
+    labels = d2.argmin(1).astype(np.int32)
+    plain = model.plain_model(J)
+    stats = plain.stats_from_responsibilities(
+        np.ones((X.shape[0], 1), dtype=X.dtype), labels[:, None], X)
+    for _ in range(n_iter):
+        stats = plain.local_step(X, plain.global_step(stats))
+    if np.count_nonzero(stats["N"] >= 1.0) < 2:
+        return None
+    return stats
 
 
 def _merge_into(st, a, b, ph):
@@ -421,7 +751,7 @@ class _Workspace:
 
     def _component_terms(self, stats, idx):
         sub = restrict(stats, idx)
-        return _gaussian.component_terms(sub, _gaussian.global_step(sub, self.prior), self.prior)
+        return _gaussian.optimal_component_terms(sub, self.prior)
 
     def _value(self, stats, alive, comp):
         """The ELBO of the clusters ``alive`` at their optimal global parameters."""
@@ -436,8 +766,7 @@ class _Workspace:
         prop = SuffStats(**{k: v[[a]] + v[[b]] for k, v in st.items()})
         prop["entropy"] = prop["entropy"] + ph
         if comp_ab is None:
-            comp_ab = _gaussian.component_terms(prop, _gaussian.global_step(prop, self.prior),
-                                                self.prior)[0]
+            comp_ab = _gaussian.optimal_component_terms(prop, self.prior)[0]
         alive = self.alive.copy()
         alive[b] = False
         N = st["N"].copy()
@@ -466,42 +795,17 @@ class _Workspace:
         params0 = _gaussian.global_step(restrict(self.stats, idx), self.prior)
         plain = m.plain_model(idx.size)
         prop = self.stats.copy()
-        out = {}
         changed = {j}
-        for bb, rows in targets.items():
-            g = rnd.batch[bb]
-            ids = g["rows"][rows]
-            Xt = np.ascontiguousarray(batches[bb][ids])
-            vals_old = np.ascontiguousarray(g["values"][rows])
-            idx_old = np.ascontiguousarray(g["indices"][rows])
-            before = m.stats_from_responsibilities(vals_old, idx_old, Xt)
-            got = []
-
-            def keep(start, values, indices, Xc, got=got):
-                got.append((start, np.array(values), np.array(indices)))
-
-            plain._collect = keep
-            plain.local_step(Xt, params0)
-            plain._collect = None
-            got.sort(key=lambda t: t[0])
-            vals_new = np.vstack([t[1] for t in got]).astype(vals_old.dtype)
-            idx_new = idx[np.vstack([t[2] for t in got])].astype(np.int32)
-            # the re-inferred rows keep their support width: when L had to shrink (fewer
-            # clusters than L) they are padded with zero responsibilities on other clusters,
-            # which change no statistic
-            if vals_new.shape[1] < vals_old.shape[1]:
-                pad = vals_old.shape[1] - vals_new.shape[1]
-                vals_new = np.hstack([vals_new, np.zeros((vals_new.shape[0], pad),
-                                                         dtype=vals_new.dtype)])
-                extra = np.empty((idx_new.shape[0], pad), dtype=np.int32)
-                for r in range(idx_new.shape[0]):
-                    extra[r] = np.setdiff1d(np.arange(self.K), idx_new[r])[:pad]
-                idx_new = np.hstack([idx_new, extra])
-            after = m.stats_from_responsibilities(vals_new, idx_new, Xt)
+        ids = {bb: rnd.batch[bb]["rows"][rows] for bb, rows in targets.items()}
+        old = {bb: (np.ascontiguousarray(rnd.batch[bb]["values"][rows]),
+                    np.ascontiguousarray(rnd.batch[bb]["indices"][rows]))
+               for bb, rows in targets.items()}
+        out = m.reinfer(batches, ids, old, plain, params0, idx)
+        for bb in targets:
+            before, after, vals_new, idx_new = out[bb]
             prop = prop - before + after
-            changed.update(np.unique(idx_old).tolist())
+            changed.update(np.unique(old[bb][1]).tolist())
             changed.update(np.unique(idx_new).tolist())
-            out[bb] = (before, after, vals_new, idx_new)
         _zero(prop, j)
         ch = np.array(sorted(k for k in changed if alive[k]), dtype=np.int64)
         comp = self.comp.copy()
@@ -516,6 +820,63 @@ class _Workspace:
             return None
         self.stats, self.alive, self.comp, self.value = prop, alive, comp, value
         return out
+
+    def try_birth(self, k, targets, rnd, batches, opts, rng):
+        """Fit fresh clusters to a subsample of k's rows ``targets`` and re-run the local
+        step on those rows under the live clusters plus the fresh ones; returns
+        ``(n_new, {batch: (before, after, new values, new indices)})`` when the whole-data
+        ELBO increases (the fresh clusters then occupy the last ``n_new`` slots)."""
+        m = self.m
+        K0 = self.K
+        got = _fetch_rows(batches, {bb: rnd.batch[bb]["rows"][t] for bb, t in targets.items()})
+        rows = {bb: (got[bb], t) for bb, t in targets.items() if bb in got}
+        Xall = np.vstack([x for x, _ in rows.values()])
+        n = Xall.shape[0]
+        fit = Xall if n <= opts["birth_fit_rows"] else Xall[
+            np.sort(rng.choice(n, opts["birth_fit_rows"], replace=False))]
+        J = int(min(opts["birth_components"], fit.shape[0] // 2))
+        if J < 2:
+            return None
+        fresh = _fresh_clusters(m, fit, J, rng, opts["birth_iters"])
+        if fresh is None:
+            return None
+        live = np.flatnonzero(self.alive)
+        # the fresh clusters as the local step sees them: scaled to the rows they stand for
+        cand = SuffStats(**{f: np.concatenate([self.stats[f][live],
+                                               fresh[f] * (n / fit.shape[0])])
+                            for f in self.stats.keys()})
+        params0 = _gaussian.global_step(cand, self.prior)
+        plain = m.plain_model(cand["N"].shape[0])
+        slot = np.concatenate([live, K0 + np.arange(J)])  # local cluster -> workspace slot
+        Kt = K0 + J
+        wide = m.plain_model(Kt)
+        prop = _pad(self.stats, J)
+        out = {}
+        changed = {k}
+        for bb, (Xt, t) in rows.items():
+            g = rnd.batch[bb]
+            vals_old = np.ascontiguousarray(g["values"][t])
+            idx_old = np.ascontiguousarray(g["indices"][t])
+            vals_new, loc = _rerun_local(plain, Xt, params0, vals_old.dtype)
+            idx_new = slot[loc].astype(np.int32)
+            vals_new, idx_new = _pad_support(vals_new, idx_new, vals_old.shape[1], K0)
+            before = wide.stats_from_responsibilities(vals_old, idx_old, Xt)
+            after = wide.stats_from_responsibilities(vals_new, idx_new, Xt)
+            prop = prop - before + after
+            changed.update(np.unique(idx_old).tolist())
+            changed.update(np.unique(idx_new).tolist())
+            out[bb] = (before, after, vals_new, idx_new)
+        alive = np.concatenate([self.alive, np.ones(J, dtype=bool)])
+        ch = np.array(sorted(c for c in changed if alive[c]), dtype=np.int64)
+        comp = np.concatenate([self.comp, np.zeros(J)])
+        comp[ch] = self._component_terms(prop, ch)
+        value = self._value(prop, alive, comp)
+        if not value > self.value + ACCEPT_RTOL * abs(self.value):
+            return None
+        self.stats, self.alive, self.comp, self.value = prop, alive, comp, value
+        self.merge_map = np.concatenate([self.merge_map, K0 + np.arange(J)])
+        self.K = Kt
+        return J, out
 
     def compact(self, batch_stats):
         """Drop the removed clusters from the whole-data and every batch's statistics."""

@@ -351,6 +351,54 @@ def allocation_terms(N, params, prior):
     return float(_c_dir(np.full(K, a0)) - _c_dir(theta) + np.sum((N + a0 - theta) * elog_pi))
 
 
+def optimal_component_terms(stats, prior):
+    """``component_terms(stats, global_step(stats, prior), prior)`` without forming the
+    precisions, for the moves' many proposals.
+
+    At the optimal q(phi_k) of a full-covariance Normal-Wishart component the data terms
+    collapse to the log marginal likelihood of the component's statistics (the expected
+    quadratic terms and ``tr(Psi_0 E[Lambda_k])`` sum to ``nu_k D``, which cancels):
+
+    ``-N_k D / 2 log(2 pi) + log B(Psi_0, nu_0) - log B(Psi_k, nu_k)
+    [+ D / 2 log(beta_0 / beta_k) with means]``,
+
+    with ``log B(Psi, nu) = nu / 2 log|Psi| - nu D / 2 log 2 - log Gamma_D(nu / 2)`` and
+    ``Psi_k`` the posterior scale matrix (inverse Wishart scale) of :func:`global_step`. Only a
+    Cholesky factor per component is needed. Other covariance types use the general path.
+    """
+    if prior.covariance_type != "full":
+        return component_terms(stats, global_step(stats, prior), prior)
+    N = np.asarray(stats["N"], dtype=np.float64)
+    D = prior.n_features
+    nu = prior.nu0 + N
+    scale_inv = prior.psi0[None, :, :] + np.asarray(stats["Sxx"], dtype=np.float64)
+    extra = 0.0
+    if not prior.zero_mean:
+        Nc, beta, xbar, _ = _centered(N, np.asarray(stats["Sx"], dtype=np.float64), prior)
+        scale_inv = scale_inv - Nc[:, None, None] * xbar[:, :, None] * xbar[:, None, :]
+        diff = xbar - prior.m0[None, :]
+        w = prior.beta0 * Nc / beta
+        scale_inv = scale_inv + w[:, None, None] * diff[:, :, None] * diff[:, None, :]
+        extra = 0.5 * D * np.log(prior.beta0 / beta)
+    if prior.reg:
+        scale_inv = scale_inv + (prior.reg * np.maximum(N, 0.0))[:, None, None] * np.eye(D)
+    scale_inv = 0.5 * (scale_inv + np.swapaxes(scale_inv, 1, 2))
+    try:
+        Lchol = np.linalg.cholesky(scale_inv)
+    except np.linalg.LinAlgError as exc:
+        raise ValueError(
+            "A posterior scale matrix is not positive definite; increase reg_covar or "
+            "check covariance_prior."
+        ) from exc
+    logdet = 2.0 * np.log(np.diagonal(Lchol, axis1=1, axis2=2)).sum(1)
+    _, logdet_psi0 = np.linalg.slogdet(prior.psi0)
+    nu0 = prior.nu0
+    logB0 = 0.5 * nu0 * logdet_psi0 - 0.5 * nu0 * D * math.log(2.0) - _log_multigamma(
+        0.5 * nu0, D)
+    logB = 0.5 * nu * logdet - 0.5 * nu * D * math.log(2.0) - _log_multigamma(0.5 * nu, D)
+    return -0.5 * N * D * LOG_2PI + logB0 - logB + extra
+
+
 def component_terms(stats, params, prior):
     """Per-component data terms (K,): ``sum_n r_nk E[log p(x_n | phi_k)] + E[log p(phi_k) -
     log q(phi_k)]`` (Hughes & Sudderth 2016, Eq. 31) from the statistics of each component alone.

@@ -26,7 +26,14 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import posteriors
-from .._engine import StochasticState, SuffStats, VariationalModel, fit_engine, stochastic_step
+from .._engine import (
+    StochasticState,
+    SuffStats,
+    VariationalModel,
+    fit_engine,
+    is_dask_collection,
+    stochastic_step,
+)
 from .._moves import parse_moves
 from ..utils import effective_n_threads
 from . import _gaussian
@@ -34,7 +41,7 @@ from ._dp_moves import MixtureMoves
 
 __all__ = ["SparseGaussianMixture"]
 
-_MIXTURE_MOVES = ("merge", "delete", "sort")
+_MIXTURE_MOVES = ("merge", "delete", "birth", "sort")
 
 # Bound on the number of floats of a (rows, K) weight block in the local step.
 _LOCAL_BLOCK_FLOATS = 1 << 21
@@ -373,6 +380,8 @@ class _SparseGMMModel(VariationalModel):
             tm["responsibilities"] += t2 - t1
             tm["summary"] += t3 - t2
             total = s if total is None else total + s
+        if total is None:  # no rows (e.g. an empty partition of a Dask collection)
+            total = self.empty_stats()
         if n_candidates is None:
             return total
         return total, cand, w_ref, gap
@@ -594,16 +603,19 @@ class SparseGaussianMixture(
     moves : {'all', 'none'}, str or tuple, default='all'
         Memoized moves of the Dirichlet-process mixture (Hughes & Sudderth 2013; the machinery
         HDPTopicModel uses, :mod:`sparseclust._moves`): a subset of ``('merge', 'delete',
-        'sort')``, as a tuple or a ``'+'``-joined string such as ``'merge+delete'``.
+        'birth', 'sort')``, as a tuple or a ``'+'``-joined string such as ``'merge+delete'``.
         After every pass from the second on, **merge** tries candidate pairs (each cluster's
         nearest clusters by symmetric KL divergence and most correlated ones by co-usage,
         ranked by the gain of pooling their statistics) whose entropy terms
         ``sum_n (r_na + r_nb) log(r_na + r_nb)`` were gathered during the pass; **delete**
         tries the smallest clusters, re-running the local step without the cluster on the
-        samples that use it; **sort** reorders the clusters by size (the stick-breaking prior
-        favours large early sticks). Each proposal is accepted only if the whole-data ELBO
-        increases, so training stays monotone, and ``n_components_`` becomes the number of
-        clusters left that hold at least one expected sample (clusters with less, which the
+        samples that use it; **birth** (after a round that accepted no merge or delete) fits 3
+        fresh clusters to a subsample of the largest cluster's samples and re-runs the local
+        step on those samples with the fresh clusters added; **sort** reorders the clusters by
+        size (the stick-breaking prior favours large early sticks). Each proposal is accepted
+        only if the whole-data ELBO increases, so training stays monotone, and
+        ``n_components_`` becomes the number of clusters left that hold at least one expected
+        sample (clusters with less, which the
         ELBO may keep for the entropy of a sliver of mass, are dropped from the fitted model;
         ``lower_bound_`` is the objective of the training truncation). The default ``'all'``
         changes nothing for the default ``'dirichlet_distribution'`` prior, where moves do
@@ -612,7 +624,7 @@ class SparseGaussianMixture(
         ``n_components`` is an upper bound and the number of clusters is learned. Moves need
         the cached batches of ``'memoized'`` or ``'batch'`` training; ``'stochastic'`` and
         :meth:`partial_fit` ignore them. With moves, ``tol`` ends training only after 4 passes
-        without an accepted merge or delete (a proposal rejected n times is retried after
+        without an accepted merge, delete or birth (a proposal rejected n times is retried after
         ``3 * 2 ** (n - 1)`` passes, at most 24; the bookkeeping of
         :class:`sparseclust._moves.MoveBook`, shared with HDPTopicModel).
     candidate_refresh : 'auto' or int, default='auto'
@@ -876,11 +888,11 @@ class SparseGaussianMixture(
     def _n_features_out(self):
         return self.n_components_
 
-    def _check_n_samples(self, X):
-        if X.shape[0] < self.n_components:
+    def _check_n_samples(self, n):
+        if n < self.n_components:
             raise ValueError(
                 f"Expected n_samples >= n_components but got n_components = "
-                f"{self.n_components}, n_samples = {X.shape[0]}."
+                f"{self.n_components}, n_samples = {n}."
             )
 
     def _effective_L(self, K=None):
@@ -888,10 +900,15 @@ class SparseGaussianMixture(
         return K if self.L is None else min(int(self.L), K)
 
     def _build_prior(self, X):
-        """Resolve the priors against the training data and store them as ``*_prior_``."""
+        """Resolve the priors against the training data and store them as ``*_prior_``.
+
+        ``X`` is the data, or an object with its moments (``shape``, ``dtype`` and methods
+        ``mean()``, ``second()`` = X^T X / n, ``cov()`` = the (D, D) sample covariance,
+        ``var()`` = the per-feature sample variance, e.g. reduced from the partitions of a
+        Dask collection)."""
         n, D = X.shape
         K = self.n_components
-        Xd = np.asarray(X, dtype=np.float64)
+        mo = _ArrayMoments(X) if isinstance(X, np.ndarray) else X
         alpha0 = (
             1.0 / K if self.weight_concentration_prior is None else self.weight_concentration_prior
         )
@@ -899,7 +916,7 @@ class SparseGaussianMixture(
         if self.zero_mean:
             m0 = np.zeros(D)
         elif self.mean_prior is None:
-            m0 = Xd.mean(axis=0)
+            m0 = mo.mean()
         else:
             m0 = np.asarray(self.mean_prior, dtype=np.float64)
             if m0.shape != (D,):
@@ -919,12 +936,12 @@ class SparseGaussianMixture(
         spherical = self.covariance_type == "spherical"
         if self.covariance_prior is None:
             if self.zero_mean:
-                second = Xd.T @ Xd / n
+                second = mo.second()
                 psi0 = second if full else np.diag(second).copy()
             elif full:
-                psi0 = np.atleast_2d(np.cov(Xd.T)) if n > 1 else np.eye(D)
+                psi0 = np.atleast_2d(mo.cov()) if n > 1 else np.eye(D)
             else:
-                psi0 = Xd.var(axis=0, ddof=1) if n > 1 else np.ones(D)
+                psi0 = mo.var() if n > 1 else np.ones(D)
             if spherical:
                 psi0 = np.asarray(psi0.mean())
             # a degenerate data set (a constant feature) must not give a singular prior
@@ -984,7 +1001,12 @@ class SparseGaussianMixture(
 
     def _initial_stats(self, model, X, rng):
         """Whole-data statistics of the initial responsibilities (``init_params``, then
-        ``weights_init`` / ``means_init`` / ``precisions_init`` when given)."""
+        ``weights_init`` / ``means_init`` / ``precisions_init`` when given).
+
+        ``X`` is the data or the partitions of a Dask collection
+        (:class:`sparseclust._dask.DaskRows`, whose ``map_sum(fn, per_part, shared)`` sums
+        ``fn(part, *shared, *per_part[i])`` over its partitions): the same block
+        functions compute the statistics in both cases."""
         stats = self._initial_stats_from_init_params(model, X, rng)
         if all(v is None for v in (self.weights_init, self.means_init, self.precisions_init)):
             return stats
@@ -1018,19 +1040,10 @@ class SparseGaussianMixture(
         if self.precisions_init is not None:
             changes["prec_chol"] = self._precision_factors(self.precisions_init, K, D)
         point = dataclasses.replace(params, **changes)
-        n = X.shape[0]
-        L = self._effective_L()
-        rows = int(max(256, _LOCAL_BLOCK_FLOATS // K))
-        total = None
-        with np.errstate(divide="ignore"):  # a zero initial weight is log 0 = -inf
-            for s0 in range(0, n, rows):
-                Xb = X[s0 : s0 + rows]
-                lp = _point_log_prob(Xb, point, model.prior, self.n_threads)
-                nt = _threads_for(Xb.shape[0], K, self.n_threads)
-                v, i = posteriors.responsibilities(lp, L, n_threads=nt)
-                st = model.stats_from_responsibilities(v, i, Xb)
-                total = st if total is None else total + st
-        return total
+        args = (point, self._effective_L(), self.n_threads)
+        if isinstance(X, np.ndarray):
+            return _point_stats(X, model, *args)
+        return X.map_sum(_point_stats, None, (model,) + args)
 
     def _precision_factors(self, precisions, K, D):
         """``precisions_cholesky_``-style factors of the given precisions (validated)."""
@@ -1058,29 +1071,29 @@ class SparseGaussianMixture(
         return C
 
     def _initial_stats_from_init_params(self, model, X, rng):
-        """Whole-data statistics of the initial responsibilities of ``init_params``."""
+        """Whole-data statistics of the initial responsibilities of ``init_params``.
+
+        On the partitions of a Dask collection: k-means++ seeds the centers from the first
+        partitions holding at least ``n_components`` rows, and every partition assigns its
+        rows to the nearest center; ``'random'`` draws each partition's weights from its
+        own seed (drawn from ``random_state``); labels or responsibilities are split by
+        partition."""
         n = X.shape[0]
         K = self.n_components
         init = self.init_params
+        local = isinstance(X, np.ndarray)
         if isinstance(init, str) and init == "kmeans++":
-            centers, _ = kmeans_plusplus(X, K, random_state=rng)
-            labels = _nearest(X, centers)
-            return model.stats_from_responsibilities(
-                np.ones((n, 1), dtype=X.dtype), labels[:, None], X
-            )
+            centers, _ = kmeans_plusplus(X if local else X.head(K), K, random_state=rng)
+            if local:
+                return _nearest_stats(X, model, centers)
+            return X.map_sum(_nearest_stats, None, (model, centers))
         if isinstance(init, str) and init == "random":
             L = self._effective_L()
-            rows = int(max(256, _LOCAL_BLOCK_FLOATS // K))
-            total = None
-            for s in range(0, n, rows):
-                m = min(rows, n - s)
-                U = rng.uniform(size=(m, K))
-                v, i = posteriors.responsibilities(
-                    np.log(U).astype(X.dtype), L, n_threads=_threads_for(m, K, self.n_threads)
-                )
-                st = model.stats_from_responsibilities(v, i, X[s : s + m])
-                total = st if total is None else total + st
-            return total
+            if local:
+                return _random_stats(X, model, rng, L, self.n_threads)
+            seeds = rng.randint(np.iinfo(np.int32).max, size=X.n_partitions)
+            return X.map_sum(_random_stats_seeded, [(int(s),) for s in seeds],
+                             (model, L, self.n_threads))
         R = np.asarray(init)
         if R.ndim == 1:
             if R.shape[0] != n:
@@ -1090,24 +1103,24 @@ class SparseGaussianMixture(
                     f"init_params labels must be integers in [0, {K}), got {R.dtype} "
                     f"values in [{R.min()}, {R.max()}]."
                 )
-            return model.stats_from_responsibilities(
-                np.ones((n, 1), dtype=X.dtype), R.astype(np.int32)[:, None], X
-            )
-        if R.shape != (n, K):
-            raise ValueError(
-                f"init_params responsibilities must have shape ({n}, {K}), got {R.shape}."
-            )
-        R = R.astype(np.float64)
-        if not np.all(np.isfinite(R)) or np.any(R < 0):
-            raise ValueError("init_params responsibilities must be finite and non-negative.")
-        sums = R.sum(axis=1, keepdims=True)
-        if np.any(sums <= 0):
-            raise ValueError(
-                "every row of the init_params responsibilities needs a positive entry."
-            )
-        R = (R / sums).astype(X.dtype)
-        idx = np.broadcast_to(np.arange(K, dtype=np.int32), (n, K))
-        return model.stats_from_responsibilities(R, np.ascontiguousarray(idx), X)
+            fn, R = _labels_stats, R.astype(np.int32)
+        else:
+            if R.shape != (n, K):
+                raise ValueError(
+                    f"init_params responsibilities must have shape ({n}, {K}), got {R.shape}."
+                )
+            R = R.astype(np.float64)
+            if not np.all(np.isfinite(R)) or np.any(R < 0):
+                raise ValueError("init_params responsibilities must be finite and non-negative.")
+            sums = R.sum(axis=1, keepdims=True)
+            if np.any(sums <= 0):
+                raise ValueError(
+                    "every row of the init_params responsibilities needs a positive entry."
+                )
+            fn, R = _resp_stats, (R / sums).astype(X.dtype)
+        if local:
+            return fn(X, model, R)
+        return X.map_sum(fn, X.split_rows(R), (model,))
 
     def _effective_candidates(self, K=None):
         """``min(n_candidates, K)``, or None when candidate sets are off or cannot be cached
@@ -1166,7 +1179,17 @@ class SparseGaussianMixture(
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like of shape (n_samples, n_features) or Dask collection
+            A ``dask.array`` chunked along the rows (or a ``dask.bag`` of 2-D row blocks;
+            ``pip install sparseclust[dask]``) trains on the active ``distributed.Client``
+            with every algorithm (:mod:`sparseclust._dask`, ``doc/scale.md``): the
+            partitions stay on the workers, the prior's data moments, the initial
+            statistics and every local step are computed there and reduced, the global step
+            runs here, with the Dirichlet-process moves (their side results are reduced with
+            the statistics; a delete re-infers its rows on the workers that hold them).
+            There, every visit computes all K weights (``n_candidates`` does not apply),
+            k-means++ seeds from the first partitions holding ``n_components`` rows and
+            ``'random'`` draws per partition.
         y : Ignored
 
         Returns
@@ -1181,15 +1204,23 @@ class SparseGaussianMixture(
         ``callback(info)`` (see :func:`sparseclust._engine.fit_engine`)."""
         self._validate_params()
         warm = self.warm_start and hasattr(self, "_stats")
-        X = validate_data(
-            self,
-            X,
-            dtype=[np.float64, np.float32],
-            ensure_min_samples=2,
-            reset=not warm,
-            order="C",
-        )
-        self._check_n_samples(X)
+        dist = is_dask_collection(X)
+        if dist:
+            from .._dask import DaskRows
+
+            if X_heldout is not None:
+                raise TypeError("held-out scoring takes in-memory data, not a Dask collection")
+            X = DaskRows(self, X, "SparseGaussianMixture.fit", reset=not warm)
+        else:
+            X = validate_data(
+                self,
+                X,
+                dtype=[np.float64, np.float32],
+                ensure_min_samples=2,
+                reset=not warm,
+                order="C",
+            )
+        self._check_n_samples(X.shape[0])
         self._check_candidates()
         if X_heldout is not None:
             X_heldout = validate_data(self, X_heldout, dtype=X.dtype, reset=False, order="C")
@@ -1197,7 +1228,8 @@ class SparseGaussianMixture(
             if warm:
                 prior = self._prior
             else:
-                prior = self._build_prior(X)
+                prior = self._build_prior(X.moments(self.covariance_type == "full") if dist
+                                          else X)
             moves = self._active_moves()
             rng = check_random_state(self.random_state)
             n_init = 1 if warm else self.n_init
@@ -1211,7 +1243,10 @@ class SparseGaussianMixture(
             for _ in range(n_init):
                 # a fresh model per initialization: moves change its number of components
                 K0 = self._stats["N"].shape[0] if warm else self.n_components
-                model = self._make_model(prior, X.dtype, candidates=True, K=K0, moves=moves)
+                # on a Dask collection every visit computes all K weights: candidate sets are
+                # per-row state of each batch, cached in this process
+                model = self._make_model(prior, X.dtype, candidates=not dist, K=K0,
+                                         moves=moves)
                 if warm:
                     init_stats = self._stats
                 else:
@@ -1285,9 +1320,10 @@ class SparseGaussianMixture(
 
         n = X.shape[0]
         model.reset_candidates()
+        source, engine_model = (X, model) if isinstance(X, np.ndarray) else X.wrap(model)
         result = fit_engine(
-            model,
-            X,
+            engine_model,
+            source,
             init_stats,
             algorithm=self.algorithm,
             max_iter=self.max_iter,
@@ -1332,6 +1368,7 @@ class SparseGaussianMixture(
         self
         """
         self._validate_params()
+        _refuse_dask(X, "SparseGaussianMixture.partial_fit")
         first = not hasattr(self, "_svi_state")
         X = validate_data(
             self,
@@ -1343,7 +1380,7 @@ class SparseGaussianMixture(
         )
         with self._blas_limits():
             if first:
-                self._check_n_samples(X)
+                self._check_n_samples(X.shape[0])
                 prior = self._build_prior(X)
                 model = self._make_model(prior, X.dtype)
                 rng = check_random_state(self.random_state)
@@ -1429,6 +1466,7 @@ class SparseGaussianMixture(
     # ------------------------------------------------------------------ inference
     def _validate_predict(self, X):
         check_is_fitted(self)
+        _refuse_dask(X, "SparseGaussianMixture")
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False, order="C")
         return X
 
@@ -1562,6 +1600,95 @@ class SparseGaussianMixture(
             Xs.append(x)
             ys.append(np.full(c, k))
         return np.vstack(Xs).astype(self._dtype), np.concatenate(ys)
+
+
+def _refuse_dask(X, whom):
+    if is_dask_collection(X):
+        # only fit distributes (sparseclust._dask): anything else would silently compute the
+        # whole collection into this process
+        raise TypeError(f"{whom} does not take a Dask collection (fit does); compute it, or "
+                        "map the method over its blocks (X.map_blocks).")
+
+
+class _ArrayMoments:
+    """The moments :meth:`SparseGaussianMixture._build_prior` reads, of an in-memory X."""
+
+    def __init__(self, X):
+        self.shape, self.dtype = X.shape, X.dtype
+        self._X = np.asarray(X, dtype=np.float64)
+
+    def mean(self):
+        return self._X.mean(axis=0)
+
+    def second(self):
+        return self._X.T @ self._X / self.shape[0]
+
+    def cov(self):
+        return np.cov(self._X.T)
+
+    def var(self):
+        return self._X.var(axis=0, ddof=1)
+
+
+# ---- initial statistics of a block of rows (the whole data in-process, one partition of a
+# Dask collection in sparseclust._dask): the same functions in both places
+
+
+def _labels_stats(X, model, labels):
+    """Statistics of the hard assignment of row n to cluster ``labels[n]``."""
+    return model.stats_from_responsibilities(
+        np.ones((X.shape[0], 1), dtype=X.dtype), np.asarray(labels, np.int32)[:, None], X)
+
+
+def _nearest_stats(X, model, centers):
+    """Statistics of the assignment of every row to its nearest center."""
+    return _labels_stats(X, model, _nearest(X, centers))
+
+
+def _resp_stats(X, model, R):
+    """Statistics of the given (n, K) responsibilities (rows summing to one)."""
+    K = R.shape[1]
+    idx = np.broadcast_to(np.arange(K, dtype=np.int32), R.shape)
+    return model.stats_from_responsibilities(np.asarray(R, dtype=X.dtype),
+                                             np.ascontiguousarray(idx), X)
+
+
+def _random_stats(X, model, rng, L, n_threads):
+    """Statistics of top-L responsibilities of uniform random weights log U, U ~ U(0, 1)^K,
+    drawn from ``rng`` in blocks of rows."""
+    n, K = X.shape[0], model.n_components
+    rows = int(max(256, _LOCAL_BLOCK_FLOATS // K))
+    total = model.empty_stats()
+    for s in range(0, n, rows):
+        m = min(rows, n - s)
+        U = rng.uniform(size=(m, K))
+        v, i = posteriors.responsibilities(
+            np.log(U).astype(X.dtype), L, n_threads=_threads_for(m, K, n_threads)
+        )
+        st = model.stats_from_responsibilities(v, i, X[s : s + m])
+        total = st if s == 0 else total + st
+    return total
+
+
+def _random_stats_seeded(X, model, L, n_threads, seed):
+    return _random_stats(X, model, np.random.RandomState(seed), L, n_threads)
+
+
+def _point_stats(X, model, point, L, n_threads):
+    """Statistics of the top-L posterior r_nk ~ w_k N(x_n | mu_k, P_k^-1) of the point
+    mixture ``point``."""
+    n, K = X.shape[0], model.n_components
+    rows = int(max(256, _LOCAL_BLOCK_FLOATS // K))
+    total = model.empty_stats()
+    with np.errstate(divide="ignore"):  # a zero initial weight is log 0 = -inf
+        for s0 in range(0, n, rows):
+            Xb = X[s0 : s0 + rows]
+            lp = _point_log_prob(Xb, point, model.prior, n_threads)
+            nt = _threads_for(Xb.shape[0], K, n_threads)
+            v, i = posteriors.responsibilities(lp, L, n_threads=nt)
+            st = model.stats_from_responsibilities(v, i, Xb)
+            total = st if s0 == 0 else total + st
+    return total
 
 
 def _nearest(X, centers, block=4096):

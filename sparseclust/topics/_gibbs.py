@@ -27,6 +27,13 @@ parameters' E[log phi] table, scaled per word by exp(-max_k E[log phi_kv]) (a pe
 does not change the conditional of that word's tokens).
 
 Counts are rounded to whole tokens (half up), as by the stochastic-EM estimator.
+
+A chain can be continued (``z_init``, the ``z`` returned by an earlier call on the same
+documents with ``return_z``): the sweeps then start from those assignments, with no
+initialising sweep and no burn-in. On 20 Newsgroups (K = 400, alpha = 0.5 / K) memoized
+training with continued chains scored below restarted ones (benchmarks/README.md): with so
+small an alpha a document's chain rarely leaves the topics it holds, and restarting from the
+sequential draw under the current topics moves faster.
 """
 
 from dataclasses import dataclass
@@ -67,16 +74,22 @@ class GibbsResult:
     doc_topic : ndarray (D, K) or None
         The saved sweeps' average document-topic counts N_dk.
     n_tokens : int
+    z : ndarray of uint16 (uint32 for K > 65535) (n_tokens,) or None
+        The token assignments after the last sweep, in the token order of
+        :func:`~sparseclust.topics._sem.token_layout` (with ``return_z``): the chain state a
+        later visit of the same documents continues from (``z_init``).
     """
 
     topic_word_csr: object
     elbo_local: float
     doc_topic: object
     n_tokens: int
+    z: object = None
 
 
 def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep, keys=None,
-                     dense=None, return_doc_topic=False, n_threads=None):
+                     dense=None, return_doc_topic=False, n_threads=None, z_init=None,
+                     return_z=False):
     """Sampled local step over the documents of the CSR count matrix X (see the module
     docstring).
 
@@ -102,6 +115,12 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         Also return the average document-topic counts.
     n_threads : int or None
         OpenMP threads; the result does not depend on it.
+    z_init : ndarray of int (n_tokens,) or None
+        Continue the chain from these assignments (the ``z`` of an earlier call on the same
+        X): no initialising sweep and no burn-in, the ``n_samples`` sweeps are all saved.
+        None starts from the sequential draw and discards ``n_burnin`` sweeps. Not modified.
+    return_z : bool
+        Also return the assignments after the last sweep (``GibbsResult.z``).
 
     Returns
     -------
@@ -124,8 +143,15 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         keys = np.arange(D, dtype=np.uint64)
     keys = np.ascontiguousarray(keys, dtype=np.uint64)
     doc_topic = np.zeros((D, K)) if return_doc_topic else None
+    if z_init is not None:
+        z_init = np.asarray(z_init)
+        if z_init.shape != (n_tok,):
+            raise ValueError(f"z_init has shape {z_init.shape}; X holds {n_tok} tokens.")
+        if n_tok and (z_init.min() < 0 or z_init.max() >= K):
+            raise ValueError(f"z_init must hold topics in [0, {K}).")
     if n_tok == 0:
-        return GibbsResult(stats_csr(np.zeros((0, K)), cols[:0], V), 0.0, doc_topic, 0)
+        z = np.empty(0, dtype=_z_dtype(K)) if return_z else None
+        return GibbsResult(stats_csr(np.zeros((0, K)), cols[:0], V), 0.0, doc_topic, 0, z)
     if not np.all(np.isfinite(Lw)):
         raise ValueError("E[log phi] must be finite.")
     # batch-local word ids; the weights of the batch's word types only
@@ -149,21 +175,27 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         alias = np.empty(w.shape, np.int32)
         Q = np.empty(cols.size)
         _sampler.build_alias(w, alpha_v, prob, alias, Q, _threads_for(w.size, nt_all))
-    z = np.empty(n_tok, dtype=_z_dtype(K))
     Wout = np.zeros((cols.size, K), np.int32)
     acc = doc_topic if return_doc_topic else _EMPTY2D
     ll = np.empty(D)
-    n_inner = 1 + int(n_burnin) + int(n_samples)
+    if z_init is None:
+        z = np.empty(n_tok, dtype=_z_dtype(K))
+        n_burn = 1 + int(n_burnin)
+    else:
+        z = np.array(z_init, dtype=_z_dtype(K))
+        n_burn = 0
+    n_inner = n_burn + int(n_samples)
     _sampler.sample_sweep(
         lay.indptr, indices, lay.cnt, lay.tokptr, z, keys, w, alpha_v, prob, alias, Q,
-        _sampler.LIVE, bool(dense), n_inner, 1 + int(n_burnin), int(seed), int(sweep),
-        acc, Wout, ll, _threads_for(n_tok * n_inner, nt_all), seq_init=True,
+        _sampler.LIVE, bool(dense), n_inner, n_burn, int(seed), int(sweep),
+        acc, Wout, ll, _threads_for(n_tok * n_inner, nt_all), seq_init=z_init is None,
     )
     ST = Wout / float(n_samples)
     del Wout
     if return_doc_topic:
         doc_topic /= float(n_samples)
-    return GibbsResult(stats_csr(ST, cols, V), float(ll.sum()), doc_topic, n_tok)
+    return GibbsResult(stats_csr(ST, cols, V), float(ll.sum()), doc_topic, n_tok,
+                       z if return_z else None)
 
 
 #: LazyTopicStats renormalises its stored values when the scale factor falls below this

@@ -14,7 +14,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from .._engine import StochasticState, fit_engine, stochastic_step
+from .._engine import StochasticState, fit_engine, is_dask_collection, stochastic_step
 from .._moves import parse_moves
 from ..datasets._stream import CorpusStream
 from ._hdp_model import HDPModel, empty_stats
@@ -84,9 +84,12 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     max_iter : int, default=50
         Passes over the data.
     tol : float, default=1e-4
-        Stop when the objective changed by less than ``tol`` nats per training token between
-        two passes and the pass accepted no move (the unit of :class:`SparseLDA`'s ``tol``;
-        0 runs ``max_iter`` passes).
+        Stop when a pass's local and global steps changed the objective by less than ``tol``
+        nats per training token (the unit of :class:`SparseLDA`'s ``tol``), the jump of the
+        moves accepted at the end of a pass excluded: at the first such pass that accepted no
+        merge or delete, or at the second such pass in a row. The trace's ``progress`` is this
+        change. Stochastic training compares window means of the objective instead. 0 runs
+        ``max_iter`` passes.
     local_max_iter, local_tol : int, float, default=100, 0.05
         Local step limits (iterations; max_k |Delta N_dk|).
     restarts : int, default=0
@@ -128,7 +131,8 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     lower_bound_ : float
     lower_bounds_ : list of float
     trace_ : list of dict
-        Per pass: pass, elapsed, elbo, time_local/global/moves, ``n_topics`` (topics in the
+        Per pass: pass, elapsed, elbo, ``progress`` (the stopping rule's change, see ``tol``),
+        time_local/global/moves, ``n_topics`` (topics in the
         truncation), ``n_live``, ``merges_tried/accepted``, ``deletes_tried/accepted``,
         ``sorted``.
     n_features_in_ : int
@@ -294,6 +298,15 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             :class:`~sparseclust.datasets.CorpusStream`: memoized training only, as in
             :meth:`SparseLDA.fit` (its minibatches are the fixed batches, read again every
             pass; a delete move re-reads the minibatches of the documents it re-infers).
+            A Dask collection (``dask.array`` of CSR or dense row chunks, or a ``dask.bag``
+            of 2-D blocks; ``pip install sparseclust[dask]``) trains on the active
+            ``distributed.Client`` with every algorithm (:mod:`sparseclust._dask`, ``doc/
+            scale.md``): the partitions stay on the workers, the local step and the side
+            results of the moves (merge terms, co-usage, the rows of the documents that use a
+            delete candidate) are computed there and reduced, the global step and the moves
+            run here, and a delete re-runs the local step of its documents on the workers
+            that hold them. ``init`` is applied to the first non-empty partition; memoized
+            batches are consecutive groups of partitions.
         y : ignored
         callback : callable or None, default=None
             Called after every pass with the pass's trace entry plus ``n_passes`` and
@@ -305,15 +318,23 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         """
         self._validate_params()
         _parse_moves(self.moves)
+        wrap = None
         if isinstance(X, CorpusStream):
             rng = check_random_state(self.random_state)
             X, init, n_docs, n_tokens = _prepare_stream(self, X, rng, "HDPTopicModel.fit")
+        elif is_dask_collection(X):
+            from .._dask import _ship_hdp, prepare_lda
+
+            rng = check_random_state(self.random_state)
+            X, init, n_docs, n_tokens, wrap = prepare_lda(self, X, rng, "HDPTopicModel.fit",
+                                                          ship=_ship_hdp)
         else:
             X = self._check_X(X, reset=True, whom="HDPTopicModel.fit")
             rng = check_random_state(self.random_state)
             init = self._init_stats(X, rng)
             n_docs, n_tokens = X.shape[0], float(X.sum())
         model = self._model(self.max_components)
+        engine_model = model if wrap is None else wrap(model)
         snaps = []
 
         def _cb(info):
@@ -335,12 +356,13 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         # first global step)
         init = [init]
         result = fit_engine(
-            model, X, init.pop(), algorithm=self.algorithm, max_iter=self.max_iter,
+            engine_model, X, init.pop(), algorithm=self.algorithm, max_iter=self.max_iter,
             tol=0.0, n_batches=min(self.n_batches, n_docs),
             batch_size=self.batch_size, kappa=self.kappa, delta=self.delta,
             total_samples=self.total_samples,
             random_state=rng.randint(np.iinfo(np.int32).max), verbose=self.verbose,
-            callback=self._stopper(_cb, snaps), tol_scale=max(n_tokens, 1.0),
+            callback=self._stopper(_cb, snaps, model, max(n_tokens, 1.0)),
+            tol_scale=max(n_tokens, 1.0),
         )
         trace, prev = [], {k: 0 for k in model.counters}
         for entry, snap in zip(result.trace, snaps, strict=True):
@@ -371,20 +393,40 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             )
         return self
 
-    def _stopper(self, cb, snaps):
-        """Callback that also applies the stopping rule: objective change below ``tol`` nats
-        per token (the engine's ``elbo_change``) in a pass that accepted no move."""
+    def _stopper(self, cb, snaps, model, tol_scale):
+        """Callback that also applies the stopping rule (see ``tol``).
+
+        The progress of pass t is that of its local and global steps alone,
+        |L_t^pre - L_{t-1}| / tol_scale, with L_t^pre the objective before the pass's moves
+        and L_{t-1} the objective at the end of the previous pass (after its moves): the jump
+        of an accepted merge or delete is not progress towards a fixed point. Training stops
+        at the first pass whose progress is below ``tol`` and which accepted no merge or
+        delete, or at the second consecutive pass whose progress is below ``tol`` (so that a
+        late merge of a converged fit does not keep it running). A sort never blocks stopping.
+        Stochastic training uses the engine's windowed change instead.
+        """
         self._converged = False
+        state = {"prev": None, "below": False}
 
         def _inner(info):
             stop = cb(info)
-            change = info.get("elbo_change", np.inf)
+            pre = model.pre_move_elbo
+            model.pre_move_elbo = None
+            if pre is None or self.algorithm == "stochastic":
+                change = info.get("elbo_change", np.inf)
+            elif state["prev"] is None:
+                change = np.inf
+            else:
+                change = abs(pre - state["prev"]) / tol_scale
+            state["prev"] = info["elbo"]
+            snaps[-1]["progress"] = float(change)
             s = snaps[-1]
-            moved = s.get("merges_accepted", 0) or s.get("deletes_accepted", 0) or s.get(
-                "sorted", False)
-            if self.tol > 0 and np.isfinite(change) and not moved and change < self.tol:
+            moved = s.get("merges_accepted", 0) or s.get("deletes_accepted", 0)
+            below = bool(np.isfinite(change) and change < self.tol)
+            if self.tol > 0 and below and (not moved or state["below"]):
                 self._converged = True
                 return True
+            state["below"] = below
             return stop
 
         return _inner

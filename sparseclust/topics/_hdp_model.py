@@ -45,7 +45,7 @@ from .._engine import SuffStats, VariationalModel
 from .._kernels import _hdp_stats
 from .._moves import (
     MoveBook,
-    MoveRound,  # noqa: F401  (batch -> dict(PT, PG, PH, PA, alpha, D, targets))
+    MoveRound,  # batch -> dict(PT, PG, PH, PA, alpha, D, targets)
     RoundLog,
     compaction,
     pair_lookup,
@@ -137,6 +137,57 @@ class HDPParams:
 
     def alpha_all(self):
         return np.concatenate([self.alpha_vec, [self.alpha_rem]])
+
+    def for_local(self):
+        """What the local step reads (the E[log phi] table, the prior alpha E[beta] with its
+        remainder and the cold start), without lambda: the parameters sent to the workers."""
+        return LocalParams(TopicTables.from_transposed(self.tables.CT), self.alpha_vec,
+                           self.alpha_rem, self.P0)
+
+
+class LocalParams:
+    """The part of :class:`HDPParams` the document local step reads."""
+
+    def __init__(self, tables, alpha_vec, alpha_rem, P0):
+        self.tables = tables
+        self.alpha_vec = alpha_vec
+        self.alpha_rem = float(alpha_rem)
+        self.P0 = P0
+
+    @property
+    def K(self):
+        return self.alpha_vec.shape[0]
+
+    def alpha_all(self):
+        return np.concatenate([self.alpha_vec, [self.alpha_rem]])
+
+
+def combine_sides(a, b):
+    """The side results of two consecutive parts of a batch (:meth:`HDPModel.visit_local`)
+    as those of their union: merge terms and co-usage add, delete-target rows concatenate
+    (``a``'s documents first)."""
+    out = {k: (None if a[k] is None else a[k] + b[k]) for k in ("PT", "PG", "PH", "PA")}
+    out["D"] = a["D"] + b["D"]
+    if a["usage"] is None:
+        out["usage"] = None
+    else:
+        out["usage"] = {k: a["usage"][k] + b["usage"][k] for k in a["usage"]}
+    out["targets"] = list(a["targets"]) + list(b["targets"])
+    return out
+
+
+def reinfer_rows(X, model, cols, params):
+    """Local step of the documents X restricted to the word types ``cols`` (all their words
+    are there) under ``params`` (defined on ``cols``): (statistics, doc-topic counts,
+    counter increments) as :meth:`HDPModel.reinfer` uses them."""
+    X = sp.csr_array(X)
+    used = X.indices[X.data != 0]
+    if used.size and not np.isin(used, cols).all():
+        raise RuntimeError("a re-inferred document has words outside the delete's word types")
+    before = dict(model.counters)
+    stats, acc = model._local(X[:, cols], params, return_doc_topic=True)
+    counters = {k: v - before.get(k, 0) for k, v in model.counters.items()}
+    return stats, acc["doc_topic"], counters
 
 
 def empty_stats(K, V):
@@ -293,6 +344,8 @@ class HDPModel(MoveBook, VariationalModel):
         self.move_opts = opts
         self.rho = None
         self.omega = None
+        #: objective of the last memoized/batch pass before its moves (see after_pass)
+        self.pre_move_elbo = None
         # topic identities, rejected-proposal memo with its cool-down, co-usage, round logs
         self.init_book()
         self.counters = {"restarts_tried": 0, "restarts_accepted": 0, "local_iters": 0}
@@ -381,23 +434,91 @@ class HDPModel(MoveBook, VariationalModel):
         acc["doc_topic"] = res.doc_topic
         return stats, acc
 
+    combine_sides = staticmethod(combine_sides)
+
     def local_step(self, X, params):
         return self._local(X, params)[0]
 
     def visit(self, X, params, batch):
-        want_usage = "merge" in self.moves or "delete" in self.moves
-        stats, acc = self._local(X, params, rnd=self.round, want_usage=want_usage)
-        if want_usage and self._usage_acc is not None:
-            u = self._usage_acc
-            for key in ("n_users", "sum_p", "n"):
-                u[key] = u[key] + acc[key]
-            u["sum_pp"] = u["sum_pp"] + acc["sum_pp"]
-        if self.round is not None:
-            self.round.batch[batch] = dict(
-                PT=acc["PT"], PG=acc["PG"], PH=acc["PH"], PA=acc["PA"], alpha=acc["alpha"],
-                alpha0=acc["alpha"].copy(), D=int(X.shape[0]), targets=acc["targets"],
-            )
+        stats, side = self.visit_local(X, params, self.visit_context())
+        self.record_visit(batch, side, params)
         return stats
+
+    # The visit of a batch in memoized/batch training is split so that it can run where the
+    # data are (sparseclust._dask maps visit_local over the partitions of a batch): the pure
+    # part (visit_local, given the pass's candidates in the context) returns the statistics
+    # and the "side" results the moves need; sides of parts of a batch combine with
+    # combine_sides (sums, and the concatenated rows of the delete targets); the client
+    # records the combined side (record_visit).
+
+    def visit_context(self):
+        """What :meth:`visit_local` reads besides the data and parameters: the candidates
+        of the current round (without the per-batch results gathered so far) and whether
+        co-usage is gathered."""
+        rnd = self.round
+        if rnd is not None:
+            rnd = rnd.candidates_only()
+        return dict(round=rnd, usage="merge" in self.moves or "delete" in self.moves)
+
+    def worker_model(self):
+        """A copy with this model's local-step settings and none of its move bookkeeping
+        (what a task that runs the local step elsewhere needs)."""
+        return HDPModel(self.alpha, self.gamma, self.tau, self.L, self.local_opts,
+                        self.n_threads, (), dict(self.move_opts),
+                        stats_format=self.stats_format)
+
+    def visit_local(self, X, params, context, doc_offset=0):
+        """Local step of the batch (or part of a batch) X with the context of
+        :meth:`visit_context`: (statistics, side). The side holds the merge terms of the
+        round's candidate pairs (PT, PG, PH, PA), the co-usage (n_users, sum_p, sum_pp, n)
+        and the saved rows of the documents that use a delete candidate (their ``doc_ids``
+        shifted by ``doc_offset``, the position of X's first row in its batch)."""
+        rnd, want_usage = context["round"], context["usage"]
+        stats, acc = self._local(X, params, rnd=rnd, want_usage=want_usage)
+        side = {k: acc[k] for k in ("PT", "PG", "PH", "PA")}
+        side["D"] = int(X.shape[0])
+        side["usage"] = ({k: acc[k] for k in ("n_users", "sum_p", "sum_pp", "n")}
+                         if want_usage else None)
+        targets = acc["targets"]
+        if doc_offset:
+            for t in targets:
+                t["doc_ids"] = t["doc_ids"] + int(doc_offset)
+        side["targets"] = targets
+        return stats, side
+
+    def record_visit(self, batch, side, params):
+        """Keep what the visit of batch number ``batch`` gathered for the moves."""
+        if side["usage"] is not None and self._usage_acc is not None:
+            u, a = self._usage_acc, side["usage"]
+            for key in ("n_users", "sum_p", "n", "sum_pp"):
+                u[key] = u[key] + a[key]
+        if self.round is not None:
+            alpha = params.alpha_all()
+            self.round.batch[batch] = dict(
+                PT=side["PT"], PG=side["PG"], PH=side["PH"], PA=side["PA"], alpha=alpha,
+                alpha0=alpha.copy(), D=side["D"], targets=side["targets"],
+            )
+
+    def reinfer(self, batches, tmask, cols, params0):
+        """The local step under ``params0`` (the topics without a delete candidate, on the
+        word types ``cols``) of the documents ``tmask[b]`` of every batch b: a dict
+        b -> (statistics, doc-topic counts). On the batches' own ``map_rows`` when they have
+        one (the partitions of a Dask collection: the documents are re-inferred where they
+        are), else here."""
+        rows = {bb: np.flatnonzero(m) for bb, m in tmask.items() if m.any()}
+        run = getattr(batches, "map_rows", None)
+        out = {}
+        if run is not None and rows:
+            res = run(reinfer_rows, rows, (self.worker_model(), cols, params0.for_local()))
+            for bb, (stats, doc_topic, counters) in res.items():
+                for k, v in counters.items():
+                    self.counters[k] = self.counters.get(k, 0) + v
+                out[bb] = (stats, doc_topic)
+            return out
+        for bb, sel in rows.items():
+            stats, doc_topic, _ = reinfer_rows(batches[bb][sel], self, cols, params0)
+            out[bb] = (stats, doc_topic)
+        return out
 
     # ---------------------------------------------------------------------------------
     # global step and objective
@@ -477,6 +598,10 @@ class HDPModel(MoveBook, VariationalModel):
             # stochastic training (a StochasticState): no moves, no batch statistics
             return stats, params
         log = RoundLog()
+        # the objective after the pass's local and global steps, before any move: the
+        # stopping rule measures the progress of those steps alone (an accepted move's jump
+        # is not convergence progress)
+        self.pre_move_elbo = float(self.elbo(stats, params))
         if self._usage_acc is not None:
             self.usage = self._usage_acc
             self._usage_acc = None
@@ -838,10 +963,9 @@ class _Workspace:
         st = self.stats
         K, tau = self.K, m.tau
         bundles = [b for lst in befores.values() for b in lst]
-        Xts = {bb: batches[bb][np.flatnonzero(mask)] for bb, mask in tmask.items()
-               if mask.any()}
+        # the target documents' word types: their saved rows (the same CSR entries as the
+        # documents themselves, so the re-inference below sees all their words)
         pieces = [b["cols"] for b in bundles]
-        pieces += [np.asarray(sp.csr_array(X).indices) for X in Xts.values()]
         cols = (np.unique(np.concatenate(pieces)).astype(np.int64) if pieces
                 else np.zeros(0, dtype=np.int64))
         S_old = st["S"][:, cols]
@@ -872,9 +996,9 @@ class _Workspace:
         sub = np.ix_(idx, cols)
         params0 = HDPParams(self.lam[sub], rho0, omega0, m.alpha, self.El[sub])
         after = {}
-        for bb, Xt in Xts.items():
-            small, acc = m._local(Xt[:, cols], params0, return_doc_topic=True)
-            after[bb] = dict(stats=small, doc_topic=acc["doc_topic"], cols=cols)
+        for bb, (small, doc_topic) in sorted(m.reinfer(batches, tmask, cols,
+                                                       params0).items()):
+            after[bb] = dict(stats=small, doc_topic=doc_topic, cols=cols)
             Sc[idx] += small["S"].toarray() if sp.issparse(small["S"]) else small["S"]
             for f in ("T", "G", "A"):
                 rest[f][idx] += small[f][:-1]

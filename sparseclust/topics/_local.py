@@ -485,11 +485,12 @@ def check_counts(estimator, X, *, reset, whom):
     from .._engine import is_dask_collection
 
     if is_dask_collection(X):
-        # only SparseLDA.fit and StochasticEMLDA.fit distribute (sparseclust._dask): anything
-        # else would silently compute the whole collection into this process
+        # only the fit methods distribute (sparseclust._dask): anything else would silently
+        # compute the whole collection into this process
         raise TypeError(
-            f"{whom} does not take a Dask collection (SparseLDA.fit and StochasticEMLDA.fit "
-            "do); compute it, or map the method over its blocks (X.map_blocks)."
+            f"{whom} does not take a Dask collection (the fit methods of SparseLDA, "
+            "HDPTopicModel and StochasticEMLDA do); compute it, or map the method over its "
+            "blocks (X.map_blocks)."
         )
     X = validate_data(
         estimator, X, reset=reset, accept_sparse="csr", dtype=[np.float64, np.float32]

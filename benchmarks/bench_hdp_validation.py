@@ -1,0 +1,86 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""HDPTopicModel settings chosen on a validation split of the *training* documents only.
+
+The training documents of ``bench_hdp.py`` (KOS: the 90% it trains on) are split again: 90% to
+fit, 10% to score by document completion. The test documents of ``bench_hdp.py`` are never
+read. For each setting and seed: HDP learned K, validation score with the model's own document
+prior alpha E[beta] and, as a diagnostic of where a gap to SparseLDA comes from, with the
+uniform prior alpha / K over the same topics; and SparseLDA at the learned K (same seed).
+
+Usage::
+
+    python benchmarks/bench_hdp_validation.py --gammas 1 10 --seeds 0 1
+"""
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import RESULTS, environment, write_json  # noqa: E402
+from bench_hdp import ALPHA, TAU, load  # noqa: E402
+
+from sparseclust import HDPTopicModel, SparseLDA  # noqa: E402
+from sparseclust.metrics import document_completion_score  # noqa: E402
+
+
+def validation_split(corpus, seed=12345):
+    X, _ = load(corpus, 0)  # bench_hdp's training documents; its test documents are unused
+    perm = np.random.RandomState(seed).permutation(X.shape[0])
+    n_val = int(round(0.1 * X.shape[0]))
+    return X[np.sort(perm[n_val:])], X[np.sort(perm[:n_val])]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--corpus", default="kos", choices=["kos", "20ng"])
+    p.add_argument("--gammas", type=float, nargs="+", default=[1.0])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    p.add_argument("--truncation", type=int, default=200)
+    p.add_argument("--max-iter", type=int, default=100)
+    p.add_argument("--extra", default="", help="extra HDPTopicModel keyword=value, comma-sep")
+    p.add_argument("--no-lda", action="store_true")
+    p.add_argument("--out", default=str(RESULTS / "hdp_validation.json"))
+    args = p.parse_args(argv)
+    extra = {}
+    for kv in filter(None, args.extra.split(",")):
+        k, v = kv.split("=")
+        extra[k] = type(getattr(HDPTopicModel(), k))(v) if getattr(HDPTopicModel(), k) \
+            is not None else int(v)
+    X, X_val = validation_split(args.corpus)
+    runs = []
+    for gamma in args.gammas:
+        for seed in args.seeds:
+            m = HDPTopicModel(args.truncation, alpha=ALPHA, gamma=gamma, topic_word_prior=TAU,
+                              L=8, max_iter=args.max_iter, random_state=seed, n_threads=1,
+                              **extra)
+            t0 = time.process_time()
+            m.fit(X)
+            sec = time.process_time() - t0
+            K = m.n_components_
+            own = document_completion_score(m, X_val, random_state=0, n_threads=1)
+            uni = document_completion_score(m.topic_word_distribution_, X_val, random_state=0,
+                                            doc_topic_prior=ALPHA / K, n_threads=1)
+            row = dict(gamma=gamma, seed=seed, extra=extra, n_live=K, passes=m.n_iter_,
+                       seconds=sec, score=own, score_uniform_prior=uni)
+            if not args.no_lda:
+                lda = SparseLDA(K, L=8, doc_topic_prior=ALPHA / K, topic_word_prior=TAU,
+                                max_iter=args.max_iter, random_state=seed, n_threads=1)
+                t0 = time.process_time()
+                lda.fit(X)
+                row["lda_seconds"] = time.process_time() - t0
+                row["lda_passes"] = lda.n_iter_
+                row["lda_score"] = document_completion_score(lda, X_val, random_state=0,
+                                                             doc_topic_prior=ALPHA / K,
+                                                             n_threads=1)
+            print(row, flush=True)
+            runs.append(row)
+            write_json(args.out, dict(environment=environment(), args=vars(args),
+                                      n_fit=X.shape[0], n_val=X_val.shape[0], runs=runs))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,221 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The Gibbs local step's chains kept between visits of a batch (memoized and batch training)."""
+
+import itertools
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.special import gammaln
+
+from sparseclust import SparseLDA
+from sparseclust._kernels import _sampler
+from sparseclust.topics import _sparse_lda
+from sparseclust.topics._gibbs import gibbs_local_step
+
+
+class _ChainLDA(SparseLDA):
+    _gibbs_chains = True
+
+
+def _corpus(D=60, V=30, K=3, seed=0, doc_len=25):
+    rng = np.random.RandomState(seed)
+    phi = rng.dirichlet(np.full(V, 0.2), size=K)
+    rows = []
+    for _ in range(D):
+        theta = rng.dirichlet(np.full(K, 0.3))
+        z = rng.choice(K, size=doc_len, p=theta)
+        rows.append(np.bincount([rng.choice(V, p=phi[k]) for k in z], minlength=V))
+    return sp.csr_array(np.asarray(rows, dtype=np.float64))
+
+
+def _continue_reference(X, Elogphi_T, alpha, z0, S, seed, sweep):
+    """S LIVE sweeps in numpy from the assignments z0 (token order of token_layout), with the
+    kernel's uniforms; returns the average (K, V) counts of the S sweeps and the final z."""
+    D, V = X.shape
+    K = Elogphi_T.shape[1]
+    cols = np.flatnonzero(np.asarray(X.sum(axis=0)).ravel())
+    Lw = Elogphi_T[cols]
+    w = np.exp(Lw - Lw.max(axis=1, keepdims=True)).astype(np.float32).astype(np.float64)
+    local = {v: i for i, v in enumerate(cols)}
+    out = np.zeros((K, V))
+    z_all = np.array(z0, dtype=np.int64)
+    t0 = 0
+    for d in range(D):
+        toks = []
+        for j in range(X.indptr[d], X.indptr[d + 1]):
+            toks += [X.indices[j]] * int(np.floor(X.data[j] + 0.5))
+        n = len(toks)
+        z = z_all[t0:t0 + n]
+        nd = np.bincount(z, minlength=K)
+        u = _sampler.uniform_stream(seed, sweep, d, n * S)
+        i = 0
+        for _ in range(S):
+            for t, v in enumerate(toks):
+                nd[z[t]] -= 1
+                cum = np.cumsum((nd + alpha) * w[local[v]])
+                k = min(int(np.searchsorted(cum, u[i] * cum[-1], side="right")), K - 1)
+                i += 1
+                z[t] = k
+                nd[k] += 1
+            for t, v in enumerate(toks):
+                out[z[t], v] += 1
+        t0 += n
+    return out / S, z_all
+
+
+def test_continued_chain_equals_numpy_reference_with_the_same_streams():
+    X = _corpus(D=12, V=15, doc_len=9)
+    K = 4
+    rng = np.random.RandomState(1)
+    ET = np.log(rng.dirichlet(np.full(X.shape[1], 0.5), size=K)).T.copy()
+    first = gibbs_local_step(X, ET, 0.3, n_burnin=1, n_samples=1, seed=5, sweep=0,
+                             dense=True, n_threads=1, return_z=True)
+    assert first.z.dtype == np.uint16 and first.z.size == X.sum()
+    z0 = first.z.copy()
+    res = gibbs_local_step(X, ET, 0.3, n_burnin=2, n_samples=3, seed=5, sweep=1, dense=True,
+                           n_threads=1, z_init=first.z, return_z=True)
+    np.testing.assert_array_equal(first.z, z0)  # the caller's assignments are not modified
+    ref, z_ref = _continue_reference(X, ET, 0.3, z0, 3, 5, 1)
+    np.testing.assert_array_equal(res.topic_word_csr.toarray(), ref)
+    np.testing.assert_array_equal(res.z, z_ref)
+    # the sparse path continues from the same state and draws from the same distribution
+    sparse = gibbs_local_step(X, ET, 0.3, n_burnin=2, n_samples=3, seed=5, sweep=1,
+                              dense=False, z_init=z0, return_z=True)
+    assert sparse.topic_word_csr.sum() == pytest.approx(X.sum())
+
+
+def test_continued_chain_keeps_the_collapsed_posterior_invariant():
+    # chains started from exact draws of the collapsed posterior stay at it after one sweep;
+    # the sequential initialisation alone does not draw from it
+    V, K, alpha = 3, 3, 0.2
+    rng = np.random.RandomState(3)
+    phi = rng.dirichlet(np.full(V, 0.7), size=K)
+    ET = np.log(phi).T.copy()
+    words = [0, 0, 1, 2]  # the token order of the row [2, 1, 1]
+    configs = list(itertools.product(range(K), repeat=len(words)))
+    logp = np.array([np.sum(gammaln(alpha + np.bincount(z, minlength=K)))
+                     + sum(np.log(phi[k, v]) for v, k in zip(words, z, strict=True))
+                     for z in configs])
+    p = np.exp(logp - logp.max())
+    p /= p.sum()
+    n_copies = 6000
+    X = sp.csr_array(np.repeat([[2.0, 1.0, 1.0]], n_copies, axis=0))
+    draws = rng.choice(len(configs), size=n_copies, p=p)
+    z0 = np.asarray([configs[i] for i in draws], dtype=np.uint16).ravel()
+    res = gibbs_local_step(X, ET, alpha, n_burnin=0, n_samples=1, seed=8, sweep=3,
+                           z_init=z0, return_z=True, dense=True)
+    # exact E[N_kv] under the posterior
+    exact = np.zeros((K, V))
+    for pc, z in zip(p, configs, strict=True):
+        for v, k in zip(words, z, strict=True):
+            exact[k, v] += pc
+    est = res.topic_word_csr.toarray() / n_copies
+    np.testing.assert_allclose(est, exact, atol=0.035)
+    assert not np.array_equal(res.z, z0)
+    # the sequential initialisation is measurably off the posterior, so the check above can
+    # tell a continued chain from a restarted one; an all-zero state is far off after a sweep
+    init = gibbs_local_step(X, ET, alpha, n_burnin=0, n_samples=1, seed=8, sweep=3,
+                            dense=True)
+    assert np.abs(init.topic_word_csr.toarray() / n_copies - exact).max() > 0.045
+    stuck = gibbs_local_step(X, ET, alpha, n_burnin=0, n_samples=1, seed=8, sweep=3,
+                             z_init=np.zeros_like(z0), dense=True)
+    assert np.abs(stuck.topic_word_csr.toarray() / n_copies - exact).max() > 0.5
+
+
+def test_bad_chain_state_raises():
+    X = _corpus(D=5)
+    ET = np.log(np.full((X.shape[1], 3), 1.0 / X.shape[1]))
+    n = int(X.sum())
+    with pytest.raises(ValueError, match="tokens"):
+        gibbs_local_step(X, ET, 0.1, n_burnin=0, n_samples=1, seed=0, sweep=0,
+                         z_init=np.zeros(n - 1, np.uint16))
+    with pytest.raises(ValueError, match="topics in"):
+        gibbs_local_step(X, ET, 0.1, n_burnin=0, n_samples=1, seed=0, sweep=0,
+                         z_init=np.full(n, 3, np.uint16))
+
+
+@pytest.mark.parametrize("algorithm", ["memoized", "batch"])
+def test_fit_continues_each_batch_chain(monkeypatch, algorithm):
+    X = _corpus(D=90)
+    n_tok = int(X.sum())
+    seen = []
+    orig = _sparse_lda.gibbs_local_step
+
+    def spy(X, *args, z_init=None, **kw):
+        res = orig(X, *args, z_init=z_init, **kw)
+        seen.append((None if z_init is None else z_init.copy(), res.z))
+        return res
+
+    monkeypatch.setattr(_sparse_lda, "gibbs_local_step", spy)
+    n_batches = 3 if algorithm == "memoized" else 1
+    m = _ChainLDA(3, local_step="gibbs", algorithm=algorithm, n_batches=n_batches,
+                  max_iter=3, tol=0, random_state=0, n_burnin=2, n_samples=2).fit(X)
+    assert len(seen) == 3 * n_batches
+    local = [e["local_iters"] for e in m.trace_]
+    if algorithm == "batch":
+        # one batch: nothing to exclude it from, every pass restarts the chains
+        assert all(z0 is None and z is None for z0, z in seen)
+        assert local == [90 * 5] * 3
+        return
+    # the first pass starts the chains, every later visit continues the batch's own chain
+    for i, (z0, _) in enumerate(seen):
+        if i < n_batches:
+            assert z0 is None
+        else:
+            np.testing.assert_array_equal(z0, seen[i - n_batches][1])
+    assert sum(s[1].size for s in seen[:n_batches]) == n_tok
+    # sweeps per document: 1 + n_burnin + n_samples on the first pass, n_samples after
+    assert local == [90 * 5, 90 * 2, 90 * 2]
+
+
+def test_revisit_weights_exclude_the_batch_own_statistics(monkeypatch):
+    # a revisited batch samples with E[log phi] of lambda^{-b} = tau + S - S_b (dense
+    # reference: the parameters of the statistics without the batch)
+    X = _corpus(D=60)
+    tau = 0.1
+    captured = []
+    orig = _sparse_lda.gibbs_local_step
+
+    def spy(Xb, log_weights, *args, **kw):
+        res = orig(Xb, log_weights, *args, **kw)
+        cols = np.flatnonzero(np.asarray(Xb.sum(axis=0)).ravel())
+        captured.append((cols, np.array(log_weights(cols)), res.topic_word_csr.toarray()))
+        return res
+
+    monkeypatch.setattr(_sparse_lda, "gibbs_local_step", spy)
+    totals = []
+    engine_step = _sparse_lda._GibbsLDAModel.global_step
+
+    def keep_total(self, stats):
+        totals.append(np.array(stats["S"].toarray() if sp.issparse(stats["S"])
+                               else stats["S"]))
+        return engine_step(self, stats)
+
+    monkeypatch.setattr(_sparse_lda._GibbsLDAModel, "global_step", keep_total)
+    _ChainLDA(3, local_step="gibbs", algorithm="memoized", n_batches=2, max_iter=2, tol=0,
+              topic_word_prior=tau, random_state=0).fit(X)
+    # visits: pass 1 batches 0, 1 (global steps 0, 1), pass 2 batch 0 reads total 1
+    cols, lw, _ = captured[2]
+    S_minus_b = totals[1] - captured[0][2]
+    ref = _sparse_lda._LDAParams.from_stats(S_minus_b, tau).tables.CT[cols]
+    np.testing.assert_allclose(lw, ref, rtol=1e-10, atol=1e-10)
+    # ... and not those of the whole statistics
+    full = _sparse_lda._LDAParams.from_stats(totals[1], tau).tables.CT[cols]
+    assert np.abs(lw - full).max() > 0.1
+
+
+def test_default_restarts_every_visit(monkeypatch):
+    X = _corpus(D=60)
+    calls = []
+    orig = _sparse_lda.gibbs_local_step
+
+    def spy(*args, z_init=None, **kw):
+        calls.append(z_init is None and not kw.get("return_z"))
+        return orig(*args, z_init=z_init, **kw)
+
+    monkeypatch.setattr(_sparse_lda, "gibbs_local_step", spy)
+    m = SparseLDA(3, local_step="gibbs", n_batches=2, max_iter=2, tol=0, random_state=0)
+    m.fit(X)
+    assert calls == [True] * 4
+    assert [e["local_iters"] for e in m.trace_] == [60 * 6, 60 * 6]
