@@ -35,6 +35,16 @@ the read buffer, so no (V, K) weight or alias table exists.
 In FROZEN mode all tokens of one (document, word) entry share their distribution: its masses are
 computed once per entry and the entry's tokens drawn from them.
 
+Counts path in LIVE mode (stochastic EM with the document's counts live, the default of
+``StochasticEMLDA``): W and T stay frozen, n_dk = n_dk^{-dn} is updated token by token, and with
+``exclude_own`` the token's previous topic z' is taken out of W and T too,
+p(k) propto (n_dk^{-dn} + alpha_k)(W_vk - [k = z'] + beta) / (T_k - [k = z'] + V beta).  The
+four-part decomposition is evaluated per token with the current n_d (the word and smoothing
+tables do not depend on n_d); the correction for z' is a rejection step: a draw of z' from the
+frozen weights is kept with probability (W_vz' - 1 + beta)(T_z' + V beta) / ((W_vz' + beta)(T_z'
+- 1 + V beta)) < 1, else the token is redrawn.  FROZEN with ``exclude_own`` keeps n_d of the
+previous sweep and takes the token out of n_d, W and T the same way.
+
 Random stream: each document has its own SplitMix64 stream keyed by (seed, sweep, key[d])
 (``sc_sampler.h``), where key[d] is the document index for training and a hash of the
 document's content for fold-in; so the draws -- and with them the assignments and counts -- are
