@@ -826,7 +826,7 @@ def fit_sem(est, X, callback):
     W = _value(runner, W_fut)
     smp = est._new_sampler(V)
     smp.set_weights_from_counts(W, beta, word_totals)
-    sampler_args = (K, est._alpha(), est._dense(), n_threads)
+    sampler_args = est._sampler_args(n_threads)
     state = {"zs": zs, "W": W_fut}
 
     def sweep(it):

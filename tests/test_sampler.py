@@ -261,7 +261,7 @@ def test_content_keys_depend_on_content_only():
 # counts path: document part + sparse word part + shared smoothing part
 
 
-def _count_tables(W, beta, alpha, slots=None):
+def _count_tables(W, beta, alpha, slots=None, tab=np.int32):
     V, K = W.shape
     T = W.sum(0)
     inv_tot = 1.0 / (T + V * beta)
@@ -271,9 +271,9 @@ def _count_tables(W, beta, alpha, slots=None):
     np.cumsum(slots, out=wptr[1:])
     n = int(wptr[-1])
     wlen = np.empty(V, np.int32)
-    wtop = np.empty(n, np.int32)
+    wtop = np.empty(n, tab)
     wprob = np.empty(n, np.float32)
-    walias = np.empty(n, np.int32)
+    walias = np.empty(n, tab)
     Qw = np.empty(V)
     sprob = np.empty(K, np.float32)
     salias = np.empty(K, np.int32)
@@ -305,11 +305,12 @@ def _count_problem(K=6, V=5, seed=0):
     return W, 0.1, alpha
 
 
-def test_count_tables_reproduce_the_three_parts():
+@pytest.mark.parametrize("tab", [np.int32, np.uint16])
+def test_count_tables_reproduce_the_three_parts(tab):
     W, beta, alpha = _count_problem(K=9, V=7, seed=5)
     V, K = W.shape
     inv_tot, (wptr, wlen, wtop, wprob, walias, Qw, sprob, salias), Qs, word_ll = \
-        _count_tables(W, beta, alpha)
+        _count_tables(W, beta, alpha, tab=tab)
     T = W.sum(0)
     ref_inv = 1.0 / (T + V * beta)
     for v in range(V):
@@ -334,7 +335,7 @@ def test_count_tables_reproduce_the_three_parts():
     with pytest.raises(ValueError, match="slots"):
         slots = (W > 0).sum(1)
         slots[3] -= 1
-        _count_tables(W, beta, alpha, slots=slots)
+        _count_tables(W, beta, alpha, slots=slots, tab=tab)
 
 
 def test_counts_path_draws_follow_the_exact_conditional():
@@ -428,3 +429,146 @@ def test_counts_path_matches_the_dense_path_in_distribution_and_is_thread_invari
         table = np.vstack(tot)
         from scipy.stats import chi2_contingency
         assert chi2_contingency(table).pvalue > 1e-4
+
+
+# ---------------------------------------------------------------------------------------
+# counts path with the document's counts live (the default sweep of StochasticEMLDA)
+
+
+def _sweep_counts_live(lay, z, keys, W, beta, alpha, *, dense, exclude_own=True, seed=1,
+                       sweep=1, acc=None, Wout=None, ll=None, n_threads=1, mode=LIVE):
+    inv_tot, tables, Qs, _ = _count_tables(W, beta, alpha, tab=np.uint16)
+    return _sampler.sample_sweep_counts(
+        lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, W, inv_tot, beta, alpha,
+        *tables, Qs, 1, 0, seed, sweep,
+        EMPTY2D if acc is None else acc, EMPTY2I if Wout is None else Wout,
+        EMPTY1 if ll is None else ll, n_threads, dense=dense, mode=mode,
+        exclude_own=exclude_own,
+    )
+
+
+def _live_problem():
+    # read-buffer counts W that include the initial assignments of the replicated document
+    # (word 0: topic 2; word 3: topics 0, 4, 4, 2), with W[0, 2] = 1 so that taking the
+    # token's own topic out changes its weight from (1 + beta) to beta
+    W, beta, alpha = _count_problem()
+    W[0] = [0, 3, 1, 0, 2, 0]
+    W[3] = [2, 0, 1, 0, 4, 0]
+    return W, beta, alpha
+
+
+@pytest.mark.parametrize("dense", [False, True])
+@pytest.mark.parametrize("mode, exclude_own", [(LIVE, True), (LIVE, False), (FROZEN, True)])
+def test_counts_first_token_follows_the_conditional_without_its_own_topic(dense, mode,
+                                                                          exclude_own):
+    # many identical documents with their own streams: the first token (word 0, previous
+    # topic o = 2) is drawn from (n_dk^{-0} + alpha_k) (W_0k - e_k + beta) / (T_k - e_k +
+    # V beta), e = [k = o] with exclude_own, n^{-0} the counts of the document's other tokens
+    # (LIVE; FROZEN with exclude_own takes the token out of the previous sweep's n_d, the same
+    # counts for the first token)
+    W, beta, alpha = _live_problem()
+    V, K = W.shape
+    T = W.sum(0).astype(np.float64)
+    D = 20000
+    row = np.array([1.0, 0.0, 0.0, 4.0, 0.0])
+    X = sp.csr_array(np.tile(row, (D, 1)))
+    lay = token_layout(X)
+    init = np.array([2, 0, 4, 4, 2], np.uint16)
+    z = np.tile(init, D)
+    _sweep_counts_live(lay, z, np.arange(D, dtype=np.uint64), W, beta, alpha, dense=dense,
+                       exclude_own=exclude_own, mode=mode)
+    e = (np.arange(K) == 2).astype(np.float64)
+    rest = np.bincount(init[1:], minlength=K)
+    counts = np.bincount(z[::5].astype(np.int64), minlength=K)
+
+    def cond(nd, ex):
+        return (nd + alpha) * (W[0] - ex + beta) / (T - ex + V * beta)
+
+    p = cond(rest, e if exclude_own else 0.0)
+    assert chisquare(counts, D * p / p.sum()).pvalue > 1e-4
+    # the test can fail: the frozen (paper) conditional with the token in n_d, and the
+    # conditional with the other choice of exclude_own, are rejected
+    for q in (cond(rest + e, 0.0), cond(rest, 0.0 if exclude_own else e)):
+        assert chisquare(counts, D * q / q.sum()).pvalue < 1e-6
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_live_counts_last_token_given_the_new_topics_before_it(dense):
+    # the last token (word 3) sees the new topics of the four tokens drawn before it in the
+    # same sweep: pooled over documents, its topic frequencies match the sum of the exact
+    # conditionals given each document's new topics (a conservative Pearson test)
+    W, beta, alpha = _live_problem()
+    V, K = W.shape
+    T = W.sum(0).astype(np.float64)
+    D = 20000
+    X = sp.csr_array(np.tile(np.array([1.0, 0.0, 0.0, 4.0, 0.0]), (D, 1)))
+    lay = token_layout(X)
+    init = np.array([2, 0, 4, 4, 2], np.uint16)
+    z = np.tile(init, D)
+    _sweep_counts_live(lay, z, np.arange(D, dtype=np.uint64), W, beta, alpha, dense=dense)
+    zz = z.reshape(D, 5).astype(np.int64)
+    nd = np.zeros((D, K))
+    np.add.at(nd, (np.repeat(np.arange(D), 4), zz[:, :4].ravel()), 1)
+    e = (np.arange(K) == 2).astype(np.float64)
+    p = (nd + alpha) * (W[3] - e + beta) / (T - e + V * beta)
+    expected = (p / p.sum(1, keepdims=True)).sum(0)
+    counts = np.bincount(zz[:, 4], minlength=K)
+    assert chisquare(counts, expected).pvalue > 1e-4
+    # with the document's counts of the previous sweep instead (the frozen conditional), or
+    # without the new topics of the tokens before it, the frequencies do not match
+    nd_old = np.bincount(init, minlength=K)
+    for q in ((nd_old + alpha) * (W[3] + beta) / (T + V * beta),
+              (np.bincount(init[:4], minlength=K) + alpha) * (W[3] - e + beta)
+              / (T - e + V * beta)):
+        assert chisquare(counts, D * q / q.sum()).pvalue < 1e-6
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_live_counts_thread_invariant_and_counts_consistent(dense):
+    X, _, alpha = _corpus(seed=4)
+    D, V = X.shape
+    K = alpha.size
+    lay = token_layout(X)
+    keys = np.arange(D, dtype=np.uint64)
+    z0 = np.zeros(lay.tokptr[-1], np.uint16)
+    _sampler.random_assign(lay.tokptr, z0, keys, 9, K, 1)
+    W = np.zeros((V, K), np.int32)
+    _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, W, 1)
+    runs = []
+    for n_threads in (1, 2, 3):
+        z = z0.copy()
+        Wout = np.zeros((V, K), np.int32)
+        ll = np.zeros(D)
+        changed = _sweep_counts_live(lay, z, keys, W, 0.1, alpha, dense=dense, Wout=Wout,
+                                     ll=ll, n_threads=n_threads)
+        runs.append((z, Wout, ll, changed))
+    for other in runs[1:]:
+        for a, b in zip(runs[0], other, strict=True):
+            assert np.array_equal(a, b)
+    z, Wout, ll, changed = runs[0]
+    word = np.repeat(lay.indices, lay.cnt)
+    doc = np.repeat(np.arange(D), np.diff(lay.tokptr))
+    W_new = np.zeros((V, K), np.int64)
+    np.add.at(W_new, (word, z.astype(np.int64)), 1)
+    np.testing.assert_array_equal(Wout, W_new)
+    N = np.zeros((D, K))
+    np.add.at(N, (doc, z.astype(np.int64)), 1)
+    ref = (gammaln(alpha.sum()) - gammaln(N.sum(1) + alpha.sum())
+           + (gammaln(N + alpha) - gammaln(alpha)).sum(1))
+    np.testing.assert_allclose(ll, ref, rtol=1e-10, atol=1e-9)
+    assert changed == int(np.count_nonzero(z != z0))
+
+
+def test_live_counts_argument_checks():
+    W, beta, alpha = _live_problem()
+    X = sp.csr_array(np.array([[1.0, 0.0, 0.0, 4.0, 0.0]]))
+    lay = token_layout(X)
+    z = np.zeros(5, np.uint16)
+    inv_tot, tables, Qs, _ = _count_tables(W, beta, alpha)
+    keys = np.zeros(1, np.uint64)
+    for kw, n_inner in (({"mode": FROZEN, "exclude_own": True}, 2),
+                        ({"mode": LIVE, "exclude_own": True}, 2), ({"mode": 7}, 1)):
+        with pytest.raises(ValueError):
+            _sampler.sample_sweep_counts(
+                lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, W, inv_tot, beta,
+                alpha, *tables, Qs, n_inner, 0, 1, 1, EMPTY2D, EMPTY2I, EMPTY1, 1, **kw)

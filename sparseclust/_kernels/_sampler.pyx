@@ -35,6 +35,16 @@ the read buffer, so no (V, K) weight or alias table exists.
 In FROZEN mode all tokens of one (document, word) entry share their distribution: its masses are
 computed once per entry and the entry's tokens drawn from them.
 
+Counts path in LIVE mode (stochastic EM with the document's counts live, the default of
+``StochasticEMLDA``): W and T stay frozen, n_dk = n_dk^{-dn} is updated token by token, and with
+``exclude_own`` the token's previous topic z' is taken out of W and T too,
+p(k) propto (n_dk^{-dn} + alpha_k)(W_vk - [k = z'] + beta) / (T_k - [k = z'] + V beta).  The
+four-part decomposition is evaluated per token with the current n_d (the word and smoothing
+tables do not depend on n_d); the correction for z' is a rejection step: a draw of z' from the
+frozen weights is kept with probability (W_vz' - 1 + beta)(T_z' + V beta) / ((W_vz' + beta)(T_z'
+- 1 + V beta)) < 1, else the token is redrawn.  FROZEN with ``exclude_own`` keeps n_d of the
+previous sweep and takes the token out of n_d, W and T the same way.
+
 Random stream: each document has its own SplitMix64 stream keyed by (seed, sweep, key[d])
 (``sc_sampler.h``), where key[d] is the document index for training and a hash of the
 document's content for fold-in; so the draws -- and with them the assignments and counts -- are
@@ -50,6 +60,7 @@ from cython.parallel cimport parallel, prange
 from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free
 from libc.string cimport memset
+from libc.math cimport floor as libc_floor
 from scipy.special.cython_special cimport gammaln
 
 from sparseclust._kernels._parallel cimport sc_set_alloc_fail_thread, sc_thread_malloc
@@ -66,6 +77,10 @@ cdef extern from "sc_sampler.h" nogil:
 ctypedef fused zint_t:
     uint16_t
     uint32_t
+
+ctypedef fused tab_t:
+    uint16_t
+    int32_t
 
 #: sampling modes
 FROZEN = 0
@@ -127,13 +142,16 @@ cdef struct _Args:
     double beta
     const int64_t* wptr
     const int32_t* wlen
-    const int32_t* wtop
+    const void* wtop               # uint16 (K <= 65535) or int32 topics, see ``wide``
     const float* wprob
-    const int32_t* walias
+    const void* walias
+    int wide                       # wtop / walias are int32 (else uint16)
     const double* Qw
     const float* sprob
     const int32_t* salias
     double Qs
+    int exclude_own                # counts path, LIVE: the token's own previous topic is taken
+                                   # out of W_vk and T_k (a rejection step, see _doc_live_counts)
 
 
 cdef inline int _search(const double* cum, int n, double u) noexcept nogil:
@@ -172,6 +190,13 @@ cdef inline int _alias_draw(const _Args* a, int v, double x) noexcept nogil:
     return a.alias[<int64_t> v * K + i]
 
 
+cdef inline int _wt(const _Args* a, int64_t i) noexcept nogil:
+    """Topic i of the words' sparse tables."""
+    if a.wide:
+        return (<const int32_t*> a.wtop)[i]
+    return (<const uint16_t*> a.wtop)[i]
+
+
 cdef inline int _word_draw(const _Args* a, int v, double x) noexcept nogil:
     """Draw from word v's sparse alias table (its topics with W_vk > 0), x uniform in [0, 1)."""
     cdef int64_t off = a.wptr[v]
@@ -184,8 +209,10 @@ cdef inline int _word_draw(const _Args* a, int v, double x) noexcept nogil:
         i = n - 1
     frac = y - i
     if frac < a.wprob[off + i]:
-        return a.wtop[off + i]
-    return a.walias[off + i]
+        return _wt(a, off + i)
+    if a.wide:
+        return (<const int32_t*> a.walias)[off + i]
+    return (<const uint16_t*> a.walias)[off + i]
 
 
 cdef inline int _smooth_draw(const _Args* a, double x) noexcept nogil:
@@ -244,6 +271,100 @@ cdef inline int _draw_one(const _Args* a, const int32_t* nd, const int32_t* act,
     return _alias_draw(a, v, (u - sd) / a.Q[v])
 
 
+cdef inline int _doc_beta_draw(const _Args* a, const int32_t* nd, const int32_t* act, int na,
+                               double x) noexcept nogil:
+    """Draw from the document part sum_k n_dk / (T_k + V beta) (x uniform in [0, mass))."""
+    cdef int i, k
+    cdef double s = 0.0
+    for i in range(na - 1):
+        k = act[i]
+        s += nd[k] * a.inv_tot[k]
+        if s > x:
+            return k
+    return act[na - 1]
+
+
+cdef inline int _draw_live_counts(const _Args* a, const int32_t* nd, const int32_t* act,
+                                  int na, double sdb, double* cum, int32_t* itop, int v,
+                                  int old, uint64_t* state) noexcept nogil:
+    """One draw of a token of word v in LIVE counts mode (stochastic EM with the document's
+    counts live): p(k) propto (n_dk + alpha_k) (W_vk - e_k + beta) / (T_k - e_k + V beta), nd
+    the document's counts without the token, W and T the read buffer, e_k = [k == old] when
+    ``exclude_own`` (the token's own previous topic, which the read buffer counts) else 0.
+
+    Sparse path: the four parts of the frozen counts path with the current nd (``sdb`` =
+    sum_k n_dk / (T_k + V beta)); with ``exclude_own`` the draw is from the frozen-W weights
+    and a draw of k = old is accepted with probability
+    [(W_vo - 1 + beta) / (T_o - 1 + V beta)] / [(W_vo + beta) / (T_o + V beta)] < 1, else
+    redrawn (rejection sampling: exact)."""
+    cdef int K = a.K, k, i, ni = 0, wn = a.wlen[v] if a.wlen != NULL else 0
+    cdef int64_t wo
+    cdef const int32_t* Wv = a.W + <int64_t> v * K
+    cdef double tot = 0.0, sd = 0.0, u, qw, sb, ratio = 1.0, wk
+    if a.exclude_own and Wv[old] > 0:
+        ratio = ((Wv[old] - 1 + a.beta) / (1.0 / a.inv_tot[old] - 1.0)) \
+            / ((Wv[old] + a.beta) * a.inv_tot[old])
+    if a.dense:
+        for k in range(K):
+            wk = (Wv[k] + a.beta) * a.inv_tot[k]
+            if k == old and ratio < 1.0:
+                wk *= ratio
+            tot += (nd[k] + a.alpha[k]) * wk
+            cum[k] = tot
+        return _search(cum, K, sc_uniform(state) * tot)
+    wo = a.wptr[v]
+    if wn < na:
+        for i in range(wn):
+            k = _wt(a, wo + i)
+            if nd[k] > 0:
+                sd += nd[k] * (<double> Wv[k] * a.inv_tot[k])
+                cum[ni] = sd
+                itop[ni] = k
+                ni += 1
+    else:
+        for i in range(na):
+            k = act[i]
+            if Wv[k] > 0:
+                sd += nd[k] * (<double> Wv[k] * a.inv_tot[k])
+                cum[ni] = sd
+                itop[ni] = k
+                ni += 1
+    sb = a.beta * sdb
+    qw = a.Qw[v]
+    tot = sd + sb + qw + a.Qs
+    while True:
+        u = sc_uniform(state) * tot
+        if u < sd:
+            k = itop[_scan(cum, ni, u)]
+        else:
+            u -= sd
+            if u < sb:
+                k = _doc_beta_draw(a, nd, act, na, u / a.beta)
+            else:
+                u -= sb
+                if u < qw:
+                    k = _word_draw(a, v, u / qw)
+                else:
+                    k = _smooth_draw(a, (u - qw) / a.Qs)
+        if k != old or ratio >= 1.0 or sc_uniform(state) < ratio:
+            return k
+
+
+cdef inline double _own_accept(const _Args* a, const int32_t* nd, const int32_t* Wv,
+                               int o) noexcept nogil:
+    """FROZEN counts with ``exclude_own``: the probability of keeping a draw of the token's own
+    previous topic o, the ratio of the conditional without the token,
+    (n_do - 1 + alpha_o)(W_vo - 1 + beta)/(T_o - 1 + V beta), to the frozen one,
+    (n_do + alpha_o)(W_vo + beta)/(T_o + V beta); both count the token (n_do, W_vo >= 1)."""
+    cdef double r = 1.0
+    if nd[o] > 0:
+        r = (nd[o] - 1 + a.alpha[o]) / (nd[o] + a.alpha[o])
+    if Wv[o] > 0:
+        r *= ((Wv[o] - 1 + a.beta) / (1.0 / a.inv_tot[o] - 1.0)) \
+            / ((Wv[o] + a.beta) * a.inv_tot[o])
+    return r
+
+
 cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t* nd,
                   int32_t* act, int32_t* pos, double* cum, int32_t* itop) noexcept nogil:
     """Process document d (n_inner sweeps over its tokens); returns the number of tokens whose
@@ -254,7 +375,7 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
     cdef const float* wv
     cdef const int32_t* Wv
     cdef double* cb
-    cdef double tot, sd, u, ll, qw, sb
+    cdef double tot, sd, u, ll, qw, sb, sdb = 0.0
     cdef int ni, wn
     cdef int64_t wo
     cdef uint64_t state
@@ -270,11 +391,32 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
     for it in range(a.n_inner):
         t = t0
         sb = -1.0  # the document's beta part, computed at its first entry
+        if a.counts and a.mode == 1:
+            # sum_k n_dk / (T_k + V beta), updated token by token (recomputed every inner sweep)
+            sdb = 0.0
+            for i in range(na):
+                sdb += nd[act[i]] * a.inv_tot[act[i]]
         for j in range(j0, j1):
             c = a.cnt[j]
             if c <= 0:
                 continue
             v = a.indices[j]
+            if a.mode == 1 and a.counts:
+                # LIVE counts: n_dk without the token, updated token by token; W, T frozen
+                for r in range(c):
+                    old = z[t]
+                    _nd_remove(nd, act, pos, &na, old)
+                    sdb -= a.inv_tot[old]
+                    if na == 0:
+                        sdb = 0.0
+                    k = _draw_live_counts(a, nd, act, na, sdb, cum, itop, v, old, &state)
+                    _nd_add(nd, act, pos, &na, k)
+                    sdb += a.inv_tot[k]
+                    if k != old and it == a.n_inner - 1:
+                        changed += 1
+                    z[t] = <zint_t> k
+                    t += 1
+                continue
             if a.mode == 1:  # LIVE: n_dk without the token, updated token by token
                 for r in range(c):
                     old = z[t]
@@ -289,6 +431,24 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
                     t += 1
                 continue
             # FROZEN: one distribution per entry
+            if a.counts and a.dense:
+                # every topic: (n_dk + alpha_k)(W_vk + beta) / (T_k + V beta)
+                Wv = a.W + <int64_t> v * K
+                tot = 0.0
+                for k in range(K):
+                    tot += (nd[k] + a.alpha[k]) * ((Wv[k] + a.beta) * a.inv_tot[k])
+                    cum[k] = tot
+                for r in range(c):
+                    while True:
+                        k = _search(cum, K, sc_uniform(&state) * tot)
+                        if not a.exclude_own or k != z[t] \
+                                or sc_uniform(&state) < _own_accept(a, nd, Wv, k):
+                            break
+                    if k != z[t] and it == a.n_inner - 1:
+                        changed += 1
+                    z[t] = <zint_t> k
+                    t += 1
+                continue
             if a.counts:
                 # (n_dk + alpha_k)(W_vk + beta) / (T_k + V beta) in four parts:
                 #   n_dk W_vk / (T_k + V beta) over topics in both the document and the word
@@ -310,7 +470,7 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
                 wn = a.wlen[v]
                 if wn < na:
                     for i in range(wn):
-                        k = a.wtop[wo + i]
+                        k = _wt(a, wo + i)
                         if nd[k] > 0:
                             sd += nd[k] * (<double> Wv[k] * a.inv_tot[k])
                             cum[ni] = sd
@@ -327,19 +487,23 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
                 qw = a.Qw[v]
                 tot = sd + sb + qw + a.Qs
                 for r in range(c):
-                    u = sc_uniform(&state) * tot
-                    if u < sd:
-                        k = itop[_scan(cum, ni, u)]
-                    else:
-                        u -= sd
-                        if u < sb:
-                            k = act[_scan(cb, na, u / a.beta)]
+                    while True:
+                        u = sc_uniform(&state) * tot
+                        if u < sd:
+                            k = itop[_scan(cum, ni, u)]
                         else:
-                            u -= sb
-                            if u < qw:
-                                k = _word_draw(a, v, u / qw)
+                            u -= sd
+                            if u < sb:
+                                k = act[_scan(cb, na, u / a.beta)]
                             else:
-                                k = _smooth_draw(a, (u - qw) / a.Qs)
+                                u -= sb
+                                if u < qw:
+                                    k = _word_draw(a, v, u / qw)
+                                else:
+                                    k = _smooth_draw(a, (u - qw) / a.Qs)
+                        if not a.exclude_own or k != z[t] \
+                                or sc_uniform(&state) < _own_accept(a, nd, Wv, k):
+                            break
                     if k != z[t] and it == a.n_inner - 1:
                         changed += 1
                     z[t] = <zint_t> k
@@ -537,6 +701,7 @@ def sample_sweep(
     a.atomic = n_threads != 1
     a.counts = 0
     a.seq_init = seq_init
+    a.exclude_own = 0
     return _run_docs(&a, z, keys, n_threads)
 
 
@@ -637,9 +802,9 @@ def sample_sweep_counts(
     const double[::1] alpha,       # IN (K,) alpha_k > 0
     const int64_t[::1] wptr,       # IN (V + 1,) slots of the words' sparse tables
     const int32_t[::1] wlen,       # IN (V,) non-zero counts of every word (build_word_tables)
-    const int32_t[::1] wtop,       # IN topics of the non-zero counts
+    const tab_t[::1] wtop,         # IN topics of the non-zero counts
     const float[::1] wprob,        # IN alias probabilities of the word tables
-    const int32_t[::1] walias,     # IN alias topics of the word tables
+    const tab_t[::1] walias,       # IN alias topics of the word tables
     const double[::1] Qw,          # IN (V,) word-part masses
     const float[::1] sprob,        # IN (K,) alias probabilities of the smoothing table
     const int32_t[::1] salias,     # IN (K,) alias topics of the smoothing table
@@ -652,8 +817,11 @@ def sample_sweep_counts(
     int32_t[:, ::1] Wout,          # INOUT (V, K) or (0, 0)
     double[::1] ll_doc,            # OUT (D,) or (0,)
     int n_threads,
+    bint dense=False,              # every topic (the tables may then be empty)
+    int mode=0,                    # FROZEN (0): n_dk of the previous sweep; LIVE (1): live
+    bint exclude_own=False,        # LIVE only: the token's previous topic out of W_vk and T_k
 ):
-    """One FROZEN sweep with the word weights w_vk = (W_vk + beta) / (T_k + V beta) given by
+    """One sweep with the word weights w_vk = (W_vk + beta) / (T_k + V beta) given by
     the counts (stochastic EM), from the three-part decomposition
 
         (n_dk + alpha_k) w_vk = n_dk w_vk                         (document part)
@@ -667,19 +835,35 @@ def sample_sweep_counts(
     frozen read buffer, so the draws follow the exact conditional; the per-token cost is
     O(topics in the document), and the tables cost O(nnz(W) + K) per sweep.
 
+    ``mode=LIVE`` keeps the document's counts live: every token is drawn with n_dk =
+    n_dk^{-dn}, the counts of the document's other tokens (the new topics of the tokens
+    before it, the previous ones of the tokens after it), while W and T stay those of the
+    read buffer; with ``exclude_own`` the token's own previous topic z_old is taken out of the
+    read buffer as well, p(k) propto (n_dk^{-dn} + alpha_k) (W_vk - [k = z_old] + beta) /
+    (T_k - [k = z_old] + V beta) (see ``_draw_live_counts``).  A document is processed by one
+    thread, so the draws stay bit-identical for any number of threads.  ``dense`` evaluates
+    all K topics per token (FROZEN: per entry) from W directly.
+
     Returns the number of tokens whose topic changed in the last inner sweep.
     """
     cdef Py_ssize_t D = indptr.shape[0] - 1
     cdef int K = <int> W.shape[1], V = <int> W.shape[0]
     cdef _Args a
+    if mode not in (0, 1):
+        raise ValueError("bad mode")
+    if exclude_own and n_inner != 1:
+        raise ValueError("exclude_own needs one inner sweep (the read buffer counts the "
+                         "assignments on entry)")
     if alpha.shape[0] != K or inv_tot.shape[0] != K or keys.shape[0] != D \
             or tokptr.shape[0] != D + 1:
         raise ValueError("inconsistent shapes")
     if indices.shape[0] != cnt.shape[0] or tokptr[D] != z.shape[0]:
         raise ValueError("inconsistent token layout")
-    if wptr.shape[0] != V + 1 or wlen.shape[0] != V or Qw.shape[0] != V \
-            or sprob.shape[0] != K or salias.shape[0] != K \
-            or wtop.shape[0] < wptr[V] or wprob.shape[0] < wptr[V] or walias.shape[0] < wptr[V]:
+    if not dense and (
+            wptr.shape[0] != V + 1 or wlen.shape[0] != V or Qw.shape[0] != V
+            or sprob.shape[0] != K or salias.shape[0] != K
+            or wtop.shape[0] < wptr[V] or wprob.shape[0] < wptr[V]
+            or walias.shape[0] < wptr[V]):
         raise ValueError("the counts path needs the tables of build_word_tables")
     if n_inner < 1 or n_burn < 0:
         raise ValueError("bad n_inner or n_burn")
@@ -689,7 +873,7 @@ def sample_sweep_counts(
         raise ValueError("Wout must have shape (V, K)")
     if ll_doc.shape[0] > 0 and ll_doc.shape[0] != D:
         raise ValueError("ll_doc must have shape (D,)")
-    if K == 0 or not Qs > 0:
+    if K == 0 or not (dense or Qs > 0):
         raise ValueError("the smoothing mass must be positive")
     lg = np.ascontiguousarray(_sps.gammaln(np.asarray(alpha, dtype=np.float64)))
     cdef const double[::1] lg_alpha = lg
@@ -712,8 +896,8 @@ def sample_sweep_counts(
         a.lga_tab = &lgtv[0]
     a.sum_alpha = float(np.sum(alpha))
     a.K = K
-    a.mode = 0
-    a.dense = 0
+    a.mode = mode
+    a.dense = dense
     a.n_inner = n_inner
     a.n_burn = n_burn
     a.seed = seed
@@ -724,17 +908,19 @@ def sample_sweep_counts(
     a.atomic = n_threads != 1
     a.counts = 1
     a.seq_init = 0
+    a.exclude_own = exclude_own
     a.W = &W[0, 0] if V > 0 else NULL
     a.inv_tot = &inv_tot[0]
     a.beta = beta
-    a.wptr = &wptr[0]
-    a.wlen = &wlen[0] if V > 0 else NULL
-    a.wtop = &wtop[0] if wtop.shape[0] > 0 else NULL
-    a.wprob = &wprob[0] if wprob.shape[0] > 0 else NULL
-    a.walias = &walias[0] if walias.shape[0] > 0 else NULL
-    a.Qw = &Qw[0] if V > 0 else NULL
-    a.sprob = &sprob[0]
-    a.salias = &salias[0]
+    a.wptr = &wptr[0] if not dense else NULL
+    a.wlen = &wlen[0] if (V > 0 and not dense) else NULL
+    a.wtop = <const void*> &wtop[0] if (wtop.shape[0] > 0 and not dense) else NULL
+    a.wide = tab_t is int32_t
+    a.wprob = &wprob[0] if (wprob.shape[0] > 0 and not dense) else NULL
+    a.walias = <const void*> &walias[0] if (walias.shape[0] > 0 and not dense) else NULL
+    a.Qw = &Qw[0] if (V > 0 and not dense) else NULL
+    a.sprob = &sprob[0] if not dense else NULL
+    a.salias = &salias[0] if not dense else NULL
     a.Qs = Qs
     return _run_docs(&a, z, keys, n_threads)
 
@@ -746,9 +932,9 @@ def build_word_tables(
     const double[::1] alpha,       # IN (K,) alpha_k > 0
     const int64_t[::1] wptr,       # IN (V + 1,) slots per word: >= its number of non-zero counts
     int32_t[::1] wlen,             # OUT (V,) number of non-zero counts of every word
-    int32_t[::1] wtop,             # OUT (wptr[V],) their topics
+    tab_t[::1] wtop,               # OUT (wptr[V],) their topics (uint16 if K <= 65535)
     float[::1] wprob,              # OUT (wptr[V],) alias probabilities
-    int32_t[::1] walias,           # OUT (wptr[V],) alias topics
+    tab_t[::1] walias,             # OUT (wptr[V],) alias topics
     double[::1] Qw,                # OUT (V,) sum_k alpha_k W_vk / (T_k + V beta)
     float[::1] sprob,              # OUT (K,) smoothing alias probabilities
     int32_t[::1] salias,           # OUT (K,) smoothing alias topics
@@ -769,6 +955,7 @@ def build_word_tables(
     cdef double* s
     cdef int32_t* small
     cdef int32_t* large
+    cdef int32_t* al
     cdef double q, ll, lgb = gammaln(beta)
     cdef int32_t c
     lbt = np.empty(_LG_TAB)
@@ -781,6 +968,8 @@ def build_word_tables(
         raise ValueError("inconsistent shapes")
     if K == 0:
         raise ValueError("K must be positive")
+    if tab_t is uint16_t and K > 65536:
+        raise ValueError("uint16 tables need K <= 65536")
     ps = np.empty(K)
     for k in range(K):
         ps[k] = alpha[k] * beta * inv_tot[k]
@@ -798,8 +987,9 @@ def build_word_tables(
         s = <double*> sc_thread_malloc(K * sizeof(double))
         small = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
         large = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
+        al = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
         for v in prange(V, schedule="dynamic", chunksize=64):
-            if p == NULL or s == NULL or small == NULL or large == NULL:
+            if p == NULL or s == NULL or small == NULL or large == NULL or al == NULL:
                 fails += 1
                 continue
             off = wptr[v]
@@ -824,13 +1014,14 @@ def build_word_tables(
             Qw[v] = q
             word_ll[v] = ll
             if n > 0:
-                _alias_row(p, n, &wprob[off], &walias[off], s, small, large)
+                _alias_row(p, n, &wprob[off], al, s, small, large)
                 for i in range(n):  # alias slots -> topics
-                    walias[off + i] = wtop[off + walias[off + i]]
+                    walias[off + i] = wtop[off + al[i]]
         free(p)
         free(s)
         free(small)
         free(large)
+        free(al)
     if fails:
         raise MemoryError("could not allocate the alias-table scratch space")
     if over:
@@ -866,6 +1057,67 @@ def sem_word_weights(
                     else:
                         ll = ll + gammaln(W[v, k] + beta) - lgb
             word_ll[v] = ll
+
+
+def word_loglik(
+    const int32_t[:, ::1] W,       # IN (V, K) word-topic counts
+    double beta,
+    double[::1] word_ll,           # OUT (V,) sum_k [lgamma(W_vk + beta) - lgamma(beta)]
+    int n_threads,
+):
+    """The words' terms of log p(x | z, beta) from the counts (the dense counts path, which
+    needs no tables)."""
+    cdef Py_ssize_t V = W.shape[0], v
+    cdef int K = <int> W.shape[1], k
+    cdef double lgb = gammaln(beta), ll
+    if word_ll.shape[0] != V:
+        raise ValueError("inconsistent shapes")
+    lbt = np.empty(_LG_TAB)
+    cdef double[::1] lbtv = lbt
+    _lg_table(beta, &lbtv[0])
+    with nogil:
+        for v in prange(V, schedule="static", num_threads=n_threads):
+            ll = 0.0
+            for k in range(K):
+                if W[v, k] > 0:
+                    if W[v, k] < _LG_TAB:
+                        ll = ll + lbtv[W[v, k]]
+                    else:
+                        ll = ll + gammaln(W[v, k] + beta) - lgb
+            word_ll[v] = ll
+
+
+ctypedef fused real_t:
+    float
+    double
+
+
+def token_counts(
+    const int64_t[::1] indptr,     # IN (D + 1,) CSR row pointers
+    const real_t[::1] data,        # IN (nnz,) counts
+    int32_t[::1] cnt,              # OUT (nnz,) floor(data + 0.5)
+    int64_t[::1] tokptr,           # OUT (D + 1,) token offsets of the documents
+):
+    """Tokens per entry (the counts rounded half up) and their offsets per document, without
+    temporaries of the size of the corpus.  Returns False if a count exceeds 2**31 - 1."""
+    cdef Py_ssize_t D = indptr.shape[0] - 1, d
+    cdef int64_t j, tot = 0
+    cdef double c
+    cdef bint ok = True
+    if data.shape[0] != cnt.shape[0] or tokptr.shape[0] != D + 1:
+        raise ValueError("inconsistent shapes")
+    with nogil:
+        tokptr[0] = 0
+        for d in range(D):
+            for j in range(indptr[d], indptr[d + 1]):
+                c = libc_floor(<double> data[j] + 0.5)
+                if c > 2147483647.0:
+                    ok = False
+                    c = 0.0
+                cnt[j] = <int32_t> c
+                tot += <int32_t> c
+            tokptr[d + 1] = tot
+    return ok
 
 
 def random_assign(
