@@ -13,20 +13,11 @@ from sparseclust._kernels import _sampler
 from sparseclust.topics import _sparse_lda
 from sparseclust.topics._gibbs import gibbs_local_step
 
+from .test_gibbs import _corpus
+
 
 class _ChainLDA(SparseLDA):
     _gibbs_chains = True
-
-
-def _corpus(D=60, V=30, K=3, seed=0, doc_len=25):
-    rng = np.random.RandomState(seed)
-    phi = rng.dirichlet(np.full(V, 0.2), size=K)
-    rows = []
-    for _ in range(D):
-        theta = rng.dirichlet(np.full(K, 0.3))
-        z = rng.choice(K, size=doc_len, p=theta)
-        rows.append(np.bincount([rng.choice(V, p=phi[k]) for k in z], minlength=V))
-    return sp.csr_array(np.asarray(rows, dtype=np.float64))
 
 
 def _continue_reference(X, Elogphi_T, alpha, z0, S, seed, sweep):

@@ -188,6 +188,24 @@ def optimal_allocation_terms(N, prior):
     return allocation_terms(N, weight_posterior(N, prior), prior)
 
 
+
+def _scale_cholesky(scale_inv, reg, N):
+    """The posterior inverse scale matrices (K, D, D) with reg * N_k added to their diagonals
+    (when reg), symmetrized, and their Cholesky factors; a clear error when one is not
+    positive definite."""
+    if reg:
+        D = scale_inv.shape[-1]
+        scale_inv = scale_inv + (reg * np.maximum(N, 0.0))[:, None, None] * np.eye(D)
+    scale_inv = 0.5 * (scale_inv + np.swapaxes(scale_inv, 1, 2))
+    try:
+        Lchol = np.linalg.cholesky(scale_inv)
+    except np.linalg.LinAlgError as exc:
+        raise ValueError(
+            "A posterior scale matrix is not positive definite; increase reg_covar or "
+            "check covariance_prior."
+        ) from exc
+    return scale_inv, Lchol
+
 def global_step(stats, prior):
     """Conjugate posterior updates from whole-data statistics (Hughes & Sudderth 2016, App. A-B).
 
@@ -220,16 +238,7 @@ def global_step(stats, prior):
             diff = xbar - prior.m0[None, :]
             w = prior.beta0 * Nc / beta
             scale_inv = scale_inv + w[:, None, None] * diff[:, :, None] * diff[:, None, :]
-        if reg:
-            scale_inv = scale_inv + (reg * np.maximum(N, 0.0))[:, None, None] * np.eye(D)
-        scale_inv = 0.5 * (scale_inv + np.swapaxes(scale_inv, 1, 2))
-        try:
-            Lchol = np.linalg.cholesky(scale_inv)
-        except np.linalg.LinAlgError as exc:
-            raise ValueError(
-                "A posterior scale matrix is not positive definite; increase reg_covar or "
-                "check covariance_prior."
-            ) from exc
+        scale_inv, Lchol = _scale_cholesky(scale_inv, reg, N)
         logdet_scale_inv = 2.0 * np.log(np.diagonal(Lchol, axis1=1, axis2=2)).sum(1)
         # E[Lambda] = nu W = nu L^-T L^-1 = C C^T with the upper-triangular C = sqrt(nu) L^-T
         prec_chol = np.empty_like(scale_inv)
@@ -380,16 +389,7 @@ def optimal_component_terms(stats, prior):
         w = prior.beta0 * Nc / beta
         scale_inv = scale_inv + w[:, None, None] * diff[:, :, None] * diff[:, None, :]
         extra = 0.5 * D * np.log(prior.beta0 / beta)
-    if prior.reg:
-        scale_inv = scale_inv + (prior.reg * np.maximum(N, 0.0))[:, None, None] * np.eye(D)
-    scale_inv = 0.5 * (scale_inv + np.swapaxes(scale_inv, 1, 2))
-    try:
-        Lchol = np.linalg.cholesky(scale_inv)
-    except np.linalg.LinAlgError as exc:
-        raise ValueError(
-            "A posterior scale matrix is not positive definite; increase reg_covar or "
-            "check covariance_prior."
-        ) from exc
+    scale_inv, Lchol = _scale_cholesky(scale_inv, prior.reg, N)
     logdet = 2.0 * np.log(np.diagonal(Lchol, axis1=1, axis2=2)).sum(1)
     _, logdet_psi0 = np.linalg.slogdet(prior.psi0)
     nu0 = prior.nu0
