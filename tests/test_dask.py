@@ -69,6 +69,14 @@ def _kill_one_worker(client):
     os.kill(pids[addr], signal.SIGKILL)
 
 
+def _partial_fit_documented_minibatches(est, blocks, rng, passes=2, per=2):
+    """partial_fit over the documented stochastic minibatches of the partitions ``blocks``:
+    every pass permutes them with ``rng`` and takes ``per`` at a time."""
+    for _ in range(passes):
+        perm = rng.permutation(len(blocks))
+        for s in range(0, len(blocks), per):
+            est.partial_fit(sp.vstack([blocks[i] for i in perm[s:s + per]], format="csr"))
+
 def test_import_and_fit_do_not_import_dask(tmp_path):
     # run outside the source tree, so that the subprocess imports the package under test
     # (the installed one) rather than an unbuilt checkout on the current directory
@@ -128,10 +136,7 @@ def test_stochastic_equals_partial_fit_on_same_minibatches(client, corpus):
     # drawn from random_state) and takes them 2 at a time
     rng = np.random.RandomState(np.random.RandomState(3).randint(np.iinfo(np.int32).max))
     ref = SparseLDA(**kw)
-    for _ in range(2):
-        perm = rng.permutation(len(blocks))
-        for s in range(0, len(blocks), 2):
-            ref.partial_fit(sp.vstack([blocks[i] for i in perm[s:s + 2]], format="csr"))
+    _partial_fit_documented_minibatches(ref, blocks, rng)
     assert got.n_batch_iter_ == ref.n_batch_iter_ == 4
     np.testing.assert_allclose(got.components_, ref.components_, rtol=1e-9, atol=1e-8)
     np.testing.assert_allclose(got.lower_bound_, ref.lower_bound_, rtol=1e-11)
@@ -346,10 +351,7 @@ def test_hdp_stochastic_equals_partial_fit_on_same_minibatches(client):
     r0.gamma(100.0, 0.01, (20, X.shape[1]))
     rng = np.random.RandomState(r0.randint(np.iinfo(np.int32).max))
     ref = HDPTopicModel(**kw)
-    for _ in range(2):
-        perm = rng.permutation(len(blocks))
-        for s in range(0, len(blocks), 2):
-            ref.partial_fit(sp.vstack([blocks[i] for i in perm[s:s + 2]], format="csr"))
+    _partial_fit_documented_minibatches(ref, blocks, rng)
     assert got.n_batch_iter_ == ref.n_batch_iter_ == 4
     np.testing.assert_allclose(got.components_, ref.components_, rtol=1e-6, atol=1e-8)
 

@@ -284,6 +284,36 @@ cdef inline int _doc_beta_draw(const _Args* a, const int32_t* nd, const int32_t*
     return act[na - 1]
 
 
+cdef inline int _doc_word_part(const _Args* a, const int32_t* nd, const int32_t* act, int na,
+                               const int32_t* Wv, int v, double* cum, int32_t* itop,
+                               double* sd) noexcept nogil:
+    """The counts path's document-word part, sum over k of n_dk W_vk / (T_k + V beta) for the
+    topics both the document (n_dk > 0) and word v (W_vk > 0) hold, scanned over the shorter
+    of the two lists: its cumulative sums go to ``cum`` and its topics to ``itop`` (the
+    number of them is returned), its total is added to ``*sd``."""
+    cdef int i, k, ni = 0, wn = a.wlen[v]
+    cdef int64_t wo = a.wptr[v]
+    cdef double acc = sd[0]
+    if wn < na:
+        for i in range(wn):
+            k = _wt(a, wo + i)
+            if nd[k] > 0:
+                acc += nd[k] * (<double> Wv[k] * a.inv_tot[k])
+                cum[ni] = acc
+                itop[ni] = k
+                ni += 1
+    else:
+        for i in range(na):
+            k = act[i]
+            if Wv[k] > 0:
+                acc += nd[k] * (<double> Wv[k] * a.inv_tot[k])
+                cum[ni] = acc
+                itop[ni] = k
+                ni += 1
+    sd[0] = acc
+    return ni
+
+
 cdef inline int _draw_live_counts(const _Args* a, const int32_t* nd, const int32_t* act,
                                   int na, double sdb, double* cum, int32_t* itop, int v,
                                   int old, uint64_t* state) noexcept nogil:
@@ -297,8 +327,7 @@ cdef inline int _draw_live_counts(const _Args* a, const int32_t* nd, const int32
     and a draw of k = old is accepted with probability
     [(W_vo - 1 + beta) / (T_o - 1 + V beta)] / [(W_vo + beta) / (T_o + V beta)] < 1, else
     redrawn (rejection sampling: exact)."""
-    cdef int K = a.K, k, i, ni = 0, wn = a.wlen[v] if a.wlen != NULL else 0
-    cdef int64_t wo
+    cdef int K = a.K, k, ni = 0
     cdef const int32_t* Wv = a.W + <int64_t> v * K
     cdef double tot = 0.0, sd = 0.0, u, qw, sb, ratio = 1.0, wk
     if a.exclude_own and Wv[old] > 0:
@@ -312,23 +341,7 @@ cdef inline int _draw_live_counts(const _Args* a, const int32_t* nd, const int32
             tot += (nd[k] + a.alpha[k]) * wk
             cum[k] = tot
         return _search(cum, K, sc_uniform(state) * tot)
-    wo = a.wptr[v]
-    if wn < na:
-        for i in range(wn):
-            k = _wt(a, wo + i)
-            if nd[k] > 0:
-                sd += nd[k] * (<double> Wv[k] * a.inv_tot[k])
-                cum[ni] = sd
-                itop[ni] = k
-                ni += 1
-    else:
-        for i in range(na):
-            k = act[i]
-            if Wv[k] > 0:
-                sd += nd[k] * (<double> Wv[k] * a.inv_tot[k])
-                cum[ni] = sd
-                itop[ni] = k
-                ni += 1
+    ni = _doc_word_part(a, nd, act, na, Wv, v, cum, itop, &sd)
     sb = a.beta * sdb
     qw = a.Qw[v]
     tot = sd + sb + qw + a.Qs
@@ -376,8 +389,7 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
     cdef const int32_t* Wv
     cdef double* cb
     cdef double tot, sd, u, ll, qw, sb, sdb = 0.0
-    cdef int ni, wn
-    cdef int64_t wo
+    cdef int ni
     cdef uint64_t state
     if t1 == t0:
         if a.ll_doc != NULL:
@@ -465,25 +477,7 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
                     sb *= a.beta
                 Wv = a.W + <int64_t> v * K
                 sd = 0.0
-                ni = 0
-                wo = a.wptr[v]
-                wn = a.wlen[v]
-                if wn < na:
-                    for i in range(wn):
-                        k = _wt(a, wo + i)
-                        if nd[k] > 0:
-                            sd += nd[k] * (<double> Wv[k] * a.inv_tot[k])
-                            cum[ni] = sd
-                            itop[ni] = k
-                            ni += 1
-                else:
-                    for i in range(na):
-                        k = act[i]
-                        if Wv[k] > 0:
-                            sd += nd[k] * (<double> Wv[k] * a.inv_tot[k])
-                            cum[ni] = sd
-                            itop[ni] = k
-                            ni += 1
+                ni = _doc_word_part(a, nd, act, na, Wv, v, cum, itop, &sd)
                 qw = a.Qw[v]
                 tot = sd + sb + qw + a.Qs
                 for r in range(c):
