@@ -28,6 +28,7 @@ __all__ = [
     "SHARED_DATA",
     "Stopwatch",
     "environment",
+    "imdb_heldout_split",
     "load_20newsgroups",
     "load_imdb",
     "median_time",
@@ -193,6 +194,28 @@ def newsgroups_heldout_split(seed=0, n_test=1000, n_train=None, min_df=5):
     X_train, X_test, vocab = vectorize(train_texts, test_texts, min_df=min_df)
     test_idx = np.sort(rng.permutation(X_test.shape[0])[:n_test])
     return sp.csr_matrix(X_train), X_test[test_idx], vocab
+
+
+def imdb_heldout_split(seed=0, n_test=1000, n_train=None, min_df=5):
+    """The IMDB split of the held-out benchmarks, built like
+    :func:`newsgroups_heldout_split`: the 25,000 ``train`` reviews shuffled once with
+    ``RandomState(seed)`` (the first ``n_train`` kept if given) and vectorized by
+    :func:`vectorize`, then ``n_test`` ``test`` reviews drawn with the same generator.
+    Returns ``(X_train, X_test, feature_names)``, CSR float64.
+    """
+    import scipy.sparse as sp
+
+    train_texts, _, _ = load_imdb(("train",))
+    test_texts, _, _ = load_imdb(("test",))
+    rng = np.random.RandomState(seed)
+    order = rng.permutation(len(train_texts))
+    if n_train:
+        order = order[:n_train]
+    train_texts = [train_texts[i] for i in order]
+    test_idx = np.sort(rng.permutation(len(test_texts))[:n_test])
+    X_train, X_test, vocab = vectorize(train_texts, [test_texts[i] for i in test_idx],
+                                       min_df=min_df)
+    return sp.csr_matrix(X_train), X_test, vocab
 
 
 class Stopwatch:

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""StochasticEMLDA against collapsed Gibbs samplers and SparseLDA on 20 Newsgroups.
+"""StochasticEMLDA against collapsed Gibbs samplers and SparseLDA on 20 Newsgroups or IMDB.
 
 Methods, all with alpha = 0.5 / K and beta = 0.1 (``--paper-alpha`` adds runs with the
 paper's alpha = 50 / K at the largest K for StochasticEMLDA and tomotopy):
@@ -29,6 +29,7 @@ Usage::
 
     python benchmarks/bench_sem.py                 # K = 100, 400, 1000; 60 s per method
     python benchmarks/bench_sem.py --quick         # smoke run
+    python benchmarks/bench_sem.py --corpus imdb   # IMDB: 25,000 train reviews, 1000 test
     python benchmarks/bench_sem.py --clock cpu --methods sem-1t tomotopy   # CPU-time budgets
     python benchmarks/bench_sem.py --threads-only --ks 400 --out results/sem_threads.json
     python benchmarks/bench_sem.py --memory-only --out results/sem_memory.json
@@ -45,7 +46,14 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS, Stopwatch, environment, newsgroups_heldout_split, write_json  # noqa: E402
+from _common import (  # noqa: E402
+    RESULTS,
+    Stopwatch,
+    environment,
+    imdb_heldout_split,
+    newsgroups_heldout_split,
+    write_json,
+)
 from bench_lda_heldout import Recorder, Scorer, Tomotopy, run_sparselda, run_stepper  # noqa: E402
 
 from sparseclust import StochasticEMLDA  # noqa: E402
@@ -110,6 +118,8 @@ class LdaPackage:
         return self.total
 
 
+CORPORA = {"20newsgroups": ("20 Newsgroups", newsgroups_heldout_split),
+           "imdb": ("IMDB", imdb_heldout_split)}
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
@@ -285,6 +295,8 @@ def main(argv=None):
     p.add_argument("--n-test", type=int, default=1000)
     p.add_argument("--n-train", type=int, default=None)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--corpus", choices=sorted(CORPORA), default="20newsgroups",
+                   help="training and test documents of the held-out runs")
     p.add_argument("--growth", type=float, default=1.5)
     p.add_argument("--crossover-ks", type=int, nargs="*", default=[8, 16, 32, 48, 64, 100])
     p.add_argument("--quick", action="store_true", help="2000 documents, K = 50, 10 s")
@@ -331,12 +343,13 @@ def main(argv=None):
     if args.quick:
         args.ks, args.budget, args.n_train, args.n_test = [50], 10.0, 2000, 200
         args.crossover_ks = [8, 32]
-    X_train, X_test, _ = newsgroups_heldout_split(seed=args.seed, n_test=args.n_test,
-                                                  n_train=args.n_train)
+    X_train, X_test, _ = CORPORA[args.corpus][1](seed=args.seed, n_test=args.n_test,
+                                                 n_train=args.n_train)
     n_tokens = int(X_train.sum())
-    print(f"20 Newsgroups: {X_train.shape[0]} training documents, {X_train.shape[1]} words, "
-          f"{n_tokens} tokens; {X_test.shape[0]} test documents", flush=True)
-    results = {"environment": environment(), "dataset": "20newsgroups",
+    print(f"{CORPORA[args.corpus][0]}: {X_train.shape[0]} training documents, "
+          f"{X_train.shape[1]} words, {n_tokens} tokens; {X_test.shape[0]} test documents",
+          flush=True)
+    results = {"environment": environment(), "dataset": args.corpus,
                "n_train": X_train.shape[0], "n_words": X_train.shape[1],
                "n_tokens": n_tokens, "n_test": X_test.shape[0], "beta": BETA,
                "budget_s": args.budget, "seed": args.seed, "load_start": os.getloadavg(),
@@ -472,7 +485,8 @@ def plot(results, path):
             ax.plot(c[:, 0], c[:, 1], marker=".", label=r["method"], color=COLORS.get(r["method"]))
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-        ax.set_title(f"20 Newsgroups, K={K}, alpha={alpha:g}")
+        name = CORPORA.get(results.get("dataset"), ("20 Newsgroups",))[0]
+        ax.set_title(f"{name}, K={K}, alpha={alpha:g}")
         ax.set_xlabel("training seconds")
         ax.set_ylabel("held-out document completion (nats/token)")
         ax.legend(fontsize=7)

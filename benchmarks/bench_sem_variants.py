@@ -9,7 +9,10 @@ Variants (the flags of :class:`sparseclust.topics._sem._Sampler`):
 * ``live``: the document's counts updated token by token (n_dk^{-dn}), W and T of the
   previous sweep with the token's own topic still counted;
 * ``liveown``: ``live`` with the token's previous topic taken out of W and T as well
-  (``doc_counts='live'``, the default);
+  (``doc_counts='live'`` before the entry correction);
+* ``entry``: ``liveown`` with W and T also following the other tokens of the token's
+  (document, word) entry: their new topics once drawn, their previous ones taken out (each
+  token sees its entry as a collapsed Gibbs sampler does; ``doc_counts='live'``, the default);
 * ``jacobi``: every count from the previous sweep with the token's own topic taken out of
   n_d, W and T (each token from its collapsed conditional given the others' previous topics);
 * ``tomotopy``: tomotopy ``LDAModel`` (collapsed Gibbs, one thread, ``optim_interval=0``).
@@ -21,6 +24,7 @@ as in ``bench_sem.py``; CPU seconds of the training (scoring excluded).
 Usage::
 
     python benchmarks/bench_sem_variants.py 400 liveown,frozen,tomotopy 5,10,20,40,80,160 out.json
+    python benchmarks/bench_sem_variants.py 100 entry,liveown 20,40,80,160,320 out.json 1  # seed
 """
 
 import json
@@ -39,13 +43,15 @@ from sparseclust import StochasticEMLDA  # noqa: E402
 from sparseclust.metrics import document_completion_score  # noqa: E402
 from sparseclust.topics import _sem  # noqa: E402
 
-VARIANTS = {"frozen": (False, False), "live": (True, False), "liveown": (True, True),
-            "jacobi": (False, True)}
+VARIANTS = {"frozen": (False, False, False), "live": (True, False, False),
+            "liveown": (True, True, False), "jacobi": (False, True, False),
+            "entry": (True, True, True)}
 
 
 def main(argv):
     K, variants, checkpoints, out = int(argv[0]), argv[1].split(","), \
         [int(c) for c in argv[2].split(",")], argv[3]
+    seed = int(argv[4]) if len(argv) > 4 else 0  # of the samplers (tomotopy: seed + 1)
     X_train, _, _ = newsgroups_heldout_split(seed=0, n_test=1000)
     Xv, Xt = X_train[-1500:], X_train[:-1500]
     alpha, beta = 0.5 / K, 0.1
@@ -55,14 +61,15 @@ def main(argv):
                                          doc_topic_prior=alpha, n_threads=1)
 
     res = {"environment": environment(), "load_start": os.getloadavg(), "K": K,
-           "alpha": alpha, "beta": beta, "n_train": Xt.shape[0], "n_validation": Xv.shape[0],
+           "seed": seed, "alpha": alpha, "beta": beta, "n_train": Xt.shape[0],
+           "n_validation": Xv.shape[0],
            "columns": "sweep, CPU seconds, held-out score[, log joint]", "curves": {}}
     for var in variants:
         curve = []
         if var == "tomotopy":
             import tomotopy as tp
 
-            m = tp.LDAModel(tw=tp.TermWeight.ONE, k=K, alpha=alpha, eta=beta, seed=1)
+            m = tp.LDAModel(tw=tp.TermWeight.ONE, k=K, alpha=alpha, eta=beta, seed=seed + 1)
             m.optim_interval = 0
             for w in token_lists(Xt):
                 if w:
@@ -81,11 +88,11 @@ def main(argv):
                 curve.append((c, cpu, score(phi)))
                 print(var, curve[-1], flush=True)
         else:
-            live, own = VARIANTS[var]
+            live, own, entry = VARIANTS[var]
 
-            def new_sampler(self, V, live=live, own=own):
+            def new_sampler(self, V, live=live, own=own, entry=entry):
                 return _sem._Sampler(V, self.n_components, self._alpha(), self._dense(), 1,
-                                     live, own)
+                                     live, own, entry)
 
             _sem.StochasticEMLDA._new_sampler = new_sampler
             st = {"cpu": 0.0, "t": time.process_time()}
@@ -101,7 +108,7 @@ def main(argv):
 
             StochasticEMLDA(K, doc_topic_prior=alpha, topic_word_prior=beta,
                             max_iter=max(checkpoints), n_threads=1,
-                            random_state=0).fit(Xt, callback=cb)
+                            random_state=seed).fit(Xt, callback=cb)
         res["curves"][var] = curve
         Path(out).write_text(json.dumps(res, indent=1))
     res["load_end"] = os.getloadavg()

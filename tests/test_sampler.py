@@ -436,14 +436,15 @@ def test_counts_path_matches_the_dense_path_in_distribution_and_is_thread_invari
 
 
 def _sweep_counts_live(lay, z, keys, W, beta, alpha, *, dense, exclude_own=True, seed=1,
-                       sweep=1, acc=None, Wout=None, ll=None, n_threads=1, mode=LIVE):
+                       sweep=1, acc=None, Wout=None, ll=None, n_threads=1, mode=LIVE,
+                       live_entry=False):
     inv_tot, tables, Qs, _ = _count_tables(W, beta, alpha, tab=np.uint16)
     return _sampler.sample_sweep_counts(
         lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, W, inv_tot, beta, alpha,
         *tables, Qs, 1, 0, seed, sweep,
         EMPTY2D if acc is None else acc, EMPTY2I if Wout is None else Wout,
         EMPTY1 if ll is None else ll, n_threads, dense=dense, mode=mode,
-        exclude_own=exclude_own,
+        exclude_own=exclude_own, live_entry=live_entry,
     )
 
 
@@ -524,7 +525,65 @@ def test_live_counts_last_token_given_the_new_topics_before_it(dense):
 
 
 @pytest.mark.parametrize("dense", [False, True])
-def test_live_counts_thread_invariant_and_counts_consistent(dense):
+@pytest.mark.parametrize("r", [1, 3])
+def test_live_entry_token_sees_its_entry_like_collapsed_gibbs(dense, r):
+    # live_entry: token r of the entry (document, word 3) (previous topics 0, 4, 4, 2) is drawn
+    # with W_3k and T_k of the read buffer minus the previous topics of the entry's tokens
+    # 0..r plus the new topics of its tokens 0..r-1, and n_d^{-dn} the document's other
+    # tokens: pooled over documents, the frequencies of its topic match the sum of these
+    # exact conditionals given each document's draws (a conservative Pearson test)
+    W, beta, alpha = _live_problem()
+    V, K = W.shape
+    T = W.sum(0).astype(np.float64)
+    D = 20000
+    X = sp.csr_array(np.tile(np.array([1.0, 0.0, 0.0, 4.0, 0.0]), (D, 1)))
+    lay = token_layout(X)
+    init = np.array([2, 0, 4, 4, 2], np.uint16)
+    z = np.tile(init, D)
+    _sweep_counts_live(lay, z, np.arange(D, dtype=np.uint64), W, beta, alpha, dense=dense,
+                       live_entry=True)
+    zz = z.reshape(D, 5).astype(np.int64)
+    t = 1 + r  # token index in the document (token 0 is word 0)
+    others = np.hstack([zz[:, :t], np.tile(init[t + 1:], (D, 1))])
+    nd = np.zeros((D, K))
+    np.add.at(nd, (np.repeat(np.arange(D), others.shape[1]), others.ravel()), 1)
+    e = np.zeros((D, K))  # the entry's change so far: new topics of 0..r-1, old of 0..r out
+    np.add.at(e, (np.repeat(np.arange(D), r), zz[:, 1:t].ravel()), 1)
+    e -= np.bincount(init[1:t + 1], minlength=K)
+    p = (nd + alpha) * (W[3] + e + beta) / (T + e + V * beta)
+    expected = (p / p.sum(1, keepdims=True)).sum(0)
+    counts = np.bincount(zz[:, t], minlength=K)
+    assert chisquare(counts, expected).pvalue > 1e-4
+    # the own-topic-only conditional (exclude_own without live_entry) does not match
+    own = (np.arange(K) == init[t]).astype(np.float64)
+    q = (nd + alpha) * (W[3] - own + beta) / (T - own + V * beta)
+    assert chisquare(counts, (q / q.sum(1, keepdims=True)).sum(0)).pvalue < 1e-6
+
+
+def test_live_entry_single_token_entries_equal_exclude_own():
+    # with one token per entry the entry's change is the token's own topic taken out: the
+    # same draws as exclude_own alone
+    X, _, alpha = _corpus(seed=4)
+    X = sp.csr_array((X > 0).astype(np.float64))
+    D, V = X.shape
+    K = alpha.size
+    lay = token_layout(X)
+    keys = np.arange(D, dtype=np.uint64)
+    z0 = np.zeros(lay.tokptr[-1], np.uint16)
+    _sampler.random_assign(lay.tokptr, z0, keys, 9, K, 1)
+    W = np.zeros((V, K), np.int32)
+    _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, W, 1)
+    out = []
+    for live_entry in (False, True):
+        z = z0.copy()
+        _sweep_counts_live(lay, z, keys, W, 0.1, alpha, dense=False, live_entry=live_entry)
+        out.append(z)
+    np.testing.assert_array_equal(out[0], out[1])
+
+
+@pytest.mark.parametrize("live_entry", [False, True])
+@pytest.mark.parametrize("dense", [False, True])
+def test_live_counts_thread_invariant_and_counts_consistent(dense, live_entry):
     X, _, alpha = _corpus(seed=4)
     D, V = X.shape
     K = alpha.size
@@ -540,7 +599,7 @@ def test_live_counts_thread_invariant_and_counts_consistent(dense):
         Wout = np.zeros((V, K), np.int32)
         ll = np.zeros(D)
         changed = _sweep_counts_live(lay, z, keys, W, 0.1, alpha, dense=dense, Wout=Wout,
-                                     ll=ll, n_threads=n_threads)
+                                     ll=ll, n_threads=n_threads, live_entry=live_entry)
         runs.append((z, Wout, ll, changed))
     for other in runs[1:]:
         for a, b in zip(runs[0], other, strict=True):
@@ -567,7 +626,9 @@ def test_live_counts_argument_checks():
     inv_tot, tables, Qs, _ = _count_tables(W, beta, alpha)
     keys = np.zeros(1, np.uint64)
     for kw, n_inner in (({"mode": FROZEN, "exclude_own": True}, 2),
-                        ({"mode": LIVE, "exclude_own": True}, 2), ({"mode": 7}, 1)):
+                        ({"mode": LIVE, "exclude_own": True}, 2), ({"mode": 7}, 1),
+                        ({"mode": LIVE, "live_entry": True}, 1),
+                        ({"mode": FROZEN, "exclude_own": True, "live_entry": True}, 1)):
         with pytest.raises(ValueError):
             _sampler.sample_sweep_counts(
                 lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, W, inv_tot, beta,

@@ -150,10 +150,12 @@ def test_bit_identical_for_any_thread_count(monkeypatch, doc_counts):
         assert f.log_joint_ == fits[0].log_joint_
 
 
-def _live_fit_reference(X, K, alpha, beta, random_state, sweeps):
-    """Numpy stochastic EM with the document's counts live and the token's own previous topic
-    out of W and T, dense inverse-CDF draws from the kernel's documented random streams:
-    returns the counts W (V, K) after ``sweeps`` sweeps."""
+def _live_fit_reference(X, K, alpha, beta, random_state, sweeps, entry=True):
+    """Numpy stochastic EM with the document's counts live and W and T corrected by the
+    token's entry (``entry``: the previous topics of the entry's tokens up to this one out,
+    the new topics of its earlier tokens in; else only the token's own previous topic out),
+    dense inverse-CDF draws from the kernel's documented random streams: returns the counts W
+    (V, K) after ``sweeps`` sweeps."""
     from sklearn.utils import check_random_state
 
     seed = _sem._seed(check_random_state(random_state))
@@ -172,16 +174,28 @@ def _live_fit_reference(X, K, alpha, beta, random_state, sweeps):
             t0, t1 = lay.tokptr[d], lay.tokptr[d + 1]
             u = _sampler.uniform_stream(seed, s, d, t1 - t0)
             nd = np.bincount(z[t0:t1], minlength=K)
+            e = np.zeros(K, np.int64)
             for t in range(t0, t1):
                 o, v = z[t], word[t]
+                first = t == t0 or word[t - 1] != v
+                last = t == t1 - 1 or word[t + 1] != v
+                if first:
+                    e[:] = 0
                 nd[o] -= 1
                 w = (W[v] + beta) * inv
-                ratio = ((W[v, o] - 1 + beta) / (1.0 / inv[o] - 1.0)) / ((W[v, o] + beta) * inv[o])
-                if ratio < 1.0:
-                    w[o] *= ratio
+                if entry and not (first and last):
+                    e[o] -= 1
+                    m = e != 0
+                    w[m] = (W[v, m] + e[m] + beta) / (1.0 / inv[m] + e[m])
+                else:
+                    ratio = ((W[v, o] - 1 + beta) / (1.0 / inv[o] - 1.0)) \
+                        / ((W[v, o] + beta) * inv[o])
+                    if ratio < 1.0:
+                        w[o] *= ratio
                 cum = np.cumsum((nd + alpha) * w)
                 k = min(int(np.searchsorted(cum, u[t - t0] * cum[-1], side="right")), K - 1)
                 nd[k] += 1
+                e[k] += 1
                 z[t] = k
         W = np.zeros((V, K), np.int64)
         np.add.at(W, (word, z), 1)
@@ -202,6 +216,8 @@ def test_live_fit_equals_numpy_reference():
     frozen = StochasticEMLDA(4, max_iter=3, doc_topic_prior=0.3, sampler="dense",
                              doc_counts="frozen", random_state=7).fit(X)
     assert not np.array_equal(frozen._word_topic, ref)
+    # the reference can fail: leaving out only the token's own topic gives other counts
+    assert not np.array_equal(_live_fit_reference(X, 4, 0.3, 0.1, 7, 3, entry=False), ref)
 
 
 def _fold_in_reference(m, X):
@@ -282,11 +298,20 @@ def test_score_is_sparse_lda_score_with_the_same_topics_and_grid_search():
 
 
 def test_partial_fit_and_online_fit_recover_topics():
+    # over ten seeds: the first minibatch's topics come from 20 sweeps on 100 documents from
+    # a uniform start, which sometimes leaves two planted topics merged, so recovery is a
+    # property of most seeds, not of every one
     X, topics = planted_corpus(seed=1, K=5, block=20, D=500, length=80)
+    worst = []
+    for seed in range(10):
+        m = StochasticEMLDA(5, batch_size=100, random_state=seed)
+        for _ in range(4):
+            m.partial_fit(X)
+        worst.append(hellinger_matching(m.topic_word_distribution_, topics).max())
+    assert np.sum(np.array(worst) < 0.15) >= 7 and np.median(worst) < 0.1
     m = StochasticEMLDA(5, batch_size=100, random_state=0)
     for _ in range(4):
         m.partial_fit(X)
-    assert hellinger_matching(m.topic_word_distribution_, topics).max() < 0.1
     assert m.n_batch_iter_ == 20 and len(m.trace_) == 20
     rho = [e["rho"] for e in m.trace_]
     np.testing.assert_allclose(rho[1:], (1.0 + np.arange(1, 20)) ** -0.6)
@@ -339,8 +364,28 @@ def test_empty_documents_and_empty_corpus_and_input_untouched():
     assert m.score(Z) == 0.0
 
 
-def test_uint32_assignments_for_many_topics():
-    assert _sem._z_dtype(65535) == np.uint16 and _sem._z_dtype(65536) == np.uint32
+def test_assignment_type_is_the_smallest_that_holds_the_topics():
+    assert _sem._z_dtype(256) == np.uint8 and _sem._z_dtype(257) == np.uint16
+    assert _sem._z_dtype(65536) == np.uint16 and _sem._z_dtype(65537) == np.uint32
+
+
+@pytest.mark.parametrize("K", [256, 257])
+def test_fit_on_both_sides_of_the_uint8_boundary(K):
+    # the top topic K - 1 is representable and reached: a corpus of K planted one-word topics
+    # (documents of a single word each), so every topic ends up holding a word
+    X = sp.csr_array((np.full(2 * K, 3.0), (np.arange(2 * K), np.arange(2 * K) % K)),
+                     shape=(2 * K, K))
+    m = StochasticEMLDA(K, max_iter=3, random_state=0).fit(X)
+    W = m._word_topic
+    assert W.shape == (K, K)
+    np.testing.assert_array_equal(W.sum(axis=1), X.sum(axis=0))  # every token counted once
+    assert np.isfinite(m.score(X)) and m.transform(X).shape == (2 * K, K)
+    # the initial assignments reach the top topic K - 1 in the assignment type of K
+    lay = _sem.token_layout(X)
+    z = np.empty(int(lay.tokptr[-1]), dtype=_sem._z_dtype(K))
+    keys = np.arange(2 * K, dtype=np.uint64)
+    _sampler.random_assign(lay.tokptr, z, keys, 5, K, 1)
+    assert int(z.max()) == K - 1 and int(z.min()) == 0
 
 
 def test_pickle_pipeline_and_fractional_counts():

@@ -57,7 +57,7 @@ document.
 """
 
 from cython.parallel cimport parallel, prange
-from libc.stdint cimport int32_t, int64_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free
 from libc.string cimport memset
 from libc.math cimport floor as libc_floor
@@ -75,6 +75,7 @@ cdef extern from "sc_sampler.h" nogil:
     void sc_atomic_add_i32(int32_t* p, int32_t v)
 
 ctypedef fused zint_t:
+    uint8_t
     uint16_t
     uint32_t
 
@@ -139,6 +140,7 @@ cdef struct _Args:
     int counts
     const int32_t* W
     const double* inv_tot
+    const double* tot              # 1 / inv_tot: T_k + V beta
     double beta
     const int64_t* wptr
     const int32_t* wlen
@@ -152,6 +154,8 @@ cdef struct _Args:
     double Qs
     int exclude_own                # counts path, LIVE: the token's own previous topic is taken
                                    # out of W_vk and T_k (a rejection step, see _doc_live_counts)
+    int live_entry                 # counts path, LIVE with exclude_own: W_vk and T_k also follow
+                                   # the entry's (d, v) other tokens, see _draw_live_entry
 
 
 cdef inline int _search(const double* cum, int n, double u) noexcept nogil:
@@ -249,6 +253,16 @@ cdef inline void _nd_remove(int32_t* nd, int32_t* act, int32_t* pos, int* na, in
         na[0] -= 1
 
 
+cdef inline void _dl_add(int32_t* dl, int32_t* mark, int32_t* dset, int* nds, int k,
+                         int delta) noexcept nogil:
+    """dl[k] += delta, k recorded in dset once (mark[k]) so the changes can be reset."""
+    if not mark[k]:
+        mark[k] = 1
+        dset[nds[0]] = k
+        nds[0] += 1
+    dl[k] += delta
+
+
 cdef inline int _draw_one(const _Args* a, const int32_t* nd, const int32_t* act, int na,
                           double* cum, int v, uint64_t* state) noexcept nogil:
     """One draw from (alpha_k + nd_k) w_vk with the current nd (LIVE mode)."""
@@ -314,6 +328,13 @@ cdef inline int _doc_word_part(const _Args* a, const int32_t* nd, const int32_t*
     return ni
 
 
+cdef inline double _own_ratio(const _Args* a, const int32_t* Wv, int o) noexcept nogil:
+    """[(W_vo - 1 + beta) / (T_o - 1 + V beta)] / [(W_vo + beta) / (T_o + V beta)]: the weight
+    of topic o with one of its tokens taken out, relative to the read buffer's (< 1)."""
+    return ((Wv[o] - 1 + a.beta) / (a.tot[o] - 1.0)) \
+        / ((Wv[o] + a.beta) * a.inv_tot[o])
+
+
 cdef inline int _draw_live_counts(const _Args* a, const int32_t* nd, const int32_t* act,
                                   int na, double sdb, double* cum, int32_t* itop, int v,
                                   int old, uint64_t* state) noexcept nogil:
@@ -330,10 +351,9 @@ cdef inline int _draw_live_counts(const _Args* a, const int32_t* nd, const int32
     cdef int K = a.K, k, ni = 0
     cdef const int32_t* Wv = a.W + <int64_t> v * K
     cdef double tot = 0.0, sd = 0.0, u, qw, sb, ratio = 1.0, wk
-    if a.exclude_own and Wv[old] > 0:
-        ratio = ((Wv[old] - 1 + a.beta) / (1.0 / a.inv_tot[old] - 1.0)) \
-            / ((Wv[old] + a.beta) * a.inv_tot[old])
     if a.dense:
+        if a.exclude_own and Wv[old] > 0:
+            ratio = _own_ratio(a, Wv, old)
         for k in range(K):
             wk = (Wv[k] + a.beta) * a.inv_tot[k]
             if k == old and ratio < 1.0:
@@ -359,7 +379,76 @@ cdef inline int _draw_live_counts(const _Args* a, const int32_t* nd, const int32
                     k = _word_draw(a, v, u / qw)
                 else:
                     k = _smooth_draw(a, (u - qw) / a.Qs)
-        if k != old or ratio >= 1.0 or sc_uniform(state) < ratio:
+        # the acceptance ratio (< 1) only when the own topic is drawn
+        if k != old or not a.exclude_own or Wv[old] <= 0 \
+                or sc_uniform(state) < _own_ratio(a, Wv, old):
+            return k
+
+
+cdef inline int _draw_live_entry(const _Args* a, const int32_t* nd, const int32_t* act,
+                                 int na, double sdb, double* cum, int32_t* itop, int v,
+                                 const int32_t* dl, const int32_t* dset, int nds,
+                                 int32_t* etop, uint64_t* state) noexcept nogil:
+    """One draw of a token of word v in LIVE counts mode with the entry's own changes (the
+    default of ``StochasticEMLDA``): p(k) propto (n_dk + alpha_k) (W_vk + e_k + beta) /
+    (T_k + e_k + V beta), where e_k = dl[k] is the change the entry (d, v) has made so far in
+    this sweep, its earlier tokens' new topics counted and their previous topics and the
+    token's own previous topic taken out (the read buffer W counts the previous topics of
+    all the entry's tokens), so the token sees its entry's other tokens as a collapsed Gibbs
+    sampler does; the topics with e_k != 0 are dset[0:nds].
+
+    Exact rejection sampling with the proposal g(k) = f(k) max(1, r_k), where f is the frozen
+    conditional (the four parts of the counts path) and r_k = [(W_vk + e_k + beta) / (T_k + e_k
+    + V beta)] / [(W_vk + beta) / (T_k + V beta)], which is > 1 exactly when e_k > 0: g is f
+    plus a short extra part over the topics with e_k > 0, and a draw of k is kept with
+    probability min(1, r_k).  With one token in the entry this is the own-topic rejection of
+    ``_draw_live_counts``, with the same random draws."""
+    cdef int K = a.K, k, i, ni = 0, ne = 0
+    cdef const int32_t* Wv = a.W + <int64_t> v * K
+    cdef double tot = 0.0, sd = 0.0, u, qw, sb, wk, ext = 0.0, tk
+    cdef double* ec = cum + (K + 1)
+    if a.dense:
+        for k in range(K):
+            if dl[k] != 0:
+                wk = (Wv[k] + dl[k] + a.beta) / (a.tot[k] + dl[k])
+            else:
+                wk = (Wv[k] + a.beta) * a.inv_tot[k]
+            tot += (nd[k] + a.alpha[k]) * wk
+            cum[k] = tot
+        return _search(cum, K, sc_uniform(state) * tot)
+    for i in range(nds):
+        k = dset[i]
+        if dl[k] > 0:
+            tk = a.tot[k]
+            ext += (nd[k] + a.alpha[k]) * ((Wv[k] + dl[k] + a.beta) / (tk + dl[k])
+                                           - (Wv[k] + a.beta) * a.inv_tot[k])
+            ec[ne] = ext
+            etop[ne] = k
+            ne += 1
+    ni = _doc_word_part(a, nd, act, na, Wv, v, cum, itop, &sd)
+    sb = a.beta * sdb
+    qw = a.Qw[v]
+    tot = sd + sb + qw + a.Qs
+    while True:
+        u = sc_uniform(state) * (tot + ext)
+        if u >= tot:
+            return etop[_scan(ec, ne, u - tot)]
+        if u < sd:
+            k = itop[_scan(cum, ni, u)]
+        else:
+            u -= sd
+            if u < sb:
+                k = _doc_beta_draw(a, nd, act, na, u / a.beta)
+            else:
+                u -= sb
+                if u < qw:
+                    k = _word_draw(a, v, u / qw)
+                else:
+                    k = _smooth_draw(a, (u - qw) / a.Qs)
+        if dl[k] >= 0:
+            return k
+        if sc_uniform(state) < ((Wv[k] + dl[k] + a.beta) / (a.tot[k] + dl[k])) \
+                / ((Wv[k] + a.beta) * a.inv_tot[k]):
             return k
 
 
@@ -373,8 +462,7 @@ cdef inline double _own_accept(const _Args* a, const int32_t* nd, const int32_t*
     if nd[o] > 0:
         r = (nd[o] - 1 + a.alpha[o]) / (nd[o] + a.alpha[o])
     if Wv[o] > 0:
-        r *= ((Wv[o] - 1 + a.beta) / (1.0 / a.inv_tot[o] - 1.0)) \
-            / ((Wv[o] + a.beta) * a.inv_tot[o])
+        r *= _own_ratio(a, Wv, o)
     return r
 
 
@@ -389,8 +477,13 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
     cdef const int32_t* Wv
     cdef double* cb
     cdef double tot, sd, u, ll, qw, sb, sdb = 0.0
-    cdef int ni
+    cdef int ni, nds = 0
     cdef uint64_t state
+    # scratch of the entry's own changes (live_entry): itop holds 5 K int32, see _run_docs
+    cdef int32_t* dl = itop + K
+    cdef int32_t* dmark = itop + 2 * K
+    cdef int32_t* dset = itop + 3 * K
+    cdef int32_t* etop = itop + 4 * K
     if t1 == t0:
         if a.ll_doc != NULL:
             a.ll_doc[d] = 0.0
@@ -415,19 +508,31 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
             v = a.indices[j]
             if a.mode == 1 and a.counts:
                 # LIVE counts: n_dk without the token, updated token by token; W, T frozen
+                # (with ``live_entry`` up to the entry's own changes dl, topics dset)
                 for r in range(c):
                     old = z[t]
                     _nd_remove(nd, act, pos, &na, old)
                     sdb -= a.inv_tot[old]
                     if na == 0:
                         sdb = 0.0
-                    k = _draw_live_counts(a, nd, act, na, sdb, cum, itop, v, old, &state)
+                    if a.live_entry and c > 1:
+                        # (one token: the own-topic rejection below, the same draws)
+                        _dl_add(dl, dmark, dset, &nds, old, -1)
+                        k = _draw_live_entry(a, nd, act, na, sdb, cum, itop, v, dl, dset,
+                                             nds, etop, &state)
+                        _dl_add(dl, dmark, dset, &nds, k, 1)
+                    else:
+                        k = _draw_live_counts(a, nd, act, na, sdb, cum, itop, v, old, &state)
                     _nd_add(nd, act, pos, &na, k)
                     sdb += a.inv_tot[k]
                     if k != old and it == a.n_inner - 1:
                         changed += 1
                     z[t] = <zint_t> k
                     t += 1
+                for i in range(nds):
+                    dl[dset[i]] = 0
+                    dmark[dset[i]] = 0
+                nds = 0
                 continue
             if a.mode == 1:  # LIVE: n_dk without the token, updated token by token
                 for r in range(c):
@@ -591,9 +696,13 @@ cdef object _run_docs(_Args* a, zint_t[::1] z, const uint64_t[::1] keys, int n_t
         act = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
         pos = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
         cum = <double*> sc_thread_malloc(2 * (K + 1) * sizeof(double))
-        itop = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
+        # itop: the document-word topics, then the entry scratch of live_entry (dl, marks,
+        # topics, extra-part topics; dl and the marks all zero between entries)
+        itop = <int32_t*> sc_thread_malloc(5 * K * sizeof(int32_t))
         if nd != NULL:
             memset(nd, 0, K * sizeof(int32_t))
+        if itop != NULL:
+            memset(itop, 0, 5 * K * sizeof(int32_t))
         for d in prange(D, schedule="dynamic", chunksize=16):
             if nd == NULL or act == NULL or pos == NULL or cum == NULL or itop == NULL:
                 fails += 1
@@ -696,6 +805,8 @@ def sample_sweep(
     a.counts = 0
     a.seq_init = seq_init
     a.exclude_own = 0
+    a.live_entry = 0
+    a.tot = NULL
     return _run_docs(&a, z, keys, n_threads)
 
 
@@ -814,6 +925,7 @@ def sample_sweep_counts(
     bint dense=False,              # every topic (the tables may then be empty)
     int mode=0,                    # FROZEN (0): n_dk of the previous sweep; LIVE (1): live
     bint exclude_own=False,        # LIVE only: the token's previous topic out of W_vk and T_k
+    bint live_entry=False,         # LIVE with exclude_own: W_vk, T_k follow the entry's tokens
 ):
     """One sweep with the word weights w_vk = (W_vk + beta) / (T_k + V beta) given by
     the counts (stochastic EM), from the three-part decomposition
@@ -845,6 +957,8 @@ def sample_sweep_counts(
     cdef _Args a
     if mode not in (0, 1):
         raise ValueError("bad mode")
+    if live_entry and not (exclude_own and mode == 1):
+        raise ValueError("live_entry needs mode=LIVE and exclude_own")
     if exclude_own and n_inner != 1:
         raise ValueError("exclude_own needs one inner sweep (the read buffer counts the "
                          "assignments on entry)")
@@ -903,8 +1017,12 @@ def sample_sweep_counts(
     a.counts = 1
     a.seq_init = 0
     a.exclude_own = exclude_own
+    a.live_entry = live_entry
     a.W = &W[0, 0] if V > 0 else NULL
     a.inv_tot = &inv_tot[0]
+    tot_ = np.ascontiguousarray(1.0 / np.asarray(inv_tot))
+    cdef const double[::1] totv = tot_
+    a.tot = &totv[0]
     a.beta = beta
     a.wptr = &wptr[0] if not dense else NULL
     a.wlen = &wlen[0] if (V > 0 and not dense) else NULL

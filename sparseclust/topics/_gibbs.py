@@ -74,7 +74,7 @@ class GibbsResult:
     doc_topic : ndarray (D, K) or None
         The saved sweeps' average document-topic counts N_dk.
     n_tokens : int
-    z : ndarray of uint16 (uint32 for K > 65535) (n_tokens,) or None
+    z : ndarray of uint8, uint16 or uint32 (the smallest that holds K topics) (n_tokens,) or None
         The token assignments after the last sweep, in the token order of
         :func:`~sparseclust.topics._sem.token_layout` (with ``return_z``): the chain state a
         later visit of the same documents continues from (``z_init``).

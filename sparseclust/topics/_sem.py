@@ -7,14 +7,16 @@ Every sweep draws one topic per token.  With ``doc_counts='frozen'`` (the paper'
 
 with all counts read from the previous sweep's assignments (the read buffer).  With
 ``doc_counts='live'`` (the default) the word-topic counts W and totals T are still those of the
-previous sweep, but the document's own counts are updated token by token and the token's own
-previous topic z' is left out of every count:
+previous sweep, but the document's own counts are updated token by token, and W and T follow
+the token's own entry (d, v): the previous topics of the entry's tokens up to and including
+this one are left out and the new topics of its earlier tokens are counted:
 
-    p(z_dn = k)  propto  (D_dk^{-dn} + alpha) (W_kv - [k = z'] + beta) / (T_k - [k = z'] + V beta),
+    p(z_dn = k)  propto  (D_dk^{-dn} + alpha) (W_kv + e_k + beta) / (T_k + e_k + V beta),
 
-the collapsed Gibbs conditional with the word-topic counts one sweep old (close to
-approximate distributed LDA, Newman et al. 2009).  Either way the documents are independent
-within a sweep.  The sampling kernel is :mod:`sparseclust._kernels._sampler`.
+e the entry's change so far (e = -[k = z'] for its first token, z' the token's previous
+topic): the collapsed Gibbs conditional with the other documents' word-topic counts one sweep
+old (close to approximate distributed LDA, Newman et al. 2009).  Either way the documents are
+independent within a sweep.  The sampling kernel is :mod:`sparseclust._kernels._sampler`.
 """
 
 import numbers
@@ -86,7 +88,11 @@ def _seed(rng):
 
 
 def _z_dtype(K):
-    return np.uint16 if K <= np.iinfo(np.uint16).max else np.uint32
+    """The smallest unsigned type that holds the topics 0..K-1 (1, 2 or 4 bytes per token)."""
+    for dt in (np.uint8, np.uint16):
+        if K <= np.iinfo(dt).max + 1:
+            return dt
+    return np.uint32
 
 
 def _threads_for(work, n_threads):
@@ -105,9 +111,10 @@ class _Sampler:
     (:func:`_sampler.build_alias`); the dense sampler evaluates every topic.
     """
 
-    def __init__(self, V, K, alpha, dense, n_threads, live=False, exclude_own=False):
+    def __init__(self, V, K, alpha, dense, n_threads, live=False, exclude_own=False,
+                 live_entry=False):
         self.V, self.K, self.dense, self.n_threads = V, K, dense, n_threads
-        self.live, self.exclude_own = live, exclude_own
+        self.live, self.exclude_own, self.live_entry = live, exclude_own, live_entry
         self.alpha = np.full(K, alpha, dtype=np.float64)
         self.w = None
         self.prob, self.alias, self.Q = _EMPTY2F, _EMPTY2I, _EMPTY1
@@ -193,7 +200,7 @@ class _Sampler:
                 self.alpha, wptr, wlen, wtop, wprob, walias, Qw, sprob, salias, Qs,
                 n_inner, n_burn, seed, sweep, acc, Wout, ll_doc, nt, dense=self.dense,
                 mode=_sampler.LIVE if self.live else _sampler.FROZEN,
-                exclude_own=self.exclude_own,
+                exclude_own=self.exclude_own, live_entry=self.live_entry,
             )
         return _sampler.sample_sweep(
             lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, self._weights(), self.alpha,
@@ -254,18 +261,21 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     where D_dk, W_kv, T_k are the document-topic, word-topic and topic counts of the
     *previous* sweep's assignments (the read buffer, frozen during the sweep), the token's
     own topic included.  ``doc_counts='live'`` (default) keeps W and T frozen but updates the
-    document's counts token by token and leaves the token's previous topic z' out of all
-    counts,
+    document's counts token by token, and lets W and T follow the token's own entry (d, v),
+    the tokens of word v in document d:
 
-        p(z_dn = k)  propto  (D_dk^{-dn} + alpha) (W_kv - [k = z'] + beta)
-                             / (T_k - [k = z'] + V beta),
+        p(z_dn = k)  propto  (D_dk^{-dn} + alpha) (W_kv + e_k + beta) / (T_k + e_k + V beta),
 
     D^{-dn} the counts of the document's other tokens (new topics before dn, previous ones
-    after it): the document's counts are those of collapsed Gibbs sampling, the word-topic
-    counts are one sweep old (close to approximate distributed LDA, Newman et al. 2009, with
-    one document per processor, except that the document's new topics enter W and T only at
-    the end of the sweep).  On a validation split of 20 Newsgroups it reached a given
-    held-out score in fewer sweeps (``doc/sem.md``).  In both forms a document is processed
+    after it) and e the entry's change so far, its earlier tokens' new topics counted and the
+    previous topics of its tokens up to dn left out (e = -[k = z'] for the entry's first
+    token, z' its previous topic).  The document's counts and the counts of its own word are
+    those of collapsed Gibbs sampling, the other documents' word-topic counts are one sweep
+    old (close to approximate distributed LDA, Newman et al. 2009, with one document per
+    processor, except that the document's new topics enter the other words' counts only at the
+    end of the sweep).  On a validation split of 20 Newsgroups it reached a given held-out
+    score in fewer sweeps than the frozen sweep, and counting the entry's tokens in fewer
+    sweeps than leaving out only the token's own topic (``doc/sem.md``).  In both forms a document is processed
     by one thread and reads nothing another document writes, so the documents of a sweep run
     in parallel (OpenMP) without locks and the result does not depend on the number of
     threads.  The new word-topic counts are those of the new assignments, counted once the
@@ -300,11 +310,12 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         (the measured crossover, ``doc/sem.md``).
     doc_counts : {'live', 'frozen'}, default='live'
         Counts a token reads in ``fit`` (and in the first minibatch of :meth:`partial_fit`):
-        'live' = its document's counts updated token by token, and its own previous topic
-        left out of the word-topic counts W and totals T of the previous sweep (with the
-        alias sampler a draw of the previous topic z' is kept with probability
-        [(W_{z'v} - 1 + beta) / (T_{z'} - 1 + V beta)] / [(W_{z'v} + beta) / (T_{z'} + V beta)],
-        else redrawn: exact rejection sampling); 'frozen' = every count from the previous sweep,
+        'live' = its document's counts updated token by token, and the word-topic counts W
+        and totals T of the previous sweep corrected by its entry's change e (see above; with
+        the alias sampler the draw is from the previous sweep's conditional plus a part over
+        the topics with e_k > 0, and a draw of a topic with e_k < 0 is kept with probability
+        [(W_kv + e_k + beta) / (T_k + e_k + V beta)] / [(W_kv + beta) / (T_k + V beta)], else
+        redrawn: exact rejection sampling); 'frozen' = every count from the previous sweep,
         the token's own topic included (Zaheer & Kottur's fully double-buffered sweep).
         Fold-in (:meth:`transform`, later minibatches) is not affected.
     algorithm : {'batch', 'online'}, default='batch'
@@ -459,9 +470,10 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
 
     def _sampler_args(self, n_threads):
         """Arguments of :class:`_Sampler` after V: K, alpha, dense, threads, live document
-        counts, the token's own topic out of W and T (both with ``doc_counts='live'``)."""
+        counts, the token's own topic out of W and T, W and T following the token's entry
+        (all three with ``doc_counts='live'``)."""
         live = self.doc_counts == "live"
-        return (self.n_components, self._alpha(), self._dense(), n_threads, live, live)
+        return (self.n_components, self._alpha(), self._dense(), n_threads, live, live, live)
 
     def _new_sampler(self, V):
         return _Sampler(V, *self._sampler_args(effective_n_threads(self.n_threads)))
