@@ -275,9 +275,10 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     processor, except that the document's new topics enter the other words' counts only at the
     end of the sweep).  On a validation split of 20 Newsgroups it reached a given held-out
     score in fewer sweeps than the frozen sweep, and counting the entry's tokens in fewer
-    sweeps than leaving out only the token's own topic (``doc/sem.md``).  In both forms a document is processed
-    by one thread and reads nothing another document writes, so the documents of a sweep run
-    in parallel (OpenMP) without locks and the result does not depend on the number of
+    sweeps than leaving out only the token's own topic (``doc/sem.md``).  In both forms a
+    document is processed by one thread and reads nothing another document writes, so the
+    documents of a sweep run in parallel (OpenMP) without locks and the result does not
+    depend on the number of
     threads.  The new word-topic counts are those of the new assignments, counted once the
     sweep is done.  Sampling cost per token does not grow with K (``sampler='alias'``): with
     w_kv = (W_kv + beta) / (T_k + V beta), the conditional is the
