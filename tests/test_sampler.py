@@ -560,19 +560,23 @@ def test_live_entry_token_sees_its_entry_like_collapsed_gibbs(dense, r):
     assert chisquare(counts, (q / q.sum(1, keepdims=True)).sum(0)).pvalue < 1e-6
 
 
+def _counted_start(X, K):
+    """Token layout, document keys, uniform initial assignments (seed 9) and their word-topic
+    counts: the read buffer of a first counts sweep."""
+    lay = token_layout(X)
+    keys = np.arange(X.shape[0], dtype=np.uint64)
+    z0 = np.zeros(lay.tokptr[-1], np.uint16)
+    _sampler.random_assign(lay.tokptr, z0, keys, 9, K, 1)
+    W = np.zeros((X.shape[1], K), np.int32)
+    _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, W, 1)
+    return lay, keys, z0, W
+
+
 def test_live_entry_single_token_entries_equal_exclude_own():
     # with one token per entry the entry's change is the token's own topic taken out: the
     # same draws as exclude_own alone
     X, _, alpha = _corpus(seed=4)
-    X = sp.csr_array((X > 0).astype(np.float64))
-    D, V = X.shape
-    K = alpha.size
-    lay = token_layout(X)
-    keys = np.arange(D, dtype=np.uint64)
-    z0 = np.zeros(lay.tokptr[-1], np.uint16)
-    _sampler.random_assign(lay.tokptr, z0, keys, 9, K, 1)
-    W = np.zeros((V, K), np.int32)
-    _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, W, 1)
+    lay, keys, z0, W = _counted_start(sp.csr_array((X > 0).astype(np.float64)), alpha.size)
     out = []
     for live_entry in (False, True):
         z = z0.copy()
@@ -587,12 +591,7 @@ def test_live_counts_thread_invariant_and_counts_consistent(dense, live_entry):
     X, _, alpha = _corpus(seed=4)
     D, V = X.shape
     K = alpha.size
-    lay = token_layout(X)
-    keys = np.arange(D, dtype=np.uint64)
-    z0 = np.zeros(lay.tokptr[-1], np.uint16)
-    _sampler.random_assign(lay.tokptr, z0, keys, 9, K, 1)
-    W = np.zeros((V, K), np.int32)
-    _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, W, 1)
+    lay, keys, z0, W = _counted_start(X, K)
     runs = []
     for n_threads in (1, 2, 3):
         z = z0.copy()

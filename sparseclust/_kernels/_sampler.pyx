@@ -328,6 +328,23 @@ cdef inline int _doc_word_part(const _Args* a, const int32_t* nd, const int32_t*
     return ni
 
 
+cdef inline int _live_part_draw(const _Args* a, const int32_t* nd, const int32_t* act, int na,
+                                const double* cum, const int32_t* itop, int ni, double sd,
+                                double sb, double qw, int v, double u) noexcept nogil:
+    """The topic at u in [0, sd + sb + qw + Qs) of the four parts of the live counts path:
+    the document-word part (cumulative sums ``cum`` over topics ``itop``, mass sd), the
+    document's beta part (mass sb), word v's alias table (mass qw), the smoothing table."""
+    if u < sd:
+        return itop[_scan(cum, ni, u)]
+    u -= sd
+    if u < sb:
+        return _doc_beta_draw(a, nd, act, na, u / a.beta)
+    u -= sb
+    if u < qw:
+        return _word_draw(a, v, u / qw)
+    return _smooth_draw(a, (u - qw) / a.Qs)
+
+
 cdef inline double _own_ratio(const _Args* a, const int32_t* Wv, int o) noexcept nogil:
     """[(W_vo - 1 + beta) / (T_o - 1 + V beta)] / [(W_vo + beta) / (T_o + V beta)]: the weight
     of topic o with one of its tokens taken out, relative to the read buffer's (< 1)."""
@@ -367,18 +384,7 @@ cdef inline int _draw_live_counts(const _Args* a, const int32_t* nd, const int32
     tot = sd + sb + qw + a.Qs
     while True:
         u = sc_uniform(state) * tot
-        if u < sd:
-            k = itop[_scan(cum, ni, u)]
-        else:
-            u -= sd
-            if u < sb:
-                k = _doc_beta_draw(a, nd, act, na, u / a.beta)
-            else:
-                u -= sb
-                if u < qw:
-                    k = _word_draw(a, v, u / qw)
-                else:
-                    k = _smooth_draw(a, (u - qw) / a.Qs)
+        k = _live_part_draw(a, nd, act, na, cum, itop, ni, sd, sb, qw, v, u)
         # the acceptance ratio (< 1) only when the own topic is drawn
         if k != old or not a.exclude_own or Wv[old] <= 0 \
                 or sc_uniform(state) < _own_ratio(a, Wv, old):
@@ -433,18 +439,7 @@ cdef inline int _draw_live_entry(const _Args* a, const int32_t* nd, const int32_
         u = sc_uniform(state) * (tot + ext)
         if u >= tot:
             return etop[_scan(ec, ne, u - tot)]
-        if u < sd:
-            k = itop[_scan(cum, ni, u)]
-        else:
-            u -= sd
-            if u < sb:
-                k = _doc_beta_draw(a, nd, act, na, u / a.beta)
-            else:
-                u -= sb
-                if u < qw:
-                    k = _word_draw(a, v, u / qw)
-                else:
-                    k = _smooth_draw(a, (u - qw) / a.Qs)
+        k = _live_part_draw(a, nd, act, na, cum, itop, ni, sd, sb, qw, v, u)
         if dl[k] >= 0:
             return k
         if sc_uniform(state) < ((Wv[k] + dl[k] + a.beta) / (a.tot[k] + dl[k])) \
