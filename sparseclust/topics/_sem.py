@@ -278,11 +278,10 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     sweeps than leaving out only the token's own topic (``doc/sem.md``).  In both forms a
     document is processed by one thread and reads nothing another document writes, so the
     documents of a sweep run in parallel (OpenMP) without locks and the result does not
-    depend on the number of
-    threads.  The new word-topic counts are those of the new assignments, counted once the
-    sweep is done.  Sampling cost per token does not grow with K (``sampler='alias'``): with
-    w_kv = (W_kv + beta) / (T_k + V beta), the conditional is the
-    sum of a document part D_dk w_kv, computed exactly over the topics present in the
+    depend on the number of threads.  The new word-topic counts are those of the new
+    assignments, counted once the sweep is done.  Sampling cost per token does not grow with
+    K (``sampler='alias'``): with w_kv = (W_kv + beta) / (T_k + V beta), the conditional is
+    the sum of a document part D_dk w_kv, computed exactly over the topics present in the
     document, a word part alpha W_kv / (T_k + V beta), drawn from a Walker/Vose alias table
     over the word's non-zero counts, and a smoothing part alpha beta / (T_k + V beta), drawn
     from one alias table over the K topics; the tables are built once per sweep in
