@@ -458,6 +458,22 @@ def _live_problem():
     return W, beta, alpha
 
 
+_LIVE_INIT = np.array([2, 0, 4, 4, 2], np.uint16)  # previous topics of the document's tokens
+_LIVE_D = 20000
+
+
+def _replicated_live_sweep(**kw):
+    """One counts sweep over 20000 copies of the document [word 0 once, word 3 four times]
+    (previous topics ``_LIVE_INIT``), each with its own random stream: returns the read
+    buffer W, beta, alpha, the totals T and the new topics (D, 5)."""
+    W, beta, alpha = _live_problem()
+    X = sp.csr_array(np.tile(np.array([1.0, 0.0, 0.0, 4.0, 0.0]), (_LIVE_D, 1)))
+    z = np.tile(_LIVE_INIT, _LIVE_D)
+    _sweep_counts_live(token_layout(X), z, np.arange(_LIVE_D, dtype=np.uint64), W, beta,
+                       alpha, **kw)
+    return W, beta, alpha, W.sum(0).astype(np.float64), z.reshape(_LIVE_D, 5).astype(np.int64)
+
+
 @pytest.mark.parametrize("dense", [False, True])
 @pytest.mark.parametrize("mode, exclude_own", [(LIVE, True), (LIVE, False), (FROZEN, True)])
 def test_counts_first_token_follows_the_conditional_without_its_own_topic(dense, mode,
@@ -467,20 +483,13 @@ def test_counts_first_token_follows_the_conditional_without_its_own_topic(dense,
     # V beta), e = [k = o] with exclude_own, n^{-0} the counts of the document's other tokens
     # (LIVE; FROZEN with exclude_own takes the token out of the previous sweep's n_d, the same
     # counts for the first token)
-    W, beta, alpha = _live_problem()
+    W, beta, alpha, T, zz = _replicated_live_sweep(dense=dense, exclude_own=exclude_own,
+                                                   mode=mode)
     V, K = W.shape
-    T = W.sum(0).astype(np.float64)
-    D = 20000
-    row = np.array([1.0, 0.0, 0.0, 4.0, 0.0])
-    X = sp.csr_array(np.tile(row, (D, 1)))
-    lay = token_layout(X)
-    init = np.array([2, 0, 4, 4, 2], np.uint16)
-    z = np.tile(init, D)
-    _sweep_counts_live(lay, z, np.arange(D, dtype=np.uint64), W, beta, alpha, dense=dense,
-                       exclude_own=exclude_own, mode=mode)
+    D, init = _LIVE_D, _LIVE_INIT
     e = (np.arange(K) == 2).astype(np.float64)
     rest = np.bincount(init[1:], minlength=K)
-    counts = np.bincount(z[::5].astype(np.int64), minlength=K)
+    counts = np.bincount(zz[:, 0], minlength=K)
 
     def cond(nd, ex):
         return (nd + alpha) * (W[0] - ex + beta) / (T - ex + V * beta)
@@ -498,16 +507,9 @@ def test_live_counts_last_token_given_the_new_topics_before_it(dense):
     # the last token (word 3) sees the new topics of the four tokens drawn before it in the
     # same sweep: pooled over documents, its topic frequencies match the sum of the exact
     # conditionals given each document's new topics (a conservative Pearson test)
-    W, beta, alpha = _live_problem()
+    W, beta, alpha, T, zz = _replicated_live_sweep(dense=dense)
     V, K = W.shape
-    T = W.sum(0).astype(np.float64)
-    D = 20000
-    X = sp.csr_array(np.tile(np.array([1.0, 0.0, 0.0, 4.0, 0.0]), (D, 1)))
-    lay = token_layout(X)
-    init = np.array([2, 0, 4, 4, 2], np.uint16)
-    z = np.tile(init, D)
-    _sweep_counts_live(lay, z, np.arange(D, dtype=np.uint64), W, beta, alpha, dense=dense)
-    zz = z.reshape(D, 5).astype(np.int64)
+    D, init = _LIVE_D, _LIVE_INIT
     nd = np.zeros((D, K))
     np.add.at(nd, (np.repeat(np.arange(D), 4), zz[:, :4].ravel()), 1)
     e = (np.arange(K) == 2).astype(np.float64)
@@ -532,17 +534,9 @@ def test_live_entry_token_sees_its_entry_like_collapsed_gibbs(dense, r):
     # 0..r plus the new topics of its tokens 0..r-1, and n_d^{-dn} the document's other
     # tokens: pooled over documents, the frequencies of its topic match the sum of these
     # exact conditionals given each document's draws (a conservative Pearson test)
-    W, beta, alpha = _live_problem()
+    W, beta, alpha, T, zz = _replicated_live_sweep(dense=dense, live_entry=True)
     V, K = W.shape
-    T = W.sum(0).astype(np.float64)
-    D = 20000
-    X = sp.csr_array(np.tile(np.array([1.0, 0.0, 0.0, 4.0, 0.0]), (D, 1)))
-    lay = token_layout(X)
-    init = np.array([2, 0, 4, 4, 2], np.uint16)
-    z = np.tile(init, D)
-    _sweep_counts_live(lay, z, np.arange(D, dtype=np.uint64), W, beta, alpha, dense=dense,
-                       live_entry=True)
-    zz = z.reshape(D, 5).astype(np.int64)
+    D, init = _LIVE_D, _LIVE_INIT
     t = 1 + r  # token index in the document (token 0 is word 0)
     others = np.hstack([zz[:, :t], np.tile(init[t + 1:], (D, 1))])
     nd = np.zeros((D, K))

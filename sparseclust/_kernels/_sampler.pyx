@@ -461,6 +461,14 @@ cdef inline double _own_accept(const _Args* a, const int32_t* nd, const int32_t*
     return r
 
 
+cdef inline bint _frozen_keep(const _Args* a, const int32_t* nd, const int32_t* Wv, int k,
+                              int old, uint64_t* state) noexcept nogil:
+    """FROZEN counts: keep the draw k of a token whose previous topic is ``old`` (with
+    ``exclude_own`` a draw of k = old is kept with probability ``_own_accept``; a uniform is
+    consumed only then)."""
+    return not a.exclude_own or k != old or sc_uniform(state) < _own_accept(a, nd, Wv, k)
+
+
 cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t* nd,
                   int32_t* act, int32_t* pos, double* cum, int32_t* itop) noexcept nogil:
     """Process document d (n_inner sweeps over its tokens); returns the number of tokens whose
@@ -553,8 +561,7 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
                 for r in range(c):
                     while True:
                         k = _search(cum, K, sc_uniform(&state) * tot)
-                        if not a.exclude_own or k != z[t] \
-                                or sc_uniform(&state) < _own_accept(a, nd, Wv, k):
+                        if _frozen_keep(a, nd, Wv, k, z[t], &state):
                             break
                     if k != z[t] and it == a.n_inner - 1:
                         changed += 1
@@ -595,8 +602,7 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
                                     k = _word_draw(a, v, u / qw)
                                 else:
                                     k = _smooth_draw(a, (u - qw) / a.Qs)
-                        if not a.exclude_own or k != z[t] \
-                                or sc_uniform(&state) < _own_accept(a, nd, Wv, k):
+                        if _frozen_keep(a, nd, Wv, k, z[t], &state):
                             break
                     if k != z[t] and it == a.n_inner - 1:
                         changed += 1
