@@ -6,7 +6,9 @@ paper's alpha = 50 / K at the largest K for StochasticEMLDA and tomotopy):
 
 * ``sem-1t``, ``sem-2t``: StochasticEMLDA (sampler 'auto'), 1 and 2 OpenMP threads;
 * ``tomotopy``: tomotopy ``LDAModel`` (collapsed Gibbs, one thread, ``optim_interval=0``),
-  5 sweeps per step;
+  5 sweeps per step; scored with its own topic-word distributions and, as ``curve_rb``, with
+  the Rao-Blackwellized topics of its assignments (StochasticEMLDA's estimator applied to the
+  peer's sample, computed by this library's kernel);
 * ``lda``: the ``lda`` package (collapsed Gibbs, one sweep per step through its
   ``_sample_topics``);
 * ``sparselda``: SparseLDA, memoized, L = 8, one thread.
@@ -17,7 +19,9 @@ Measured, per K:
   includes the word weights, the alias tables and the log joint likelihood);
 * held-out document completion (:func:`sparseclust.metrics.document_completion_score`, the
   scorer of ``bench_lda_heldout.py``: same split, same alpha) at geometric checkpoints of
-  training time; the scoring time is excluded from each method's clock;
+  training time; the scoring time is excluded from each method's clock; StochasticEMLDA is
+  scored with the topics its ``fit`` returns (Rao-Blackwellized counts, their computation
+  inside the clock of the checkpoint) and, as ``curve_sample``, with the last sample's counts;
 * the peak memory of a 3-sweep StochasticEMLDA fit (one thread) in a fresh subprocess per K:
   the peak resident set size above the loaded corpus (``--memory-only`` measures only this),
   and the peak of numpy's allocations (tracemalloc).
@@ -84,6 +88,30 @@ class TomotopyAlpha(Tomotopy):
                 self.model.add_doc(words)
         self.model.train(0, workers=self.threads)
         self.cols = np.array([int(w) for w in self.model.used_vocabs])
+        self.rb = []  # (CPU seconds of the estimate, its topics' held-out score)
+
+    def rao_blackwell(self, clock):
+        """The Rao-Blackwellized topics of tomotopy's current assignments (the estimator
+        StochasticEMLDA returns, applied to the peer's sample: Papanikolaou et al. show it
+        applies to any collapsed Gibbs sampler), and the ``clock`` seconds of computing them
+        once the assignments are read out of tomotopy (the read-out is not timed)."""
+        from sparseclust._kernels import _sampler
+        from sparseclust.topics._sem import TokenLayout, _RaoBlackwell
+
+        words = [np.asarray(d.words, dtype=np.int32) for d in self.model.docs]
+        z = np.concatenate([np.asarray(d.topics) for d in self.model.docs]).astype(np.uint16)
+        tok = np.zeros(len(words) + 1, np.int64)
+        np.cumsum([w.size for w in words], out=tok[1:])
+        lay = TokenLayout(tok, np.concatenate(words), np.ones(z.size, np.int32), tok)
+        t0 = clock()
+        W = np.zeros((self.cols.size, self.K), np.int32)
+        _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, 1)
+        R = _RaoBlackwell(self.K, BETA, np.full(self.K, self.alpha), 1, W=W).add(
+            lay, z).result()
+        dt = clock() - t0
+        phi = np.full((self.K, self.V), BETA)
+        phi[:, self.cols] += R.T
+        return phi / phi.sum(axis=1, keepdims=True), dt
 
 
 class LdaPackage:
@@ -125,19 +153,32 @@ CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 def run_sem(X, K, alpha, seed, threads, recorder, budget, clock=time.perf_counter):
     """StochasticEMLDA until ``budget`` seconds of ``clock``; tokens/s of a sweep on the same
-    clock (the time between two callbacks, the scoring excluded)."""
+    clock (the time between two callbacks, the scoring excluded).
+
+    The curve scores the topics ``fit`` would return if stopped at the checkpoint (the
+    default ``topic_estimate='rao_blackwell'``), at the time of the sweeps so far plus the
+    time of computing that estimate (paid once by a fit that stops there, so it is not added
+    to the later checkpoints); ``curve_sample`` scores the counts of the same assignments
+    (``topic_estimate='sample'``) at the time of the sweeps.
+    """
     model = StochasticEMLDA(K, doc_topic_prior=alpha, topic_word_prior=BETA, max_iter=100000,
                             n_threads=threads, random_state=seed)
     sw = Stopwatch(clock=clock)
     stamps = [0.0]
+    sample = []
 
     def callback(info):
         t = sw.pause()
         stamps.append(t)
         stop = t >= budget
         if recorder.due(t) or stop:
+            t0 = clock()
+            R = info["topic_estimate"]().T + BETA
+            t_rb = clock() - t0
+            recorder.record(t + t_rb, R / R.sum(axis=1, keepdims=True), info["sweep"])
             c = info["word_topic_counts"].T + BETA
-            recorder.record(t, c / c.sum(axis=1, keepdims=True), info["sweep"])
+            sample.append((t, float(recorder.scorer(c / c.sum(axis=1, keepdims=True))),
+                           info["sweep"], t_rb))
         sw.resume()
         return stop
 
@@ -146,7 +187,8 @@ def run_sem(X, K, alpha, seed, threads, recorder, budget, clock=time.perf_counte
     n_tokens = float(X.sum())
     # the first interval also holds the initialization (token layout, random assignment)
     tps = n_tokens / np.diff(stamps[1:]) if len(stamps) > 2 else n_tokens / np.diff(stamps)
-    return {"tokens_per_s": float(np.median(tps)), "sweeps": len(stamps) - 1}
+    return {"tokens_per_s": float(np.median(tps)), "sweeps": len(stamps) - 1,
+            "curve_sample": sample}
 
 
 def timed_stepper(runner, recorder, budget, n_tokens, sweeps_per_step, clock=time.perf_counter):
@@ -385,7 +427,19 @@ def main(argv=None):
                            clock)
         elif method == "tomotopy":
             runner = TomotopyAlpha(X_train, K, args.seed + 1, 1, alpha)
+            topics = runner.topics
+
+            def topics_and_rb(runner=runner, topics=topics, scorer=scorer, clock=clock):
+                phi, dt = runner.rao_blackwell(clock)
+                runner.rb.append((dt, float(scorer(phi))))
+                return topics()
+
+            runner.topics = topics_and_rb
             info = timed_stepper(runner, rec, args.budget, n_tokens, runner.sweeps, clock)
+            # the same checkpoints with the Rao-Blackwellized topics, at their time plus the
+            # estimate's (as StochasticEMLDA's curve is recorded)
+            info["curve_rb"] = [(t + dt, sc, u) for (t, _, u), (dt, sc) in
+                                zip(rec.curve, runner.rb)]
         elif method == "lda":
             runner = LdaPackage(X_train, K, args.seed, 1, alpha)
             info = timed_stepper(runner, rec, args.budget, n_tokens, 1, clock)

@@ -17,14 +17,19 @@ Variants (the flags of :class:`sparseclust.topics._sem._Sampler`):
   n_d, W and T (each token from its collapsed conditional given the others' previous topics);
 * ``tomotopy``: tomotopy ``LDAModel`` (collapsed Gibbs, one thread, ``optim_interval=0``).
 
-alpha = 0.5 / K, beta = 0.1; the last 1500 training posts (of the benchmark's shuffled order)
-are the validation documents, the others the training documents; held-out document completion
-as in ``bench_sem.py``; CPU seconds of the training (scoring excluded).
+alpha = 0.5 / K, beta = 0.1; the last 1500 training documents (of the benchmark's shuffled
+order) are the validation documents, the others the training documents (20 Newsgroups, or
+the IMDB ``train`` reviews with the sixth argument ``imdb``); held-out document completion as
+in ``bench_sem.py``; CPU seconds of the training (scoring excluded).  The StochasticEMLDA
+variants are scored with the topics of the last sample's counts and with the
+Rao-Blackwellized topics of the same assignments (``topic_estimate``), whose CPU time is
+stored beside them.
 
 Usage::
 
     python benchmarks/bench_sem_variants.py 400 liveown,frozen,tomotopy 5,10,20,40,80,160 out.json
     python benchmarks/bench_sem_variants.py 100 entry,liveown 20,40,80,160,320 out.json 1  # seed
+    python benchmarks/bench_sem_variants.py 100 entry,tomotopy 10,20,40,80,160 out.json 0 imdb
 """
 
 import json
@@ -36,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import environment, newsgroups_heldout_split  # noqa: E402
+from _common import environment, imdb_heldout_split, newsgroups_heldout_split  # noqa: E402
 from bench_lda_heldout import token_lists  # noqa: E402
 
 from sparseclust import StochasticEMLDA  # noqa: E402
@@ -52,7 +57,9 @@ def main(argv):
     K, variants, checkpoints, out = int(argv[0]), argv[1].split(","), \
         [int(c) for c in argv[2].split(",")], argv[3]
     seed = int(argv[4]) if len(argv) > 4 else 0  # of the samplers (tomotopy: seed + 1)
-    X_train, _, _ = newsgroups_heldout_split(seed=0, n_test=1000)
+    corpus = argv[5] if len(argv) > 5 else "20newsgroups"
+    split = {"20newsgroups": newsgroups_heldout_split, "imdb": imdb_heldout_split}[corpus]
+    X_train, _, _ = split(seed=0, n_test=1000)
     Xv, Xt = X_train[-1500:], X_train[:-1500]
     alpha, beta = 0.5 / K, 0.1
 
@@ -61,9 +68,11 @@ def main(argv):
                                          doc_topic_prior=alpha, n_threads=1)
 
     res = {"environment": environment(), "load_start": os.getloadavg(), "K": K,
-           "seed": seed, "alpha": alpha, "beta": beta, "n_train": Xt.shape[0],
+           "seed": seed, "corpus": corpus, "alpha": alpha, "beta": beta, "n_train": Xt.shape[0],
            "n_validation": Xv.shape[0],
-           "columns": "sweep, CPU seconds, held-out score[, log joint]", "curves": {}}
+           "columns": "sweep, CPU seconds, held-out score[, log joint, held-out score of the "
+                      "Rao-Blackwellized topics (topic_estimate='rao_blackwell'), CPU seconds "
+                      "of computing them]", "curves": {}}
     for var in variants:
         curve = []
         if var == "tomotopy":
@@ -101,8 +110,12 @@ def main(argv):
                 st["cpu"] += time.process_time() - st["t"]
                 if info["sweep"] in checkpoints:
                     c = info["word_topic_counts"].T + beta
+                    t0 = time.process_time()
+                    R = info["topic_estimate"]().T + beta  # Rao-Blackwellized counts
+                    rb_cpu = time.process_time() - t0
                     curve.append((info["sweep"], st["cpu"],
-                                  score(c / c.sum(1, keepdims=True)), info["log_joint"]))
+                                  score(c / c.sum(1, keepdims=True)), info["log_joint"],
+                                  score(R / R.sum(1, keepdims=True)), rb_cpu))
                     print(var, curve[-1], flush=True)
                 st["t"] = time.process_time()
 

@@ -742,6 +742,22 @@ def _sem_sweep(part, z, offset, W, word_totals, sampler_args, beta, seed, sweep)
     return z, (sp.csr_array(Wout, dtype=np.int64), float(ll_doc.sum()), int(changed))
 
 
+def _sem_rb(part, z, W, beta, alpha, n_threads):
+    """The Rao-Blackwellized word-topic counts (V, K) float32 of one partition's assignments
+    z given the whole-data counts W (``StochasticEMLDA(topic_estimate='rao_blackwell')``)."""
+    from .topics._sem import _RaoBlackwell, token_layout
+
+    return _RaoBlackwell(W.shape[1], beta, alpha, n_threads, W=W).add(
+        token_layout(part), z).result()
+
+
+def _sum_arrays(*arrays):
+    out = arrays[0].copy()
+    for a in arrays[1:]:
+        out += a
+    return out
+
+
 def _first(pair):
     return pair[0]
 
@@ -835,7 +851,24 @@ def fit_sem(est, X, callback):
             runner, _sem_sweep, [(zs[i], int(offsets[i])) for i in range(len(zs))],
             (state["W"], word_totals, sampler_args, beta, seed, it))
         W = _value(runner, state["W"])
+        state["W_local"] = W
         return W, smp.set_weights_from_counts(W, beta, word_totals) + float(ll_docs), changed
 
+    def estimate(final=False):
+        import dask
+
+        if est.topic_estimate == "sample":
+            return state["W_local"]
+        if final:
+            smp.release_tables()
+        parts = [dask.delayed(_sem_rb, pure=False)(runner.parts[i], state["zs"][i], state["W"],
+                                                   beta, smp.alpha, n_threads)
+                 for i in range(len(runner.parts))]
+        total = _tree(parts, _sum_arrays)
+        if runner.client is not None:
+            return runner.client.compute(total).result()
+        return dask.compute(total)[0]
+
     return run_sweeps(est, sweep, n_tokens=N, n_docs=D, rng=rng,
-                      elapsed=time.perf_counter() - t_start, callback=callback)
+                      elapsed=time.perf_counter() - t_start, callback=callback,
+                      estimate=estimate)

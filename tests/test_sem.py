@@ -107,7 +107,16 @@ def test_log_joint_matches_numpy_formula(big):
     np.add.at(Dk, (doc, z), 1)
     Wk = np.zeros((4, 15))
     np.add.at(Wk, (z, word), 1)
-    np.testing.assert_allclose(m.components_, Wk + 0.1)
+    # topic_estimate='sample': the counts of the final assignments; the default: their
+    # Rao-Blackwellized counts (the kernel is checked against numpy in test_sampler.py)
+    sample = StochasticEMLDA(4, max_iter=3, doc_topic_prior=0.3, random_state=0,
+                             topic_estimate="sample").fit(X)
+    np.testing.assert_allclose(sample.components_, Wk + 0.1)
+    R = _sem._RaoBlackwell(4, 0.1, np.full(4, 0.3), 1, W=np.ascontiguousarray(
+        Wk.T, dtype=np.int32)).add(lay, captured["z"]).result()
+    np.testing.assert_array_equal(m.components_, R.T + 0.1)
+    assert np.abs(m.components_ - sample.components_).max() > 0.1
+    assert sample.log_joint_ == m.log_joint_  # the estimate does not touch the sampling
     a, b, V, K = 0.3, 0.1, 15, 4
     ref = (gammaln(K * a) - gammaln(Dk.sum(1) + K * a)).sum()
     ref += (gammaln(Dk + a) - gammaln(a)).sum()
@@ -120,7 +129,10 @@ def test_fitted_state_is_the_int32_counts():
     # the fitted model holds the counts W (V, K) only; components_ and
     # topic_word_distribution_ are derived from them on access, and survive pickling
     X, _ = planted_corpus(seed=1, K=5, block=6, D=60, length=40)
-    m = StochasticEMLDA(5, max_iter=5, random_state=0).fit(X)
+    rb = StochasticEMLDA(5, max_iter=5, random_state=0).fit(X)
+    assert rb._word_topic.dtype == np.float32 and rb._word_topic.shape == (X.shape[1], 5)
+    np.testing.assert_allclose(rb._word_topic.sum(axis=1), X.sum(axis=0), rtol=1e-5)
+    m = StochasticEMLDA(5, max_iter=5, random_state=0, topic_estimate="sample").fit(X)
     W = m._word_topic
     assert W.dtype == np.int32 and W.shape == (X.shape[1], 5)
     assert W.sum() == X.sum()
@@ -211,10 +223,11 @@ def test_live_fit_equals_numpy_reference():
     X[4] = 0  # an empty document
     ref = _live_fit_reference(X, 4, 0.3, 0.1, 7, 3)
     m = StochasticEMLDA(4, max_iter=3, doc_topic_prior=0.3, sampler="dense",
-                        random_state=7).fit(X)
+                        random_state=7, topic_estimate="sample").fit(X)
     np.testing.assert_array_equal(m._word_topic, ref)
     frozen = StochasticEMLDA(4, max_iter=3, doc_topic_prior=0.3, sampler="dense",
-                             doc_counts="frozen", random_state=7).fit(X)
+                             doc_counts="frozen", random_state=7,
+                             topic_estimate="sample").fit(X)
     assert not np.array_equal(frozen._word_topic, ref)
     # the reference can fail: leaving out only the token's own topic gives other counts
     assert not np.array_equal(_live_fit_reference(X, 4, 0.3, 0.1, 7, 3, entry=False), ref)
@@ -320,6 +333,54 @@ def test_partial_fit_and_online_fit_recover_topics():
     np.testing.assert_array_equal(o.components_, m.components_)
 
 
+def test_rao_blackwell_topics_closer_to_the_planted_ones():
+    # the same assignments (same random_state) scored two ways: the Rao-Blackwellized topics
+    # average each token's conditional instead of keeping its one draw, so they are nearer to
+    # the planted topics (mean Hellinger distance) on most seeds; the token mass per word is
+    # the same in both estimates
+    X, topics = planted_corpus(seed=3, K=5, block=20, D=120, length=40, noise=0.05)
+    closer = 0
+    for seed in range(6):
+        rb = StochasticEMLDA(5, max_iter=8, random_state=seed).fit(X)
+        smp = StochasticEMLDA(5, max_iter=8, random_state=seed, topic_estimate="sample").fit(X)
+        np.testing.assert_allclose(rb._word_topic.sum(axis=1), smp._word_topic.sum(axis=1),
+                                   rtol=1e-5)
+        closer += (hellinger_matching(rb.topic_word_distribution_, topics).mean()
+                   < hellinger_matching(smp.topic_word_distribution_, topics).mean())
+    assert closer >= 5
+
+
+def test_online_minibatch_counts_are_rao_blackwellized():
+    # a minibatch's statistic with fixed topics: the conditionals of its saved sweeps'
+    # assignments, averaged, in place of their counts: each word keeps its token mass, the
+    # estimates differ, the step sizes are the same
+    X, _ = planted_corpus(seed=3, K=4, block=10, D=60, length=30)
+    kw = dict(batch_size=30, random_state=0, n_fold_in=6)
+    rb = StochasticEMLDA(4, **kw).partial_fit(X).partial_fit(X)
+    smp = StochasticEMLDA(4, topic_estimate="sample", **kw).partial_fit(X).partial_fit(X)
+    np.testing.assert_allclose(rb._word_topic.sum(axis=1), smp._word_topic.sum(axis=1),
+                               rtol=1e-5)
+    assert np.abs(rb.components_ - smp.components_).max() > 0.1
+    assert [e["rho"] for e in rb.trace_] == [e["rho"] for e in smp.trace_]
+
+
+def test_callback_topic_estimate_is_what_fit_keeps():
+    X, _ = planted_corpus(seed=2, K=4, block=8, D=80, length=30)
+    seen = {}
+
+    def cb(info):
+        seen[info["sweep"]] = info["topic_estimate"]()
+        return info["sweep"] == 3
+
+    m = StochasticEMLDA(4, max_iter=10, random_state=0).fit(X, callback=cb)
+    assert m.n_iter_ == 3
+    np.testing.assert_array_equal(m.components_, seen[3].T + 0.1)
+    s = StochasticEMLDA(4, max_iter=3, random_state=0, topic_estimate="sample")
+    np.testing.assert_array_equal(
+        s.fit(X, callback=lambda i: seen.update(c=i["topic_estimate"]().copy())).components_,
+        seen["c"].T + 0.1)
+
+
 def test_partial_fit_after_fit_continues_step_counter():
     X, _ = planted_corpus(seed=8, K=4, block=6, D=100, length=30)
     m = StochasticEMLDA(4, max_iter=5, batch_size=50, random_state=0).fit(X)
@@ -378,7 +439,7 @@ def test_fit_on_both_sides_of_the_uint8_boundary(K):
     m = StochasticEMLDA(K, max_iter=3, random_state=0).fit(X)
     W = m._word_topic
     assert W.shape == (K, K)
-    np.testing.assert_array_equal(W.sum(axis=1), X.sum(axis=0))  # every token counted once
+    np.testing.assert_allclose(W.sum(axis=1), X.sum(axis=0), rtol=1e-5)  # every token once
     assert np.isfinite(m.score(X)) and m.transform(X).shape == (2 * K, K)
     # the initial assignments reach the top topic K - 1 in the assignment type of K
     lay = _sem.token_layout(X)
