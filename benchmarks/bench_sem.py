@@ -439,7 +439,7 @@ def main(argv=None):
             # the same checkpoints with the Rao-Blackwellized topics, at their time plus the
             # estimate's (as StochasticEMLDA's curve is recorded)
             info["curve_rb"] = [(t + dt, sc, u) for (t, _, u), (dt, sc) in
-                                zip(rec.curve, runner.rb)]
+                                zip(rec.curve, runner.rb, strict=True)]
         elif method == "lda":
             runner = LdaPackage(X_train, K, args.seed, 1, alpha)
             info = timed_stepper(runner, rec, args.budget, n_tokens, 1, clock)

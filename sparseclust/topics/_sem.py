@@ -22,7 +22,8 @@ The topics kept at the end (``topic_estimate='rao_blackwell'``, the default) are
 Rao-Blackwellized counts of the last assignments (Papanikolaou et al. 2017): every token
 contributes its collapsed conditional p(z_dn = k | z_{-dn}) instead of its one sampled topic,
 
-    R_vk = sum_{tokens dn of word v} p(z_dn = k | z_{-dn}),   phi_kv = (R_vk + beta) / (R_k + V beta),
+    R_vk = sum_{tokens dn of word v} p(z_dn = k | z_{-dn}),
+    phi_kv = (R_vk + beta) / (R_k + V beta),
 
 which removes the sampling noise of the last sweep at the cost of about one sweep, once.
 """
