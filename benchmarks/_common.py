@@ -297,6 +297,13 @@ def environment():
             text=True,
             check=True,
         ).stdout.strip()
+        # tracked files changed since that commit: the run is not that commit's code alone
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT, capture_output=True, text=True, check=True,
+        ).stdout.strip()
+        if dirty:
+            info["commit"] += "+dirty"
     except (OSError, subprocess.CalledProcessError):
         info["commit"] = None
     return info

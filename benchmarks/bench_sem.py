@@ -106,8 +106,7 @@ class TomotopyAlpha(Tomotopy):
         t0 = clock()
         W = np.zeros((self.cols.size, self.K), np.int32)
         _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, 1)
-        R = _RaoBlackwell(self.K, BETA, np.full(self.K, self.alpha), 1, W=W).add(
-            lay, z).result()
+        R = _RaoBlackwell(self.K, BETA, np.full(self.K, self.alpha), 1, W=W).sum(lay, [z])
         dt = clock() - t0
         phi = np.full((self.K, self.V), BETA)
         phi[:, self.cols] += R.T

@@ -747,8 +747,7 @@ def _sem_rb(part, z, W, beta, alpha, n_threads):
     z given the whole-data counts W (``StochasticEMLDA(topic_estimate='rao_blackwell')``)."""
     from .topics._sem import _RaoBlackwell, token_layout
 
-    return _RaoBlackwell(W.shape[1], beta, alpha, n_threads, W=W).add(
-        token_layout(part), z).result()
+    return _RaoBlackwell(W.shape[1], beta, alpha, n_threads, W=W).sum(token_layout(part), [z])
 
 
 def _sum_arrays(*arrays):

@@ -662,18 +662,21 @@ def _rb_reference(lay, zs, alpha, beta, V, *, W=None, w=None):
     return ref
 
 
-def _rb(lay, zs, alpha, beta, V, n_threads, *, W=None, w=None):
+def _rb(lay, zs, alpha, beta, V, n_threads, *, W=None, w=None, v0=0, v1=None):
+    """The kernel's three calls for the words v0 .. v1 - 1."""
     K = alpha.size
+    v1 = V if v1 is None else v1
     Wa = EMPTY2I if W is None else W
     wa = EMPTY2F if w is None else w
+    inv = EMPTY1 if W is None else 1.0 / (W.sum(axis=0) + V * beta)
     A = np.empty(V)
-    _sampler.rb_word_mass(Wa, wa, beta, alpha, A, n_threads)
-    out = np.zeros((V, K), np.float32)
-    s = np.zeros(V)
+    _sampler.rb_word_mass(Wa, wa, inv, beta, alpha, A, n_threads)
+    out = np.zeros((v1 - v0, K), np.float32)
+    s = np.zeros(v1 - v0)
     for z in zs:
-        _sampler.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, Wa, wa, beta,
-                             alpha, A, out, s, n_threads)
-    _sampler.rb_smooth_part(Wa, wa, beta, alpha, s, out, n_threads)
+        _sampler.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, Wa, wa, inv,
+                             beta, alpha, A, out, s, v0, n_threads)
+    _sampler.rb_smooth_part(Wa, wa, inv, beta, alpha, s, out, v0, n_threads)
     return out
 
 
@@ -703,6 +706,9 @@ def test_rao_blackwell_counts_against_numpy_and_thread_invariant(counts):
     np.testing.assert_allclose(got.sum(axis=1), tokens, rtol=1e-5, atol=1e-5)
     for nt in (2, 3, 8):
         np.testing.assert_array_equal(_rb(lay, zs, alpha, beta, V, nt, W=W, w=w), got)
+    # a block of words alone gives the same rows
+    np.testing.assert_array_equal(_rb(lay, zs, alpha, beta, V, 2, W=W, w=w, v0=5, v1=17),
+                                  got[5:17])
     # the reference can fail: leaving the token's own topic in the counts differs
     if counts:
         plain = np.zeros((V, K))
@@ -722,14 +728,23 @@ def test_rao_blackwell_argument_checks():
     W = np.zeros((6, K), np.int32)
     w = np.ones((6, K), np.float32)
     A = np.empty(6)
+    inv = np.ones(K)
     with pytest.raises(ValueError, match="exactly one"):
-        _sampler.rb_word_mass(W, w, 0.1, alpha, A, 1)
+        _sampler.rb_word_mass(W, w, inv, 0.1, alpha, A, 1)
     with pytest.raises(ValueError, match="exactly one"):
-        _sampler.rb_word_mass(EMPTY2I, EMPTY2F, 0.1, alpha, A, 1)
+        _sampler.rb_word_mass(EMPTY2I, EMPTY2F, inv, 0.1, alpha, A, 1)
+    with pytest.raises(ValueError, match="inconsistent shapes"):
+        _sampler.rb_word_mass(W, EMPTY2F, EMPTY1, 0.1, alpha, A, 1)
     z = np.zeros(int(lay.tokptr[-1]) + 1, np.uint8)
     with pytest.raises(ValueError, match="token layout"):
         _sampler.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, EMPTY2I, w,
-                             0.1, alpha, A, np.zeros((6, K), np.float32), np.zeros(6), 1)
+                             EMPTY1, 0.1, alpha, A, np.zeros((6, K), np.float32), np.zeros(6),
+                             0, 1)
+    z = z[:-1]
+    with pytest.raises(ValueError, match="inconsistent shapes"):  # rows past the last word
+        _sampler.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, EMPTY2I, w,
+                             EMPTY1, 0.1, alpha, A, np.zeros((3, K), np.float32), np.zeros(3),
+                             4, 1)
     with pytest.raises(ValueError, match="inconsistent shapes"):
-        _sampler.rb_smooth_part(EMPTY2I, w, 0.1, alpha, np.zeros(5),
-                                np.zeros((6, K), np.float32), 1)
+        _sampler.rb_smooth_part(EMPTY2I, w, EMPTY1, 0.1, alpha, np.zeros(5),
+                                np.zeros((6, K), np.float32), 0, 1)

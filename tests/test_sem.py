@@ -113,7 +113,7 @@ def test_log_joint_matches_numpy_formula(big):
                              topic_estimate="sample").fit(X)
     np.testing.assert_allclose(sample.components_, Wk + 0.1)
     R = _sem._RaoBlackwell(4, 0.1, np.full(4, 0.3), 1, W=np.ascontiguousarray(
-        Wk.T, dtype=np.int32)).add(lay, captured["z"]).result()
+        Wk.T, dtype=np.int32)).sum(lay, [captured["z"]])
     np.testing.assert_array_equal(m.components_, R.T + 0.1)
     assert np.abs(m.components_ - sample.components_).max() > 0.1
     assert sample.log_joint_ == m.log_joint_  # the estimate does not touch the sampling
@@ -362,6 +362,22 @@ def test_online_minibatch_counts_are_rao_blackwellized():
                                rtol=1e-5)
     assert np.abs(rb.components_ - smp.components_).max() > 0.1
     assert [e["rho"] for e in rb.trace_] == [e["rho"] for e in smp.trace_]
+
+
+def test_rao_blackwell_in_place_equals_a_new_array():
+    # fit's final estimate overwrites the counts W with R block by block: the same numbers as
+    # the estimate in a new array, and no other (V, K) array is allocated for it
+    X, _ = planted_corpus(seed=4, K=6, block=7, D=70, length=30)
+    lay = token_layout(sp.csr_array(X))
+    rng = np.random.default_rng(0)
+    z = rng.integers(0, 6, int(lay.tokptr[-1])).astype(np.uint8)
+    W = np.zeros((X.shape[1], 6), np.int32)
+    _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, 1)
+    alpha = np.full(6, 0.2)
+    ref = _sem._RaoBlackwell(6, 0.1, alpha, 2, W=W.copy()).sum(lay, [z])
+    got = _sem._RaoBlackwell(6, 0.1, alpha, 2, W=W).sum(lay, [z], in_place=True)
+    assert got.base is W and got.dtype == np.float32
+    np.testing.assert_array_equal(got, ref)
 
 
 def test_callback_topic_estimate_is_what_fit_keeps():

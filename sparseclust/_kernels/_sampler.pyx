@@ -1308,11 +1308,9 @@ cdef inline double _rb_q_own(const _RB* r, int v, int k) noexcept nogil:
     return r.w[<int64_t> v * r.K + k]
 
 
-cdef object _rb_setup(_RB* r, const int32_t[:, ::1] W, const float[:, ::1] w, double beta,
-                      Py_ssize_t K):
-    """Fill r from exactly one of W (counts) and w (fixed weights); returns (V, the array of
-    1 / (T_k + V beta) that r.inv points to, kept alive by the caller)."""
-    cdef const double[::1] invv
+cdef Py_ssize_t _rb_setup(_RB* r, const int32_t[:, ::1] W, const float[:, ::1] w,
+                          const double[::1] inv_tot, double beta, Py_ssize_t K) except -1:
+    """Fill r from exactly one of W (counts, with inv_tot) and w (fixed weights); returns V."""
     if (W.shape[0] > 0) == (w.shape[0] > 0):
         raise ValueError("give exactly one of W (counts) and w (weights)")
     r.beta = beta
@@ -1321,22 +1319,21 @@ cdef object _rb_setup(_RB* r, const int32_t[:, ::1] W, const float[:, ::1] w, do
     r.w = NULL
     r.inv = NULL
     if W.shape[0] > 0:
-        if W.shape[1] != K:
+        if W.shape[1] != K or inv_tot.shape[0] != K:
             raise ValueError("inconsistent shapes")
-        inv = 1.0 / (np.asarray(W).sum(axis=0, dtype=np.float64) + W.shape[0] * beta)
         r.W = &W[0, 0]
-        invv = inv
-        r.inv = &invv[0]
-        return W.shape[0], inv
+        r.inv = &inv_tot[0]
+        return W.shape[0]
     if w.shape[1] != K:
         raise ValueError("inconsistent shapes")
     r.w = &w[0, 0]
-    return w.shape[0], None
+    return w.shape[0]
 
 
 def rb_word_mass(
     const int32_t[:, ::1] W,       # IN (V, K) counts, or (0, 0)
     const float[:, ::1] w,         # IN (V, K) fixed weights, or (0, 0)
+    const double[::1] inv_tot,     # IN (K,) 1 / (T_k + V beta) of W (counts mode), or (0,)
     double beta,
     const double[::1] alpha,       # IN (K,)
     double[::1] A,                 # OUT (V,) sum_k alpha_k q_vk
@@ -1345,10 +1342,9 @@ def rb_word_mass(
     """A_v = sum_k alpha_k q_vk, the prior part of the normalizer of every token of word v
     (see :func:`rb_doc_part`)."""
     cdef _RB r
-    cdef Py_ssize_t V, v
+    cdef Py_ssize_t V = _rb_setup(&r, W, w, inv_tot, beta, alpha.shape[0]), v
     cdef int k
     cdef double acc
-    V, inv = _rb_setup(&r, W, w, beta, alpha.shape[0])
     if A.shape[0] != V:
         raise ValueError("inconsistent shapes")
     with nogil:
@@ -1367,14 +1363,17 @@ def rb_doc_part(
     const zint_t[::1] z,           # IN (n_tokens,) topic of every token, entry order
     const int32_t[:, ::1] W,       # IN (V, K) word-topic counts of z (counts mode), or (0, 0)
     const float[:, ::1] w,         # IN (V, K) fixed word weights (weights mode), or (0, 0)
+    const double[::1] inv_tot,     # IN (K,) 1 / (T_k + V beta) of W (counts mode), or (0,)
     double beta,
     const double[::1] alpha,       # IN (K,) alpha_k > 0
     const double[::1] A,           # IN (V,) rb_word_mass
-    float[:, ::1] out,             # INOUT (V, K) += the document part
-    double[::1] s,                 # INOUT (V,) += sum over the word's tokens of 1 / Z
+    float[:, ::1] out,             # INOUT (n, K) += the document part of words v0..v0+n-1
+    double[::1] s,                 # INOUT (n,) += sum over the word's tokens of 1 / Z
+    int v0,
     int n_threads,
 ):
-    """The document part of the Rao-Blackwellized word-topic counts.
+    """The document part of the Rao-Blackwellized word-topic counts of the words v0 ..
+    v0 + n - 1 (n = out.shape[0]; only their rows of W or w are read).
 
     The Rao-Blackwellized counts replace every token's sampled topic by its collapsed
     conditional given the other tokens' topics,
@@ -1395,33 +1394,33 @@ def rb_doc_part(
     n_dk q_vk / Z to the document's topics k != o, (n_do - 1 + alpha_o) q'_vo / Z - alpha_o
     q_vo / Z to o (here, into ``out``), and alpha_k q_vk / Z to every topic k, which
     :func:`rb_smooth_part` adds once per word from s_v = sum of 1 / Z over the word's tokens.
-    Cost O(topics in the document + tokens) per entry.
+    Cost O(topics in the document + tokens) per entry, plus one scan of z.
 
     Parallel over blocks of words: every word's sums are accumulated by one thread in
     document order, so the result is bit-identical for any number of threads (each thread
     scans all documents for the entries of its words).  In counts mode W must hold the
-    counts of z.
+    counts of z (in the rows of v0 .. v0 + n - 1) and inv_tot their totals'.
     """
     cdef _RB r
-    cdef Py_ssize_t D = indptr.shape[0] - 1, V, d
-    cdef int K = <int> alpha.shape[0], nb, b, lo, hi, k, i, na, v, o, c, fails = 0
+    cdef Py_ssize_t D = indptr.shape[0] - 1, d
+    cdef Py_ssize_t V = _rb_setup(&r, W, w, inv_tot, beta, alpha.shape[0])
+    cdef int K = r.K, n = <int> out.shape[0], nb, b, lo, hi, k, i, na, v, o, c, fails = 0
     cdef int64_t j, t
     cdef int32_t* nd
     cdef int32_t* act
     cdef double* e
     cdef double z0, zz, ssum, qo, qo1, ao
-    V, inv = _rb_setup(&r, W, w, beta, K)
-    if out.shape[0] != V or out.shape[1] != K or A.shape[0] != V or s.shape[0] != V:
+    if out.shape[1] != K or A.shape[0] != V or s.shape[0] != n or v0 < 0 or v0 + n > V:
         raise ValueError("inconsistent shapes")
     if indices.shape[0] != cnt.shape[0] or tokptr.shape[0] != D + 1 or tokptr[D] != z.shape[0]:
         raise ValueError("inconsistent token layout")
-    if V == 0 or K == 0 or z.shape[0] == 0:
+    if n == 0 or K == 0 or z.shape[0] == 0:
         return
-    nb = max(1, min(n_threads, <int> V))
+    nb = max(1, min(n_threads, n))
     with nogil:
         for b in prange(nb, schedule="static", chunksize=1, num_threads=nb):
-            lo = <int> ((<int64_t> V * b) // nb)
-            hi = <int> ((<int64_t> V * (b + 1)) // nb)
+            lo = v0 + <int> ((<int64_t> n * b) // nb)
+            hi = v0 + <int> ((<int64_t> n * (b + 1)) // nb)
             nd = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
             act = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
             e = <double*> sc_thread_malloc(K * sizeof(double))
@@ -1457,10 +1456,10 @@ def rb_doc_part(
                             ssum = ssum + zz
                             e[o] = e[o] + zz * ((nd[o] - 1 + ao) * qo1 - (nd[o] + ao) * qo)
                             t = t + 1
-                        s[v] = s[v] + ssum
+                        s[v - v0] = s[v - v0] + ssum
                         for i in range(na):
                             k = act[i]
-                            out[v, k] = out[v, k] + <float> (
+                            out[v - v0, k] = out[v - v0, k] + <float> (
                                 e[k] + nd[k] * _rb_q(&r, v, k) * ssum)
                             e[k] = 0.0
                     for i in range(na):
@@ -1475,24 +1474,27 @@ def rb_doc_part(
 def rb_smooth_part(
     const int32_t[:, ::1] W,       # IN (V, K) counts, or (0, 0)
     const float[:, ::1] w,         # IN (V, K) fixed weights, or (0, 0)
+    const double[::1] inv_tot,     # IN (K,) 1 / (T_k + V beta) of W (counts mode), or (0,)
     double beta,
     const double[::1] alpha,       # IN (K,)
-    const double[::1] s,           # IN (V,) from rb_doc_part
-    float[:, ::1] out,             # INOUT (V, K) += alpha_k q_vk s_v
+    const double[::1] s,           # IN (n,) from rb_doc_part
+    float[:, ::1] out,             # INOUT (n, K) += alpha_k q_vk s_v, v = v0 + row
+    int v0,
     int n_threads,
 ):
-    """The prior part of the Rao-Blackwellized counts, alpha_k q_vk s_v (see
-    :func:`rb_doc_part`)."""
+    """The prior part of the Rao-Blackwellized counts of the words v0 .. v0 + n - 1,
+    alpha_k q_vk s_v (see :func:`rb_doc_part`)."""
     cdef _RB r
-    cdef Py_ssize_t V, v
+    cdef Py_ssize_t V = _rb_setup(&r, W, w, inv_tot, beta, alpha.shape[0]), i
+    cdef Py_ssize_t n = out.shape[0]
     cdef int k
-    V, inv = _rb_setup(&r, W, w, beta, alpha.shape[0])
-    if s.shape[0] != V or out.shape[0] != V or out.shape[1] != r.K:
+    if s.shape[0] != n or out.shape[1] != r.K or v0 < 0 or v0 + n > V:
         raise ValueError("inconsistent shapes")
     with nogil:
-        for v in prange(V, schedule="static", num_threads=n_threads):
+        for i in prange(n, schedule="static", num_threads=n_threads):
             for k in range(r.K):
-                out[v, k] = out[v, k] + <float> (alpha[k] * _rb_q(&r, <int> v, k) * s[v])
+                out[i, k] = out[i, k] + <float> (
+                    alpha[k] * _rb_q(&r, <int> (v0 + i), k) * s[i])
 
 
 def content_keys(

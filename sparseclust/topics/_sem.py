@@ -25,7 +25,7 @@ contributes its collapsed conditional p(z_dn = k | z_{-dn}) instead of its one s
     R_vk = sum_{tokens dn of word v} p(z_dn = k | z_{-dn}),
     phi_kv = (R_vk + beta) / (R_k + V beta),
 
-which removes the sampling noise of the last sweep at the cost of about one sweep, once.
+which removes the sampling noise of the last sweep's draws; it is computed once, at the end.
 """
 
 import numbers
@@ -225,39 +225,54 @@ class _Sampler:
 
 
 class _RaoBlackwell:
-    """Rao-Blackwellized word-topic counts R (V, K) float32, summed over assignments z given to
-    :meth:`add` (see :func:`_sampler.rb_doc_part`): every token contributes its collapsed
-    conditional p(z_i = k | z_{-i}) instead of its sampled topic.
+    """Rao-Blackwellized word-topic counts R (V, K) float32 of assignments z (see
+    :func:`_sampler.rb_doc_part`): every token contributes its collapsed conditional
+    p(z_i = k | z_{-i}) instead of its sampled topic.
 
-    Counts mode (``W``, the counts of the one z added): the conditional of stochastic EM,
-    the token taken out of W and T.  Weights mode (``w`` (V, K) float32, fixed topics, as in a
-    minibatch's fold-in): several z may be added, the sum over them is returned.
+    Counts mode (``W``, the counts of the one z given): the conditional of stochastic EM, the
+    token taken out of W and T.  Weights mode (``w`` (V, K) float32, fixed topics, as in a
+    minibatch's fold-in): the sum over several z.
     """
+
+    #: word blocks of the in-place form: one block's rows of scratch at a time
+    IN_PLACE_BLOCKS = 8
 
     def __init__(self, K, beta, alpha, n_threads, *, W=None, w=None):
         self.W = _EMPTY2I if W is None else W
         self.w = _EMPTY2F if w is None else w
-        V = (W if W is not None else w).shape[0]
-        self.beta, self.alpha, self.n_threads = float(beta), alpha, n_threads
-        self.A = np.empty(V)
-        _sampler.rb_word_mass(self.W, self.w, self.beta, alpha, self.A,
-                              _threads_for(V * K, n_threads))
-        self.out = np.zeros((V, K), np.float32)
-        self.s = np.zeros(V)
+        self.V = (W if W is not None else w).shape[0]
+        self.K, self.beta, self.alpha, self.n_threads = K, float(beta), alpha, n_threads
+        self.inv = _EMPTY1 if W is None else \
+            1.0 / (W.sum(axis=0, dtype=np.float64) + self.V * self.beta)
+        self.A = np.empty(self.V)
+        _sampler.rb_word_mass(self.W, self.w, self.inv, self.beta, alpha, self.A,
+                              _threads_for(self.V * K, n_threads))
 
-    def add(self, lay, z):
-        _sampler.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, self.W, self.w,
-                             self.beta, self.alpha, self.A, self.out, self.s,
-                             _threads_for(z.size, self.n_threads))
-        return self
-
-    def result(self):
-        """R (the prior part added once); the object is spent afterwards."""
-        out = self.out
-        _sampler.rb_smooth_part(self.W, self.w, self.beta, self.alpha, self.s, out,
-                                _threads_for(out.size, self.n_threads))
-        self.out = self.A = self.s = None
-        return out
+    def sum(self, lay, zs, *, in_place=False):
+        """R summed over the assignments in ``zs`` (a new array), or, with ``in_place``
+        (counts mode), written over the buffer of W as float32 (W is consumed; the words are
+        processed in blocks, so the extra memory is one block's rows)."""
+        V, K = self.V, self.K
+        nt = _threads_for(int(lay.tokptr[-1]), self.n_threads)
+        if in_place:
+            dest = self.W.view(np.float32)
+            n_blocks = min(self.IN_PLACE_BLOCKS, max(V, 1))
+        else:
+            dest = np.zeros((V, K), np.float32)
+            n_blocks = 1
+        for b in range(n_blocks):
+            lo, hi = V * b // n_blocks, V * (b + 1) // n_blocks
+            out = np.zeros((hi - lo, K), np.float32) if in_place else dest
+            s = np.zeros(hi - lo)
+            for z in zs:
+                _sampler.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, self.W,
+                                     self.w, self.inv, self.beta, self.alpha, self.A, out, s,
+                                     lo, nt)
+            _sampler.rb_smooth_part(self.W, self.w, self.inv, self.beta, self.alpha, s, out,
+                                    lo, _threads_for(out.size, self.n_threads))
+            if in_place:
+                dest[lo:hi] = out  # the rows of these words are not read again
+        return dest
 
 
 def run_sweeps(est, sweep, *, n_tokens, n_docs, rng, elapsed, callback, estimate):
@@ -351,9 +366,11 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
                                        / (T_k^{-dn} + V beta),
 
     the posterior mean of the counts given the other assignments.  It has the sampling noise
-    of the last sweep's draws integrated out, costs about one sweep, once, and on the
-    validation splits of ``benchmarks/bench_sem_variants.py`` it scored 0.01-0.05 nats per
-    token above the counts of the same assignments (``doc/sem.md``).
+    of the last sweep's draws integrated out and is computed once, at the end of ``fit``,
+    in place of the counts (no second K x V array).  On validation documents of 20
+    Newsgroups and IMDB (``benchmarks/bench_sem_variants.py``, K = 100 to 1000) it scored
+    0.015-0.057 nats per token above the counts of the same assignments at every checkpoint,
+    for the CPU time of 0.4-2.4 sweeps (``doc/sem.md``).
 
     Parameters
     ----------
@@ -387,11 +404,11 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     topic_estimate : {'rao_blackwell', 'sample'}, default='rao_blackwell'
         The word-topic counts the fitted topics are made of: 'rao_blackwell' = every token's
         collapsed conditional given the others' topics, summed (see above; float32, one extra
-        pass over the tokens at the end of ``fit``); 'sample' = the counts of the last
-        sweep's assignments (int32).  In :meth:`partial_fit` (and online ``fit``) each
-        minibatch's counts, averaged over its saved sweeps, are replaced the same way: the
-        conditionals (D_dk^{-dn} + alpha) w_kv with the minibatch's fixed topics w, averaged
-        over the saved sweeps' assignments.
+        pass over the tokens at the end of ``fit``, written over the counts); 'sample' = the
+        counts of the last sweep's assignments (int32).  In :meth:`partial_fit` (and online
+        ``fit``) each minibatch's counts, averaged over its saved sweeps, are replaced the
+        same way: the conditionals (D_dk^{-dn} + alpha) w_kv with the minibatch's fixed
+        topics w, averaged over the saved sweeps' assignments.
     algorithm : {'batch', 'online'}, default='batch'
         'batch': ``fit`` runs ``max_iter`` stochastic-EM sweeps over all documents.
         'online': ``fit`` runs ``max_iter`` passes of the minibatch steps of
@@ -668,9 +685,12 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         def estimate(final=False):
             if self.topic_estimate == "sample":
                 return W
-            if final:
-                smp.release_tables()  # the tables are not needed once the sweeps are done
-            return _RaoBlackwell(K, beta, smp.alpha, nt, W=W).add(lay, z).result()
+            rb = _RaoBlackwell(K, beta, smp.alpha, nt, W=W)
+            if not final:
+                return rb.sum(lay, [z])
+            # the sweeps are done: no tables, and R replaces W in its own buffer
+            smp.release_tables()
+            return rb.sum(lay, [z], in_place=True)
 
         return run_sweeps(self, sweep, n_tokens=N, n_docs=D, rng=rng,
                           elapsed=time.perf_counter() - t_start, callback=callback,
@@ -711,16 +731,17 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
                 W, W_next = W_next, W
                 if s >= n_burn:
                     acc += W if not rb else _RaoBlackwell(
-                        K, beta, smp.alpha, smp.n_threads, W=W).add(lay, z).result()
+                        K, beta, smp.alpha, smp.n_threads, W=W).sum(lay, [z])
             return acc / n_save, int(lay.tokptr[-1])
         smp.build_tables()
         if rb:
-            R = _RaoBlackwell(K, beta, smp.alpha, smp.n_threads, w=smp.w)
+            zs = []
             for s in range(self.n_fold_in):
                 smp.sweep(lay, z, keys, seed, int(sweep0) + s + 1)
                 if s >= n_burn:
-                    R.add(lay, z)
-            return R.result() / n_save, int(lay.tokptr[-1])
+                    zs.append(z.copy())  # a minibatch's assignments: small
+            R = _RaoBlackwell(K, beta, smp.alpha, smp.n_threads, w=smp.w).sum(lay, zs)
+            return R / n_save, int(lay.tokptr[-1])
         W = np.zeros((V, K), np.int32)
         smp.sweep(lay, z, keys, seed, int(sweep0) + 1, n_inner=self.n_fold_in,
                   n_burn=n_burn, Wout=W)
