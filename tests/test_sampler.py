@@ -748,3 +748,19 @@ def test_rao_blackwell_argument_checks():
     with pytest.raises(ValueError, match="inconsistent shapes"):
         _sampler.rb_smooth_part(EMPTY2I, w, EMPTY1, 0.1, alpha, np.zeros(5),
                                 np.zeros((6, K), np.float32), 0, 1)
+
+
+def test_count_words_equals_numpy_for_any_thread_count():
+    # each thread counts the tokens of its own block of words (no atomics): the counts equal
+    # numpy's for any number of threads, with empty documents and zero-token entries
+    K = 9
+    X = _corpus(D=80, V=31, K=K, seed=6)[0].tocsr()
+    X.data[::5] = 0
+    lay = token_layout(X)
+    z = np.random.default_rng(2).integers(0, K, int(lay.tokptr[-1])).astype(np.uint16)
+    ref = np.zeros((31, K), np.int64)
+    np.add.at(ref, (np.repeat(lay.indices, lay.cnt), z.astype(np.int64)), 1)
+    for nt in (1, 2, 3, 8, 64):
+        W = np.zeros((31, K), np.int32)
+        _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, nt)
+        np.testing.assert_array_equal(W, ref)

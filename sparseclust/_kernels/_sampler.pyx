@@ -1265,25 +1265,31 @@ def count_words(
     int32_t[:, ::1] Wout,          # INOUT (V, K) += word-topic counts of z
     int n_threads,
 ):
-    """Word-topic counts of the assignments z (integer atomic increments)."""
+    """Word-topic counts of the assignments z.
+
+    With several threads each thread owns a block of words and scans all entries for its
+    words' tokens: no two threads write the same row, so no atomic increments are needed
+    (they cost more than the work they protect: with atomics two threads counted slower than
+    one)."""
     cdef Py_ssize_t D = indptr.shape[0] - 1, d
-    cdef int K = <int> Wout.shape[1], r
+    cdef int K = <int> Wout.shape[1], V = <int> Wout.shape[0], r, b, nb, lo, hi, v
     cdef int64_t j, t
-    cdef int atomic = n_threads != 1
     if tokptr[D] != z.shape[0]:
         raise ValueError("inconsistent shapes")
-    if z.shape[0] == 0:
+    if z.shape[0] == 0 or V == 0:
         return
+    nb = max(1, min(n_threads, V))
     with nogil:
-        for d in prange(D, schedule="static", num_threads=n_threads):
-            t = tokptr[d]
-            for j in range(indptr[d], indptr[d + 1]):
-                for r in range(cnt[j]):
-                    if atomic:
-                        sc_atomic_add_i32(&Wout[indices[j], z[t]], 1)
-                    else:
-                        Wout[indices[j], z[t]] += 1
-                    t = t + 1
+        for b in prange(nb, schedule="static", chunksize=1, num_threads=nb):
+            lo = <int> ((<int64_t> V * b) // nb)
+            hi = <int> ((<int64_t> V * (b + 1)) // nb)
+            t = tokptr[0]
+            for j in range(indptr[0], indptr[D]):
+                v = indices[j]
+                if v >= lo and v < hi:
+                    for r in range(cnt[j]):
+                        Wout[v, z[t + r]] += 1
+                t = t + cnt[j]
 
 
 cdef struct _RB:
