@@ -536,6 +536,13 @@ def plot(results, path):
                 continue
             c = np.array([(t, s) for t, s, _ in r["curve"]])
             ax.plot(c[:, 0], c[:, 1], marker=".", label=r["method"], color=COLORS.get(r["method"]))
+            # the same runs with the other topic estimate (dashed): StochasticEMLDA's sample
+            # counts, tomotopy's sample Rao-Blackwellized
+            for key, label in (("curve_sample", "sample counts"), ("curve_rb", "+ estimate")):
+                if r.get(key):
+                    c = np.array([row[:2] for row in r[key]])
+                    ax.plot(c[:, 0], c[:, 1], ls="--", lw=0.9, color=COLORS.get(r["method"]),
+                            label=f"{r['method']} {label}")
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
         name = CORPORA.get(results.get("dataset"), ("20 Newsgroups",))[0]

@@ -369,8 +369,8 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     of the last sweep's draws integrated out and is computed once, at the end of ``fit``,
     in place of the counts (no second K x V array).  On validation documents of 20
     Newsgroups and IMDB (``benchmarks/bench_sem_variants.py``, K = 100 to 1000) it scored
-    0.015-0.057 nats per token above the counts of the same assignments at every checkpoint,
-    for the CPU time of 0.4-2.4 sweeps (``doc/sem.md``).
+    0.014-0.057 nats per token above the counts of the same assignments at every checkpoint,
+    for the CPU time of 0.4-3.2 sweeps (``doc/sem.md``).
 
     Parameters
     ----------
