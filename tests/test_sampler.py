@@ -762,5 +762,10 @@ def test_count_words_equals_numpy_for_any_thread_count():
     np.add.at(ref, (np.repeat(lay.indices, lay.cnt), z.astype(np.int64)), 1)
     for nt in (1, 2, 3, 8, 64):
         W = np.zeros((31, K), np.int32)
-        _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, nt)
+        T = np.full(K, 5, np.int64)  # added to
+        _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, nt, T)
         np.testing.assert_array_equal(W, ref)
+        np.testing.assert_array_equal(T, ref.sum(axis=0) + 5)
+    with pytest.raises(ValueError, match="T_out"):
+        _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, 1,
+                             np.zeros(K + 1, np.int64))

@@ -134,14 +134,15 @@ class _Sampler:
             self.w = np.empty((self.V, self.K), np.float32)
         return self.w
 
-    def set_weights_from_counts(self, W, beta, word_totals=None):
+    def set_weights_from_counts(self, W, beta, word_totals=None, topic_totals=None):
         """Word weights from integer counts W (V, K) (the read buffer of the next sweep, kept by
         reference); returns log p(x | z, beta) (the topic part of the log joint).
 
         ``word_totals`` (V,): the tokens of every word (the row sums of W), which bound the
-        number of its non-zero counts; computed from W when None.
+        number of its non-zero counts; ``topic_totals`` (K,): the column sums of W; each is
+        computed from W when None.
         """
-        T = W.sum(axis=0, dtype=np.int64)
+        T = W.sum(axis=0, dtype=np.int64) if topic_totals is None else topic_totals
         inv_tot = 1.0 / (T + self.V * beta)
         word_ll = np.empty(self.V)
         nt = _threads_for(W.size, self.n_threads)
@@ -677,9 +678,10 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             # paper's write buffer holds exactly these counts, so it is not kept)
             changed = smp.sweep(lay, z, keys, seed, it, ll_doc=ll_doc)
             W.fill(0)
+            T = np.zeros(K, np.int64)
             _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
-                                 _threads_for(N, nt))
-            ll = smp.set_weights_from_counts(W, beta, word_totals) + float(ll_doc.sum())
+                                 _threads_for(N, nt), T)
+            ll = smp.set_weights_from_counts(W, beta, word_totals, T) + float(ll_doc.sum())
             return W, ll, changed
 
         def estimate(final=False):
