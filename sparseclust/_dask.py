@@ -743,8 +743,9 @@ def _sem_sweep(part, z, offset, W, word_totals, sampler_args, beta, seed, sweep)
 
 
 def _sem_rb(part, z, W, beta, alpha, n_threads):
-    """The Rao-Blackwellized word-topic counts (V, K) float32 of one partition's assignments
-    z given the whole-data counts W (``StochasticEMLDA(topic_estimate='rao_blackwell')``)."""
+    """The Rao-Blackwellized word-topic counts (V, K) float64 of one partition's assignments
+    z given the whole-data counts W (``StochasticEMLDA(topic_estimate='rao_blackwell')``);
+    summed over the partitions in float64, kept as float32 as in-process."""
     from .topics._sem import _RaoBlackwell, token_layout
 
     return _RaoBlackwell(W.shape[1], beta, alpha, n_threads, W=W).sum(token_layout(part), [z])
@@ -814,7 +815,8 @@ def fit_sem(est, X, callback):
     broadcast, the new counts of every partition are summed by a tree of tasks and W is
     replaced on the client. Documents keep the random streams of the in-process fit (keyed
     by their row in the whole collection), so the assignments and the counts equal the
-    in-process fit's exactly; the log joint equals it to floating-point rounding.
+    in-process fit's exactly; the log joint and the Rao-Blackwellized topics (summed over the
+    partitions in another order) equal it to floating-point rounding.
     """
     import time
 
@@ -865,8 +867,10 @@ def fit_sem(est, X, callback):
                  for i in range(len(runner.parts))]
         total = _tree(parts, _sum_arrays)
         if runner.client is not None:
-            return runner.client.compute(total).result()
-        return dask.compute(total)[0]
+            total = runner.client.compute(total).result()
+        else:
+            total = dask.compute(total)[0]
+        return total.astype(np.float32)
 
     return run_sweeps(est, sweep, n_tokens=N, n_docs=D, rng=rng,
                       elapsed=time.perf_counter() - t_start, callback=callback,

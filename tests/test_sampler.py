@@ -671,7 +671,7 @@ def _rb(lay, zs, alpha, beta, V, n_threads, *, W=None, w=None, v0=0, v1=None):
     inv = EMPTY1 if W is None else 1.0 / (W.sum(axis=0) + V * beta)
     A = np.empty(V)
     _sampler.rb_word_mass(Wa, wa, inv, beta, alpha, A, n_threads)
-    out = np.zeros((v1 - v0, K), np.float32)
+    out = np.zeros((v1 - v0, K))
     s = np.zeros(v1 - v0)
     for z in zs:
         _sampler.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, Wa, wa, inv,
@@ -738,16 +738,14 @@ def test_rao_blackwell_argument_checks():
     z = np.zeros(int(lay.tokptr[-1]) + 1, np.uint8)
     with pytest.raises(ValueError, match="token layout"):
         _sampler.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, EMPTY2I, w,
-                             EMPTY1, 0.1, alpha, A, np.zeros((6, K), np.float32), np.zeros(6),
-                             0, 1)
+                             EMPTY1, 0.1, alpha, A, np.zeros((6, K)), np.zeros(6), 0, 1)
     z = z[:-1]
     with pytest.raises(ValueError, match="inconsistent shapes"):  # rows past the last word
         _sampler.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, EMPTY2I, w,
-                             EMPTY1, 0.1, alpha, A, np.zeros((3, K), np.float32), np.zeros(3),
-                             4, 1)
+                             EMPTY1, 0.1, alpha, A, np.zeros((3, K)), np.zeros(3), 4, 1)
     with pytest.raises(ValueError, match="inconsistent shapes"):
-        _sampler.rb_smooth_part(EMPTY2I, w, EMPTY1, 0.1, alpha, np.zeros(5),
-                                np.zeros((6, K), np.float32), 0, 1)
+        _sampler.rb_smooth_part(EMPTY2I, w, EMPTY1, 0.1, alpha, np.zeros(5), np.zeros((6, K)),
+                                0, 1)
 
 
 def test_count_words_equals_numpy_for_any_thread_count():
@@ -769,3 +767,23 @@ def test_count_words_equals_numpy_for_any_thread_count():
     with pytest.raises(ValueError, match="T_out"):
         _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, 1,
                              np.zeros(K + 1, np.int64))
+
+
+def test_rao_blackwell_sums_do_not_saturate():
+    # the document part is summed in float64: 1000 one-token documents of word 0 still add
+    # their mass to a row that already holds 2**24 (a float32 sum would add nothing)
+    D, K = 1000, 2
+    X = sp.csr_array((np.ones(D), (np.arange(D), np.zeros(D, int))), shape=(D, 1))
+    lay = token_layout(X)
+    z = np.zeros(D, np.uint8)
+    w = np.ones((1, K), np.float32)
+    alpha = np.full(K, 0.5)
+    A = np.empty(1)
+    _sampler.rb_word_mass(EMPTY2I, w, EMPTY1, 0.1, alpha, A, 1)
+    out = np.full((1, K), 2.0**24)
+    s = np.zeros(1)
+    _sampler.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, EMPTY2I, w, EMPTY1,
+                         0.1, alpha, A, out, s, 0, 1)
+    _sampler.rb_smooth_part(EMPTY2I, w, EMPTY1, 0.1, alpha, s, out, 0, 1)
+    # one token per document, alone in it: its conditional is alpha w / sum = 1/2 each
+    np.testing.assert_allclose(out - 2.0**24, [[500.0, 500.0]], rtol=1e-9)

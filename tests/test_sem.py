@@ -114,7 +114,7 @@ def test_log_joint_matches_numpy_formula(big):
     np.testing.assert_allclose(sample.components_, Wk + 0.1)
     R = _sem._RaoBlackwell(4, 0.1, np.full(4, 0.3), 1, W=np.ascontiguousarray(
         Wk.T, dtype=np.int32)).sum(lay, [captured["z"]])
-    np.testing.assert_array_equal(m.components_, R.T + 0.1)
+    np.testing.assert_array_equal(m.components_, R.astype(np.float32).T + 0.1)
     assert np.abs(m.components_ - sample.components_).max() > 0.1
     assert sample.log_joint_ == m.log_joint_  # the estimate does not touch the sampling
     a, b, V, K = 0.3, 0.1, 15, 4
@@ -364,6 +364,18 @@ def test_online_minibatch_counts_are_rao_blackwellized():
     assert [e["rho"] for e in rb.trace_] == [e["rho"] for e in smp.trace_]
 
 
+def test_models_pickled_before_topic_estimate_keep_the_sample_estimate():
+    X, _ = planted_corpus(seed=2, K=3, block=5, D=30, length=20)
+    m = StochasticEMLDA(3, max_iter=3, random_state=0, topic_estimate="sample").fit(X)
+    state = m.__getstate__()
+    del state["topic_estimate"]
+    old = StochasticEMLDA.__new__(StochasticEMLDA)
+    old.__setstate__(state)
+    assert old.topic_estimate == "sample"
+    np.testing.assert_array_equal(old.components_, m.components_)
+    old.partial_fit(X)  # the parameters validate
+
+
 def test_rao_blackwell_in_place_equals_a_new_array():
     # fit's final estimate overwrites the counts W with R block by block: the same numbers as
     # the estimate in a new array, and no other (V, K) array is allocated for it
@@ -376,8 +388,8 @@ def test_rao_blackwell_in_place_equals_a_new_array():
     alpha = np.full(6, 0.2)
     ref = _sem._RaoBlackwell(6, 0.1, alpha, 2, W=W.copy()).sum(lay, [z])
     got = _sem._RaoBlackwell(6, 0.1, alpha, 2, W=W).sum(lay, [z], in_place=True)
-    assert got.base is W and got.dtype == np.float32
-    np.testing.assert_array_equal(got, ref)
+    assert got.base is W and got.dtype == np.float32 and ref.dtype == np.float64
+    np.testing.assert_array_equal(got, ref.astype(np.float32))
 
 
 def test_callback_topic_estimate_is_what_fit_keeps():
@@ -391,6 +403,12 @@ def test_callback_topic_estimate_is_what_fit_keeps():
     m = StochasticEMLDA(4, max_iter=10, random_state=0).fit(X, callback=cb)
     assert m.n_iter_ == 3
     np.testing.assert_array_equal(m.components_, seen[3].T + 0.1)
+    # the function reads fit's buffers, which the final estimate has overwritten
+    keep = {}
+    StochasticEMLDA(4, max_iter=2, random_state=0).fit(
+        X, callback=lambda i: keep.update(f=i["topic_estimate"]))
+    with pytest.raises(RuntimeError, match="during fit"):
+        keep["f"]()
     s = StochasticEMLDA(4, max_iter=3, random_state=0, topic_estimate="sample")
     np.testing.assert_array_equal(
         s.fit(X, callback=lambda i: seen.update(c=i["topic_estimate"]().copy())).components_,

@@ -1399,7 +1399,7 @@ def rb_doc_part(
     double beta,
     const double[::1] alpha,       # IN (K,) alpha_k > 0
     const double[::1] A,           # IN (V,) rb_word_mass
-    float[:, ::1] out,             # INOUT (n, K) += the document part of words v0..v0+n-1
+    double[:, ::1] out,            # INOUT (n, K) += the document part of words v0..v0+n-1
     double[::1] s,                 # INOUT (n,) += sum over the word's tokens of 1 / Z
     int v0,
     int n_threads,
@@ -1430,8 +1430,9 @@ def rb_doc_part(
 
     Parallel over blocks of words: every word's sums are accumulated by one thread in
     document order, so the result is bit-identical for any number of threads (each thread
-    scans all documents for the entries of its words).  In counts mode W must hold the
-    counts of z (in the rows of v0 .. v0 + n - 1) and inv_tot their totals'.
+    scans all documents for the entries of its words).  The sums are float64 (a float32 sum
+    over a frequent word's documents drifts and stops growing at 2**24).  In counts mode W
+    must hold the counts of z (in the rows of v0 .. v0 + n - 1) and inv_tot their totals'.
     """
     cdef _RB r
     cdef Py_ssize_t D = indptr.shape[0] - 1, d
@@ -1491,7 +1492,7 @@ def rb_doc_part(
                         s[v - v0] = s[v - v0] + ssum
                         for i in range(na):
                             k = act[i]
-                            out[v - v0, k] = out[v - v0, k] + <float> (
+                            out[v - v0, k] = out[v - v0, k] + (
                                 e[k] + nd[k] * _rb_q(&r, v, k) * ssum)
                             e[k] = 0.0
                     for i in range(na):
@@ -1510,7 +1511,7 @@ def rb_smooth_part(
     double beta,
     const double[::1] alpha,       # IN (K,)
     const double[::1] s,           # IN (n,) from rb_doc_part
-    float[:, ::1] out,             # INOUT (n, K) += alpha_k q_vk s_v, v = v0 + row
+    double[:, ::1] out,            # INOUT (n, K) += alpha_k q_vk s_v, v = v0 + row
     int v0,
     int n_threads,
 ):
@@ -1525,7 +1526,7 @@ def rb_smooth_part(
     with nogil:
         for i in prange(n, schedule="static", num_threads=n_threads):
             for k in range(r.K):
-                out[i, k] = out[i, k] + <float> (
+                out[i, k] = out[i, k] + (
                     alpha[k] * _rb_q(&r, <int> (v0 + i), k) * s[i])
 
 

@@ -238,32 +238,33 @@ class _RaoBlackwell:
     #: word blocks of the in-place form: one block's rows of scratch at a time
     IN_PLACE_BLOCKS = 8
 
-    def __init__(self, K, beta, alpha, n_threads, *, W=None, w=None):
+    def __init__(self, K, beta, alpha, n_threads, *, W=None, w=None, topic_totals=None):
         self.W = _EMPTY2I if W is None else W
         self.w = _EMPTY2F if w is None else w
         self.V = (W if W is not None else w).shape[0]
         self.K, self.beta, self.alpha, self.n_threads = K, float(beta), alpha, n_threads
-        self.inv = _EMPTY1 if W is None else \
-            1.0 / (W.sum(axis=0, dtype=np.float64) + self.V * self.beta)
+        if W is not None and topic_totals is None:
+            topic_totals = W.sum(axis=0, dtype=np.int64)
+        self.inv = _EMPTY1 if W is None else 1.0 / (topic_totals + self.V * self.beta)
         self.A = np.empty(self.V)
         _sampler.rb_word_mass(self.W, self.w, self.inv, self.beta, alpha, self.A,
                               _threads_for(self.V * K, n_threads))
 
     def sum(self, lay, zs, *, in_place=False):
-        """R summed over the assignments in ``zs`` (a new array), or, with ``in_place``
-        (counts mode), written over the buffer of W as float32 (W is consumed; the words are
-        processed in blocks, so the extra memory is one block's rows)."""
+        """R summed over the assignments in ``zs``: a new float64 array, or, with ``in_place``
+        (counts mode), float32 written over the buffer of W (W is consumed; the words are
+        processed in blocks, summed in float64, so the extra memory is one block's rows)."""
         V, K = self.V, self.K
         nt = _threads_for(int(lay.tokptr[-1]), self.n_threads)
         if in_place:
             dest = self.W.view(np.float32)
             n_blocks = min(self.IN_PLACE_BLOCKS, max(V, 1))
         else:
-            dest = np.zeros((V, K), np.float32)
+            dest = np.zeros((V, K))
             n_blocks = 1
         for b in range(n_blocks):
             lo, hi = V * b // n_blocks, V * (b + 1) // n_blocks
-            out = np.zeros((hi - lo, K), np.float32) if in_place else dest
+            out = np.zeros((hi - lo, K)) if in_place else dest
             s = np.zeros(hi - lo)
             for z in zs:
                 _sampler.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, self.W,
@@ -631,9 +632,9 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             to keep it), and ``topic_estimate``, a function of no arguments that returns the
             (n_features, n_components) counts ``fit`` would keep if it stopped now (the
             Rao-Blackwellized counts as a new float32 array, about one sweep of work; W
-            itself with ``topic_estimate='sample'``); the topics are their transpose plus
-            beta, row-normalized. Returning ``True`` stops training. Time spent in the
-            callback is excluded from ``elapsed``.
+            itself with ``topic_estimate='sample'``; valid only during ``fit``); the topics
+            are their transpose plus beta, row-normalized. Returning ``True`` stops
+            training. Time spent in the callback is excluded from ``elapsed``.
 
         Returns
         -------
@@ -671,6 +672,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         word_totals = W.sum(axis=1, dtype=np.int64)
         smp.set_weights_from_counts(W, beta, word_totals)
         ll_doc = np.zeros(D)
+        T_last = [None]  # the topic totals of the last counts (summed from W when None)
 
         def sweep(it):
             # W is the read buffer, frozen during the sweep; the new counts are those of the
@@ -681,16 +683,23 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             T = np.zeros(K, np.int64)
             _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
                                  _threads_for(N, nt), T)
+            T_last[0] = T
             ll = smp.set_weights_from_counts(W, beta, word_totals, T) + float(ll_doc.sum())
             return W, ll, changed
 
+        done = []
+
         def estimate(final=False):
+            if done:
+                raise RuntimeError("topic_estimate can only be called during fit (from the "
+                                   "callback); after fit use components_")
             if self.topic_estimate == "sample":
                 return W
-            rb = _RaoBlackwell(K, beta, smp.alpha, nt, W=W)
+            rb = _RaoBlackwell(K, beta, smp.alpha, nt, W=W, topic_totals=T_last[0])
             if not final:
-                return rb.sum(lay, [z])
+                return rb.sum(lay, [z]).astype(np.float32)
             # the sweeps are done: no tables, and R replaces W in its own buffer
+            done.append(True)
             smp.release_tables()
             return rb.sum(lay, [z], in_place=True)
 
@@ -956,6 +965,8 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         return self._fitted_counts("components_").shape[1]
 
     def __setstate__(self, state):
+        # models pickled before topic_estimate existed kept the sample's counts
+        state.setdefault("topic_estimate", "sample")
         # models pickled when components_ was stored: keep its counts instead
         lam = state.pop("components_", None)
         state.pop("topic_word_distribution_", None)
