@@ -364,10 +364,10 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     topic replaced by its collapsed conditional given the other tokens' topics,
 
         R_kv = sum_{tokens dn of word v} p(z_dn = k | z_{-dn}),
-        p(z_dn = k | z_{-dn})  propto  (D_dk^{-dn} + alpha) (W_kv^{-dn} + beta)
-                                       / (T_k^{-dn} + V beta),
 
-    the posterior mean of the counts given the other assignments.  It has the sampling noise
+    where p(z_dn = k | z_{-dn}) is proportional to (D_dk^{-dn} + alpha) (W_kv^{-dn} + beta) /
+    (T_k^{-dn} + V beta), the token taken out of all three counts: the posterior mean of the
+    counts given the other assignments.  It has the sampling noise
     of the last sweep's draws integrated out and is computed once, at the end of ``fit``,
     in place of the counts (no second K x V array).  On validation documents of 20
     Newsgroups and IMDB (``benchmarks/bench_sem_variants.py``, K = 100 to 1000) it scored
