@@ -1271,8 +1271,9 @@ def count_words(
 
     With several threads each thread owns a block of words and scans all entries for its
     words' tokens: no two threads write the same row, so no atomic increments are needed
-    (with atomics, two threads counted IMDB at K = 100 slower than one: the rows of frequent
-    words are contended).  Integer sums: the same for any number of threads."""
+    (the rows of frequent words are contended: with atomics the 2-thread speed-up of a
+    sweep on IMDB at K = 100 was 1.63x, without them 1.86x, benchmarks/README.md).  Integer
+    sums: the same for any number of threads."""
     cdef Py_ssize_t D = indptr.shape[0] - 1
     cdef int K = <int> Wout.shape[1], V = <int> Wout.shape[0], r, b, nb, lo, hi, v, k, fails = 0
     cdef int64_t j, t
