@@ -751,13 +751,6 @@ def _sem_rb(part, z, W, beta, alpha, n_threads):
     return _RaoBlackwell(W.shape[1], beta, alpha, n_threads, W=W).sum(token_layout(part), [z])
 
 
-def _sum_arrays(*arrays):
-    out = arrays[0].copy()
-    for a in arrays[1:]:
-        out += a
-    return out
-
-
 def _first(pair):
     return pair[0]
 
@@ -865,7 +858,7 @@ def fit_sem(est, X, callback):
         parts = [dask.delayed(_sem_rb, pure=False)(runner.parts[i], state["zs"][i], state["W"],
                                                    beta, smp.alpha, n_threads)
                  for i in range(len(runner.parts))]
-        total = _tree(parts, _sum_arrays)
+        total = _tree(parts, _sum)
         if runner.client is not None:
             total = runner.client.compute(total).result()
         else:
