@@ -308,22 +308,31 @@ cdef inline int _doc_word_part(const _Args* a, const int32_t* nd, const int32_t*
     cdef int i, k, ni = 0, wn = a.wlen[v]
     cdef int64_t wo = a.wptr[v]
     cdef double acc = sd[0]
+    # Branch-free: every topic of the scanned list is added (a zero term leaves the sum
+    # unchanged, exactly) and written at slot ni, which advances only when the term is
+    # non-zero, so the list is the same as with a test but without mispredicted branches.
     if wn < na:
-        for i in range(wn):
-            k = _wt(a, wo + i)
-            if nd[k] > 0:
+        if a.wide:
+            for i in range(wn):
+                k = (<const int32_t*> a.wtop)[wo + i]
                 acc += nd[k] * (<double> Wv[k] * a.inv_tot[k])
                 cum[ni] = acc
                 itop[ni] = k
-                ni += 1
+                ni += nd[k] > 0
+        else:
+            for i in range(wn):
+                k = (<const uint16_t*> a.wtop)[wo + i]
+                acc += nd[k] * (<double> Wv[k] * a.inv_tot[k])
+                cum[ni] = acc
+                itop[ni] = k
+                ni += nd[k] > 0
     else:
         for i in range(na):
             k = act[i]
-            if Wv[k] > 0:
-                acc += nd[k] * (<double> Wv[k] * a.inv_tot[k])
-                cum[ni] = acc
-                itop[ni] = k
-                ni += 1
+            acc += nd[k] * (<double> Wv[k] * a.inv_tot[k])
+            cum[ni] = acc
+            itop[ni] = k
+            ni += Wv[k] > 0
     sd[0] = acc
     return ni
 
