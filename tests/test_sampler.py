@@ -764,6 +764,17 @@ def test_count_words_equals_numpy_for_any_thread_count():
         _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, nt, T)
         np.testing.assert_array_equal(W, ref)
         np.testing.assert_array_equal(T, ref.sum(axis=0) + 5)
+        # zero=True replaces the contents (each thread clears its own rows) instead of adding
+        W.fill(7)
+        _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, nt,
+                             zero=True)
+        np.testing.assert_array_equal(W, ref)
+    # no tokens at all: zero=True still clears
+    lay0 = token_layout(sp.csr_matrix((3, 31)))
+    W.fill(3)
+    _sampler.count_words(lay0.indptr, lay0.indices, lay0.cnt, lay0.tokptr, z[:0], W, 2,
+                         zero=True)
+    assert not W.any()
     with pytest.raises(ValueError, match="T_out"):
         _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, 1,
                              np.zeros(K + 1, np.int64))

@@ -1274,9 +1274,12 @@ def count_words(
     int32_t[:, ::1] Wout,          # INOUT (V, K) += word-topic counts of z
     int n_threads,
     int64_t[::1] T_out=None,       # INOUT (K,) += topic totals of z, or None
+    bint zero=False,               # Wout = (not +=) the counts: each thread zeroes its rows
 ):
     """Word-topic counts of the assignments z (and, with ``T_out``, their topic totals, so
-    that the caller need not sum the (V, K) counts).
+    that the caller need not sum the (V, K) counts).  With ``zero`` the counts replace Wout's
+    contents; each thread zeroes its own block of rows first, so clearing the (V, K) array
+    is not a serial step before the count.
 
     With several threads each thread owns a block of words and scans all entries for its
     words' tokens: no two threads write the same row, so no atomic increments are needed
@@ -1295,7 +1298,11 @@ def count_words(
             raise ValueError("T_out must have shape (K,)")
         if K > 0:
             T = &T_out[0]
-    if z.shape[0] == 0 or V == 0:
+    if V == 0 or K == 0:
+        return
+    if z.shape[0] == 0:
+        if zero:
+            memset(&Wout[0, 0], 0, (<size_t> V) * K * sizeof(int32_t))
         return
     nb = max(1, min(n_threads, V))
     with nogil:
@@ -1309,6 +1316,8 @@ def count_words(
                     fails += 1
                 else:
                     memset(tb, 0, K * sizeof(int64_t))
+            if zero and hi > lo:
+                memset(&Wout[lo, 0], 0, (<size_t> (hi - lo)) * K * sizeof(int32_t))
             t = tokptr[0]
             for j in range(indptr[0], indptr[D]):
                 v = indices[j]

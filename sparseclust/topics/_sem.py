@@ -679,10 +679,9 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             # new assignments z, counted into the same array once the sweep is done (the
             # paper's write buffer holds exactly these counts, so it is not kept)
             changed = smp.sweep(lay, z, keys, seed, it, ll_doc=ll_doc)
-            W.fill(0)
             T = np.zeros(K, np.int64)
             _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
-                                 _threads_for(N, nt), T)
+                                 _threads_for(N, nt), T, zero=True)
             T_last[0] = T
             ll = smp.set_weights_from_counts(W, beta, word_totals, T) + float(ll_doc.sum())
             return W, ll, changed
