@@ -233,6 +233,17 @@ def test_live_fit_equals_numpy_reference():
     assert not np.array_equal(_live_fit_reference(X, 4, 0.3, 0.1, 7, 3, entry=False), ref)
 
 
+def test_live_fit_equals_numpy_reference_many_topics():
+    # K > 256: the sweep prefetches the document's topics' counts instead of whole rows (and
+    # on the dense path must not touch the sparse tables, which it does not build)
+    rng = np.random.default_rng(6)
+    X = rng.integers(0, 3, (15, 10)).astype(float)
+    ref = _live_fit_reference(X, 300, 0.05, 0.1, 3, 2)
+    m = StochasticEMLDA(300, max_iter=2, doc_topic_prior=0.05, sampler="dense",
+                        random_state=3, topic_estimate="sample").fit(X)
+    np.testing.assert_array_equal(m._word_topic, ref)
+
+
 def _fold_in_reference(m, X):
     """Numpy fold-in with the kernel's documented random streams (dense path)."""
     lay = token_layout(sp.csr_array(X))

@@ -73,6 +73,7 @@ cdef extern from "sc_sampler.h" nogil:
     uint64_t sc_stream_key(uint64_t seed, uint64_t sweep, uint64_t key)
     double sc_uniform(uint64_t* state)
     void sc_atomic_add_i32(int32_t* p, int32_t v)
+    void sc_prefetch(const void* p, long n)
 
 ctypedef fused zint_t:
     uint8_t
@@ -101,6 +102,8 @@ def _fail_thread_allocations(int thread):
 #: integer counts c < _LG_TAB (computed with the same gammaln, so the values are identical)
 cdef enum:
     _LG_TAB = 4096
+    # the live counts path prefetches the next entry's whole row of W up to this many topics
+    _PREFETCH_K = 256
 
 
 cdef void _lg_table(double a, double* tab) noexcept nogil:
@@ -519,6 +522,25 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
                 continue
             v = a.indices[j]
             if a.mode == 1 and a.counts:
+                if j + 1 < j1:
+                    # the next entry's row of the read buffer, whose cache lines the scan of
+                    # the document's topics reads in no particular order: all of it for small
+                    # K, else the document's topics' counts
+                    Wv = a.W + <int64_t> a.indices[j + 1] * K
+                    if K <= _PREFETCH_K:
+                        sc_prefetch(Wv, K * sizeof(int32_t))
+                    elif not a.dense and a.wlen[a.indices[j + 1]] < na:
+                        # (the scan of the next word's topics, when shorter)
+                        ni = a.indices[j + 1]
+                        if a.wide:
+                            sc_prefetch(<const int32_t*> a.wtop + a.wptr[ni],
+                                        a.wlen[ni] * sizeof(int32_t))
+                        else:
+                            sc_prefetch(<const uint16_t*> a.wtop + a.wptr[ni],
+                                        a.wlen[ni] * sizeof(uint16_t))
+                    else:
+                        for i in range(na):
+                            sc_prefetch(Wv + act[i], 1)
                 # LIVE counts: n_dk without the token, updated token by token; W, T frozen
                 # (with ``live_entry`` up to the entry's own changes dl, topics dset)
                 for r in range(c):

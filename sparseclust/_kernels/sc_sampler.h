@@ -32,6 +32,16 @@ static inline double sc_uniform(uint64_t* state) {
     return (double)(sc_splitmix64(state) >> 11) * (1.0 / 9007199254740992.0);
 }
 
+// Hint the cache to fetch the n bytes from p (reads; a no-op where unsupported).
+static inline void sc_prefetch(const void* p, long n) {
+#if defined(__GNUC__) || defined(__clang__)
+    const char* c = (const char*)p;
+    for (long i = 0; i < n; i += 64) __builtin_prefetch(c + i, 0, 3);
+#else
+    (void)p; (void)n;
+#endif
+}
+
 // *p += v, atomically when called from several OpenMP threads.  Integer addition is
 // associative and commutative, so the final value does not depend on the order of increments.
 static inline void sc_atomic_add_i32(int32_t* p, int32_t v) {
