@@ -748,6 +748,18 @@ def test_rao_blackwell_argument_checks():
                                 0, 1)
 
 
+def test_rows_sorted():
+    X = sp.csr_matrix(np.array([[1, 0, 2, 0], [0, 0, 0, 0], [3, 1, 0, 1]], float))
+    lay = token_layout(X)
+    assert _sampler.rows_sorted(lay.indptr, lay.indices)
+    indices = lay.indices.copy()
+    indices[[3, 4]] = indices[[4, 3]]  # document 2: words 1, 0, 3
+    assert not _sampler.rows_sorted(lay.indptr, indices)
+    # a repeated word id within a document is not strictly increasing
+    indices[[3, 4]] = 0
+    assert not _sampler.rows_sorted(lay.indptr, indices)
+
+
 def test_count_words_equals_numpy_for_any_thread_count():
     # each thread counts the tokens of its own block of words (no atomics): the counts equal
     # numpy's for any number of threads, with empty documents and zero-token entries
@@ -756,6 +768,7 @@ def test_count_words_equals_numpy_for_any_thread_count():
     X.data[::5] = 0
     lay = token_layout(X)
     z = np.random.default_rng(2).integers(0, K, int(lay.tokptr[-1])).astype(np.uint16)
+    assert _sampler.rows_sorted(lay.indptr, lay.indices)
     ref = np.zeros((31, K), np.int64)
     np.add.at(ref, (np.repeat(lay.indices, lay.cnt), z.astype(np.int64)), 1)
     for nt in (1, 2, 3, 8, 64):
@@ -769,6 +782,12 @@ def test_count_words_equals_numpy_for_any_thread_count():
         _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, nt,
                              zero=True)
         np.testing.assert_array_equal(W, ref)
+        # sorted word ids: each thread's entries of a document found by binary search
+        T = np.zeros(K, np.int64)
+        _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, nt, T,
+                             zero=True, sorted_words=True)
+        np.testing.assert_array_equal(W, ref)
+        np.testing.assert_array_equal(T, ref.sum(axis=0))
     # no tokens at all: zero=True still clears
     lay0 = token_layout(sp.csr_matrix((3, 31)))
     W.fill(3)

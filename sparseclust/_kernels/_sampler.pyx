@@ -1287,6 +1287,36 @@ def random_assign(
                 z[t] = <zint_t> (<int> (sc_uniform(&state) * K) % K)
 
 
+cdef inline int64_t _first_at_least(const int32_t[::1] indices, int64_t lo, int64_t hi,
+                                    int v) noexcept nogil:
+    """First j in [lo, hi) with indices[j] >= v (indices increasing there), else hi."""
+    cdef int64_t mid
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if indices[mid] < v:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+def rows_sorted(const int64_t[::1] indptr, const int32_t[::1] indices):
+    """True if the word ids strictly increase within every document (one pass, no
+    temporaries)."""
+    cdef Py_ssize_t D = indptr.shape[0] - 1, d
+    cdef int64_t j
+    cdef bint ok = True
+    with nogil:
+        for d in range(D):
+            for j in range(indptr[d] + 1, indptr[d + 1]):
+                if indices[j] <= indices[j - 1]:
+                    ok = False
+                    break
+            if not ok:
+                break
+    return ok
+
+
 def count_words(
     const int64_t[::1] indptr,
     const int32_t[::1] indices,
@@ -1297,11 +1327,14 @@ def count_words(
     int n_threads,
     int64_t[::1] T_out=None,       # INOUT (K,) += topic totals of z, or None
     bint zero=False,               # Wout = (not +=) the counts: each thread zeroes its rows
+    bint sorted_words=False,       # the word ids increase within every document (rows_sorted)
 ):
     """Word-topic counts of the assignments z (and, with ``T_out``, their topic totals, so
     that the caller need not sum the (V, K) counts).  With ``zero`` the counts replace Wout's
     contents; each thread zeroes its own block of rows first, so clearing the (V, K) array
-    is not a serial step before the count.
+    is not a serial step before the count.  With ``sorted_words`` (word ids increasing within
+    every document, :func:`rows_sorted`) a thread finds its block's entries of a document by
+    binary search instead of testing every entry.
 
     With several threads each thread owns a block of words and scans all entries for its
     words' tokens: no two threads write the same row, so no atomic increments are needed
@@ -1310,7 +1343,8 @@ def count_words(
     sums: the same for any number of threads."""
     cdef Py_ssize_t D = indptr.shape[0] - 1
     cdef int K = <int> Wout.shape[1], V = <int> Wout.shape[0], r, b, nb, lo, hi, v, k, fails = 0
-    cdef int64_t j, t
+    cdef int64_t j, t, j0, j1, jlo, jhi
+    cdef Py_ssize_t d
     cdef int64_t* tb
     cdef int64_t* T = NULL
     if tokptr[D] != z.shape[0]:
@@ -1340,16 +1374,42 @@ def count_words(
                     memset(tb, 0, K * sizeof(int64_t))
             if zero and hi > lo:
                 memset(&Wout[lo, 0], 0, (<size_t> (hi - lo)) * K * sizeof(int32_t))
-            t = tokptr[0]
-            for j in range(indptr[0], indptr[D]):
-                v = indices[j]
-                if v >= lo and v < hi:
-                    for r in range(cnt[j]):
-                        k = z[t + r]
-                        Wout[v, k] += 1
-                        if tb != NULL:
-                            tb[k] += 1
-                t = t + cnt[j]
+            if sorted_words and nb > 1:
+                for d in range(D):
+                    j0 = indptr[d]
+                    j1 = indptr[d + 1]
+                    jlo = _first_at_least(indices, j0, j1, lo)
+                    jhi = _first_at_least(indices, jlo, j1, hi)
+                    if jlo == jhi:
+                        continue
+                    # the block's first token, counted from the nearer end of the document
+                    if jlo - j0 <= j1 - jhi:
+                        t = tokptr[d]
+                        for j in range(j0, jlo):
+                            t = t + cnt[j]
+                    else:
+                        t = tokptr[d + 1]
+                        for j in range(jlo, j1):
+                            t = t - cnt[j]
+                    for j in range(jlo, jhi):
+                        v = indices[j]
+                        for r in range(cnt[j]):
+                            k = z[t + r]
+                            Wout[v, k] += 1
+                            if tb != NULL:
+                                tb[k] += 1
+                        t = t + cnt[j]
+            else:
+                t = tokptr[0]
+                for j in range(indptr[0], indptr[D]):
+                    v = indices[j]
+                    if v >= lo and v < hi:
+                        for r in range(cnt[j]):
+                            k = z[t + r]
+                            Wout[v, k] += 1
+                            if tb != NULL:
+                                tb[k] += 1
+                    t = t + cnt[j]
             if tb != NULL:
                 with gil:
                     for k in range(K):

@@ -666,8 +666,11 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         z = np.empty(N, dtype=_z_dtype(K))
         _sampler.random_assign(lay.tokptr, z, keys, seed, K, _threads_for(N, nt))
         W = np.zeros((V, K), np.int32)
+        # (a validated CSR matrix has sorted word ids: the count then finds a thread's words
+        # in every document by binary search)
+        sorted_words = _sampler.rows_sorted(lay.indptr, lay.indices)
         _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
-                             _threads_for(N, nt))
+                             _threads_for(N, nt), sorted_words=sorted_words)
         # tokens per word: the row sums of the initial counts (no float64 temporary)
         word_totals = W.sum(axis=1, dtype=np.int64)
         smp.set_weights_from_counts(W, beta, word_totals)
@@ -681,7 +684,8 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             changed = smp.sweep(lay, z, keys, seed, it, ll_doc=ll_doc)
             T = np.zeros(K, np.int64)
             _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
-                                 _threads_for(N, nt), T, zero=True)
+                                 _threads_for(N, nt), T, zero=True,
+                                 sorted_words=sorted_words)
             T_last[0] = T
             ll = smp.set_weights_from_counts(W, beta, word_totals, T) + float(ll_doc.sum())
             return W, ll, changed
