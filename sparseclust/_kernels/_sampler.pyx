@@ -104,6 +104,8 @@ cdef enum:
     _LG_TAB = 4096
     # the live counts path prefetches the next entry's whole row of W up to this many topics
     _PREFETCH_K = 256
+    # count_words prefetches the counts of the entry this many entries ahead
+    _COUNT_AHEAD = 8
 
 
 cdef void _lg_table(double a, double* tab) noexcept nogil:
@@ -1343,7 +1345,7 @@ def count_words(
     sums: the same for any number of threads."""
     cdef Py_ssize_t D = indptr.shape[0] - 1
     cdef int K = <int> Wout.shape[1], V = <int> Wout.shape[0], r, b, nb, lo, hi, v, k, fails = 0
-    cdef int64_t j, t, j0, j1, jlo, jhi
+    cdef int64_t j, t, j0, j1, jlo, jhi, tq
     cdef Py_ssize_t d
     cdef int64_t* tb
     cdef int64_t* T = NULL
@@ -1374,7 +1376,7 @@ def count_words(
                     memset(tb, 0, K * sizeof(int64_t))
             if zero and hi > lo:
                 memset(&Wout[lo, 0], 0, (<size_t> (hi - lo)) * K * sizeof(int32_t))
-            if sorted_words and nb > 1:
+            if sorted_words:
                 for d in range(D):
                     j0 = indptr[d]
                     j1 = indptr[d + 1]
@@ -1391,7 +1393,16 @@ def count_words(
                         t = tokptr[d + 1]
                         for j in range(jlo, j1):
                             t = t - cnt[j]
+                    # tq: the first token of entry j + _COUNT_AHEAD, whose counts are
+                    # prefetched (the increments land in rows far apart)
+                    tq = t
+                    for j in range(jlo, min(jlo + _COUNT_AHEAD, jhi)):
+                        tq = tq + cnt[j]
                     for j in range(jlo, jhi):
+                        if j + _COUNT_AHEAD < jhi:
+                            for r in range(cnt[j + _COUNT_AHEAD]):
+                                sc_prefetch(&Wout[indices[j + _COUNT_AHEAD], z[tq + r]], 1)
+                            tq = tq + cnt[j + _COUNT_AHEAD]
                         v = indices[j]
                         for r in range(cnt[j]):
                             k = z[t + r]
