@@ -91,11 +91,14 @@ class Scorer:
 class Recorder:
     """Decides when to score (geometric checkpoints in training time) and keeps the curve."""
 
-    def __init__(self, scorer, budget, first=1.0, growth=1.3, log=None):
+    def __init__(self, scorer, budget, first=1.0, growth=1.3, log=None, fixed=False):
         self.scorer = scorer
         self.budget = budget
         self.next = first
         self.growth = growth
+        # fixed: checkpoints at the first step ending after each of first * growth**n, the
+        # same times for every method (else growth times the last checkpoint's time)
+        self.fixed = fixed
         self.curve = []  # (seconds, score, units of work)
         self.log = log
 
@@ -105,7 +108,11 @@ class Recorder:
     def record(self, t, topic_word, units):
         score = self.scorer(topic_word)
         self.curve.append((float(t), float(score), units))
-        self.next = max(t * self.growth, t + 0.5)
+        if self.fixed:
+            while self.next <= t:
+                self.next *= self.growth
+        else:
+            self.next = max(t * self.growth, t + 0.5)
         if self.log:
             self.log(f"    t={t:8.2f}s  units={units!s:>6}  score={score: .5f}")
         return score

@@ -35,6 +35,7 @@ Usage::
     python benchmarks/bench_sem.py --quick         # smoke run
     python benchmarks/bench_sem.py --corpus imdb   # IMDB: 25,000 train reviews, 1000 test
     python benchmarks/bench_sem.py --clock cpu --methods sem-1t tomotopy   # CPU-time budgets
+    python benchmarks/bench_sem.py --clock cpu --fixed-grid ...   # the same checkpoint times
     python benchmarks/bench_sem.py --threads-only --ks 400 --out results/sem_threads.json
     python benchmarks/bench_sem.py --memory-only --out results/sem_memory.json
     python benchmarks/bench_sem.py --crossover-only --out results/sem_crossover_kos.json
@@ -339,6 +340,9 @@ def main(argv=None):
     p.add_argument("--corpus", choices=sorted(CORPORA), default="20newsgroups",
                    help="training and test documents of the held-out runs")
     p.add_argument("--growth", type=float, default=1.5)
+    p.add_argument("--fixed-grid", action="store_true",
+                   help="score every method at the first step ending after each of the same "
+                        "times growth**n (by default growth times its last checkpoint)")
     p.add_argument("--crossover-ks", type=int, nargs="*", default=[8, 16, 32, 48, 64, 100])
     p.add_argument("--quick", action="store_true", help="2000 documents, K = 50, 10 s")
     p.add_argument("--out", default=str(RESULTS / "sem.json"))
@@ -414,7 +418,7 @@ def main(argv=None):
         plan += [(K, 50.0 / K, m) for m in ("sem-1t", "tomotopy")]
     for K, alpha, method in plan:
         scorer = AlphaScorer(X_test, alpha, args.seed, 2)
-        rec = Recorder(scorer, args.budget, growth=args.growth,
+        rec = Recorder(scorer, args.budget, growth=args.growth, fixed=args.fixed_grid,
                        log=lambda m: print(m, flush=True))
         print(f"K={K} alpha={alpha:g} {method}", flush=True)
         t0 = time.perf_counter()

@@ -494,7 +494,7 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
     cdef const int32_t* Wv
     cdef double* cb
     cdef double tot, sd, u, ll, qw, sb, sdb = 0.0
-    cdef int ni, nds = 0
+    cdef int ni, nds = 0, vn
     cdef uint64_t state
     # scratch of the entry's own changes (live_entry): itop holds 5 K int32, see _run_docs
     cdef int32_t* dl = itop + K
@@ -533,13 +533,13 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
                         sc_prefetch(Wv, K * sizeof(int32_t))
                     elif not a.dense and a.wlen[a.indices[j + 1]] < na:
                         # (the scan of the next word's topics, when shorter)
-                        ni = a.indices[j + 1]
+                        vn = a.indices[j + 1]
                         if a.wide:
-                            sc_prefetch(<const int32_t*> a.wtop + a.wptr[ni],
-                                        a.wlen[ni] * sizeof(int32_t))
+                            sc_prefetch(<const int32_t*> a.wtop + a.wptr[vn],
+                                        a.wlen[vn] * sizeof(int32_t))
                         else:
-                            sc_prefetch(<const uint16_t*> a.wtop + a.wptr[ni],
-                                        a.wlen[ni] * sizeof(uint16_t))
+                            sc_prefetch(<const uint16_t*> a.wtop + a.wptr[vn],
+                                        a.wlen[vn] * sizeof(uint16_t))
                     else:
                         for i in range(na):
                             sc_prefetch(Wv + act[i], 1)
