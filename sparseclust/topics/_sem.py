@@ -235,8 +235,9 @@ class _RaoBlackwell:
     minibatch's fold-in): the sum over several z.
     """
 
-    #: word blocks of the in-place form: one block's rows of scratch at a time
-    IN_PLACE_BLOCKS = 8
+    #: word blocks of the in-place form: one block's rows of float64 scratch at a time (an
+    #: eighth of W's int32 buffer for 16 blocks; each block scans the corpus once)
+    IN_PLACE_BLOCKS = 16
 
     def __init__(self, K, beta, alpha, n_threads, *, W=None, w=None, topic_totals=None):
         self.W = _EMPTY2I if W is None else W
