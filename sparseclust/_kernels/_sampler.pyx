@@ -1302,6 +1302,17 @@ cdef inline int64_t _first_at_least(const int32_t[::1] indices, int64_t lo, int6
     return lo
 
 
+cdef inline void _count_entry(int32_t* Wrow, const zint_t* zt, int c,
+                              int64_t* tb) noexcept nogil:
+    """Count the c topics zt[0:c] of one entry into its word's row (and the totals tb)."""
+    cdef int r, k
+    for r in range(c):
+        k = zt[r]
+        Wrow[k] += 1
+        if tb != NULL:
+            tb[k] += 1
+
+
 def rows_sorted(const int64_t[::1] indptr, const int32_t[::1] indices):
     """True if the word ids strictly increase within every document (one pass, no
     temporaries)."""
@@ -1403,23 +1414,14 @@ def count_words(
                             for r in range(cnt[j + _COUNT_AHEAD]):
                                 sc_prefetch(&Wout[indices[j + _COUNT_AHEAD], z[tq + r]], 1)
                             tq = tq + cnt[j + _COUNT_AHEAD]
-                        v = indices[j]
-                        for r in range(cnt[j]):
-                            k = z[t + r]
-                            Wout[v, k] += 1
-                            if tb != NULL:
-                                tb[k] += 1
+                        _count_entry(&Wout[indices[j], 0], &z[0] + t, cnt[j], tb)
                         t = t + cnt[j]
             else:
                 t = tokptr[0]
                 for j in range(indptr[0], indptr[D]):
                     v = indices[j]
                     if v >= lo and v < hi:
-                        for r in range(cnt[j]):
-                            k = z[t + r]
-                            Wout[v, k] += 1
-                            if tb != NULL:
-                                tb[k] += 1
+                        _count_entry(&Wout[v, 0], &z[0] + t, cnt[j], tb)
                     t = t + cnt[j]
             if tb != NULL:
                 with gil:
