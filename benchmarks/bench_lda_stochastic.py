@@ -53,7 +53,7 @@ from _common import (  # noqa: E402
     write_json,
 )
 
-from sparseclust import SparseLDA  # noqa: E402
+from sparseclust import HDPTopicModel, SparseLDA  # noqa: E402
 from sparseclust.metrics import document_completion_score  # noqa: E402
 
 #: stochastic settings of the sweep; ``delta_per_pass`` sets delta = that many passes' worth
@@ -84,6 +84,9 @@ GRIDS = {
 }
 
 TOPIC_WORD_PRIOR = 0.1
+#: HDPTopicModel's alpha (--model hdp): the total document concentration, as SparseLDA's
+#: 0.5 / K per topic sums to 0.5
+HDP_ALPHA = 0.5
 
 
 def log(msg):
@@ -106,15 +109,17 @@ def load(split, n_val, seed, n_test=1000):
     return sp.csr_matrix(X_train), X_test[val_idx], vocab
 
 
-def fit_and_score(X, X_test, K, seed, params, score_at, passes):
-    """Fit SparseLDA for ``passes`` passes, scoring after the passes in ``score_at``; returns
-    the record of the run (CPU seconds exclude scoring)."""
+def fit_and_score(X, X_test, K, seed, params, score_at, passes, model_name="sparselda"):
+    """Fit SparseLDA (or HDPTopicModel of truncation K) for ``passes`` passes, scoring after
+    the passes in ``score_at``; returns the record of the run (CPU seconds exclude scoring).
+    The HDP is scored after its last pass only, with its own document prior alpha E[beta]
+    (``document_completion_score`` of the fitted model)."""
     scores = {}
     scoring = [0.0]
 
     def callback(info):
         p = info["pass"]
-        if p in score_at:
+        if p in score_at and model_name == "sparselda":
             t0 = time.process_time()
             lam = info["components"]
             scores[p] = float(document_completion_score(
@@ -123,12 +128,22 @@ def fit_and_score(X, X_test, K, seed, params, score_at, passes):
             scoring[0] += time.process_time() - t0
         return False
 
-    model = SparseLDA(n_components=K, topic_word_prior=TOPIC_WORD_PRIOR, max_iter=passes, tol=0,
-                      random_state=seed, n_threads=1, **params)
+    if model_name == "hdp":
+        model = HDPTopicModel(K, alpha=HDP_ALPHA, topic_word_prior=TOPIC_WORD_PRIOR,
+                              max_iter=passes, tol=0, random_state=seed, n_threads=1,
+                              **params)
+    else:
+        model = SparseLDA(n_components=K, topic_word_prior=TOPIC_WORD_PRIOR, max_iter=passes,
+                          tol=0, random_state=seed, n_threads=1, **params)
     t0 = time.process_time()
     model.fit(X, callback=callback)
     cpu = time.process_time() - t0 - scoring[0]
+    if model_name == "hdp":
+        scores[model.n_iter_] = float(document_completion_score(
+            model, X_test, heldout_fraction=0.2, random_state=0, n_threads=1))
     return {
+        "model": model_name,
+        "n_components_learned": int(model.n_components_) if model_name == "hdp" else K,
         "params": {k: (float(v) if isinstance(v, (int, float)) else v)
                    for k, v in params.items()},
         "cpu_seconds": cpu,
@@ -201,6 +216,9 @@ def main(argv=None):
                          "in instead of running memoized training again")
     ap.add_argument("--local-step", choices=["variational", "gibbs"], default="variational",
                     help="SparseLDA's local step, for the memoized and the stochastic runs")
+    ap.add_argument("--model", choices=["sparselda", "hdp"], default="sparselda",
+                    help="the estimator: SparseLDA with K topics, or HDPTopicModel of "
+                         "truncation K (memoized with its default moves; stochastic without)")
     ap.add_argument("--out", default=None)
     ap.add_argument("--quick", action="store_true",
                     help="smoke run: K = 20, 2 passes, the 'defaults' grid")
@@ -252,7 +270,8 @@ def main(argv=None):
             for seed in args.seeds:
                 if not args.no_memoized:
                     r = fit_and_score(X, X_test, K, seed,
-                                      {"algorithm": "memoized", **step}, score_at, args.passes)
+                                      {"algorithm": "memoized", **step}, score_at, args.passes,
+                                      args.model)
                     r.update(method="memoized", K=K, seed=seed)
                     runs.append(r)
                     log(f"K={K} seed={seed} memoized: {r['final']:.4f} ({r['cpu_seconds']:.0f}"
@@ -261,7 +280,8 @@ def main(argv=None):
                 for name in names:
                     params = ({"algorithm": "stochastic", **step}
                               | resolve(grid[name], n_docs))
-                    r = fit_and_score(X, X_test, K, seed, params, score_at, args.passes)
+                    r = fit_and_score(X, X_test, K, seed, params, score_at, args.passes,
+                                      args.model)
                     r.update(method="stochastic", config=name, K=K, seed=seed)
                     runs.append(r)
                     log(f"K={K} seed={seed} {name}: {r['final']:.4f} ({r['cpu_seconds']:.0f} s)"

@@ -268,6 +268,25 @@ def learning_rate(t, kappa, delta):
     return min(1.0, float(delta + t) ** (-float(kappa)))
 
 
+#: delta=None (the estimators' default): the delay is this many passes' worth of minibatches
+DELAY_PASSES = 4.0
+
+
+def default_delay(delta, n_docs, batch_size):
+    """The learning-rate delay of :func:`learning_rate`: ``delta``, or for ``delta=None``
+    :data:`DELAY_PASSES` passes' worth of minibatches, ``4 ceil(n_docs / batch_size)``, with
+    ``n_docs`` the documents the minibatch statistics are scaled to.
+
+    With delta = 1 the first minibatch, scaled up by n_docs / batch_size, replaces two thirds
+    of the initial topics (rho_1 = 2^-0.6 = 0.66 at kappa = 0.6), and the topics do not
+    recover from those early large steps within 10 passes (``benchmarks/README.md``,
+    "Stochastic against memoized training").
+    """
+    if delta is None:
+        return DELAY_PASSES * max(1, -(-int(np.ceil(n_docs)) // int(batch_size)))
+    return float(delta)
+
+
 @dataclass
 class StochasticState:
     """What stochastic training carries between steps (``partial_fit`` keeps one)."""

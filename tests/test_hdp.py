@@ -14,6 +14,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sparseclust import HDPTopicModel
+from sparseclust._engine import DELAY_PASSES
 from sparseclust._stickbreak import (
     c_beta,
     dp_sticks,
@@ -541,6 +542,26 @@ def test_partial_fit_stream_and_gridsearch():
     g = GridSearchCV(HDPTopicModel(max_components=8, max_iter=3, random_state=0),
                      {"L": [2, 4], "gamma": [1.0, 5.0]}, cv=2).fit(X)
     assert g.best_params_["L"] in (2, 4)
+
+
+def test_stochastic_default_delay_is_four_passes_of_minibatches():
+    """delta=None is DELAY_PASSES * ceil(D / batch_size) for the D documents the statistics
+    are scaled to, in fit and in partial_fit (as for SparseLDA), and differs from delta=1."""
+    X, _, _ = hdp_corpus(6, K=5, V=50, D=130, length=30)
+    kw = dict(max_components=6, algorithm="stochastic", batch_size=20, max_iter=3, tol=0,
+              random_state=0)
+    auto = HDPTopicModel(**kw).fit(X)
+    explicit = HDPTopicModel(delta=DELAY_PASSES * 7, **kw).fit(X)  # ceil(130 / 20) = 7
+    np.testing.assert_array_equal(auto.components_, explicit.components_)
+    one = HDPTopicModel(delta=1.0, **kw).fit(X)
+    assert not np.allclose(one.components_, auto.components_)
+    scaled = HDPTopicModel(total_samples=1000, **kw).fit(X)
+    scaled_explicit = HDPTopicModel(total_samples=1000, delta=DELAY_PASSES * 50, **kw).fit(X)
+    np.testing.assert_array_equal(scaled.components_, scaled_explicit.components_)
+    pf = HDPTopicModel(**kw).partial_fit(X[:20]).partial_fit(X[20:40])  # scaled to 20 docs
+    pf_explicit = (HDPTopicModel(delta=DELAY_PASSES * 1, **kw)
+                   .partial_fit(X[:20]).partial_fit(X[20:40]))
+    np.testing.assert_array_equal(pf.components_, pf_explicit.components_)
 
 
 @parametrize_with_checks([HDPTopicModel(max_components=4, max_iter=3, random_state=0)])

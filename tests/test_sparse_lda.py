@@ -17,8 +17,9 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sparseclust import SparseLDA
+from sparseclust._engine import DELAY_PASSES as _DELTA_PASSES
 from sparseclust.topics._local import local_step
-from sparseclust.topics._sparse_lda import _DELTA_PASSES, _LDAModel, _LDAParams
+from sparseclust.topics._sparse_lda import _LDAModel, _LDAParams
 
 # most fits here run a few passes on purpose; the warning itself is tested below
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")

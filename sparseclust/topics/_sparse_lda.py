@@ -33,6 +33,7 @@ from .._engine import (
     StochasticState,
     SuffStats,
     VariationalModel,
+    default_delay,
     fit_engine,
     is_dask_collection,
     stochastic_step,
@@ -47,9 +48,6 @@ __all__ = ["SparseLDA"]
 
 #: Bregman k-means iterations after the k-means++ seeding of init='kmeans++'
 _KMEANS_ITERS = 20
-
-#: delta=None: the learning-rate delay is this many passes' worth of minibatches
-_DELTA_PASSES = 4.0
 
 
 #: stream counter of the Gibbs local step in transform (training uses 0, 1, 2, ...)
@@ -703,9 +701,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
     def _delta(self, n_docs):
         """The learning-rate delay for statistics scaled to ``n_docs`` documents."""
-        if self.delta is None:
-            return _DELTA_PASSES * max(1, -(-int(np.ceil(n_docs)) // self.batch_size))
-        return float(self.delta)
+        return default_delay(self.delta, n_docs, self.batch_size)
 
     def _alpha(self):
         if self.doc_topic_prior is None:
