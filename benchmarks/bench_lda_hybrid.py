@@ -14,9 +14,13 @@ Two experiments, one thread each, CPU time of this process (``time.process_time`
     seconds (per K, ``--budgets``) of training CPU time. Initialisation is inside the clock,
     scoring outside.
 ``validation``
-    Memoized Gibbs with each batch's chain kept between visits (``SparseLDA._gibbs_chains``)
-    against the shipped restarted chains, trained on the shuffled 20 Newsgroups training posts
-    but the last ``--n-val``, scored on those (documents the reported test split does not use).
+    Memoized Gibbs with each batch's chain kept between visits (``gibbs-memoized-chains``,
+    ``SparseLDA._gibbs_chains``) against restarted chains (``gibbs-memoized-restart``, the
+    default) and the variational step, scored on documents the reported test split does not
+    use: ``--val-docs test`` (default) fits all training posts and scores 1,000 test posts
+    disjoint from the reported ones (the validation set of ``bench_lda_stochastic.py``);
+    ``--val-docs train`` fits the shuffled training posts but the last ``--n-val`` and scores
+    those (many quote training posts of the same period, which favours sharper topics).
 ``step_cost``
     CPU seconds per token of a stochastic step (local + global step, the trace's
     ``time_local + time_global`` of the second pass of ``algorithm='stochastic'`` on
@@ -31,7 +35,7 @@ until its budget is spent). Usage::
 
     python benchmarks/bench_lda_hybrid.py heldout --ks 100 --budgets 60
     python benchmarks/bench_lda_hybrid.py validation --ks 400 --budgets 100 \
-        --val-methods gibbs-memoized
+        --val-methods gibbs-memoized-chains
     python benchmarks/bench_lda_hybrid.py step_cost --step-corpus imdb
     python benchmarks/bench_lda_hybrid.py plot
 """
@@ -63,6 +67,7 @@ from bench_lda_heldout import (  # noqa: E402
     Tomotopy,
     doc_topic_prior,
 )
+from bench_lda_stochastic import load as load_validation  # noqa: E402
 
 from sparseclust.topics import SparseLDA  # noqa: E402
 
@@ -198,21 +203,41 @@ class _RestartLDA(SparseLDA):
     _gibbs_chains = False
 
 
+class _ChainsLDA(SparseLDA):
+    """The Gibbs local step continuing every batch's chain between memoized visits."""
+
+    _gibbs_chains = True
+
+
+#: validation methods: the class that runs them
+_VALIDATION_CLASSES = {"gibbs-memoized-restart": _RestartLDA,
+                       "gibbs-memoized-chains": _ChainsLDA}
+
+
 def validation(opts):
-    """Memoized Gibbs with chains kept between visits vs restarted chains, on documents not
-    used for reporting: the last ``--n-val`` posts of the shuffled 20 Newsgroups training set
-    are scored, the others trained on (K = first of ``--ks``, budget first of ``--budgets``,
-    or ``--val-methods``)."""
+    """Memoized Gibbs with chains kept between visits vs restarted chains (and the methods
+    of ``--val-methods``), scored on the documents of ``--val-docs`` (see the module
+    docstring); K = first of ``--ks``, budget first of ``--budgets``."""
     res = _load(opts.out)
-    X, _, _ = newsgroups_heldout_split(seed=opts.seed)
-    X_tr, X_val = X[: -opts.n_val], X[-opts.n_val :]
+    if opts.val_docs == "test":
+        # test posts disjoint from the reported ones, all training posts fitted (the
+        # validation set of bench_lda_stochastic.py)
+        X_tr, X_val, _ = load_validation("validation", opts.n_val, seed=opts.seed)
+        documents = (f"train on all {X_tr.shape[0]} 20 Newsgroups training posts, score "
+                     f"document completion on {X_val.shape[0]} test posts disjoint from the "
+                     f"reported ones (bench_lda_stochastic.py's validation set)")
+    else:
+        X, _, _ = newsgroups_heldout_split(seed=opts.seed)
+        X_tr, X_val = X[: -opts.n_val], X[-opts.n_val :]
+        documents = (f"train on the first {X_tr.shape[0]} shuffled 20 Newsgroups training "
+                     f"posts, score document completion on the last {X_val.shape[0]}")
     K, budget = opts.ks[0], opts.budgets[0]
     runs = res.setdefault("validation", {}).setdefault(str(K), {})
     for name in opts.val_methods:
         print(f"validation K={K} {name} (budget {budget} s CPU)", flush=True)
         rec = Recorder(Scorer(X_val, K, opts.seed, opts.score_threads), budget, first=4.0,
                        growth=1.6, log=lambda m: print(m, flush=True))
-        cls = _RestartLDA if name == "gibbs-memoized-restart" else SparseLDA
+        cls = _VALIDATION_CLASSES.get(name, SparseLDA)
         spec = METHODS["gibbs-memoized" if name.startswith("gibbs") else name]
         with threadpool_limits(1):
             t = run_sparselda(X_tr, K, spec, opts.seed, rec, budget, opts, cls=cls)
@@ -220,8 +245,7 @@ def validation(opts):
                       "curve": [list(c) for c in rec.curve], "final_score": rec.curve[-1][1],
                       "loadavg": os.getloadavg()}
         res["validation_settings"] = {
-            "documents": f"train on the first {X_tr.shape[0]} shuffled 20 Newsgroups training "
-                         f"posts, score document completion on the last {X_val.shape[0]}",
+            "documents": documents,
             "seed": opts.seed, "n_batches": opts.n_batches,
             "clock": "process_time (CPU seconds, one thread)"}
         runs[name]["gibbs"] = _gibbs_settings(opts)
@@ -316,8 +340,13 @@ def main():
                    default=["gibbs-memoized", "gibbs-stochastic", "variational-memoized",
                             "tomotopy"])
     p.add_argument("--val-methods", nargs="+",
-                   default=["gibbs-memoized", "gibbs-memoized-restart"])
+                   default=["gibbs-memoized-chains", "gibbs-memoized-restart",
+                            "variational-memoized"])
     p.add_argument("--n-val", type=int, default=1000)
+    p.add_argument("--val-docs", choices=["test", "train"], default="test",
+                   help="validation documents: test posts disjoint from the reported ones "
+                        "(default), or the last --n-val shuffled training posts (held out of "
+                        "training; many quote training posts of the same period)")
     p.add_argument("--n-burnin", type=int, default=None,
                    help="Gibbs local step burn-in sweeps (default: SparseLDA's)")
     p.add_argument("--n-samples", type=int, default=None,
