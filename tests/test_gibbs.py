@@ -15,7 +15,9 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sparseclust import SparseLDA
+from sparseclust._engine import learning_rate
 from sparseclust._kernels import _sampler
+from sparseclust.topics import _gibbs
 from sparseclust.topics._gibbs import gibbs_local_step
 
 
@@ -245,8 +247,6 @@ def test_sklearn_compatible_gibbs(estimator, check):
 
 @pytest.mark.parametrize("rescale_below", [None, 1e-3])
 def test_lazy_update_equals_dense_update(monkeypatch, rescale_below):
-    from sparseclust._engine import learning_rate
-    from sparseclust.topics import _gibbs
     from sparseclust.topics._sparse_lda import _LDAParams
 
     if rescale_below is not None:
@@ -274,6 +274,45 @@ def test_lazy_update_equals_dense_update(monkeypatch, rescale_below):
     cols = np.array([3, 7, 40])
     np.testing.assert_allclose(params.log_weights(cols), ref.tables.CT[cols], rtol=1e-10)
     np.testing.assert_allclose(params.Elogphi, ref.Elogphi, rtol=1e-10)
+
+
+@pytest.mark.parametrize("n_threads", [1, 3])
+def test_lazy_word_weights_equal_the_scaled_exp_of_log_weights(n_threads):
+    """LazyParams.word_weights (one kernel pass per word row, psi only where the statistics
+    are positive) equals exp(log_weights - row max) computed densely in numpy, also after
+    steps that leave a small scale pi, and for any thread count."""
+    rng = np.random.RandomState(3)
+    K, V, tau = 37, 80, 0.1
+    S = rng.gamma(1.0, 1.0, (K, V)) * (rng.uniform(size=(K, V)) < 0.2)
+    S[:, 5] = 0.0  # a word no topic holds
+    lazy = _gibbs.LazyTopicStats(S, 0.0)
+    for t in range(1, 30):
+        B = sp.random_array((K, V), density=0.05, random_state=rng, format="csr")
+        lazy.step(B, 0.0, learning_rate(t, 0.6, 1.0), 7.0)
+    params = _gibbs.LazyParams(lazy, tau)
+    cols = np.array([0, 5, 17, 17, 79, 42])
+    got = params.word_weights(cols, n_threads=n_threads)
+    Lw = params.log_weights(cols)
+    ref = np.exp(Lw - Lw.max(axis=1, keepdims=True))
+    assert got.dtype == np.float32 and got.shape == (cols.size, K)
+    np.testing.assert_allclose(got, ref, rtol=2e-6, atol=1e-30)
+    assert np.all(got.max(axis=1) == 1.0)
+    with pytest.raises(ValueError, match="out of range"):
+        params.word_weights(np.array([V]))
+
+
+def test_stochastic_gibbs_step_reads_the_kernel_weights_as_the_log_weights():
+    """The sampled local step draws the same topics from LazyParams (kernel weights) as from
+    its log_weights callable (the numpy path), up to float32 rounding of the weights."""
+    X = _corpus(D=60)
+    rng = np.random.RandomState(1)
+    K, V = 6, X.shape[1]
+    lazy = _gibbs.LazyTopicStats(rng.gamma(2.0, 1.0, (K, V)), 0.0)
+    params = _gibbs.LazyParams(lazy, 0.1)
+    kw = dict(n_burnin=1, n_samples=2, seed=5, sweep=0)
+    a = _gibbs.gibbs_local_step(X, params, 0.3, **kw)
+    b = _gibbs.gibbs_local_step(X, params.log_weights, 0.3, **kw)
+    np.testing.assert_array_equal(a.topic_word_csr.toarray(), b.topic_word_csr.toarray())
 
 
 class _DenseUpdateLDA(SparseLDA):

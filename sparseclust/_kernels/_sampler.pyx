@@ -60,8 +60,10 @@ from cython.parallel cimport parallel, prange
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free
 from libc.string cimport memset
+from libc.math cimport INFINITY, exp
 from libc.math cimport floor as libc_floor
 from scipy.special.cython_special cimport gammaln
+from scipy.special.cython_special cimport psi as sc_psi
 
 from sparseclust._kernels._parallel cimport sc_set_alloc_fail_thread, sc_thread_malloc
 
@@ -926,6 +928,62 @@ def build_alias(
         free(large)
     if fails:
         raise MemoryError("could not allocate the alias-table scratch space")
+
+
+def variational_word_weights(
+    const double[:, ::1] UT,       # IN (V, K) lazily scaled statistics, word-major
+    const int64_t[::1] cols,       # IN (n,) word types
+    double pi,                     # IN the statistics' scale: S = pi UT^T
+    double tau,                    # IN topic-word prior
+    const double[::1] norm,        # IN (K,) psi(V tau + T_k)
+    const double[::1] e0,          # IN (K,) exp(psi(tau) - norm_k)
+    float[:, ::1] w,               # OUT (n, K)
+    int n_threads,
+):
+    """Word weights of the sampled local step from lazily scaled statistics, one pass per
+    word row: w[i, k] = exp(E[log phi_kv] - m_i), v = cols[i], with E[log phi_kv] =
+    psi(tau + pi UT[v, k]) - norm_k and m_i its maximum over k (a per-word constant does not
+    change the conditional of that word's tokens). psi is evaluated only where UT[v, k] > 0;
+    elsewhere E[log phi_kv] = psi(tau) - norm_k and w = e0_k exp(-m_i), a product."""
+    cdef Py_ssize_t n = cols.shape[0], i
+    cdef int K = <int> UT.shape[1], k, fails = 0
+    cdef int64_t v, V = UT.shape[0]
+    cdef double psi_tau = sc_psi(tau), m, l, u, em
+    cdef double* buf
+    if norm.shape[0] != K or e0.shape[0] != K or w.shape[0] != n or w.shape[1] != K:
+        raise ValueError("inconsistent shapes")
+    for i in range(n):
+        if cols[i] < 0 or cols[i] >= V:
+            raise ValueError("word type out of range")
+    if n == 0 or K == 0:
+        return
+    with nogil, parallel(num_threads=n_threads):
+        buf = <double*> sc_thread_malloc(K * sizeof(double))
+        for i in prange(n, schedule="static"):
+            if buf == NULL:
+                fails += 1
+                continue
+            v = cols[i]
+            m = -INFINITY
+            for k in range(K):
+                u = UT[v, k]
+                if u > 0.0:
+                    l = sc_psi(tau + pi * u) - norm[k]
+                    buf[k] = l
+                else:
+                    l = psi_tau - norm[k]
+                    buf[k] = INFINITY  # a zero entry: w = e0_k exp(-m)
+                if l > m:
+                    m = l
+            em = exp(-m)
+            for k in range(K):
+                if buf[k] == INFINITY:
+                    w[i, k] = <float> (e0[k] * em)
+                else:
+                    w[i, k] = <float> exp(buf[k] - m)
+        free(buf)
+    if fails:
+        raise MemoryError("could not allocate the word-weight scratch space")
 
 
 def sample_sweep_counts(

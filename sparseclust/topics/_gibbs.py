@@ -97,9 +97,10 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
     ----------
     X : scipy.sparse CSR matrix or array (D, V)
         Non-negative word counts (rounded half up to whole tokens).
-    log_weights : ndarray (V, K) or callable
-        E[log phi] in the (V, K) layout (e.g. ``TopicTables.CT``), or ``cols -> (len(cols), K)``
-        giving its rows for the word types ``cols``.
+    log_weights : ndarray (V, K), callable or LazyParams
+        E[log phi] in the (V, K) layout (e.g. ``TopicTables.CT``), ``cols -> (len(cols), K)``
+        giving its rows for the word types ``cols``, or parameters with a ``word_weights``
+        method (:class:`LazyParams`) giving the scaled weights exp(E[log phi]) directly.
     alpha : float
         Symmetric document-topic prior alpha_k = alpha.
     n_burnin, n_samples : int
@@ -134,11 +135,17 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
     lay = token_layout(X)
     n_tok = int(lay.tokptr[-1])
     cols = np.flatnonzero(np.bincount(lay.indices, weights=lay.cnt, minlength=V))
-    if callable(log_weights):
-        Lw = np.asarray(log_weights(cols), dtype=np.float64)
+    nt_all = effective_n_threads(n_threads)
+    w = Lw = None
+    if hasattr(log_weights, "word_weights"):
+        w = log_weights.word_weights(cols, nt_all)
+        K = w.shape[1]
     else:
-        Lw = np.asarray(log_weights, dtype=np.float64)[cols]
-    K = Lw.shape[1]
+        if callable(log_weights):
+            Lw = np.asarray(log_weights(cols), dtype=np.float64)
+        else:
+            Lw = np.asarray(log_weights, dtype=np.float64)[cols]
+        K = Lw.shape[1]
     if keys is None:
         keys = np.arange(D, dtype=np.uint64)
     keys = np.ascontiguousarray(keys, dtype=np.uint64)
@@ -152,7 +159,7 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
     if n_tok == 0:
         z = np.empty(0, dtype=_z_dtype(K)) if return_z else None
         return GibbsResult(stats_csr(np.zeros((0, K)), cols[:0], V), 0.0, doc_topic, 0, z)
-    if not np.all(np.isfinite(Lw)):
+    if not np.all(np.isfinite(Lw if w is None else w)):
         raise ValueError("E[log phi] must be finite.")
     # batch-local word ids; the weights of the batch's word types only
     row_of = np.full(V, -1, dtype=np.int64)
@@ -161,13 +168,13 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
     keep = lay.cnt > 0
     if not keep.all():  # entries rounded to no token: any word id of the batch will do
         indices[~keep] = 0
-    Lw -= Lw.max(axis=1, keepdims=True)
-    w = np.exp(Lw).astype(np.float32)
-    del Lw
+    if w is None:
+        Lw -= Lw.max(axis=1, keepdims=True)
+        w = np.exp(Lw).astype(np.float32)
+        del Lw
     alpha_v = np.full(K, float(alpha))
     if dense is None:
         dense = K <= DENSE_MAX_K
-    nt_all = effective_n_threads(n_threads)
     if dense:
         prob, alias, Q = _EMPTY2F, _EMPTY2I, _EMPTY1
     else:
@@ -217,21 +224,27 @@ class LazyTopicStats:
     below :data:`RESCALE_BELOW`, U is multiplied by pi_t and pi_t reset to 1 (O(K V), rare:
     pi_t decays like exp(-sum_t rho_t)); a step with rho_t = 1 forgets U entirely.
 
+    U is stored word-major, ``UT`` = U^T of shape (V, K), so that the local step's read of a
+    minibatch's word types (:meth:`columns_t`) copies contiguous rows: from a (K, V) array the
+    same read gathers K strided entries per word, which at K = 1000 cost more than sampling
+    the minibatch.
+
     Read as a :class:`SuffStats` (``stats["S"]`` gives S dense, ``stats["elbo_local"]`` the
     blended local terms) by the objective, which the engine evaluates once per pass.
     """
 
     def __init__(self, S, elbo_local):
-        S = S.toarray() if sp.issparse(S) else np.array(S, dtype=np.float64)
-        self.U = np.ascontiguousarray(S, dtype=np.float64)
+        S = S.toarray() if sp.issparse(S) else np.asarray(S, dtype=np.float64)
+        self.UT = np.ascontiguousarray(S.T, dtype=np.float64)
         self.pi = 1.0
-        self.totals = self.U.sum(axis=1)
+        self.totals = self.UT.sum(axis=0)
         self.elbo_local = float(elbo_local)
         self.n_rescaled = 0
 
     @property
     def shape(self):
-        return self.U.shape
+        V, K = self.UT.shape
+        return K, V
 
     def step(self, B, elbo_local, rho, scale):
         """S <- (1 - rho) S + rho * scale * B, elbo_local likewise."""
@@ -242,31 +255,36 @@ class LazyTopicStats:
         keep = 1.0 - rho
         c = rho * scale
         if keep <= 0.0:
-            self.U.fill(0.0)
+            self.UT.fill(0.0)
             self.pi = 1.0
         else:
             self.pi *= keep
             if self.pi < RESCALE_BELOW:
-                self.U *= self.pi
+                self.UT *= self.pi
                 self.pi = 1.0
                 self.n_rescaled += 1
         rows = np.repeat(np.arange(B.shape[0], dtype=np.int64), np.diff(B.indptr))
-        flat = self.U.reshape(-1)
-        flat[rows * self.U.shape[1] + B.indices] += (c / self.pi) * B.data
+        flat = self.UT.reshape(-1)
+        # (k, v) of B is U^T[v, k]; a CSR array has no duplicate (k, v) pairs here
+        flat[B.indices.astype(np.int64) * B.shape[0] + rows] += (c / self.pi) * B.data
         self.totals *= max(keep, 0.0)
         self.totals += c * np.bincount(rows, weights=B.data, minlength=B.shape[0])
         self.elbo_local = max(keep, 0.0) * self.elbo_local + c * float(elbo_local)
 
     def rows(self, a, b):
-        """S for topics a..b-1 (a new array)."""
-        return self.U[a:b] * self.pi
+        """S for topics a..b-1 (a new C-contiguous array)."""
+        out = np.empty((b - a, self.UT.shape[0]))
+        np.multiply(self.UT[:, a:b].T, self.pi, out=out)
+        return out
 
-    def columns(self, cols):
-        """S[:, cols] (a new (K, len(cols)) array)."""
-        return self.U[:, cols] * self.pi
+    def columns_t(self, cols):
+        """S[:, cols]^T (a new (len(cols), K) array)."""
+        out = self.UT[cols]
+        out *= self.pi
+        return out
 
     def dense(self):
-        return self.U * self.pi
+        return self.rows(0, self.UT.shape[1])
 
     # the SuffStats interface the objective and the estimator read
     def __getitem__(self, key):
@@ -300,7 +318,7 @@ class LazyParams:
         self._El = None
 
     def log_weights(self, cols):
-        S = self.stats.columns(cols).T
+        S = self.stats.columns_t(cols)
         # psi only where S > 0: elsewhere lambda = tau (most entries, the statistics being
         # sampled counts)
         nz = S > 0
@@ -308,6 +326,20 @@ class LazyParams:
         out[nz] = psi(S[nz] + self.tau)
         out -= self._norm[None, :]
         return out
+
+    def word_weights(self, cols, n_threads=1):
+        """exp(E[log phi]) of the word types ``cols`` as float32 (len(cols), K), every row
+        scaled by exp(-its maximum exponent): the weights :func:`gibbs_local_step` samples
+        with, from ``log_weights(cols)`` in one pass over each word's row of the statistics
+        (:func:`~sparseclust._kernels._sampler.variational_word_weights`)."""
+        cols = np.ascontiguousarray(cols, dtype=np.int64)
+        K = self.stats.shape[0]
+        w = np.empty((cols.size, K), np.float32)
+        e0 = np.exp(psi(self.tau) - self._norm)
+        _sampler.variational_word_weights(self.stats.UT, cols, float(self.stats.pi), self.tau,
+                                          self._norm, e0, w,
+                                          _threads_for(cols.size * K, n_threads))
+        return w
 
     def lam_rows(self, a, b):
         lam = np.maximum(self.stats.rows(a, b), 0.0)
