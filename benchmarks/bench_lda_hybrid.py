@@ -279,7 +279,8 @@ def step_cost(opts):
             per = []
             for r in range(opts.repeats):
                 m = SparseLDA(K, local_step=local, algorithm="stochastic", batch_size=256,
-                              max_iter=2, tol=0, init="random", random_state=r, n_threads=1,
+                              max_iter=2, tol=0, init=opts.step_init, random_state=r,
+                              n_threads=1,
                               doc_topic_prior=doc_topic_prior(K),
                               topic_word_prior=TOPIC_WORD_PRIOR)
                 c0 = time.process_time()
@@ -301,7 +302,7 @@ def step_cost(opts):
                                              / rows[f"{local}-K100"]["median_seconds_per_token"])
     res["step_cost"] = {
         "corpus": opts.step_corpus, "n_docs": X.shape[0], "n_features": X.shape[1],
-        "n_tokens": n_tok, "batch_size": 256,
+        "n_tokens": n_tok, "batch_size": 256, "init": opts.step_init,
         "clock": "time_local + time_global of the second stochastic pass, CPU time "
                  "(time.process_time), one thread",
         "rows": rows,
@@ -358,6 +359,10 @@ def main():
     p.add_argument("--score-threads", type=int, default=1)
     p.add_argument("--step-corpus", choices=["imdb", "20ng"], default="imdb")
     p.add_argument("--step-docs", type=int, default=10240)
+    p.add_argument("--step-init", choices=["random", "kmeans++"], default="random",
+                   help="step_cost: the initial topics (random: every (k, v) entry of the "
+                        "statistics positive; kmeans++, SparseLDA's default: the documents' "
+                        "words only)")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--note", default="")
     p.add_argument("--out", default=str(OUT))

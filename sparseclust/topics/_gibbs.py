@@ -197,12 +197,14 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         _sampler.LIVE, bool(dense), n_inner, n_burn, int(seed), int(sweep),
         acc, Wout, ll, _threads_for(n_tok * n_inner, nt_all), seq_init=z_init is None,
     )
-    ST = Wout / float(n_samples)
+    # the non-zero counts only, then their average (a dense float copy of the (|cols|, K)
+    # counts would cost more than the sweeps at large K)
+    S = stats_csr(Wout, cols, V)
     del Wout
+    S.data = S.data / float(n_samples)
     if return_doc_topic:
         doc_topic /= float(n_samples)
-    return GibbsResult(stats_csr(ST, cols, V), float(ll.sum()), doc_topic, n_tok,
-                       z if return_z else None)
+    return GibbsResult(S, float(ll.sum()), doc_topic, n_tok, z if return_z else None)
 
 
 #: LazyTopicStats renormalises its stored values when the scale factor falls below this
