@@ -315,6 +315,97 @@ def test_stochastic_gibbs_step_reads_the_kernel_weights_as_the_log_weights():
     np.testing.assert_array_equal(a.topic_word_csr.toarray(), b.topic_word_csr.toarray())
 
 
+def _split_params(K, V, seed):
+    """LazyParams over statistics that are zero on most (k, v), after a few lazy steps."""
+    rng = np.random.RandomState(seed)
+    S = rng.gamma(1.0, 3.0, (K, V)) * (rng.uniform(size=(K, V)) < 0.15)
+    S[0] += 1.0  # every word has statistics on some topic
+    lazy = _gibbs.LazyTopicStats(S, 0.0)
+    for t in range(1, 4):
+        B = sp.random_array((K, V), density=0.05, random_state=rng, format="csr")
+        lazy.step(B, 0.0, learning_rate(t, 0.6, 1.0), 5.0)
+    params = _gibbs.LazyParams(lazy, 0.1)
+    assert params.split_tables(np.arange(V), np.ones(K))[1] is not None  # the split path
+    return params
+
+
+def _chi2_pvalue(counts, p):
+    from scipy.stats import chisquare
+
+    counts = np.asarray(counts, dtype=float)
+    exp = p / p.sum() * counts.sum()
+    keep = exp > 0
+    return chisquare(counts[keep], exp[keep]).pvalue
+
+
+def test_split_word_tables_draw_from_the_word_part():
+    """Sparse path with the split word tables (shared table over alpha_k e0_k, one per word
+    over its topics with statistics): a one-token document draws from alpha_k w_vk in every
+    sweep (its own token is out of N_dk), checked by chi-square against exp(E[log phi])."""
+    K, V, alpha = 9, 6, 0.7
+    params = _split_params(K, V, 0)
+    words = np.repeat(np.arange(V), 1500)
+    X = sp.csr_array((np.ones(words.size), (np.arange(words.size), words)), shape=(words.size, V))
+    res = gibbs_local_step(X, params, alpha, n_burnin=0, n_samples=4, seed=3, sweep=0,
+                           dense=False)
+    S = res.topic_word_csr.toarray() * 4  # counts over the 4 saved sweeps
+    W = np.exp(params.log_weights(np.arange(V)))
+    for v in range(V):
+        assert _chi2_pvalue(S[:, v], alpha * W[v]) > 1e-3, v
+
+
+def test_split_word_tables_two_token_documents_match_the_collapsed_joint():
+    """Two-token documents (words a, b) with the split tables: after burn-in the topic of the
+    first token has the marginal of p(z1, z2) propto w_a,z1 w_b,z2 alpha (alpha + [z1 = z2]),
+    the collapsed joint (document part and word part together)."""
+    K, V, alpha = 6, 4, 0.5
+    params = _split_params(K, V, 1)
+    D = 12000
+    rows = np.repeat(np.arange(D), 2)
+    cols = np.tile([0, 2], D)
+    X = sp.csr_array((np.ones(2 * D), (rows, cols)), shape=(D, V))
+    res = gibbs_local_step(X, params, alpha, n_burnin=15, n_samples=1, seed=11, sweep=0,
+                           dense=False)
+    S = res.topic_word_csr.toarray()
+    W = np.exp(params.log_weights(np.arange(V)))
+    joint = np.outer(W[0], W[2]) * alpha * (alpha + np.eye(K))
+    assert _chi2_pvalue(S[:, 0], joint.sum(axis=1)) > 1e-3
+    assert _chi2_pvalue(S[:, 2], joint.sum(axis=0)) > 1e-3
+    # and the split path agrees with the full alias tables in distribution, not in draws
+    full = gibbs_local_step(X, params.log_weights, alpha, n_burnin=15, n_samples=1, seed=11,
+                            sweep=0, dense=False)
+    assert _chi2_pvalue(full.topic_word_csr.toarray()[:, 0], joint.sum(axis=1)) > 1e-3
+
+
+def test_split_tables_only_where_the_statistics_are_sparse():
+    """Statistics positive on most (k, v) (as after init='random') give no split tables (the
+    full alias tables are cheaper); sparse ones do."""
+    rng = np.random.RandomState(4)
+    dense_params = _gibbs.LazyParams(_gibbs.LazyTopicStats(rng.gamma(2.0, 1.0, (8, 20)), 0.0),
+                                     0.1)
+    cols = np.arange(20)
+    assert dense_params.split_tables(cols, np.full(8, 0.1))[1] is None
+    S0 = rng.gamma(2.0, 1.0, (8, 20)) * (rng.uniform(size=(8, 20)) < 0.2)
+    sparse_params = _gibbs.LazyParams(_gibbs.LazyTopicStats(S0, 0.0), 0.1)
+    w, split = sparse_params.split_tables(cols, np.full(8, 0.1))
+    assert split is not None
+    np.testing.assert_array_equal(w, sparse_params.word_weights(cols))
+    wptr, wlen = split[0], split[1]
+    S = sparse_params.stats.dense()
+    np.testing.assert_array_equal(wlen, (S > 0).sum(axis=0))
+    np.testing.assert_array_equal(np.diff(wptr), wlen)
+
+
+def test_split_word_tables_thread_invariant():
+    K, V = 70, 40
+    params = _split_params(K, V, 2)
+    X = _corpus(D=120, V=V, K=4, seed=5)
+    kw = dict(n_burnin=1, n_samples=2, seed=7, sweep=3, dense=False)
+    a = gibbs_local_step(X, params, 0.05, n_threads=1, **kw)
+    b = gibbs_local_step(X, params, 0.05, n_threads=3, **kw)
+    np.testing.assert_array_equal(a.topic_word_csr.toarray(), b.topic_word_csr.toarray())
+
+
 class _DenseUpdateLDA(SparseLDA):
     _lazy_updates = False
 

@@ -127,6 +127,8 @@ cdef struct _Args:
     const float* prob
     const int32_t* alias
     const double* Q
+    const double* sv               # split word part (LIVE / FROZEN general weights): per-word
+                                   # scale s_v of the shared smoothing table, or NULL
     const double* alpha
     const double* lg_alpha
     const double* lga_tab          # lgamma(c + alpha) - lgamma(alpha), c < _LG_TAB (equal alphas)
@@ -270,6 +272,27 @@ cdef inline void _dl_add(int32_t* dl, int32_t* mark, int32_t* dset, int* nds, in
     dl[k] += delta
 
 
+cdef inline double _word_mass(const _Args* a, int v) noexcept nogil:
+    """sum_k alpha_k w_vk, the word part of a general-weights draw (sparse path)."""
+    if a.sv != NULL:
+        return a.sv[v] * a.Qs + a.Qw[v]
+    return a.Q[v]
+
+
+cdef inline int _word_part_draw(const _Args* a, int v, double u) noexcept nogil:
+    """A draw from the word part alpha_k w_vk, u uniform in [0, _word_mass(a, v)). Split
+    tables: w_vk = s_v e_k + x_vk with x_vk > 0 only on the word's listed topics, so the part is
+    s_v alpha_k e_k (the shared table, mass s_v Qs) plus alpha_k x_vk (the word's table, mass
+    Qw[v]); otherwise the word's alias table over all K topics."""
+    cdef double qs
+    if a.sv != NULL:
+        qs = a.sv[v] * a.Qs
+        if u < qs or a.Qw[v] <= 0.0:
+            return _smooth_draw(a, u / qs)
+        return _word_draw(a, v, (u - qs) / a.Qw[v])
+    return _alias_draw(a, v, u / a.Q[v])
+
+
 cdef inline int _draw_one(const _Args* a, const int32_t* nd, const int32_t* act, int na,
                           double* cum, int v, uint64_t* state) noexcept nogil:
     """One draw from (alpha_k + nd_k) w_vk with the current nd (LIVE mode)."""
@@ -285,11 +308,11 @@ cdef inline int _draw_one(const _Args* a, const int32_t* nd, const int32_t* act,
         k = act[i]
         sd += nd[k] * wv[k]
         cum[i] = sd
-    tot = sd + a.Q[v]
+    tot = sd + _word_mass(a, v)
     u = sc_uniform(state) * tot
     if u < sd:
         return act[_scan(cum, na, u)]
-    return _alias_draw(a, v, (u - sd) / a.Q[v])
+    return _word_part_draw(a, v, u - sd)
 
 
 cdef inline int _doc_beta_draw(const _Args* a, const int32_t* nd, const int32_t* act, int na,
@@ -662,13 +685,13 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
                     k = act[i]
                     sd += nd[k] * wv[k]
                     cum[i] = sd
-                tot = sd + a.Q[v]
+                tot = sd + _word_mass(a, v)
                 for r in range(c):
                     u = sc_uniform(&state) * tot
                     if u < sd:
                         k = act[_scan(cum, na, u)]
                     else:
-                        k = _alias_draw(a, v, (u - sd) / a.Q[v])
+                        k = _word_part_draw(a, v, u - sd)
                     if k != z[t] and it == a.n_inner - 1:
                         changed += 1
                     z[t] = <zint_t> k
@@ -777,6 +800,7 @@ def sample_sweep(
     double[::1] ll_doc,            # OUT (D,) log p(z_d | alpha) after the last sweep, or (0,)
     int n_threads,
     bint seq_init=False,           # LIVE only: the first inner sweep initialises z (see below)
+    split=None,                    # sparse path: split word tables instead of prob/alias/Q
 ):
     """One sampling sweep over all documents (see the module docstring).
 
@@ -784,6 +808,13 @@ def sample_sweep(
     token given the topics of the tokens before it in the document, p(z_dn = k) propto
     (alpha_k + sum_{m < n} [z_dm = k]) w_vk (the initialisation of Mimno, Hoffman & Blei 2012,
     Sec. 4), and counts as the first of the ``n_inner`` sweeps (so ``n_burn >= 1`` discards it).
+
+    ``split`` (sparse path), the tuple (wptr, wlen, wtop, wprob, walias, Qw, sprob, salias, Qs,
+    sv) of :func:`build_split_tables`: the weights are w_vk = sv_v e_k + x_vk with x_vk > 0
+    only on word v's listed topics, and the word part alpha_k w_vk is drawn from the shared
+    table over alpha_k e_k (``sprob``, ``salias``, mass ``Qs``, scaled by ``sv``) or word v's
+    table over alpha_k x_vk (mass ``Qw[v]``): O(non-zero topics of v) to build instead of O(K).
+    ``prob``, ``alias`` and ``Q`` are then not read.
 
     Returns the number of tokens whose topic changed in the last inner sweep.
     """
@@ -794,8 +825,26 @@ def sample_sweep(
         raise ValueError("inconsistent shapes")
     if indices.shape[0] != cnt.shape[0] or tokptr[D] != z.shape[0]:
         raise ValueError("inconsistent token layout")
-    if not dense and (prob.shape[0] != V or prob.shape[1] != K or alias.shape[0] != V
-                      or alias.shape[1] != K or Q.shape[0] != V):
+    cdef const int64_t[::1] s_wptr
+    cdef const int32_t[::1] s_wlen
+    cdef const int32_t[::1] s_wtop
+    cdef const float[::1] s_wprob
+    cdef const int32_t[::1] s_walias
+    cdef const double[::1] s_Qw
+    cdef const float[::1] s_sprob
+    cdef const int32_t[::1] s_salias
+    cdef const double[::1] s_sv
+    if split is not None:
+        if dense:
+            raise ValueError("split word tables are for the sparse path")
+        s_wptr, s_wlen, s_wtop, s_wprob, s_walias, s_Qw, s_sprob, s_salias, Qs, s_sv = split
+        if (s_wptr.shape[0] != V + 1 or s_wlen.shape[0] != V or s_Qw.shape[0] != V
+                or s_sv.shape[0] != V or s_sprob.shape[0] != K or s_salias.shape[0] != K
+                or s_wtop.shape[0] != s_wprob.shape[0] or s_wtop.shape[0] != s_walias.shape[0]
+                or (V > 0 and s_wptr[V] > s_wtop.shape[0]) or not Qs > 0.0):
+            raise ValueError("inconsistent split word tables")
+    elif not dense and (prob.shape[0] != V or prob.shape[1] != K or alias.shape[0] != V
+                        or alias.shape[1] != K or Q.shape[0] != V):
         raise ValueError("the sparse path needs the alias tables of w")
     if mode not in (0, 1) or n_inner < 1 or n_burn < 0:
         raise ValueError("bad mode, n_inner or n_burn")
@@ -816,9 +865,26 @@ def sample_sweep(
     a.cnt = &cnt[0] if cnt.shape[0] > 0 else NULL
     a.tokptr = &tokptr[0]
     a.w = &w[0, 0] if V > 0 else NULL
-    a.prob = &prob[0, 0] if (not dense and V > 0) else NULL
-    a.alias = &alias[0, 0] if (not dense and V > 0) else NULL
-    a.Q = &Q[0] if (not dense and V > 0) else NULL
+    a.sv = NULL
+    if split is not None:
+        a.prob = NULL
+        a.alias = NULL
+        a.Q = NULL
+        a.wptr = &s_wptr[0]
+        a.wlen = &s_wlen[0] if V > 0 else NULL
+        a.wtop = <const void*> &s_wtop[0] if s_wtop.shape[0] > 0 else NULL
+        a.wprob = &s_wprob[0] if s_wprob.shape[0] > 0 else NULL
+        a.walias = <const void*> &s_walias[0] if s_walias.shape[0] > 0 else NULL
+        a.wide = 1
+        a.Qw = &s_Qw[0] if V > 0 else NULL
+        a.sprob = &s_sprob[0]
+        a.salias = &s_salias[0]
+        a.Qs = Qs
+        a.sv = &s_sv[0] if V > 0 else NULL
+    else:
+        a.prob = &prob[0, 0] if (not dense and V > 0) else NULL
+        a.alias = &alias[0, 0] if (not dense and V > 0) else NULL
+        a.Q = &Q[0] if (not dense and V > 0) else NULL
     a.alpha = &alpha[0]
     a.lg_alpha = &lg_alpha[0]
     a.lga_tab = NULL
@@ -938,19 +1004,25 @@ def variational_word_weights(
     const double[::1] norm,        # IN (K,) psi(V tau + T_k)
     const double[::1] e0,          # IN (K,) exp(psi(tau) - norm_k)
     float[:, ::1] w,               # OUT (n, K)
+    int32_t[::1] nnz,              # OUT (n,) topics with UT[v, k] > 0
+    double[::1] scale,             # OUT (n,) exp(-m_i)
     int n_threads,
 ):
     """Word weights of the sampled local step from lazily scaled statistics, one pass per
     word row: w[i, k] = exp(E[log phi_kv] - m_i), v = cols[i], with E[log phi_kv] =
     psi(tau + pi UT[v, k]) - norm_k and m_i its maximum over k (a per-word constant does not
     change the conditional of that word's tokens). psi is evaluated only where UT[v, k] > 0;
-    elsewhere E[log phi_kv] = psi(tau) - norm_k and w = e0_k exp(-m_i), a product."""
+    elsewhere E[log phi_kv] = psi(tau) - norm_k and w = e0_k exp(-m_i), a product. Also
+    returns, per word, the number of topics with UT[v, k] > 0 and exp(-m_i) (the split word
+    tables of :func:`build_split_tables`)."""
     cdef Py_ssize_t n = cols.shape[0], i
     cdef int K = <int> UT.shape[1], k, fails = 0
     cdef int64_t v, V = UT.shape[0]
     cdef double psi_tau = sc_psi(tau), m, l, u, em
     cdef double* buf
-    if norm.shape[0] != K or e0.shape[0] != K or w.shape[0] != n or w.shape[1] != K:
+    cdef int cnt_nz
+    if (norm.shape[0] != K or e0.shape[0] != K or w.shape[0] != n or w.shape[1] != K
+            or nnz.shape[0] != n or scale.shape[0] != n):
         raise ValueError("inconsistent shapes")
     for i in range(n):
         if cols[i] < 0 or cols[i] >= V:
@@ -965,17 +1037,21 @@ def variational_word_weights(
                 continue
             v = cols[i]
             m = -INFINITY
+            cnt_nz = 0
             for k in range(K):
                 u = UT[v, k]
                 if u > 0.0:
                     l = sc_psi(tau + pi * u) - norm[k]
                     buf[k] = l
+                    cnt_nz = cnt_nz + 1
                 else:
                     l = psi_tau - norm[k]
                     buf[k] = INFINITY  # a zero entry: w = e0_k exp(-m)
                 if l > m:
                     m = l
             em = exp(-m)
+            nnz[i] = cnt_nz
+            scale[i] = em
             for k in range(K):
                 if buf[k] == INFINITY:
                     w[i, k] = <float> (e0[k] * em)
@@ -984,6 +1060,86 @@ def variational_word_weights(
         free(buf)
     if fails:
         raise MemoryError("could not allocate the word-weight scratch space")
+
+
+def build_split_tables(
+    const double[:, ::1] UT,       # IN (V, K) lazily scaled statistics, word-major
+    const int64_t[::1] cols,       # IN (n,) word types
+    const float[:, ::1] w,         # IN (n, K) weights of variational_word_weights
+    const double[::1] e0,          # IN (K,) exp(psi(tau) - norm_k)
+    const double[::1] scale,       # IN (n,) the words' exp(-m_i)
+    const double[::1] alpha,       # IN (K,)
+    const int64_t[::1] wptr,       # IN (n + 1,) offsets of the words' lists (cumulated nnz)
+    int32_t[::1] wlen,             # OUT (n,)
+    int32_t[::1] wtop,             # OUT (wptr[n],) the topics with UT[v, k] > 0
+    float[::1] wprob,              # OUT (wptr[n],) alias probabilities
+    int32_t[::1] walias,           # OUT (wptr[n],) alias topics
+    double[::1] Qw,                # OUT (n,) sum over the list of alpha_k x_vk
+    int n_threads,
+):
+    """Per-word alias tables over the excess x_vk = w_vk - scale_i e0_k of the topics with
+    UT[v, k] > 0 (the other topics have x_vk = 0 exactly): the word part of the split tables
+    of :func:`sample_sweep` (the shared part, over alpha_k e0_k, is one :func:`build_alias`
+    row). O(K) reads and O(list) work per word."""
+    cdef Py_ssize_t n = cols.shape[0], i
+    cdef int K = <int> UT.shape[1], k, j, ln, fails = 0
+    cdef int64_t v, off, V = UT.shape[0]
+    cdef double* p
+    cdef double* sc
+    cdef int32_t* small
+    cdef int32_t* large
+    cdef int32_t* al
+    cdef double q, x
+    if (w.shape[0] != n or w.shape[1] != K or e0.shape[0] != K or scale.shape[0] != n
+            or alpha.shape[0] != K or wptr.shape[0] != n + 1 or wlen.shape[0] != n
+            or Qw.shape[0] != n or wtop.shape[0] != wprob.shape[0]
+            or wtop.shape[0] != walias.shape[0] or wptr[n] > wtop.shape[0]):
+        raise ValueError("inconsistent shapes")
+    for i in range(n):
+        if cols[i] < 0 or cols[i] >= V:
+            raise ValueError("word type out of range")
+    if n == 0 or K == 0:
+        return
+    with nogil, parallel(num_threads=n_threads):
+        p = <double*> sc_thread_malloc(K * sizeof(double))
+        sc = <double*> sc_thread_malloc(K * sizeof(double))
+        small = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
+        large = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
+        al = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
+        for i in prange(n, schedule="static"):
+            if p == NULL or sc == NULL or small == NULL or large == NULL or al == NULL:
+                fails += 1
+                continue
+            v = cols[i]
+            off = wptr[i]
+            ln = 0
+            q = 0.0
+            for k in range(K):
+                if UT[v, k] > 0.0:
+                    x = w[i, k] - scale[i] * e0[k]
+                    if x < 0.0:
+                        x = 0.0
+                    wtop[off + ln] = k
+                    p[ln] = alpha[k] * x
+                    q = q + p[ln]
+                    ln = ln + 1
+            wlen[i] = ln
+            Qw[i] = q
+            if ln > 0 and q > 0.0:
+                _alias_row(p, ln, &wprob[off], al, sc, small, large)
+                for j in range(ln):
+                    walias[off + j] = wtop[off + al[j]]
+            else:
+                for j in range(ln):
+                    wprob[off + j] = 1.0
+                    walias[off + j] = wtop[off + j]
+        free(p)
+        free(sc)
+        free(small)
+        free(large)
+        free(al)
+    if fails:
+        raise MemoryError("could not allocate the split-table scratch space")
 
 
 def sample_sweep_counts(
@@ -1087,6 +1243,7 @@ def sample_sweep_counts(
     a.prob = NULL
     a.alias = NULL
     a.Q = NULL
+    a.sv = NULL
     a.alpha = &alpha[0]
     a.lg_alpha = &lg_alpha[0]
     a.lga_tab = NULL

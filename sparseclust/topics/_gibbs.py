@@ -136,10 +136,15 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
     n_tok = int(lay.tokptr[-1])
     cols = np.flatnonzero(np.bincount(lay.indices, weights=lay.cnt, minlength=V))
     nt_all = effective_n_threads(n_threads)
-    w = Lw = None
-    if hasattr(log_weights, "word_weights"):
-        w = log_weights.word_weights(cols, nt_all)
-        K = w.shape[1]
+    w = Lw = split = None
+    if hasattr(log_weights, "split_tables"):
+        K = log_weights.stats.shape[0]
+        if dense is None:
+            dense = K <= DENSE_MAX_K
+        if dense:
+            w = log_weights.word_weights(cols, nt_all)
+        else:
+            w, split = log_weights.split_tables(cols, np.full(K, float(alpha)), nt_all)
     else:
         if callable(log_weights):
             Lw = np.asarray(log_weights(cols), dtype=np.float64)
@@ -175,7 +180,7 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
     alpha_v = np.full(K, float(alpha))
     if dense is None:
         dense = K <= DENSE_MAX_K
-    if dense:
+    if dense or split is not None:
         prob, alias, Q = _EMPTY2F, _EMPTY2I, _EMPTY1
     else:
         prob = np.empty(w.shape, np.float32)
@@ -196,6 +201,7 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         lay.indptr, indices, lay.cnt, lay.tokptr, z, keys, w, alpha_v, prob, alias, Q,
         _sampler.LIVE, bool(dense), n_inner, n_burn, int(seed), int(sweep),
         acc, Wout, ll, _threads_for(n_tok * n_inner, nt_all), seq_init=z_init is None,
+        split=split,
     )
     # the non-zero counts only, then their average (a dense float copy of the (|cols|, K)
     # counts would cost more than the sweeps at large K)
@@ -209,6 +215,10 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
 
 #: LazyTopicStats renormalises its stored values when the scale factor falls below this
 RESCALE_BELOW = 1e-100
+
+#: the sampled local step splits a word's weights into a shared and a per-word table only
+#: while at most this fraction of the minibatch's (word, topic) statistics are positive
+SPLIT_MAX_FILL = 0.5
 
 
 class LazyTopicStats:
@@ -334,14 +344,53 @@ class LazyParams:
         scaled by exp(-its maximum exponent): the weights :func:`gibbs_local_step` samples
         with, from ``log_weights(cols)`` in one pass over each word's row of the statistics
         (:func:`~sparseclust._kernels._sampler.variational_word_weights`)."""
+        return self._weights(cols, n_threads)[0]
+
+    def _weights(self, cols, n_threads):
         cols = np.ascontiguousarray(cols, dtype=np.int64)
         K = self.stats.shape[0]
         w = np.empty((cols.size, K), np.float32)
+        nnz = np.empty(cols.size, np.int32)
+        scale = np.empty(cols.size)
         e0 = np.exp(psi(self.tau) - self._norm)
         _sampler.variational_word_weights(self.stats.UT, cols, float(self.stats.pi), self.tau,
-                                          self._norm, e0, w,
+                                          self._norm, e0, w, nnz, scale,
                                           _threads_for(cols.size * K, n_threads))
-        return w
+        return w, nnz, scale, e0
+
+    def split_tables(self, cols, alpha_v, n_threads=1):
+        """The weights of ``cols`` (as :meth:`word_weights`) and the split word tables of the
+        sampler's sparse path: w_vk = s_v e0_k + x_vk with e0_k = exp(psi(tau) - psi(V tau +
+        T_k)), s_v the row's scale and x_vk > 0 only where the statistics are positive, so
+        the word part alpha_k w_vk is drawn from one shared table over alpha_k e0_k and a
+        table per word over its topics with statistics (Mimno, Hoffman & Blei 2012, App. A:
+        the prior's share of every topic plus a sparse part). Returns ``(w, split)`` for
+        :func:`~sparseclust._kernels._sampler.sample_sweep`, or ``(w, None)`` when more
+        than :data:`SPLIT_MAX_FILL` of the (word, topic) entries have statistics (e.g. after
+        ``init='random'``): the word tables would then cover nearly every topic, and the full
+        alias tables of w (same distribution) cost less."""
+        w, nnz, scale, e0 = self._weights(cols, n_threads)
+        n, K = w.shape
+        if nnz.sum() > SPLIT_MAX_FILL * n * K:
+            return w, None
+        wptr = np.zeros(n + 1, np.int64)
+        np.cumsum(nnz, out=wptr[1:])
+        m = int(wptr[-1])
+        wlen = np.empty(n, np.int32)
+        wtop = np.empty(m, np.int32)
+        wprob = np.empty(m, np.float32)
+        walias = np.empty(m, np.int32)
+        Qw = np.empty(n)
+        _sampler.build_split_tables(self.stats.UT, np.ascontiguousarray(cols, np.int64), w, e0,
+                                    scale, alpha_v, wptr, wlen, wtop, wprob, walias, Qw,
+                                    _threads_for(n * K, n_threads))
+        sprob = np.empty((1, K), np.float32)
+        salias = np.empty((1, K), np.int32)
+        Qs = np.empty(1)
+        _sampler.build_alias(e0.astype(np.float32)[None, :], alpha_v, sprob, salias, Qs, 1)
+        split = (wptr, wlen, wtop, wprob, walias, Qw, sprob[0], salias[0], float(Qs[0]),
+                 scale)
+        return w, split
 
     def lam_rows(self, a, b):
         lam = np.maximum(self.stats.rows(a, b), 0.0)
