@@ -20,11 +20,17 @@ learning algorithm of the engine runs either step.
 
 The sweeps are those of the shared token sampler (:mod:`sparseclust._kernels._sampler`, LIVE
 mode): per-document counter-based random streams keyed by (seed, sweep, key), so the result is
-bit-identical for any number of threads; for K above :data:`DENSE_MAX_K` a per-token cost that
-does not grow with K (alias tables over alpha_k w_vk plus an exact scan over the document's
-topics).  The word weights are built for the batch's own word types only, from the
-parameters' E[log phi] table, scaled per word by exp(-max_k E[log phi_kv]) (a per-word constant
-does not change the conditional of that word's tokens).
+bit-identical for any number of threads; for K above :data:`DENSE_MAX_K` a draw costs
+O(topics of the document): an exact scan over the document's topics plus an alias draw from the
+word part alpha_k w_vk. The word weights are built for the batch's own word types only, from
+the parameters' E[log phi], scaled per word by exp(-max_k E[log phi_kv]) (a per-word constant
+does not change the conditional of that word's tokens). With the lazily scaled statistics of
+stochastic training (:class:`LazyParams`), the weights come from one kernel pass per word, and
+while the statistics are sparse the word part is split (App. A): w_vk = s_v e_k + x_vk, with
+e_k = exp(psi(tau) - psi(V tau + T_k)) the prior's share of topic k and x_vk > 0 only where
+the statistics of (k, v) are positive, so its tables are one shared table over alpha_k e_k and
+one per word over its topics with statistics (instead of an alias table over all K topics per
+word). The weights and the counts are still (V_batch, K) arrays, O(V_batch K) per minibatch.
 
 Counts are rounded to whole tokens (half up), as by the stochastic-EM estimator.
 
