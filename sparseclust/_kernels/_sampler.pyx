@@ -996,6 +996,15 @@ def build_alias(
         raise MemoryError("could not allocate the alias-table scratch space")
 
 
+cdef int _check_word_types(const int64_t[::1] cols, int64_t V) except -1:
+    """ValueError unless every word type of ``cols`` is in [0, V)."""
+    cdef Py_ssize_t i
+    for i in range(cols.shape[0]):
+        if cols[i] < 0 or cols[i] >= V:
+            raise ValueError("word type out of range")
+    return 0
+
+
 def variational_word_weights(
     const double[:, ::1] UT,       # IN (V, K) lazily scaled statistics, word-major
     const int64_t[::1] cols,       # IN (n,) word types
@@ -1024,9 +1033,7 @@ def variational_word_weights(
     if (norm.shape[0] != K or e0.shape[0] != K or w.shape[0] != n or w.shape[1] != K
             or nnz.shape[0] != n or scale.shape[0] != n):
         raise ValueError("inconsistent shapes")
-    for i in range(n):
-        if cols[i] < 0 or cols[i] >= V:
-            raise ValueError("word type out of range")
+    _check_word_types(cols, V)
     if n == 0 or K == 0:
         return
     with nogil, parallel(num_threads=n_threads):
@@ -1095,9 +1102,7 @@ def build_split_tables(
             or Qw.shape[0] != n or wtop.shape[0] != wprob.shape[0]
             or wtop.shape[0] != walias.shape[0] or wptr[n] > wtop.shape[0]):
         raise ValueError("inconsistent shapes")
-    for i in range(n):
-        if cols[i] < 0 or cols[i] >= V:
-            raise ValueError("word type out of range")
+    _check_word_types(cols, V)
     if n == 0 or K == 0:
         return
     with nogil, parallel(num_threads=n_threads):
