@@ -105,8 +105,8 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         Non-negative word counts (rounded half up to whole tokens).
     log_weights : ndarray (V, K), callable or LazyParams
         E[log phi] in the (V, K) layout (e.g. ``TopicTables.CT``), ``cols -> (len(cols), K)``
-        giving its rows for the word types ``cols``, or parameters with a ``word_weights``
-        method (:class:`LazyParams`) giving the scaled weights exp(E[log phi]) directly.
+        giving its rows for the word types ``cols``, or :class:`LazyParams`, whose kernel
+        gives the scaled weights exp(E[log phi]) (and the split word tables) directly.
     alpha : float
         Symmetric document-topic prior alpha_k = alpha.
     n_burnin, n_samples : int
@@ -143,7 +143,7 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
     cols = np.flatnonzero(np.bincount(lay.indices, weights=lay.cnt, minlength=V))
     nt_all = effective_n_threads(n_threads)
     w = Lw = split = None
-    if hasattr(log_weights, "split_tables"):
+    if isinstance(log_weights, LazyParams):
         K = log_weights.stats.shape[0]
         if dense is None:
             dense = K <= DENSE_MAX_K
@@ -350,10 +350,11 @@ class LazyParams:
         scaled by exp(-its maximum exponent): the weights :func:`gibbs_local_step` samples
         with, from ``log_weights(cols)`` in one pass over each word's row of the statistics
         (:func:`~sparseclust._kernels._sampler.variational_word_weights`)."""
-        return self._weights(cols, n_threads)[0]
+        return self._weights(np.ascontiguousarray(cols, dtype=np.int64), n_threads)[0]
 
     def _weights(self, cols, n_threads):
-        cols = np.ascontiguousarray(cols, dtype=np.int64)
+        """(w, nnz, scale, e0) of the int64 word types ``cols`` (see
+        :func:`~sparseclust._kernels._sampler.variational_word_weights`)."""
         K = self.stats.shape[0]
         w = np.empty((cols.size, K), np.float32)
         nnz = np.empty(cols.size, np.int32)
@@ -375,6 +376,7 @@ class LazyParams:
         than :data:`SPLIT_MAX_FILL` of the (word, topic) entries have statistics (e.g. after
         ``init='random'``): the word tables would then cover nearly every topic, and the full
         alias tables of w (same distribution) cost less."""
+        cols = np.ascontiguousarray(cols, dtype=np.int64)
         w, nnz, scale, e0 = self._weights(cols, n_threads)
         n, K = w.shape
         if nnz.sum() > SPLIT_MAX_FILL * n * K:
@@ -387,7 +389,7 @@ class LazyParams:
         wprob = np.empty(m, np.float32)
         walias = np.empty(m, np.int32)
         Qw = np.empty(n)
-        _sampler.build_split_tables(self.stats.UT, np.ascontiguousarray(cols, np.int64), w, e0,
+        _sampler.build_split_tables(self.stats.UT, cols, w, e0,
                                     scale, alpha_v, wptr, wlen, wtop, wprob, walias, Qw,
                                     _threads_for(n * K, n_threads))
         sprob = np.empty((1, K), np.float32)

@@ -311,8 +311,8 @@ class _GibbsLDAModel(_LDAModel):
     def _sample(self, X, params, batch):
         z0 = None if batch is None else self.chains.get(batch)
         old = None if batch is None else self.last_stats.get(batch)
-        # lazily scaled parameters give the sampler's weights directly (word_weights)
-        log_weights = params if hasattr(params, "word_weights") else params.log_weights
+        # lazily scaled parameters give the sampler's weights directly (a kernel pass)
+        log_weights = params if isinstance(params, LazyParams) else params.log_weights
         if old is not None and getattr(params, "_S", None) is not None:
             log_weights = self._excluding(params, old)
         res = gibbs_local_step(X, log_weights, self.alpha, n_burnin=self.n_burnin,
