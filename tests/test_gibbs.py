@@ -377,23 +377,104 @@ def test_split_word_tables_two_token_documents_match_the_collapsed_joint():
     assert _chi2_pvalue(full.topic_word_csr.toarray()[:, 0], joint.sum(axis=1)) > 1e-3
 
 
+def _unpack_bits(bits, K):
+    """The (V, K) booleans of the (V, ceil(K / 64)) uint64 bit sets (bit k & 63 of word
+    k >> 6)."""
+    k = np.arange(K)
+    return ((bits[:, k >> 6] >> (k & 63).astype(np.uint64)) & np.uint64(1)).astype(bool)
+
+
 def test_split_tables_only_where_the_statistics_are_sparse():
     """Statistics positive on most (k, v) (as after init='random') give no split tables (the
-    full alias tables are cheaper); sparse ones do."""
+    full alias tables are cheaper); sparse ones do, and their s_v e0_k + x_vk equals the
+    dense weights up to the row scale."""
     rng = np.random.RandomState(4)
-    dense_params = _gibbs.LazyParams(_gibbs.LazyTopicStats(rng.gamma(2.0, 1.0, (8, 20)), 0.0),
+    K, V = 70, 20
+    dense_params = _gibbs.LazyParams(_gibbs.LazyTopicStats(rng.gamma(2.0, 1.0, (K, V)), 0.0),
                                      0.1)
-    cols = np.arange(20)
-    assert dense_params.split_tables(cols, np.full(8, 0.1))[1] is None
-    S0 = rng.gamma(2.0, 1.0, (8, 20)) * (rng.uniform(size=(8, 20)) < 0.2)
+    cols = np.array([0, 3, 3, 19, 7, 12])
+    w, split = dense_params.split_tables(cols, np.full(K, 0.1))
+    assert split is None
+    np.testing.assert_array_equal(w, dense_params.word_weights(cols))
+    S0 = rng.gamma(2.0, 1.0, (K, V)) * (rng.uniform(size=(K, V)) < 0.2)
+    S0[:, 7] = 0.0  # a word no topic holds
     sparse_params = _gibbs.LazyParams(_gibbs.LazyTopicStats(S0, 0.0), 0.1)
-    w, split = sparse_params.split_tables(cols, np.full(8, 0.1))
-    assert split is not None
-    np.testing.assert_array_equal(w, sparse_params.word_weights(cols))
-    wptr, wlen = split[0], split[1]
+    alpha = rng.uniform(0.05, 0.5, K)
+    w, split = sparse_params.split_tables(cols, alpha)
+    assert w is None and split is not None
     S = sparse_params.stats.dense()
-    np.testing.assert_array_equal(wlen, (S > 0).sum(axis=0))
-    np.testing.assert_array_equal(np.diff(wptr), wlen)
+    held = S[:, cols].T > 0
+    np.testing.assert_array_equal(split.wlen, held.sum(axis=1))
+    np.testing.assert_array_equal(np.diff(split.wptr), split.wlen)
+    dense_w = sparse_params.word_weights(cols).astype(np.float64)
+    for i in range(cols.size):
+        lo, hi = split.wptr[i], split.wptr[i + 1]
+        top = split.wtop[lo:hi]
+        np.testing.assert_array_equal(top, np.flatnonzero(held[i]))  # ascending
+        # the listed topics before each 64-topic word of the row
+        np.testing.assert_array_equal(split.wpre[i], [np.sum(top < 64 * j)
+                                                      for j in range(split.wpre.shape[1])])
+        x = np.zeros(K)
+        x[top] = split.wx[lo:hi]
+        full = split.sv[i] * split.e0 + x
+        np.testing.assert_allclose(full / full.max(), dense_w[i], rtol=1e-5)
+        assert split.Qw[i] == pytest.approx(alpha @ x, rel=1e-6)  # x rounded to float32
+    assert split.Qs == pytest.approx(alpha @ split.e0.astype(np.float32), rel=1e-6)
+
+
+def test_lazy_statistics_bits_follow_the_positive_entries():
+    """LazyTopicStats.bits is the bit set of UT > 0 after steps that add entries and after a
+    step with rho = 1, which forgets the statistics."""
+    rng = np.random.RandomState(8)
+    K, V = 130, 40
+    S = rng.gamma(1.0, 1.0, (K, V)) * (rng.uniform(size=(K, V)) < 0.05)
+    lazy = _gibbs.LazyTopicStats(S, 0.0)
+    np.testing.assert_array_equal(_unpack_bits(lazy.bits, K), lazy.UT > 0)
+    for t in range(1, 12):
+        B = sp.random_array((K, V), density=0.02, random_state=rng, format="csr")
+        rho = 1.0 if t == 6 else learning_rate(t, 0.6, 1.0)
+        lazy.step(B, 0.0, rho, 3.0)
+        np.testing.assert_array_equal(_unpack_bits(lazy.bits, K), lazy.UT > 0)
+    # padding bits beyond K stay clear
+    assert np.all(lazy.bits[:, -1] >> np.uint64(K % 64) == 0)
+
+
+def test_count_word_topics_equals_numpy_counts():
+    rng = np.random.RandomState(2)
+    n_words, K, S = 9, 300, 3
+    indices = rng.randint(0, n_words, 40).astype(np.int32)
+    cnt = rng.randint(0, 4, 40).astype(np.int32)
+    n_tok = int(cnt.sum())
+    zsave = rng.randint(0, K, (S, n_tok)).astype(np.int32)
+    jptr, topics, counts = _sampler.count_word_topics(indices, cnt, zsave, n_words, K)
+    got = np.zeros((n_words, K), np.int64)
+    for j in range(n_words):
+        assert len(set(topics[jptr[j]:jptr[j + 1]])) == jptr[j + 1] - jptr[j]  # distinct
+        got[j, topics[jptr[j]:jptr[j + 1]]] = counts[jptr[j]:jptr[j + 1]]
+    ref = np.zeros((n_words, K), np.int64)
+    tok_word = np.repeat(indices, cnt)
+    for s in range(S):
+        np.add.at(ref, (tok_word, zsave[s]), 1)
+    np.testing.assert_array_equal(got, ref)
+    with pytest.raises(ValueError, match="topic out of range"):
+        _sampler.count_word_topics(indices, cnt, zsave, n_words, 10)
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_one_saved_sweep_counts_are_the_returned_assignments(split):
+    """With one saved sweep, the step's statistics are the word-topic counts of the returned
+    assignments (split tables and full alias tables)."""
+    K, V = 90, 30
+    X = _corpus(D=80, V=V, K=4, seed=3)
+    params = _split_params(K, V, 5)
+    lw = params if split else params.log_weights
+    res = gibbs_local_step(X, lw, 0.1, n_burnin=2, n_samples=1, seed=4, sweep=1, dense=False,
+                           return_z=True)
+    lay = _gibbs.token_layout(X)
+    ref = np.zeros((K, V))
+    np.add.at(ref, (res.z.astype(np.int64), np.repeat(lay.indices, lay.cnt)), 1.0)
+    np.testing.assert_array_equal(res.topic_word_csr.toarray(), ref)
+    assert res.topic_word_csr.has_sorted_indices
 
 
 def test_split_word_tables_thread_invariant():

@@ -50,10 +50,17 @@ Random stream: each document has its own SplitMix64 stream keyed by (seed, sweep
 document's content for fold-in; so the draws -- and with them the assignments and counts -- are
 bit-identical for any number of threads and any scheduling.
 
+Split word tables (LIVE, general weights w_vk = s_v e_k + x_vk with x_vk > 0 on few topics, the
+sampled local step's lazily scaled statistics): the word part is the shared alias table over
+alpha_k e_k (scaled by s_v) plus word v's table over its listed topics, and the document part
+reads w_vk as s_v e_k plus the excess x_vk found by the rank of k in the word's bit set
+(``split_word_tables``): no (V, K) table exists and a token costs O(topics of the document).
+
 Output counts: the word-topic counts of the new assignments are incremented into ``Wout``
 (V, K) int32 with integer (atomic) additions: their sum does not depend on the order of the
-increments.  Document outputs (``acc`` rows, ``ll_doc``) are written by the thread that owns the
-document.
+increments.  Or the assignments of every saved sweep are copied to ``zsave`` and counted word
+by word (``count_word_topics``), with no (V, K) array.  Document outputs (``acc`` rows,
+``ll_doc``) are written by the thread that owns the document.
 """
 
 from cython.parallel cimport parallel, prange
@@ -67,6 +74,8 @@ from scipy.special.cython_special cimport psi as sc_psi
 
 from sparseclust._kernels._parallel cimport sc_set_alloc_fail_thread, sc_thread_malloc
 
+from collections import namedtuple
+
 import numpy as np
 import scipy.special as _sps
 
@@ -76,6 +85,9 @@ cdef extern from "sc_sampler.h" nogil:
     double sc_uniform(uint64_t* state)
     void sc_atomic_add_i32(int32_t* p, int32_t v)
     void sc_prefetch(const void* p, long n)
+    int sc_popcount64(uint64_t x)
+    int sc_ctz64(uint64_t x)
+    double sc_digamma(double x)
 
 ctypedef fused zint_t:
     uint8_t
@@ -127,8 +139,16 @@ cdef struct _Args:
     const float* prob
     const int32_t* alias
     const double* Q
-    const double* sv               # split word part (LIVE / FROZEN general weights): per-word
-                                   # scale s_v of the shared smoothing table, or NULL
+    const double* sv               # split word tables (LIVE, general weights): per-word scale
+                                   # s_v of the shared smoothing table, or NULL (then w is read)
+    const double* e0               # split: (K,) the prior's share e_k of every topic
+    const float* wx                # split: the excess x_vk of word v's listed topics (at wptr[v])
+    const uint64_t* bits           # split: (V_all, nw) bit sets of the listed topics, global rows
+    const int64_t* gcol            # split: the global row of bits of each word
+    const int32_t* wpre            # split: (V, nw) listed topics before each 64-topic word
+    int nw                         # split: 64-bit words per row of bits
+    int32_t* zsave                 # (n_saved, n_tokens) the topics of every saved sweep, or NULL
+    int64_t n_tok
     const double* alpha
     const double* lg_alpha
     const double* lga_tab          # lgamma(c + alpha) - lgamma(alpha), c < _LG_TAB (equal alphas)
@@ -293,21 +313,48 @@ cdef inline int _word_part_draw(const _Args* a, int v, double u) noexcept nogil:
     return _alias_draw(a, v, u / a.Q[v])
 
 
+cdef inline double _split_weight(const _Args* a, int k, double sv, const uint64_t* brow,
+                                 const int32_t* pre, const float* wxv) noexcept nogil:
+    """w_vk = s_v e_k + x_vk of the split tables, without a branch: the rank of topic k among
+    the word's listed topics (its bit set ``brow``, the counts ``pre`` before each 64-bit
+    word) indexes the excesses ``wxv``, and the bit of k (0 or 1) multiplies the one read, so
+    an unlisted topic adds 0 (its rank points at the next listed entry, or at the padding
+    after the last word's)."""
+    cdef uint64_t b = brow[k >> 6]
+    cdef int sh = k & 63
+    cdef int r = pre[k >> 6] + sc_popcount64(b & (((<uint64_t> 1) << sh) - 1))
+    return sv * a.e0[k] + wxv[r] * <double> ((b >> sh) & 1)
+
+
 cdef inline int _draw_one(const _Args* a, const int32_t* nd, const int32_t* act, int na,
                           double* cum, int v, uint64_t* state) noexcept nogil:
     """One draw from (alpha_k + nd_k) w_vk with the current nd (LIVE mode)."""
     cdef int K = a.K, k, i
     cdef const float* wv = a.w + <int64_t> v * K
-    cdef double tot = 0.0, sd = 0.0, u
+    cdef double tot = 0.0, sd = 0.0, u, sv
+    cdef const uint64_t* brow
+    cdef const int32_t* pre
+    cdef const float* wxv
     if a.dense:
         for k in range(K):
             tot += (nd[k] + a.alpha[k]) * wv[k]
             cum[k] = tot
         return _search(cum, K, sc_uniform(state) * tot)
-    for i in range(na):
-        k = act[i]
-        sd += nd[k] * wv[k]
-        cum[i] = sd
+    if a.sv != NULL:
+        # split tables: no (V, K) weight table, O(1) per topic of the document
+        sv = a.sv[v]
+        brow = a.bits + a.gcol[v] * a.nw
+        pre = a.wpre + <int64_t> v * a.nw
+        wxv = a.wx + a.wptr[v]
+        for i in range(na):
+            k = act[i]
+            sd += nd[k] * _split_weight(a, k, sv, brow, pre, wxv)
+            cum[i] = sd
+    else:
+        for i in range(na):
+            k = act[i]
+            sd += nd[k] * wv[k]
+            cum[i] = sd
     tot = sd + _word_mass(a, v)
     u = sc_uniform(state) * tot
     if u < sd:
@@ -704,6 +751,10 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
             for t in range(t0, t1):
                 _nd_add(nd, act, pos, &na, z[t])
         if it >= a.n_burn:
+            if a.zsave != NULL:
+                j = (it - a.n_burn) * a.n_tok
+                for t in range(t0, t1):
+                    a.zsave[j + t] = z[t]
             if a.acc != NULL:
                 for i in range(na):
                     k = act[i]
@@ -784,7 +835,7 @@ def sample_sweep(
     const int64_t[::1] tokptr,     # IN (D + 1,) token offsets of the documents
     zint_t[::1] z,                 # INOUT (n_tokens,) topic of every token, entry order
     const uint64_t[::1] keys,      # IN (D,) random-stream key of every document
-    const float[:, ::1] w,         # IN (V, K) word weights
+    const float[:, ::1] w,         # IN (V, K) word weights ((0, K) with ``split``)
     const double[::1] alpha,       # IN (K,) alpha_k > 0
     const float[:, ::1] prob,      # IN (V, K) alias probabilities (sparse path) or (0, 0)
     const int32_t[:, ::1] alias,   # IN (V, K) alias topics (sparse path) or (0, 0)
@@ -800,7 +851,8 @@ def sample_sweep(
     double[::1] ll_doc,            # OUT (D,) log p(z_d | alpha) after the last sweep, or (0,)
     int n_threads,
     bint seq_init=False,           # LIVE only: the first inner sweep initialises z (see below)
-    split=None,                    # sparse path: split word tables instead of prob/alias/Q
+    split=None,                    # LIVE sparse path: SplitTables instead of w, prob, alias, Q
+    zsave=None,                    # OUT int32 (n_inner - n_burn, n_tokens) or None
 ):
     """One sampling sweep over all documents (see the module docstring).
 
@@ -809,43 +861,66 @@ def sample_sweep(
     (alpha_k + sum_{m < n} [z_dm = k]) w_vk (the initialisation of Mimno, Hoffman & Blei 2012,
     Sec. 4), and counts as the first of the ``n_inner`` sweeps (so ``n_burn >= 1`` discards it).
 
-    ``split`` (sparse path), the tuple (wptr, wlen, wtop, wprob, walias, Qw, sprob, salias, Qs,
-    sv) of :func:`build_split_tables`: the weights are w_vk = sv_v e_k + x_vk with x_vk > 0
-    only on word v's listed topics, and the word part alpha_k w_vk is drawn from the shared
-    table over alpha_k e_k (``sprob``, ``salias``, mass ``Qs``, scaled by ``sv``) or word v's
-    table over alpha_k x_vk (mass ``Qw[v]``): O(non-zero topics of v) to build instead of O(K).
-    ``prob``, ``alias`` and ``Q`` are then not read.
+    ``split`` (LIVE sparse path), the :class:`SplitTables` of :func:`split_word_tables`: the
+    weights are w_vk = s_v e_k + x_vk with x_vk > 0 only on word v's listed topics, the
+    document part reads them from the lists (no (V, K) table), and the word part alpha_k w_vk
+    is drawn from the shared table over alpha_k e_k (mass Qs, scaled by s_v) or word v's
+    table over alpha_k x_vk (mass Qw[v]). ``w``, ``prob``, ``alias`` and ``Q`` are then not
+    read.
+
+    ``zsave`` receives the assignments of every saved inner sweep (row s: sweep n_burn + s),
+    in the token order of z: the word-topic counts without a (V, K) table
+    (:func:`count_word_topics`).
 
     Returns the number of tokens whose topic changed in the last inner sweep.
     """
     cdef Py_ssize_t D = indptr.shape[0] - 1
-    cdef int K = <int> w.shape[1], V = <int> w.shape[0]
+    cdef int K = <int> alpha.shape[0], V = <int> w.shape[0]
     cdef _Args a
-    if alpha.shape[0] != K or keys.shape[0] != D or tokptr.shape[0] != D + 1:
+    if keys.shape[0] != D or tokptr.shape[0] != D + 1:
         raise ValueError("inconsistent shapes")
     if indices.shape[0] != cnt.shape[0] or tokptr[D] != z.shape[0]:
         raise ValueError("inconsistent token layout")
     cdef const int64_t[::1] s_wptr
     cdef const int32_t[::1] s_wlen
     cdef const int32_t[::1] s_wtop
+    cdef const float[::1] s_wx
     cdef const float[::1] s_wprob
     cdef const int32_t[::1] s_walias
     cdef const double[::1] s_Qw
+    cdef const double[::1] s_sv
+    cdef const int32_t[:, ::1] s_wpre
+    cdef const int64_t[::1] s_gcol
+    cdef const uint64_t[:, ::1] s_bits
+    cdef const double[::1] s_e0
     cdef const float[::1] s_sprob
     cdef const int32_t[::1] s_salias
-    cdef const double[::1] s_sv
+    cdef int32_t[:, ::1] zs
+    cdef int64_t n_words_all
     if split is not None:
-        if dense:
-            raise ValueError("split word tables are for the sparse path")
-        s_wptr, s_wlen, s_wtop, s_wprob, s_walias, s_Qw, s_sprob, s_salias, Qs, s_sv = split
-        if (s_wptr.shape[0] != V + 1 or s_wlen.shape[0] != V or s_Qw.shape[0] != V
-                or s_sv.shape[0] != V or s_sprob.shape[0] != K or s_salias.shape[0] != K
+        if dense or mode != 1:
+            raise ValueError("split word tables are for the LIVE sparse path")
+        s_wptr, s_wlen, s_wtop, s_wx = split.wptr, split.wlen, split.wtop, split.wx
+        s_wprob, s_walias, s_Qw, s_sv = split.wprob, split.walias, split.Qw, split.sv
+        s_wpre, s_gcol, s_bits, s_e0 = split.wpre, split.gcol, split.bits, split.e0
+        s_sprob, s_salias, Qs = split.sprob, split.salias, float(split.Qs)
+        V = <int> s_wlen.shape[0]
+        n_words_all = s_bits.shape[0]
+        if (s_wptr.shape[0] != V + 1 or s_Qw.shape[0] != V or s_sv.shape[0] != V
+                or s_gcol.shape[0] != V or s_wpre.shape[0] != V
+                or s_wpre.shape[1] != s_bits.shape[1] or s_bits.shape[1] * 64 < K
+                or s_e0.shape[0] != K or s_sprob.shape[0] != K or s_salias.shape[0] != K
                 or s_wtop.shape[0] != s_wprob.shape[0] or s_wtop.shape[0] != s_walias.shape[0]
-                or (V > 0 and s_wptr[V] > s_wtop.shape[0]) or not Qs > 0.0):
+                or s_wx.shape[0] != s_wtop.shape[0] + 1 or s_wptr[V] > s_wtop.shape[0]
+                or not Qs > 0.0):
             raise ValueError("inconsistent split word tables")
-    elif not dense and (prob.shape[0] != V or prob.shape[1] != K or alias.shape[0] != V
-                        or alias.shape[1] != K or Q.shape[0] != V):
-        raise ValueError("the sparse path needs the alias tables of w")
+        _check_word_types(s_gcol, n_words_all)
+    else:
+        if w.shape[1] != K:
+            raise ValueError("inconsistent shapes")
+        if not dense and (prob.shape[0] != V or prob.shape[1] != K or alias.shape[0] != V
+                          or alias.shape[1] != K or Q.shape[0] != V):
+            raise ValueError("the sparse path needs the alias tables of w")
     if mode not in (0, 1) or n_inner < 1 or n_burn < 0:
         raise ValueError("bad mode, n_inner or n_burn")
     if seq_init and mode != 1:
@@ -856,6 +931,14 @@ def sample_sweep(
         raise ValueError("Wout must have shape (V, K)")
     if ll_doc.shape[0] > 0 and ll_doc.shape[0] != D:
         raise ValueError("ll_doc must have shape (D,)")
+    a.zsave = NULL
+    a.n_tok = z.shape[0]
+    if zsave is not None:
+        zs = zsave
+        if zs.shape[0] != max(n_inner - n_burn, 0) or zs.shape[1] != z.shape[0]:
+            raise ValueError("zsave must have shape (n_inner - n_burn, n_tokens)")
+        if zs.shape[0] > 0 and zs.shape[1] > 0:
+            a.zsave = &zs[0, 0]
     lg = np.ascontiguousarray(_sps.gammaln(np.asarray(alpha, dtype=np.float64)))
     cdef const double[::1] lg_alpha = lg
     lgt = np.empty(_LG_TAB)
@@ -864,7 +947,7 @@ def sample_sweep(
     a.indices = &indices[0] if indices.shape[0] > 0 else NULL
     a.cnt = &cnt[0] if cnt.shape[0] > 0 else NULL
     a.tokptr = &tokptr[0]
-    a.w = &w[0, 0] if V > 0 else NULL
+    a.w = &w[0, 0] if (split is None and V > 0) else NULL
     a.sv = NULL
     if split is not None:
         a.prob = NULL
@@ -881,6 +964,14 @@ def sample_sweep(
         a.salias = &s_salias[0]
         a.Qs = Qs
         a.sv = &s_sv[0] if V > 0 else NULL
+        a.wx = &s_wx[0]
+        a.e0 = &s_e0[0]
+        a.bits = &s_bits[0, 0] if n_words_all > 0 else NULL
+        a.gcol = &s_gcol[0] if V > 0 else NULL
+        a.wpre = &s_wpre[0, 0] if V > 0 else NULL
+        a.nw = <int> s_bits.shape[1]
+        if V == 0:
+            a.sv = NULL
     else:
         a.prob = &prob[0, 0] if (not dense and V > 0) else NULL
         a.alias = &alias[0, 0] if (not dense and V > 0) else NULL
@@ -1013,25 +1104,19 @@ def variational_word_weights(
     const double[::1] norm,        # IN (K,) psi(V tau + T_k)
     const double[::1] e0,          # IN (K,) exp(psi(tau) - norm_k)
     float[:, ::1] w,               # OUT (n, K)
-    int32_t[::1] nnz,              # OUT (n,) topics with UT[v, k] > 0
-    double[::1] scale,             # OUT (n,) exp(-m_i)
     int n_threads,
 ):
     """Word weights of the sampled local step from lazily scaled statistics, one pass per
     word row: w[i, k] = exp(E[log phi_kv] - m_i), v = cols[i], with E[log phi_kv] =
     psi(tau + pi UT[v, k]) - norm_k and m_i its maximum over k (a per-word constant does not
     change the conditional of that word's tokens). psi is evaluated only where UT[v, k] > 0;
-    elsewhere E[log phi_kv] = psi(tau) - norm_k and w = e0_k exp(-m_i), a product. Also
-    returns, per word, the number of topics with UT[v, k] > 0 and exp(-m_i) (the split word
-    tables of :func:`build_split_tables`)."""
+    elsewhere E[log phi_kv] = psi(tau) - norm_k and w = e0_k exp(-m_i), a product."""
     cdef Py_ssize_t n = cols.shape[0], i
     cdef int K = <int> UT.shape[1], k, fails = 0
     cdef int64_t v, V = UT.shape[0]
     cdef double psi_tau = sc_psi(tau), m, l, u, em
     cdef double* buf
-    cdef int cnt_nz
-    if (norm.shape[0] != K or e0.shape[0] != K or w.shape[0] != n or w.shape[1] != K
-            or nnz.shape[0] != n or scale.shape[0] != n):
+    if norm.shape[0] != K or e0.shape[0] != K or w.shape[0] != n or w.shape[1] != K:
         raise ValueError("inconsistent shapes")
     _check_word_types(cols, V)
     if n == 0 or K == 0:
@@ -1044,21 +1129,17 @@ def variational_word_weights(
                 continue
             v = cols[i]
             m = -INFINITY
-            cnt_nz = 0
             for k in range(K):
                 u = UT[v, k]
                 if u > 0.0:
-                    l = sc_psi(tau + pi * u) - norm[k]
+                    l = sc_digamma(tau + pi * u) - norm[k]
                     buf[k] = l
-                    cnt_nz = cnt_nz + 1
                 else:
                     l = psi_tau - norm[k]
                     buf[k] = INFINITY  # a zero entry: w = e0_k exp(-m)
                 if l > m:
                     m = l
             em = exp(-m)
-            nnz[i] = cnt_nz
-            scale[i] = em
             for k in range(K):
                 if buf[k] == INFINITY:
                     w[i, k] = <float> (e0[k] * em)
@@ -1069,82 +1150,298 @@ def variational_word_weights(
         raise MemoryError("could not allocate the word-weight scratch space")
 
 
-def build_split_tables(
-    const double[:, ::1] UT,       # IN (V, K) lazily scaled statistics, word-major
-    const int64_t[::1] cols,       # IN (n,) word types
-    const float[:, ::1] w,         # IN (n, K) weights of variational_word_weights
-    const double[::1] e0,          # IN (K,) exp(psi(tau) - norm_k)
-    const double[::1] scale,       # IN (n,) the words' exp(-m_i)
-    const double[::1] alpha,       # IN (K,)
-    const int64_t[::1] wptr,       # IN (n + 1,) offsets of the words' lists (cumulated nnz)
-    int32_t[::1] wlen,             # OUT (n,)
-    int32_t[::1] wtop,             # OUT (wptr[n],) the topics with UT[v, k] > 0
-    float[::1] wprob,              # OUT (wptr[n],) alias probabilities
-    int32_t[::1] walias,           # OUT (wptr[n],) alias topics
-    double[::1] Qw,                # OUT (n,) sum over the list of alpha_k x_vk
+SplitTables = namedtuple(
+    "SplitTables",
+    "wptr wlen wtop wx wprob walias Qw sv wpre gcol bits e0 sprob salias Qs")
+SplitTables.__doc__ = """The split word tables of :func:`split_word_tables` for
+:func:`sample_sweep`, over the n word types ``gcol`` of a minibatch: w_vk = sv_v e0_k + x_vk.
+
+wptr (n + 1,) int64, wlen (n,) int32: word i's listed topics are wtop[wptr[i]:wptr[i + 1]]
+(ascending), with excesses wx (same positions; one padding entry at the end) and the alias
+table wprob / walias over alpha_k x_vk, of mass Qw[i]; sv (n,): the words' scales; wpre (n,
+nw) int32: listed topics before each 64-bit word of the word's row of ``bits`` (the global
+(V_all, nw) bit sets); e0 (K,); sprob / salias: the shared alias table over alpha_k e0_k, of
+mass Qs."""
+
+
+def digamma(const double[::1] x):  # IN (n,) > 0
+    """psi(x) of the kernel's weight builders (``sc_digamma``), for tests against scipy."""
+    out = np.empty(x.shape[0])
+    cdef double[::1] o = out
+    cdef Py_ssize_t i
+    for i in range(x.shape[0]):
+        o[i] = sc_digamma(x[i])
+    return out
+
+
+def positive_bits(
+    const double[:, ::1] UT,       # IN (V, K)
+    uint64_t[:, ::1] bits,         # OUT (V, ceil(K / 64)) bit k & 63 of word k >> 6: UT > 0
     int n_threads,
 ):
-    """Per-word alias tables over the excess x_vk = w_vk - scale_i e0_k of the topics with
-    UT[v, k] > 0 (the other topics have x_vk = 0 exactly): the word part of the split tables
-    of :func:`sample_sweep` (the shared part, over alpha_k e0_k, is one :func:`build_alias`
-    row). O(K) reads and O(list) work per word."""
+    """The bit sets of the positive entries of every row of UT."""
+    cdef Py_ssize_t V = UT.shape[0], v
+    cdef int K = <int> UT.shape[1], k, nw = <int> bits.shape[1], j
+    cdef uint64_t b
+    if bits.shape[0] != V or nw != (K + 63) // 64:
+        raise ValueError("inconsistent shapes")
+    if V == 0:
+        return
+    with nogil:
+        for v in prange(V, schedule="static", num_threads=n_threads):
+            for j in range(nw):
+                b = 0
+                for k in range(j * 64, min(K, j * 64 + 64)):
+                    if UT[v, k] > 0.0:
+                        b = b | ((<uint64_t> 1) << (k - j * 64))
+                bits[v, j] = b
+
+
+def set_bits(
+    uint64_t[:, ::1] bits,         # INOUT (V, nw)
+    const int32_t[::1] topics,     # IN (m,) k
+    const int32_t[::1] words,      # IN (m,) v
+):
+    """Set bit (v, k) for every pair (topics[i], words[i])."""
+    cdef Py_ssize_t m = topics.shape[0], i
+    cdef int k, v, V = <int> bits.shape[0], nw = <int> bits.shape[1]
+    if words.shape[0] != m:
+        raise ValueError("inconsistent shapes")
+    for i in range(m):
+        k = topics[i]
+        v = words[i]
+        if v < 0 or v >= V or k < 0 or k >= 64 * nw:
+            raise ValueError("bit out of range")
+        bits[v, k >> 6] |= (<uint64_t> 1) << (k & 63)
+
+
+def bit_counts(
+    const uint64_t[:, ::1] bits,   # IN (V_all, nw)
+    const int64_t[::1] cols,       # IN (n,) rows
+    int32_t[::1] out,              # OUT (n,) set bits of each row
+):
+    """The number of set bits of the rows ``cols``."""
     cdef Py_ssize_t n = cols.shape[0], i
-    cdef int K = <int> UT.shape[1], k, j, ln, fails = 0
-    cdef int64_t v, off, V = UT.shape[0]
+    cdef int j, nw = <int> bits.shape[1], c
+    if out.shape[0] != n:
+        raise ValueError("inconsistent shapes")
+    _check_word_types(cols, bits.shape[0])
+    with nogil:
+        for i in range(n):
+            c = 0
+            for j in range(nw):
+                c = c + sc_popcount64(bits[cols[i], j])
+            out[i] = c
+
+
+def split_word_tables(
+    const double[:, ::1] UT,       # IN (V_all, K) lazily scaled statistics, word-major
+    const uint64_t[:, ::1] bits,   # IN (V_all, nw) a superset of the bit sets of UT > 0
+    const int64_t[::1] cols,       # IN (n,) word types
+    double pi,                     # IN the statistics' scale: S = pi UT^T
+    double tau,                    # IN topic-word prior
+    const double[::1] norm,        # IN (K,) psi(V tau + T_k)
+    const double[::1] alpha,       # IN (K,)
+    const int32_t[::1] nnz,        # IN (n,) set bits of the rows (bit_counts)
+    int n_threads,
+):
+    """The split word tables (:class:`SplitTables`) of the sampled local step from lazily
+    scaled statistics, in O(K / 64 + listed topics) per word (no O(K) pass).
+
+    With E[log phi_kv] = psi(tau + pi UT[v, k]) - norm_k, e0_k = exp(psi(tau) - norm_k) (the
+    value where UT[v, k] = 0) and m_v the maximum of log e0 and of E[log phi_kv] over the
+    listed topics (any per-word constant leaves the conditional of the word's tokens
+    unchanged; m_v bounds every exponent of the row), the weights exp(E[log phi_kv] - m_v)
+    are s_v e0_k + x_vk with s_v = exp(-m_v) and x_vk = exp(E[log phi_kv] - m_v) - s_v e0_k,
+    > 0 only on the listed topics (those of the word's bit set). psi is evaluated there
+    only."""
+    cdef Py_ssize_t n = cols.shape[0], i
+    cdef int K = <int> UT.shape[1], nw = <int> bits.shape[1], k, j, ln, fails = 0
+    cdef int64_t v, off
+    cdef uint64_t b
+    cdef double psi_tau = sc_psi(tau), lmax0 = -INFINITY, l, m, q, x, sv_i
     cdef double* p
     cdef double* sc
     cdef int32_t* small
     cdef int32_t* large
     cdef int32_t* al
-    cdef double q, x
-    if (w.shape[0] != n or w.shape[1] != K or e0.shape[0] != K or scale.shape[0] != n
-            or alpha.shape[0] != K or wptr.shape[0] != n + 1 or wlen.shape[0] != n
-            or Qw.shape[0] != n or wtop.shape[0] != wprob.shape[0]
-            or wtop.shape[0] != walias.shape[0] or wptr[n] > wtop.shape[0]):
+    if (norm.shape[0] != K or alpha.shape[0] != K or bits.shape[0] != UT.shape[0]
+            or nw != (K + 63) // 64 or nnz.shape[0] != n):
         raise ValueError("inconsistent shapes")
-    _check_word_types(cols, V)
-    if n == 0 or K == 0:
-        return
-    with nogil, parallel(num_threads=n_threads):
-        p = <double*> sc_thread_malloc(K * sizeof(double))
-        sc = <double*> sc_thread_malloc(K * sizeof(double))
-        small = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
-        large = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
-        al = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
-        for i in prange(n, schedule="static"):
-            if p == NULL or sc == NULL or small == NULL or large == NULL or al == NULL:
-                fails += 1
-                continue
-            v = cols[i]
-            off = wptr[i]
-            ln = 0
-            q = 0.0
-            for k in range(K):
-                if UT[v, k] > 0.0:
-                    x = w[i, k] - scale[i] * e0[k]
+    _check_word_types(cols, UT.shape[0])
+    e0_ = np.exp(psi_tau - np.asarray(norm))
+    cdef const double[::1] e0 = e0_
+    for k in range(K):
+        if psi_tau - norm[k] > lmax0:
+            lmax0 = psi_tau - norm[k]
+    wptr_ = np.zeros(n + 1, np.int64)
+    np.cumsum(nnz, out=wptr_[1:])
+    cdef const int64_t[::1] wptr = wptr_
+    cdef int64_t tot = wptr_[n]
+    wlen_ = np.empty(n, np.int32)
+    wtop_ = np.empty(tot, np.int32)
+    wx_ = np.zeros(tot + 1, np.float32)  # (one padding entry, see _split_weight)
+    wprob_ = np.empty(tot, np.float32)
+    walias_ = np.empty(tot, np.int32)
+    Qw_ = np.empty(n)
+    sv_ = np.empty(n)
+    wpre_ = np.empty((n, nw), np.int32)
+    cdef int32_t[::1] wlen = wlen_
+    cdef int32_t[::1] wtop = wtop_
+    cdef float[::1] wx = wx_
+    cdef float[::1] wprob = wprob_
+    cdef int32_t[::1] walias = walias_
+    cdef double[::1] Qw = Qw_
+    cdef double[::1] sv = sv_
+    cdef int32_t[:, ::1] wpre = wpre_
+    if n > 0 and K > 0:
+        with nogil, parallel(num_threads=n_threads):
+            p = <double*> sc_thread_malloc(K * sizeof(double))
+            sc = <double*> sc_thread_malloc(K * sizeof(double))
+            small = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
+            large = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
+            al = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
+            for i in prange(n, schedule="static"):
+                if p == NULL or sc == NULL or small == NULL or large == NULL or al == NULL:
+                    fails += 1
+                    continue
+                v = cols[i]
+                off = wptr[i]
+                ln = 0
+                m = lmax0
+                # the listed topics first, their statistics fetched ahead (scattered over
+                # the row: one cache miss each, overlapped instead of one per psi)
+                for j in range(nw):
+                    wpre[i, j] = ln
+                    b = bits[v, j]
+                    while b != 0 and ln < nnz[i]:
+                        k = j * 64 + sc_ctz64(b)
+                        b = b & (b - 1)
+                        sc_prefetch(&UT[v, k], 1)
+                        wtop[off + ln] = k
+                        ln = ln + 1
+                for j in range(ln):
+                    k = wtop[off + j]
+                    l = sc_digamma(tau + pi * max(UT[v, k], 0.0)) - norm[k]
+                    p[j] = l
+                    if l > m:
+                        m = l
+                sv_i = exp(-m)
+                sv[i] = sv_i
+                q = 0.0
+                for j in range(ln):
+                    k = wtop[off + j]
+                    x = exp(p[j] - m) - sv_i * e0[k]
                     if x < 0.0:
                         x = 0.0
-                    wtop[off + ln] = k
-                    p[ln] = alpha[k] * x
-                    q = q + p[ln]
-                    ln = ln + 1
-            wlen[i] = ln
-            Qw[i] = q
-            if ln > 0 and q > 0.0:
-                _alias_row(p, ln, &wprob[off], al, sc, small, large)
-                for j in range(ln):
-                    walias[off + j] = wtop[off + al[j]]
-            else:
-                for j in range(ln):
-                    wprob[off + j] = 1.0
-                    walias[off + j] = wtop[off + j]
-        free(p)
-        free(sc)
-        free(small)
-        free(large)
-        free(al)
+                    wx[off + j] = <float> x
+                    p[j] = alpha[k] * x
+                    q = q + p[j]
+                wlen[i] = ln
+                Qw[i] = q
+                if ln > 0 and q > 0.0:
+                    _alias_row(p, ln, &wprob[off], al, sc, small, large)
+                    for j in range(ln):
+                        walias[off + j] = wtop[off + al[j]]
+                else:
+                    for j in range(ln):
+                        wprob[off + j] = 1.0
+                        walias[off + j] = wtop[off + j]
+            free(p)
+            free(sc)
+            free(small)
+            free(large)
+            free(al)
     if fails:
         raise MemoryError("could not allocate the split-table scratch space")
+    if np.any(wlen_ != np.asarray(nnz)):
+        raise ValueError("nnz does not count the bits of the rows")
+    sprob_ = np.empty((1, K), np.float32)
+    salias_ = np.empty((1, K), np.int32)
+    Qs_ = np.empty(1)
+    build_alias(e0_.astype(np.float32)[None, :], alpha, sprob_, salias_, Qs_, 1)
+    return SplitTables(wptr_, wlen_, wtop_, wx_, wprob_, walias_, Qw_, sv_, wpre_,
+                       np.ascontiguousarray(cols, dtype=np.int64), np.asarray(bits), e0_,
+                       sprob_[0], salias_[0], float(Qs_[0]))
+
+
+def count_word_topics(
+    const int32_t[::1] indices,    # IN (nnz,) word of every entry, in [0, n_words)
+    const int32_t[::1] cnt,        # IN (nnz,) tokens per entry (>= 0)
+    const int32_t[:, ::1] zsave,   # IN (S, n_tokens) topics of every saved sweep, entry order
+    int n_words,
+    int K,
+):
+    """The word-topic counts of the saved sweeps of :func:`sample_sweep` (``zsave``), word by
+    word: returns ``(jptr, topics, counts)`` with word j's topics (distinct, in order of first
+    draw) and their counts at jptr[j]:jptr[j + 1]. O(tokens x sweeps + words), with no (V, K)
+    table: the tokens are grouped by word (a counting sort) and counted in one (K,) array
+    that is reset after each word."""
+    cdef Py_ssize_t m = indices.shape[0], j
+    cdef int64_t n_tok = zsave.shape[1], t, qq, o = 0
+    cdef int S = <int> zsave.shape[0], s, nl, c, r, k, v
+    if cnt.shape[0] != m:
+        raise ValueError("inconsistent shapes")
+    start_ = np.zeros(n_words + 1, np.int64)
+    cdef int64_t[::1] start = start_
+    t = 0
+    for j in range(m):
+        v = indices[j]
+        c = cnt[j]
+        if c > 0:
+            if v < 0 or v >= n_words:
+                raise ValueError("word id out of range")
+            start[v + 1] += c
+            t += c
+    if t != n_tok:
+        raise ValueError("zsave does not hold the tokens of cnt")
+    np.cumsum(start_, out=start_)
+    fill_ = start_[:n_words].copy()
+    perm_ = np.empty(n_tok, np.int64)
+    mark_ = np.zeros(K, np.int32)
+    lst_ = np.empty(K, np.int32)
+    jptr_ = np.zeros(n_words + 1, np.int64)
+    top_ = np.empty(n_tok * S, np.int32)
+    val_ = np.empty(n_tok * S, np.int32)
+    cdef int64_t[::1] fill = fill_
+    cdef int64_t[::1] perm = perm_
+    cdef int32_t[::1] mark = mark_
+    cdef int32_t[::1] lst = lst_
+    cdef int64_t[::1] jptr = jptr_
+    cdef int32_t[::1] top = top_
+    cdef int32_t[::1] val = val_
+    cdef int bad = 0
+    with nogil:
+        t = 0
+        for j in range(m):
+            v = indices[j]
+            for r in range(cnt[j]):
+                perm[fill[v]] = t
+                fill[v] += 1
+                t += 1
+        for v in range(n_words):
+            nl = 0
+            for qq in range(start[v], start[v + 1]):
+                t = perm[qq]
+                for s in range(S):
+                    k = zsave[s, t]
+                    if k < 0 or k >= K:
+                        bad = 1
+                        continue
+                    if mark[k] == 0:
+                        lst[nl] = k
+                        nl = nl + 1
+                    mark[k] += 1
+            for r in range(nl):
+                k = lst[r]
+                top[o] = k
+                val[o] = mark[k]
+                mark[k] = 0
+                o += 1
+            jptr[v + 1] = o
+    if bad:
+        raise ValueError("topic out of range")
+    return jptr_, top_[:o], val_[:o]
 
 
 def sample_sweep_counts(
@@ -1249,6 +1546,7 @@ def sample_sweep_counts(
     a.alias = NULL
     a.Q = NULL
     a.sv = NULL
+    a.zsave = NULL
     a.alpha = &alpha[0]
     a.lg_alpha = &lg_alpha[0]
     a.lga_tab = NULL

@@ -30,7 +30,10 @@ while the statistics are sparse the word part is split (App. A): w_vk = s_v e_k 
 e_k = exp(psi(tau) - psi(V tau + T_k)) the prior's share of topic k and x_vk > 0 only where
 the statistics of (k, v) are positive, so its tables are one shared table over alpha_k e_k and
 one per word over its topics with statistics (instead of an alias table over all K topics per
-word). The weights and the counts are still (V_batch, K) arrays, O(V_batch K) per minibatch.
+word), listed from the bit sets of the statistics, and the document part reads w_vk from the
+word's list. The saved sweeps' counts are gathered word by word from the assignments. So no
+(V_batch, K) array is built: a minibatch costs O(K / 64) per word type plus O(listed topics)
+plus the sweeps, whose cost per token does not grow with K.
 
 Counts are rounded to whole tokens (half up), as by the stochastic-EM estimator.
 
@@ -50,7 +53,7 @@ from scipy.special import psi
 
 from .._kernels import _sampler
 from ..utils import effective_n_threads
-from ._local import stats_csr
+from ._local import stats_csr, stats_csr_from_columns
 from ._sem import (
     _EMPTY1,
     _EMPTY2D,
@@ -170,7 +173,10 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
     if n_tok == 0:
         z = np.empty(0, dtype=_z_dtype(K)) if return_z else None
         return GibbsResult(stats_csr(np.zeros((0, K)), cols[:0], V), 0.0, doc_topic, 0, z)
-    if not np.all(np.isfinite(Lw if w is None else w)):
+    if split is not None:
+        if not (np.all(np.isfinite(split.Qw)) and np.all(split.sv > 0)):
+            raise ValueError("E[log phi] must be finite.")
+    elif not np.all(np.isfinite(Lw if w is None else w)):
         raise ValueError("E[log phi] must be finite.")
     # batch-local word ids; the weights of the batch's word types only
     row_of = np.full(V, -1, dtype=np.int64)
@@ -179,7 +185,7 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
     keep = lay.cnt > 0
     if not keep.all():  # entries rounded to no token: any word id of the batch will do
         indices[~keep] = 0
-    if w is None:
+    if w is None and split is None:
         Lw -= Lw.max(axis=1, keepdims=True)
         w = np.exp(Lw).astype(np.float32)
         del Lw
@@ -188,12 +194,13 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         dense = K <= DENSE_MAX_K
     if dense or split is not None:
         prob, alias, Q = _EMPTY2F, _EMPTY2I, _EMPTY1
+        if w is None:
+            w = np.empty((0, K), np.float32)
     else:
         prob = np.empty(w.shape, np.float32)
         alias = np.empty(w.shape, np.int32)
         Q = np.empty(cols.size)
         _sampler.build_alias(w, alpha_v, prob, alias, Q, _threads_for(w.size, nt_all))
-    Wout = np.zeros((cols.size, K), np.int32)
     acc = doc_topic if return_doc_topic else _EMPTY2D
     ll = np.empty(D)
     if z_init is None:
@@ -203,17 +210,17 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         z = np.array(z_init, dtype=_z_dtype(K))
         n_burn = 0
     n_inner = n_burn + int(n_samples)
+    zsave = np.empty((int(n_samples), n_tok), np.int32)
     _sampler.sample_sweep(
         lay.indptr, indices, lay.cnt, lay.tokptr, z, keys, w, alpha_v, prob, alias, Q,
         _sampler.LIVE, bool(dense), n_inner, n_burn, int(seed), int(sweep),
-        acc, Wout, ll, _threads_for(n_tok * n_inner, nt_all), seq_init=z_init is None,
-        split=split,
+        acc, _EMPTY2I, ll, _threads_for(n_tok * n_inner, nt_all), seq_init=z_init is None,
+        split=split, zsave=zsave,
     )
-    # the non-zero counts only, then their average (a dense float copy of the (|cols|, K)
-    # counts would cost more than the sweeps at large K)
-    S = stats_csr(Wout, cols, V)
-    del Wout
-    S.data = S.data / float(n_samples)
+    # the saved sweeps' word-topic counts, word by word (no (|cols|, K) table), averaged
+    jptr, topics, counts = _sampler.count_word_topics(indices, lay.cnt, zsave, cols.size, K)
+    del zsave
+    S = stats_csr_from_columns(counts / float(n_samples), topics, jptr, cols, V, K)
     if return_doc_topic:
         doc_topic /= float(n_samples)
     return GibbsResult(S, float(ll.sum()), doc_topic, n_tok, z if return_z else None)
@@ -245,7 +252,10 @@ class LazyTopicStats:
     U is stored word-major, ``UT`` = U^T of shape (V, K), so that the local step's read of a
     minibatch's word types (:meth:`columns_t`) copies contiguous rows: from a (K, V) array the
     same read gathers K strided entries per word, which at K = 1000 cost more than sampling
-    the minibatch.
+    the minibatch. ``bits`` (V, ceil(K / 64)) holds the bit set of the positive entries of
+    every row of UT (kept by :meth:`step`, which only adds to U: a bit is cleared only when
+    a step forgets U), so the split word tables list a word's topics with statistics in
+    O(K / 64) instead of a pass over its row.
 
     Read as a :class:`SuffStats` (``stats["S"]`` gives S dense, ``stats["elbo_local"]`` the
     blended local terms) by the objective, which the engine evaluates once per pass.
@@ -254,6 +264,9 @@ class LazyTopicStats:
     def __init__(self, S, elbo_local):
         S = S.toarray() if sp.issparse(S) else np.asarray(S, dtype=np.float64)
         self.UT = np.ascontiguousarray(S.T, dtype=np.float64)
+        V, K = self.UT.shape
+        self.bits = np.zeros((V, (K + 63) // 64), np.uint64)
+        _sampler.positive_bits(self.UT, self.bits, 1)
         self.pi = 1.0
         self.totals = self.UT.sum(axis=0)
         self.elbo_local = float(elbo_local)
@@ -274,6 +287,7 @@ class LazyTopicStats:
         c = rho * scale
         if keep <= 0.0:
             self.UT.fill(0.0)
+            self.bits.fill(0)
             self.pi = 1.0
         else:
             self.pi *= keep
@@ -285,6 +299,9 @@ class LazyTopicStats:
         flat = self.UT.reshape(-1)
         # (k, v) of B is U^T[v, k]; a CSR array has no duplicate (k, v) pairs here
         flat[B.indices.astype(np.int64) * B.shape[0] + rows] += (c / self.pi) * B.data
+        pos = B.data > 0
+        _sampler.set_bits(self.bits, rows[pos].astype(np.int32),
+                          B.indices[pos].astype(np.int32))
         self.totals *= max(keep, 0.0)
         self.totals += c * np.bincount(rows, weights=B.data, minlength=B.shape[0])
         self.elbo_local = max(keep, 0.0) * self.elbo_local + c * float(elbo_local)
@@ -350,55 +367,41 @@ class LazyParams:
         scaled by exp(-its maximum exponent): the weights :func:`gibbs_local_step` samples
         with, from ``log_weights(cols)`` in one pass over each word's row of the statistics
         (:func:`~sparseclust._kernels._sampler.variational_word_weights`)."""
-        return self._weights(np.ascontiguousarray(cols, dtype=np.int64), n_threads)[0]
-
-    def _weights(self, cols, n_threads):
-        """(w, nnz, scale, e0) of the int64 word types ``cols`` (see
-        :func:`~sparseclust._kernels._sampler.variational_word_weights`)."""
+        cols = np.ascontiguousarray(cols, dtype=np.int64)
         K = self.stats.shape[0]
         w = np.empty((cols.size, K), np.float32)
-        nnz = np.empty(cols.size, np.int32)
-        scale = np.empty(cols.size)
         e0 = np.exp(psi(self.tau) - self._norm)
         _sampler.variational_word_weights(self.stats.UT, cols, float(self.stats.pi), self.tau,
-                                          self._norm, e0, w, nnz, scale,
+                                          self._norm, e0, w,
                                           _threads_for(cols.size * K, n_threads))
-        return w, nnz, scale, e0
+        return w
 
     def split_tables(self, cols, alpha_v, n_threads=1):
-        """The weights of ``cols`` (as :meth:`word_weights`) and the split word tables of the
-        sampler's sparse path: w_vk = s_v e0_k + x_vk with e0_k = exp(psi(tau) - psi(V tau +
-        T_k)), s_v the row's scale and x_vk > 0 only where the statistics are positive, so
-        the word part alpha_k w_vk is drawn from one shared table over alpha_k e0_k and a
-        table per word over its topics with statistics (Mimno, Hoffman & Blei 2012, App. A:
-        the prior's share of every topic plus a sparse part). Returns ``(w, split)`` for
-        :func:`~sparseclust._kernels._sampler.sample_sweep`, or ``(w, None)`` when more
-        than :data:`SPLIT_MAX_FILL` of the (word, topic) entries have statistics (e.g. after
-        ``init='random'``): the word tables would then cover nearly every topic, and the full
-        alias tables of w (same distribution) cost less."""
+        """The split word tables of the sampler's sparse path for the word types ``cols``:
+        w_vk = s_v e0_k + x_vk with e0_k = exp(psi(tau) - psi(V tau + T_k)), s_v a per-word
+        scale and x_vk > 0 only where the statistics are positive, so the word part alpha_k
+        w_vk is drawn from one shared table over alpha_k e0_k and a table per word over its
+        topics with statistics, and the document part reads w_vk from the word's list
+        (Mimno, Hoffman & Blei 2012, App. A: the prior's share of every topic plus a sparse
+        part). Built from the bit sets of the statistics (``stats.bits``) in O(K / 64 +
+        listed topics) per word (:func:`~sparseclust._kernels._sampler.split_word_tables`).
+
+        Returns ``(None, split)`` for :func:`~sparseclust._kernels._sampler.sample_sweep`,
+        or ``(w, None)`` with the dense weights of :meth:`word_weights` when more than
+        :data:`SPLIT_MAX_FILL` of the (word, topic) entries have statistics (e.g. after
+        ``init='random'``): the word tables would then cover nearly every topic, and the
+        full alias tables of w (same distribution) cost less."""
         cols = np.ascontiguousarray(cols, dtype=np.int64)
-        w, nnz, scale, e0 = self._weights(cols, n_threads)
-        n, K = w.shape
-        if nnz.sum() > SPLIT_MAX_FILL * n * K:
-            return w, None
-        wptr = np.zeros(n + 1, np.int64)
-        np.cumsum(nnz, out=wptr[1:])
-        m = int(wptr[-1])
-        wlen = np.empty(n, np.int32)
-        wtop = np.empty(m, np.int32)
-        wprob = np.empty(m, np.float32)
-        walias = np.empty(m, np.int32)
-        Qw = np.empty(n)
-        _sampler.build_split_tables(self.stats.UT, cols, w, e0,
-                                    scale, alpha_v, wptr, wlen, wtop, wprob, walias, Qw,
-                                    _threads_for(n * K, n_threads))
-        sprob = np.empty((1, K), np.float32)
-        salias = np.empty((1, K), np.int32)
-        Qs = np.empty(1)
-        _sampler.build_alias(e0.astype(np.float32)[None, :], alpha_v, sprob, salias, Qs, 1)
-        split = (wptr, wlen, wtop, wprob, walias, Qw, sprob[0], salias[0], float(Qs[0]),
-                 scale)
-        return w, split
+        K = self.stats.shape[0]
+        nnz = np.empty(cols.size, np.int32)
+        _sampler.bit_counts(self.stats.bits, cols, nnz)
+        if nnz.sum() > SPLIT_MAX_FILL * cols.size * K:
+            return self.word_weights(cols, n_threads), None
+        split = _sampler.split_word_tables(
+            self.stats.UT, self.stats.bits, cols, float(self.stats.pi), self.tau, self._norm,
+            np.ascontiguousarray(alpha_v, dtype=np.float64), nnz,
+            _threads_for(int(nnz.sum()) + cols.size * K // 64, n_threads))
+        return None, split
 
     def lam_rows(self, a, b):
         lam = np.maximum(self.stats.rows(a, b), 0.0)

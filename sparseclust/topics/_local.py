@@ -100,9 +100,17 @@ def stats_csr(ST, cols, n_words):
     vals = ST[j, k]
     jptr = np.zeros(m + 1, dtype=np.int64)
     np.cumsum(np.bincount(j, minlength=m), out=jptr[1:])
-    # (j, k) pairs in row-major order of ST are the CSC form of the (K, V_b) transpose;
-    # the CSC-to-CSR conversion is linear and leaves sorted columns
-    T = sp.csc_array((vals, k, jptr), shape=(K, m)).tocsr()
+    # (j, k) pairs in row-major order of ST are the CSC form of the (K, V_b) transpose
+    return stats_csr_from_columns(vals, k, jptr, cols, n_words, K)
+
+
+def stats_csr_from_columns(vals, topics, jptr, cols, n_words, K):
+    """The (K, V) CSR statistics whose column ``cols[j]`` holds ``vals`` at rows ``topics``
+    in the range jptr[j]:jptr[j + 1] (distinct topics per column, in any order): the CSC
+    form of the (K, len(cols)) block. The CSC-to-CSR conversion is linear and leaves sorted
+    columns."""
+    m = len(jptr) - 1
+    T = sp.csc_array((vals, topics, jptr), shape=(K, m)).tocsr()
     ind_dtype = np.int32 if n_words <= np.iinfo(np.int32).max else np.int64
     return sp.csr_array(
         (T.data, np.asarray(cols, dtype=ind_dtype)[T.indices], T.indptr.astype(ind_dtype)),
