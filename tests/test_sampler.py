@@ -817,3 +817,15 @@ def test_rao_blackwell_sums_do_not_saturate():
     _sampler.rb_smooth_part(EMPTY2I, w, EMPTY1, 0.1, alpha, s, out, 0, 1)
     # one token per document, alone in it: its conditional is alpha w / sum = 1/2 each
     np.testing.assert_allclose(out - 2.0**24, [[500.0, 500.0]], rtol=1e-9)
+
+
+def test_kernel_digamma_equals_scipy():
+    """The weight builders' digamma (recurrence summed as one fraction below 8, asymptotic
+    series above) against scipy, from tiny to large arguments."""
+    from scipy.special import psi
+
+    x = np.concatenate([np.geomspace(1e-300, 1e8, 4000), np.linspace(0.01, 20.0, 4000),
+                        [1e-8, 1e-8 * (1 - 1e-12), 7.999999999, 8.0]])
+    got = _sampler.digamma(x)
+    ref = psi(x)
+    assert np.all(np.abs(got - ref) <= 1e-13 * np.maximum(1.0, np.abs(ref)))
