@@ -21,6 +21,9 @@ Two experiments, one thread each, CPU time of this process (``time.process_time`
     disjoint from the reported ones (the validation set of ``bench_lda_stochastic.py``);
     ``--val-docs train`` fits the shuffled training posts but the last ``--n-val`` and scores
     those (many quote training posts of the same period, which favours sharper topics).
+    Restarted memoized Gibbs with other word weights: ``gibbs-memoized-mean`` (posterior mean
+    E[phi] instead of exp(E[log phi])), ``gibbs-memoized-exclude`` (the batch's own previous
+    statistics taken out of lambda) and ``gibbs-memoized-mean-exclude`` (both).
 ``step_cost``
     CPU seconds per token of a stochastic step (local + global step, the trace's
     ``time_local + time_global`` of the second pass of ``algorithm='stochastic'`` on
@@ -70,6 +73,8 @@ from bench_lda_heldout import (  # noqa: E402
 from bench_lda_stochastic import load as load_validation  # noqa: E402
 
 from sparseclust.topics import SparseLDA  # noqa: E402
+from sparseclust.topics._gibbs import gibbs_local_step  # noqa: E402
+from sparseclust.topics._sparse_lda import SuffStats, _GibbsLDAModel  # noqa: E402
 
 OUT = RESULTS / "lda_hybrid.json"
 
@@ -209,9 +214,77 @@ class _ChainsLDA(SparseLDA):
     _gibbs_chains = True
 
 
+class _WeightsModel(_GibbsLDAModel):
+    """Restarted memoized Gibbs with other word weights: ``mean`` samples with the posterior
+    mean E[phi_kv] = lambda_kv / sum_u lambda_ku instead of exp(E[log phi_kv]); ``exclude``
+    takes the batch's own previous statistics S_b out of lambda (lambda^{-b} = tau +
+    max(S - S_b, 0)), as a collapsed sampler takes out the token it draws."""
+
+    mean = exclude = False
+
+    def visit(self, X, params, batch):
+        return self._weighted(X, params, batch if self.n_fixed >= 2 else None)
+
+    def local_step(self, X, params):
+        return self._weighted(X, params, None)
+
+    def _weighted(self, X, params, batch):
+        import scipy.sparse as sp
+        from scipy.special import psi
+
+        S = params._S  # None for the first pass's initial parameters: E[log phi] only
+        log_weights = params.log_weights
+        if S is not None:
+            V = S.shape[1]
+            old = self.last_stats.get(batch) if self.exclude and batch is not None else None
+            tot = np.asarray(np.maximum(S, 0).sum(axis=1)).ravel()
+            if old is not None:
+                old = sp.csr_array(old)
+                tot = tot - np.asarray(old.sum(axis=1)).ravel()
+            f = np.log if self.mean else psi
+            norm = f(np.maximum(tot, 0) + V * self.tau)
+
+            def log_weights(cols):
+                Sc = S[:, cols]
+                Sc = Sc.toarray() if sp.issparse(Sc) else np.array(Sc)
+                if old is not None:
+                    Sc -= old[:, cols].toarray()
+                np.maximum(Sc, 0, out=Sc)
+                Sc += self.tau
+                return (f(Sc) - norm[:, None]).T
+
+        res = gibbs_local_step(X, log_weights, self.alpha, n_burnin=self.n_burnin,
+                               n_samples=self.n_saved, seed=self.seed, sweep=self.calls,
+                               n_threads=self.n_threads)
+        if batch is not None:
+            self.last_stats[batch] = res.topic_word_csr
+        self.calls += 1
+        self.counters["local_iters"] += (self.n_saved + 1 + self.n_burnin) * X.shape[0]
+        S_b = res.topic_word_csr
+        return SuffStats(S=S_b if self.stats_format == "sparse" else S_b.toarray(),
+                         elbo_local=res.elbo_local)
+
+
+def _weights_variant(mean, exclude):
+    model_cls = type("_Model", (_WeightsModel,), {"mean": mean, "exclude": exclude})
+
+    class _VariantLDA(SparseLDA):
+        def _model(self):
+            return model_cls(self._alpha(), self.topic_word_prior, self.n_burnin,
+                             self.n_samples, self._gibbs_seed, self.n_threads,
+                             getattr(self, "_gibbs_calls", 0), self._stats_format,
+                             lazy=self._lazy_updates, chains=False)
+
+    _VariantLDA.__name__ = "SparseLDA"
+    return _VariantLDA
+
+
 #: validation methods: the class that runs them
 _VALIDATION_CLASSES = {"gibbs-memoized-restart": _RestartLDA,
-                       "gibbs-memoized-chains": _ChainsLDA}
+                       "gibbs-memoized-chains": _ChainsLDA,
+                       "gibbs-memoized-mean": _weights_variant(True, False),
+                       "gibbs-memoized-exclude": _weights_variant(False, True),
+                       "gibbs-memoized-mean-exclude": _weights_variant(True, True)}
 
 
 def validation(opts):
