@@ -354,16 +354,15 @@ class MoveBook:
     def block_rejected_pairs(self, score):
         """Set ``score[a, b]`` (both orders) to -inf for the pairs rejected recently; forget
         the memo of pairs one of whose components is gone. Edits ``score`` in place."""
-        live_uid = set(self.uid.tolist())
+        pos = {int(u): i for i, u in enumerate(self.uid.tolist())}
         for (ua, ub) in list(self.rejected_pairs):
-            if ua not in live_uid or ub not in live_uid:
+            if ua not in pos or ub not in pos:
                 del self.rejected_pairs[(ua, ub)]
                 continue
             if not self._recent(self.rejected_pairs, (ua, ub)):
                 continue
-            ia, ib = np.flatnonzero(self.uid == ua), np.flatnonzero(self.uid == ub)
-            if ia.size and ib.size:
-                score[ia[0], ib[0]] = score[ib[0], ia[0]] = -np.inf
+            ia, ib = pos[ua], pos[ub]
+            score[ia, ib] = score[ib, ia] = -np.inf
         return score
 
     def deletable(self):

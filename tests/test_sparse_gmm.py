@@ -1113,7 +1113,13 @@ def test_defaults_are_sparse_and_memoized():
 from sparseclust._engine import SuffStats, fit_engine  # noqa: E402
 from sparseclust._moves import MoveRound  # noqa: E402
 from sparseclust.mixture import _gaussian  # noqa: E402
-from sparseclust.mixture._dp_moves import _Workspace, restrict  # noqa: E402
+from sparseclust.mixture._dp_moves import (  # noqa: E402
+    _pair_lookup,
+    _row_pair_entropy,
+    _sum_pairs,
+    _Workspace,
+    restrict,
+)
 from sparseclust.mixture._sparse_gmm import _DPMixtureModel  # noqa: E402
 
 DP = "dirichlet_process"
@@ -1275,7 +1281,8 @@ def test_merge_objective_equals_from_scratch():
     )
     model.usage = dict(n_users=np.ones(K), sum_p=np.ones(K), sum_pp=np.eye(K), n=1.0)
     pairs = np.array([[0, 1], [2, 4], [3, 5], [1, 4]], dtype=np.int32)
-    model.round = MoveRound(K, pairs, [])
+    model.round = MoveRound(K, np.zeros((0, 2), dtype=np.int32), [])
+    model.round.pair_entropy = True
     model._usage_acc = None
     rows = []
     model_collect = model._collect
@@ -1287,7 +1294,7 @@ def test_merge_objective_equals_from_scratch():
     plain.local_step(X, params)
     R = np.zeros((X.shape[0], K))
     np.put_along_axis(R, rows[0][1].astype(np.intp), rows[0][0], axis=1)
-    PH = model.round.batch[0]["PH"]
+    PH = _pair_lookup(model.round.batch[0]["PH"], pairs[:, 0] * K + pairs[:, 1])
     assert np.count_nonzero(PH < 0) >= 2  # pairs that share rows have an entropy change
     small = _SparseGMMModel(prior, K - 1, K - 1, X.dtype)
     for p, (a, b) in enumerate(pairs):
@@ -1298,6 +1305,12 @@ def test_merge_objective_equals_from_scratch():
         ref = _gaussian.elbo(sm, _gaussian.global_step(sm, prior), prior)
         # the proposal's value (accepted whatever it is by a workspace that starts at -1e300)
         work = _Workspace(model, stats.copy())
+        # the closed-form gain the merge round ranks the pairs by is the exact change
+        pooled_ab = SuffStats(**{f: v[[a]] + v[[b]] for f, v in stats.items()})
+        gain = (_gaussian.optimal_component_terms(pooled_ab, prior)[0] - work.comp[a]
+                - work.comp[b] + PH[p]
+                + _gaussian.merge_allocation_gain(stats["N"], prior, [a], [b])[0])
+        np.testing.assert_allclose(work.value + gain, ref, rtol=1e-8)
         work.value = -1e300
         assert work.try_merge(int(a), int(b), PH[p])
         np.testing.assert_allclose(work.value, ref, rtol=1e-8)
@@ -1312,6 +1325,49 @@ def test_merge_objective_equals_from_scratch():
         merged = restrict(work.stats, keep)
         for f in ("N", "Sx", "Sxx", "entropy"):
             np.testing.assert_allclose(merged[f], sm[f], rtol=1e-10, atol=1e-10, err_msg=f)
+
+
+def test_pair_entropy_of_every_shared_pair_matches_dense():
+    # the sparse pair entropies gathered from L-sparse rows equal the dense
+    # sum_n h(r_na, r_nb) for every pair, and are absent (0) exactly where no row holds both
+    rng = np.random.default_rng(3)
+    n, K, L = 200, 9, 3
+    idx = np.stack([rng.choice(K, L, replace=False) for _ in range(n)])
+    vals = rng.dirichlet(np.ones(L), size=n)
+    vals[rng.random((n, L)) < 0.2] = 0.0  # some support entries unused
+    R = np.zeros((n, K))
+    np.put_along_axis(R, idx, vals, axis=1)
+    halves = [_row_pair_entropy(vals[:90], idx[:90], K), _row_pair_entropy(vals[90:], idx[90:], K)]
+    PH = _sum_pairs([h[0] for h in halves], [h[1] for h in halves])
+    for a in range(K):
+        for b in range(a + 1, K):
+            x, y = R[:, a], R[:, b]
+            both = (x > 0) & (y > 0)
+            ref = np.sum(x[both] * np.log(x[both]) + y[both] * np.log(y[both])
+                         - (x[both] + y[both]) * np.log(x[both] + y[both]))
+            got = _pair_lookup(PH, [a * K + b])[0]
+            np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
+            assert (got != 0.0) == bool(both.any())
+
+
+@pytest.mark.parametrize("dp", [True, False])
+def test_merge_allocation_gain_equals_recomputed_terms(dp):
+    # the closed-form change of the allocation terms equals the terms recomputed on the
+    # merged counts (b removed, a holding N_a + N_b) for every pair
+    X = _planted(2, K=3, D=2, n_per=30)
+    kw = dict(weight_concentration_prior_type=DP) if dp else {}
+    prior = SparseGaussianMixture(8, weight_concentration_prior=2.5, **kw)._build_prior(X)
+    assert prior.dp == dp
+    N = np.random.default_rng(1).gamma(0.7, 40.0, size=8)
+    N[5] = 0.0
+    pa, pb = np.triu_indices(8, 1)
+    got = _gaussian.merge_allocation_gain(N, prior, pa, pb, chunk=5)
+    base = _gaussian.optimal_allocation_terms(N, prior)
+    for g, a, b in zip(got, pa, pb, strict=True):
+        M = N.copy()
+        M[a] += N[b]
+        ref = _gaussian.optimal_allocation_terms(np.delete(M, b), prior) - base
+        np.testing.assert_allclose(g, ref, rtol=1e-10, atol=1e-9)
 
 
 def test_delete_removes_a_junk_cluster_and_stays_exact():

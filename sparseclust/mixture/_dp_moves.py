@@ -6,24 +6,29 @@ machinery HDPTopicModel uses (:mod:`sparseclust._moves`: candidate selection, th
 lookup table, the round log, compaction; the pair-entropy kernel of
 ``sparseclust._kernels._hdp_stats``). A round spans one pass of memoized (or batch) training:
 
-1. **before the pass** (:meth:`MixtureMoves.before_pass`) merge candidates are chosen: each
-   cluster's nearest clusters by the symmetric Kullback-Leibler divergence of their
-   point-estimate Gaussians, and its most correlated ones by the previous pass's co-usage
-   (the correlation across samples of the responsibilities r_nk,
-   :func:`sparseclust._moves.usage_correlation`), ranked by an upper bound on the gain of
-   merging them computed from the statistics alone (the change of the data terms; merging
-   can only lower the entropy term); delete candidates are the smallest clusters (expected
-   counts N_k) whose samples fit in a budget of rows to revisit; the birth target is the
-   largest cluster whose birth was not rejected recently (:func:`sparseclust._moves.
-   select_births`), tried only after a round that accepted no merge or delete;
+1. **before the pass** (:meth:`MixtureMoves.before_pass`) delete candidates are chosen: the
+   smallest clusters (expected counts N_k) whose samples fit in a budget of rows to revisit;
+   the birth target is the largest cluster whose birth was not rejected recently
+   (:func:`sparseclust._moves.select_births`), tried only after a round that accepted no
+   merge or delete;
 2. **during the pass** every batch visit gathers, besides its statistics, the entropy change
-   of merging each candidate pair, ``PH_ab = sum_n h(r_na, r_nb)`` with
+   of merging every two clusters that share a row, ``PH_ab = sum_n h(r_na, r_nb)`` with
    ``h(x, y) = x log x + y log y - (x + y) log(x + y)`` over the rows whose L-sparse support
-   holds both a and b (for the others merging changes no entropy term), the
-   responsibilities of the rows that use a delete candidate, and those of the rows whose
-   responsibility for the birth target is at least 1/2;
-3. **after the pass** (:meth:`MixtureMoves.after_pass`) the proposals are evaluated on the
-   whole-data statistics and each is accepted only if the whole-data ELBO increases:
+   holds both a and b (a sparse sum with at most L (L - 1) / 2 entries per row; for every
+   other pair merging changes no entropy term, PH_ab = 0), the responsibilities of the rows
+   that use a delete candidate, and those of the rows whose responsibility for the birth
+   target is at least 1/2;
+3. **after the pass** (:meth:`MixtureMoves.after_pass`) the merge candidates are chosen:
+   each cluster's ``near`` nearest clusters by the symmetric Kullback-Leibler divergence of
+   their point-estimate Gaussians and its ``corr_near`` most correlated ones by the pass's
+   co-usage (the correlation across samples of the responsibilities r_nk,
+   :func:`sparseclust._moves.usage_correlation`). The whole-data ELBO gain of each merge on
+   its own is known in closed form from the pass's statistics (the merged cluster's data
+   terms, ``PH_ab``, and the allocation terms,
+   :func:`sparseclust.mixture._gaussian.merge_allocation_gain`), so the candidates are tried
+   in decreasing gain and those that cannot raise the ELBO on their own are rejected without
+   further work. The proposals are evaluated on the whole-data statistics and each is
+   accepted only if the whole-data ELBO increases:
 
    - merge a, b: ``N, Sx, Sxx`` add, the entropy of the merged cluster is
      ``H_a + H_b + PH_ab``; only the merged cluster's data terms and the allocation terms
@@ -45,8 +50,7 @@ lookup table, the round log, compaction; the pair-entropy kernel of
    (:func:`sparseclust._moves.compaction`). A cluster touched by an accepted move takes part
    in no other move of the round, except that a cluster which absorbed clusters by merges may
    absorb another, c, when the gathered pair entropy between c and each cluster it absorbed is
-   exactly 0 (no row holds both, so the merged entropy stays exact; the pass gathers the pair
-   entropy of every two partners of a common cluster for this), and a rejected proposal
+   exactly 0 (no row holds both, so the merged entropy stays exact), and a rejected proposal
    waits ``cooldown * 2 ** (n - 1)`` passes after its n-th rejection before it is tried
    again (the bookkeeping of :class:`sparseclust._moves.MoveBook`, shared with
    HDPTopicModel).
@@ -57,7 +61,6 @@ import copy
 import numpy as np
 
 from .._engine import SuffStats
-from .._kernels import _hdp_stats
 from .._moves import (
     MoveBook,
     MoveRound,
@@ -65,10 +68,8 @@ from .._moves import (
     compaction,
     select_births,
     select_deletes,
-    select_merge_pairs,
     usage_correlation,
 )
-from ..utils import effective_n_threads
 from . import _gaussian
 
 __all__ = ["MixtureMoves"]
@@ -101,8 +102,8 @@ class MixtureMoves(MoveBook):
     ``set_n_components(K, new_of_old)`` and ``renumber_candidates(new_of_old)``.
 
     ``move_opts``: ``start`` (first pass whose end runs moves, >= 2), ``near`` (nearest
-    clusters by divergence and ``corr_near`` by co-usage examined per cluster),
-    ``pairs_per_component``, ``max_pairs`` (None: 2 K), ``delete_rows`` (rows to revisit per
+    clusters by divergence and ``corr_near`` by co-usage examined per cluster as merge
+    partners), ``delete_rows`` (rows to revisit per
     pass; None: 10% of the samples, at least 500), ``max_deletes`` (the most per round; a
     round that accepted none halves the next round's number), ``cooldown`` (passes),
     ``birth_components`` (fresh clusters per birth), ``birth_rows`` (rows re-inferred per
@@ -112,7 +113,7 @@ class MixtureMoves(MoveBook):
 
     def init_moves(self, moves, move_opts=None):
         self.moves = tuple(moves)
-        opts = dict(start=2, near=16, corr_near=4, pairs_per_component=8, max_pairs=None,
+        opts = dict(start=2, near=64, corr_near=4,
                     delete_rows=None, max_deletes=20, cooldown=3, birth_components=3,
                     birth_rows=None, birth_fit_rows=1000, birth_iters=10, max_births=1)
         opts.update(move_opts or {})
@@ -163,13 +164,12 @@ class MixtureMoves(MoveBook):
         responsibilities."""
         K = self.n_components
         rnd, want_usage = context["round"], context["usage"]
-        P = rnd.pairs.shape[0] if rnd is not None else 0
-        side = dict(PH=np.zeros(P), rows=[], values=[], indices=[], usage=None)
+        gather_ph = rnd is not None and getattr(rnd, "pair_entropy", False)
+        side = dict(pair_keys=[], pair_h=[], rows=[], values=[], indices=[], usage=None)
         if want_usage:
             side["usage"] = dict(n_users=np.zeros(K), sum_p=np.zeros(K),
                                  sum_pp=np.zeros((K, K)), n=0.0)
         usage = side["usage"]
-        nt = effective_n_threads(self.n_threads)
 
         def collect(start, values, indices, Xc):
             n, Lk = values.shape
@@ -181,11 +181,10 @@ class MixtureMoves(MoveBook):
                 R = _csr(v, idx, K)
                 usage["sum_pp"] += (R.T @ R).toarray()
                 usage["n"] += n
-            if P and Lk > 1:
-                _hdp_stats.pair_entropy_sparse(
-                    np.arange(n + 1, dtype=np.int64), np.ones(n), v, idx,
-                    np.zeros(n, dtype=np.int32), rnd.pair_of, K, side["PH"], nt,
-                )
+            if gather_ph and Lk > 1:
+                keys, h = _row_pair_entropy(v, idx, K)
+                side["pair_keys"].append(keys)
+                side["pair_h"].append(h)
             if rnd is not None and (rnd.deletes.size or rnd.births.size):
                 m = (np.isin(idx, rnd.deletes) & (v > 0)).any(axis=1)
                 if rnd.births.size:
@@ -207,7 +206,8 @@ class MixtureMoves(MoveBook):
     @staticmethod
     def combine_sides(a, b):
         """The side results of two consecutive parts of a batch as those of their union."""
-        out = dict(PH=a["PH"] + b["PH"], rows=a["rows"] + b["rows"],
+        out = dict(pair_keys=a["pair_keys"] + b["pair_keys"], pair_h=a["pair_h"] + b["pair_h"],
+                   rows=a["rows"] + b["rows"],
                    values=a["values"] + b["values"], indices=a["indices"] + b["indices"])
         out["usage"] = (None if a["usage"] is None
                         else {k: a["usage"][k] + b["usage"][k] for k in a["usage"]})
@@ -221,7 +221,7 @@ class MixtureMoves(MoveBook):
         if self.round is not None:
             rows = side["rows"]
             self.round.batch[batch] = dict(
-                PH=side["PH"],
+                PH=_sum_pairs(side["pair_keys"], side["pair_h"]),
                 rows=np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64),
                 values=np.vstack(side["values"]) if rows else None,
                 indices=np.vstack(side["indices"]) if rows else None,
@@ -256,18 +256,7 @@ class MixtureMoves(MoveBook):
                 or u["n_users"].size != K or K < 2):
             return
         opts = self.move_opts
-        pairs = np.zeros((0, 2), dtype=np.int32)
-        if "merge" in self.moves:
-            corr = usage_correlation(u["sum_p"], u["sum_pp"], u["n"])
-            score = self.block_rejected_pairs(self._merge_scores(stats, params, corr))
-            max_pairs = opts["max_pairs"] if opts["max_pairs"] is not None else 2 * K
-            pairs, _ = select_merge_pairs(
-                score, max_per_component=opts["pairs_per_component"], max_pairs=max_pairs,
-                min_score=-np.finfo(np.float64).max,
-            )
-        n_try = pairs.shape[0]
-        if n_try:
-            pairs = np.vstack([pairs, _partner_pairs(pairs, K)]).astype(np.int32)
+        merge = "merge" in self.moves
         dels = np.zeros(0, dtype=np.int64)
         if "delete" in self.moves:
             n_total = float(np.sum(stats["N"]))
@@ -287,22 +276,17 @@ class MixtureMoves(MoveBook):
             births = select_births(stats["N"], max_candidates=opts["max_births"],
                                    allowed=self.birthable(),
                                    min_size=4.0 * opts["birth_components"])
-        if pairs.shape[0] or dels.size or births.size:
-            # batch -> dict(PH, rows, values, indices)
-            self.round = MoveRound(K, pairs, dels, births)
-            # the pairs tried; the others (partners of a common cluster) are gathered only
-            self.round.n_try = n_try
+        if merge or dels.size or births.size:
+            # batch -> dict(PH, rows, values, indices); the merge pairs are chosen after the
+            # pass, from the pair entropies of every two clusters that share a row
+            self.round = MoveRound(K, np.zeros((0, 2), dtype=np.int32), dels, births)
+            self.round.pair_entropy = merge
 
-    def _merge_scores(self, stats, params, corr):
-        """(K, K) ranking of merge candidates, -inf for pairs not examined.
-
-        Each cluster's ``near`` nearest clusters by the symmetric KL divergence of the
-        point-estimate Gaussians N(m_k, E[Lambda_k]^-1) and its ``corr_near`` most correlated
-        ones by co-usage are examined; their score is the change of the data terms
-        (:func:`_gaussian.component_terms`) when their statistics are pooled, an upper bound on
-        the change of the ELBO up to the allocation terms, since merging never raises the
-        entropy term.
-        """
+    def _merge_candidates(self, stats, params, corr):
+        """Merge candidates (a, b), a < b, examined after the pass: each cluster's ``near``
+        nearest clusters by the symmetric KL divergence of the point-estimate Gaussians
+        N(m_k, E[Lambda_k]^-1) and its ``corr_near`` most correlated ones by co-usage,
+        without the pairs rejected recently."""
         K = stats["N"].shape[0]
         opts = self.move_opts
         kl = _symmetric_kl(params, self.prior)
@@ -316,15 +300,8 @@ class MixtureMoves(MoveBook):
         lo, hi = np.minimum(a, b), np.maximum(a, b)
         keys = np.unique(lo * K + hi)
         pa, pb = keys // K, keys % K
-        comp = _gaussian.component_terms(stats, params, self.prior)
-        score = np.full((K, K), -np.inf)
-        for s0 in range(0, pa.size, 256):
-            ia, ib = pa[s0:s0 + 256], pb[s0:s0 + 256]
-            pooled = SuffStats(**{k: v[ia] + v[ib] for k, v in stats.items()})
-            gain = (_gaussian.optimal_component_terms(pooled, self.prior)
-                - comp[ia] - comp[ib])
-            score[ia, ib] = score[ib, ia] = gain
-        return score
+        keep = np.isfinite(self.block_rejected_pairs(np.zeros((K, K)))[pa, pb])
+        return pa[keep], pb[keep]
 
     def can_stop(self):
         """Training may stop (``tol``) only after ``cooldown + 1`` passes without an accepted
@@ -348,8 +325,8 @@ class MixtureMoves(MoveBook):
             for b in range(len(batch_stats)):
                 batch_stats[b] = _own(batch_stats[b])
             work = _Workspace(self, stats)
-            if rnd.pairs.shape[0]:
-                self._merges(work, rnd, batch_stats, log)
+            if getattr(rnd, "pair_entropy", False):
+                self._merges(work, rnd, batch_stats, log, params)
             if log.merges_accepted:
                 # the gathered rows in the cluster space after this round's merges, so that
                 # a delete or a birth may revisit rows that also use a merged cluster
@@ -381,55 +358,71 @@ class MixtureMoves(MoveBook):
         self.round_logs.append(dict(log.as_dict(), n_components=int(self.n_components)))
         return stats, params
 
-    def _merges(self, work, rnd, batch_stats, log):
-        PH = sum(rnd.batch[b]["PH"] for b in rnd.batch)
-        # the data terms of every proposed merged cluster, in one batched global step: a pair
-        # is tried only while neither of its clusters was touched, so its pooled statistics
-        # are those of the pass (only the allocation terms change with earlier merges)
+    def _merges(self, work, rnd, batch_stats, log, params):
+        K = rnd.K
         st = work.stats
-        n_try = getattr(rnd, "n_try", rnd.pairs.shape[0])
-        pa, pb = rnd.pairs[:n_try, 0], rnd.pairs[:n_try, 1]
-        pooled = SuffStats(**{k: v[pa] + v[pb] for k, v in st.items()})
-        comp_ab = _gaussian.optimal_component_terms(pooled, self.prior)
+        PH = _sum_pairs([g["PH"][0] for g in rnd.batch.values()],
+                        [g["PH"][1] for g in rnd.batch.values()])
+        u = self.usage
+        if u is None or u["n_users"].size != K or K < 2:
+            return
+        pa, pb = self._merge_candidates(st, params,
+                                        usage_correlation(u["sum_p"], u["sum_pp"], u["n"]))
+        if pa.size == 0:
+            return
+        # the exact gain of each merge on its own, in closed form from the pass's statistics:
+        # the merged cluster's data terms, the pair entropy, the allocation terms
+        ph = _pair_lookup(PH, pa * K + pb)
+        comp_ab = np.empty(pa.size)
+        for s0 in range(0, pa.size, 256):
+            ia, ib = pa[s0:s0 + 256], pb[s0:s0 + 256]
+            pooled = SuffStats(**{k: v[ia] + v[ib] for k, v in st.items()})
+            comp_ab[s0:s0 + 256] = _gaussian.optimal_component_terms(pooled, self.prior)
+        gain = (comp_ab - work.comp[pa] - work.comp[pb] + ph
+                + _gaussian.merge_allocation_gain(st["N"], self.prior, pa, pb))
+        # the pairs in decreasing gain; one that does not raise the ELBO on its own is
+        # rejected in closed form (and waits its cool-down like any rejected proposal)
+        # unless one of its clusters absorbed others this round
+        order = np.argsort(-gain, kind="stable")
+        pairs = np.stack([pa[order], pb[order]], axis=1)
 
-        def apply(p, a, b):
-            for bb, st in enumerate(batch_stats):
-                _merge_into(st, a, b, rnd.batch[bb]["PH"][p])
+        def apply(a, b):
+            key = np.array([min(a, b) * K + max(a, b)])
+            for bb, stb in enumerate(batch_stats):
+                _merge_into(stb, a, b, float(_pair_lookup(rnd.batch[bb]["PH"], key)[0]))
             work.merge_map[work.merge_map == b] = a
             work.ops.append(("merge", a, b))
 
         # a cluster that already absorbed clusters this round may absorb another, c, when no
-        # row holds c together with any of them: the gathered pair entropy PH between c and
-        # each of them is then exactly 0 (h(x, y) < 0 whenever x, y > 0), no row holds three
-        # merged clusters, and the merged entropy stays H_a + H_c + PH_ac exactly
+        # row holds c together with any of them: the gathered pair entropy between c and
+        # each of them is then exactly 0 (h(x, y) < 0 whenever x, y > 0, and every pair that
+        # shares a row is gathered), no row holds three merged clusters, and the merged
+        # entropy stays H_a + H_c + PH_ac exactly
         absorbed = {}
-        pair_of = rnd.pair_of
 
-        def may_chain(p, a, b):
+        def may_chain(q, a, b):
             if a in log.touched and b in log.touched:
                 return False
             x, y = (a, b) if a in log.touched else (b, a)
             if x not in absorbed:  # x was absorbed itself, or deleted: not a survivor
                 return False
-            for z in absorbed[x]:
-                q = pair_of[z * K + y]
-                if q < 0 or PH[q] != 0.0:
-                    return False
-            return True
+            z = np.asarray(absorbed[x], dtype=np.int64)
+            keys = np.minimum(z, y) * K + np.maximum(z, y)
+            return not np.any(_pair_lookup(PH, keys) != 0.0)
 
-        K = rnd.K
-
-        def try_merge(p, a, b):
+        def try_merge(q, a, b):
+            p = order[q]
             chained = a in log.touched or b in log.touched
-            return work.try_merge(a, b, PH[p], None if chained else comp_ab[p])
+            if not chained and not gain[p] > 0.0:
+                return False
+            return work.try_merge(a, b, ph[p], None if chained else comp_ab[p])
 
-        def apply_and_record(p, a, b):
-            apply(p, a, b)
+        def apply_and_record(q, a, b):
+            apply(a, b)
             absorbed.setdefault(a, []).append(b)
             absorbed[a].extend(absorbed.pop(b, []))
 
-        self.run_merges(rnd.pairs[:n_try], lambda: work.alive, log, try_merge,
-                        apply_and_record, may_chain)
+        self.run_merges(pairs, lambda: work.alive, log, try_merge, apply_and_record, may_chain)
 
     def _deletes(self, work, rnd, batch_stats, batches, log):
         for j in rnd.deletes:
@@ -646,22 +639,42 @@ def _fold_merged(values, indices, merge_map):
     return vals, idx
 
 
-def _partner_pairs(pairs, K):
-    """The pairs (y, z) of clusters that share a partner in ``pairs`` and are not a pair
-    themselves: gathering their pair entropy tells whether a cluster may absorb both."""
-    have = set(map(tuple, np.asarray(pairs, dtype=np.int64).tolist()))
-    partners = {}
-    for a, b in have:
-        partners.setdefault(a, []).append(b)
-        partners.setdefault(b, []).append(a)
-    out = set()
-    for ys in partners.values():
-        for i in range(len(ys)):
-            for j in range(i + 1, len(ys)):
-                y, z = min(ys[i], ys[j]), max(ys[i], ys[j])
-                if (y, z) not in have:
-                    out.add((y, z))
-    return np.asarray(sorted(out), dtype=np.int32).reshape(-1, 2)
+def _row_pair_entropy(values, indices, K):
+    """Pair entropies of the rows' L-sparse supports: for every two entries x = r_na,
+    y = r_nb > 0 of a row, ``h(x, y) = x log x + y log y - (x + y) log(x + y)`` (< 0) keyed
+    ``min(a, b) * K + max(a, b)``; returns (keys, h), one entry per such pair of a row."""
+    v = np.asarray(values, dtype=np.float64)
+    idx = np.asarray(indices, dtype=np.int64)
+    Lk = v.shape[1]
+    i, j = np.triu_indices(Lk, 1)
+    x, y = v[:, i], v[:, j]
+    a, b = idx[:, i], idx[:, j]
+    m = (x > 0) & (y > 0) & (a != b)
+    x, y, a, b = x[m], y[m], a[m], b[m]
+    xy = x + y
+    h = x * np.log(x) + y * np.log(y) - xy * np.log(xy)
+    return np.minimum(a, b) * K + np.maximum(a, b), h
+
+
+def _sum_pairs(keys, values):
+    """The sparse sum of lists of (keys, values): (sorted unique keys, summed values)."""
+    if not len(keys):
+        return np.zeros(0, dtype=np.int64), np.zeros(0)
+    k = np.concatenate(keys)
+    v = np.concatenate(values)
+    uk, inv = np.unique(k, return_inverse=True)
+    return uk, np.bincount(inv.ravel(), weights=v, minlength=uk.size)
+
+
+def _pair_lookup(pairs, keys):
+    """The values of the sparse pair sum ``pairs = (sorted keys, values)`` at ``keys`` (0
+    where absent)."""
+    pk, pv = pairs
+    keys = np.asarray(keys, dtype=np.int64)
+    if pk.size == 0:
+        return np.zeros(keys.shape)
+    pos = np.minimum(np.searchsorted(pk, keys), pk.size - 1)
+    return np.where(pk[pos] == keys, pv[pos], 0.0)
 
 
 def _pad(stats, n_new):

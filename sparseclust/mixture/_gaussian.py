@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.linalg import lapack
-from scipy.special import digamma, gammaln
+from scipy.special import betaln, digamma, gammaln
 from threadpoolctl import ThreadpoolController
 
 from .._kernels import _gmm_weights
@@ -188,15 +188,53 @@ def optimal_allocation_terms(N, prior):
     return allocation_terms(N, weight_posterior(N, prior), prior)
 
 
+def merge_allocation_gain(N, prior, pa, pb, chunk=1024):
+    """Change of :func:`optimal_allocation_terms` when cluster ``pb[p]`` is merged into
+    ``pa[p]`` (the merged cluster keeps a's place, b's is removed), for every pair p at once.
+
+    Dirichlet process: at the optimal sticks ``a_k = 1 + N_k``, ``b_k = gamma + N_{>k}`` the
+    expectations cancel and the allocation terms are
+    ``sum_k log B(1 + N_k, gamma + N_{>k}) - K log B(1, gamma)``, so a merge changes the
+    terms of the clusters from a to b only; each pair is evaluated on its own (K,) row.
+    Dirichlet: ``c_Dir(alpha_0 1_K) - c_Dir(alpha_0 + N)``, which a merge changes through K,
+    a and b.
+    """
+    N = np.asarray(N, dtype=np.float64)
+    pa = np.asarray(pa, dtype=np.int64)
+    pb = np.asarray(pb, dtype=np.int64)
+    K = N.shape[0]
+    a0 = prior.alpha0
+    if not prior.dp:
+        n = N.sum()
+        before = gammaln(K * a0) - gammaln(K * a0 + n)
+        after = gammaln((K - 1) * a0) - gammaln((K - 1) * a0 + n)
+        return (after - before + gammaln(a0) + gammaln(a0 + N[pa] + N[pb])
+                - gammaln(a0 + N[pa]) - gammaln(a0 + N[pb]))
+    tail = np.concatenate([np.cumsum(N[::-1])[::-1][1:], [0.0]])
+    base = betaln(1.0 + N, a0 + tail)
+    out = np.empty(pa.size)
+    for s in range(0, pa.size, chunk):
+        ia, ib = pa[s:s + chunk], pb[s:s + chunk]
+        rows = np.arange(ia.size)
+        M = np.broadcast_to(N, (ia.size, K)).copy()
+        M[rows, ia] += N[ib]
+        M[rows, ib] = 0.0
+        T = betaln(1.0 + M, a0 + np.cumsum(M[:, ::-1], axis=1)[:, ::-1] - M)
+        T[rows, ib] = 0.0
+        out[s:s + chunk] = T.sum(1) - (base.sum() - betaln(1.0, a0))
+    return out
+
+
 
 def _scale_cholesky(scale_inv, reg, N):
     """The posterior inverse scale matrices (K, D, D) with reg * N_k added to their diagonals
     (when reg), symmetrized, and their Cholesky factors; a clear error when one is not
     positive definite."""
+    scale_inv = scale_inv + np.swapaxes(scale_inv, 1, 2)  # a new array: the caller's stays
+    scale_inv *= 0.5
     if reg:
-        D = scale_inv.shape[-1]
-        scale_inv = scale_inv + (reg * np.maximum(N, 0.0))[:, None, None] * np.eye(D)
-    scale_inv = 0.5 * (scale_inv + np.swapaxes(scale_inv, 1, 2))
+        d = np.arange(scale_inv.shape[-1])
+        scale_inv[:, d, d] += (reg * np.maximum(N, 0.0))[:, None]
     try:
         Lchol = np.linalg.cholesky(scale_inv)
     except np.linalg.LinAlgError as exc:
