@@ -10,7 +10,8 @@ lookup table, the round log, compaction; the pair-entropy kernel of
    smallest clusters (expected counts N_k) whose samples fit in a budget of rows to revisit;
    the birth target is the largest cluster whose birth was not rejected recently
    (:func:`sparseclust._moves.select_births`), tried only after a round that accepted no
-   merge or delete;
+   merge or delete, and after rounds of rejected births only once their wait is over
+   (:meth:`sparseclust._moves.MoveBook.births_due`);
 2. **during the pass** every batch visit gathers, besides its statistics, the entropy change
    of merging every two clusters that share a row, ``PH_ab = sum_n h(r_na, r_nb)`` with
    ``h(x, y) = x log x + y log y - (x + y) log(x + y)`` over the rows whose L-sparse support
@@ -269,8 +270,8 @@ class MixtureMoves(MoveBook):
                                   size=stats["N"])
         births = np.zeros(0, dtype=np.int64)
         last = self.round_logs[-1] if self.round_logs else None
-        if "birth" in self.moves and not (last and (last["merges_accepted"]
-                                                    or last["deletes_accepted"])):
+        if "birth" in self.moves and self.births_due() and not (
+                last and (last["merges_accepted"] or last["deletes_accepted"])):
             # births once the merges and deletes of the last round are absorbed: a round
             # that shrank the model is followed by one that does not grow it again
             births = select_births(stats["N"], max_candidates=opts["max_births"],
@@ -339,6 +340,7 @@ class MixtureMoves(MoveBook):
                 self.end_deletes(log)
             if rnd.births.size:
                 self._births(work, rnd, batch_stats, state["batches"], log)
+                self.end_births(log)
             if log.merges_accepted or log.deletes_accepted or log.births_accepted:
                 stats = work.compact(batch_stats)
                 new = compaction(work.alive)
