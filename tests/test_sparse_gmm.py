@@ -1363,6 +1363,9 @@ def test_merge_allocation_gain_equals_recomputed_terms(dp):
     pa, pb = np.triu_indices(8, 1)
     got = _gaussian.merge_allocation_gain(N, prior, pa, pb, chunk=5)
     base = _gaussian.optimal_allocation_terms(N, prior)
+    # the closed form at the optimum equals the general terms at the optimal q(pi)
+    general = _gaussian.allocation_terms(N, _gaussian.weight_posterior(N, prior), prior)
+    np.testing.assert_allclose(base, general, rtol=1e-12)
     for g, a, b in zip(got, pa, pb, strict=True):
         M = N.copy()
         M[a] += N[b]

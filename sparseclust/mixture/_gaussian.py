@@ -79,6 +79,15 @@ class GaussianPrior:
     def n_features(self):
         return self.m0.shape[0]
 
+    @functools.cached_property
+    def log_b0(self):
+        """``log B(Psi_0, nu_0)``, the Wishart prior's log normalizer (full covariance), kept
+        because every proposal of the moves needs it."""
+        D = self.n_features
+        _, logdet_psi0 = np.linalg.slogdet(self.psi0)
+        return (0.5 * self.nu0 * logdet_psi0 - 0.5 * self.nu0 * D * math.log(2.0)
+                - _log_multigamma(0.5 * self.nu0, D))
+
 
 @dataclass
 class GaussianParams:
@@ -184,8 +193,19 @@ def weight_posterior(N, prior):
 
 def optimal_allocation_terms(N, prior):
     """:func:`allocation_terms` at the optimal q(pi) for the counts ``N``: the part of the
-    ELBO that depends on the clusters' sizes and their order only."""
-    return allocation_terms(N, weight_posterior(N, prior), prior)
+    ELBO that depends on the clusters' sizes and their order only.
+
+    At the optimum the expectation terms cancel: Dirichlet process
+    ``sum_k log B(1 + N_k, gamma + N_{>k}) - K log B(1, gamma)``, Dirichlet
+    ``c_Dir(alpha_0 1_K) - c_Dir(alpha_0 + N)``."""
+    N = np.asarray(N, dtype=np.float64)
+    K = N.shape[0]
+    a0 = prior.alpha0
+    if prior.dp:
+        tail = np.concatenate([np.cumsum(N[::-1])[::-1][1:], [0.0]])
+        return float(np.sum(betaln(1.0 + N, a0 + tail)) - K * betaln(1.0, a0))
+    return float(gammaln(K * a0) - K * gammaln(a0) - gammaln(K * a0 + N.sum())
+                 + np.sum(gammaln(a0 + N)))
 
 
 def merge_allocation_gain(N, prior, pa, pb, chunk=1024):
@@ -429,12 +449,8 @@ def optimal_component_terms(stats, prior):
         extra = 0.5 * D * np.log(prior.beta0 / beta)
     scale_inv, Lchol = _scale_cholesky(scale_inv, prior.reg, N)
     logdet = 2.0 * np.log(np.diagonal(Lchol, axis1=1, axis2=2)).sum(1)
-    _, logdet_psi0 = np.linalg.slogdet(prior.psi0)
-    nu0 = prior.nu0
-    logB0 = 0.5 * nu0 * logdet_psi0 - 0.5 * nu0 * D * math.log(2.0) - _log_multigamma(
-        0.5 * nu0, D)
     logB = 0.5 * nu * logdet - 0.5 * nu * D * math.log(2.0) - _log_multigamma(0.5 * nu, D)
-    return -0.5 * N * D * LOG_2PI + logB0 - logB + extra
+    return -0.5 * N * D * LOG_2PI + prior.log_b0 - logB + extra
 
 
 def component_terms(stats, params, prior):
