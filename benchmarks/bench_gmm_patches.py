@@ -530,6 +530,8 @@ def run_dp_one(X, X_ho, K, dp, args, seed):
         "heldout": float(est.score(X_ho)),
         "train": float(est.score(X)),
         "lower_bound_per_sample": float(est.lower_bound_) / X.shape[0],
+        # expected samples per live cluster, largest first
+        "cluster_sizes": sorted((est.weights_ * X.shape[0]).round(2).tolist(), reverse=True),
         "curve": curve,
     }
 

@@ -605,9 +605,10 @@ class SparseGaussianMixture(
         HDPTopicModel uses, :mod:`sparseclust._moves`): a subset of ``('merge', 'delete',
         'birth', 'sort')``, as a tuple or a ``'+'``-joined string such as ``'merge+delete'``.
         After every pass from the second on, **merge** tries candidate pairs (each cluster's
-        nearest clusters by symmetric KL divergence and most correlated ones by co-usage,
-        ranked by the gain of pooling their statistics) whose entropy terms
-        ``sum_n (r_na + r_nb) log(r_na + r_nb)`` were gathered during the pass; **delete**
+        nearest clusters by symmetric KL divergence and most correlated ones by co-usage) in
+        decreasing order of their closed-form gain, from the entropy terms
+        ``sum_n (r_na + r_nb) log(r_na + r_nb)`` of every two clusters that share a sample,
+        gathered during the pass; **delete**
         tries the smallest clusters, re-running the local step without the cluster on the
         samples that use it; **birth** (after a round that accepted no merge or delete) fits 3
         fresh clusters to a subsample of the largest cluster's samples and re-runs the local
@@ -625,7 +626,8 @@ class SparseGaussianMixture(
         the cached batches of ``'memoized'`` or ``'batch'`` training; ``'stochastic'`` and
         :meth:`partial_fit` ignore them. With moves, ``tol`` ends training only after 4 passes
         without an accepted merge, delete or birth (a proposal rejected n times is retried after
-        ``3 * 2 ** (n - 1)`` passes, at most 24; the bookkeeping of
+        ``3 * 2 ** (n - 1)`` passes, at most 24, and so are births after n rounds of rejected
+        births; the bookkeeping of
         :class:`sparseclust._moves.MoveBook`, shared with HDPTopicModel).
     candidate_refresh : 'auto' or int, default='auto'
         When candidate sets are renewed. ``'auto'`` (adaptive, per row): each row keeps, from
