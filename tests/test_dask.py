@@ -443,6 +443,37 @@ def test_gmm_equals_in_process(client, monkeypatch, algorithm, covariance_type):
                                rtol=1e-7, atol=1e-12)
 
 
+def test_dp_mixture_moves_equal_in_process(client, monkeypatch):
+    # the Dirichlet-process mixture with its moves: the pair entropies, co-usage and kept rows
+    # gathered on the workers reduce to what the in-process visits gather, so the same merges
+    # are accepted and the fits agree
+    import sparseclust.mixture._sparse_gmm as sg
+
+    X = _blobs(seed=2)
+    labels = np.random.RandomState(3).randint(0, 14, X.shape[0])
+    kw = dict(n_components=14, L=3, weight_concentration_prior_type="dirichlet_process",
+              weight_concentration_prior=1.0, n_batches=2, max_iter=8, tol=0,
+              init_params=labels, random_state=0, n_candidates=None)
+    got = _fit(sg.SparseGaussianMixture(**kw), da.from_array(X, chunks=(150, 4)))
+    engine = sg.fit_engine
+
+    def same_batches(model, X_, *a, **k):
+        return engine(model, _InMemoryParts(X_, 150), *a, **k)
+
+    monkeypatch.setattr(sg, "fit_engine", same_batches)
+    ref = _fit(sg.SparseGaussianMixture(**kw), X)
+    moves = [(e["n_components"], e["merges_accepted"], e["deletes_accepted"])
+             for e in ref.trace_]
+    assert sum(m[1] for m in moves) > 0  # merges happened
+    assert [(e["n_components"], e["merges_accepted"], e["deletes_accepted"])
+            for e in got.trace_] == moves
+    assert got.n_components_ == ref.n_components_
+    for attr in ("weights_", "means_", "covariances_"):
+        np.testing.assert_allclose(getattr(got, attr), getattr(ref, attr), rtol=1e-8,
+                                   atol=1e-10, err_msg=attr)
+    np.testing.assert_allclose(got.lower_bounds_, ref.lower_bounds_, rtol=1e-10)
+
+
 def test_gmm_inits_float32_and_dp_prior(client):
     from sparseclust import SparseGaussianMixture
 
