@@ -1435,6 +1435,25 @@ def test_birth_recovers_a_merged_away_cluster(seed):
     assert X.shape[0] - 1.0 < m._stats["N"].sum() <= X.shape[0] * (1 + 1e-9)
 
 
+def test_births_wait_for_a_round_that_tried_merges_or_deletes_and_accepted_none():
+    # the first move round (pass 2) shrinks before anything grows: with merges or deletes on,
+    # a birth is proposed only after a round that tried them and accepted none; with births
+    # alone they start at the first move round
+    X, true, labels = _merged_away(0)
+    kw = dict(n_components=2, init_params=labels, max_iter=8, tol=0, n_batches=3,
+              random_state=0)
+    m = _dp(moves="all", **kw).fit(X)
+    t = m.trace_
+    assert t[1]["births_tried"] == 0
+    for prev, cur in zip(t[1:], t[2:], strict=False):
+        if cur["births_tried"]:
+            assert prev["merges_tried"] + prev["deletes_tried"] > 0
+            assert prev["merges_accepted"] + prev["deletes_accepted"] == 0
+    assert sum(e["births_tried"] for e in t) >= 1
+    only = _dp(moves="birth", **kw).fit(X)
+    assert only.trace_[1]["births_tried"] == 1
+
+
 def test_birth_proposal_equals_from_scratch():
     # one batch: the statistics and the objective of an accepted birth equal those of the
     # full responsibilities (the target's rows re-inferred, the others as the pass left them)

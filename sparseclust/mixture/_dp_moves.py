@@ -9,8 +9,8 @@ lookup table, the round log, compaction; the pair-entropy kernel of
 1. **before the pass** (:meth:`MixtureMoves.before_pass`) delete candidates are chosen: the
    smallest clusters (expected counts N_k) whose samples fit in a budget of rows to revisit;
    the birth target is the largest cluster whose birth was not rejected recently
-   (:func:`sparseclust._moves.select_births`), tried only after a round that accepted no
-   merge or delete, and after rounds of rejected births only once their wait is over
+   (:func:`sparseclust._moves.select_births`), tried only after a round that tried merges or
+   deletes and accepted none, and after rounds of rejected births only once their wait is over
    (:meth:`sparseclust._moves.MoveBook.births_due`);
 2. **during the pass** every batch visit gathers, besides its statistics, the entropy change
    of merging every two clusters that share a row, ``PH_ab = sum_n h(r_na, r_nb)`` with
@@ -270,10 +270,14 @@ class MixtureMoves(MoveBook):
                                   size=stats["N"])
         births = np.zeros(0, dtype=np.int64)
         last = self.round_logs[-1] if self.round_logs else None
-        if "birth" in self.moves and self.births_due() and not (
-                last and (last["merges_accepted"] or last["deletes_accepted"])):
-            # births once the merges and deletes of the last round are absorbed: a round
-            # that shrank the model is followed by one that does not grow it again
+        shrinks = {"merge", "delete"} & set(self.moves)
+        settled = last is not None and not (last["merges_accepted"] or last["deletes_accepted"])
+        if shrinks:
+            settled = settled and bool(last["merges_tried"] or last["deletes_tried"])
+        if "birth" in self.moves and self.births_due() and settled:
+            # births once the merges and deletes are absorbed: after a round that tried them
+            # and accepted none (a round that shrank the model is followed by one that does
+            # not grow it again, and the first round shrinks before anything grows)
             births = select_births(stats["N"], max_candidates=opts["max_births"],
                                    allowed=self.birthable(),
                                    min_size=4.0 * opts["birth_components"])

@@ -608,11 +608,11 @@ class SparseGaussianMixture(
         nearest clusters by symmetric KL divergence and most correlated ones by co-usage) in
         decreasing order of their closed-form gain, from the entropy terms
         ``sum_n (r_na + r_nb) log(r_na + r_nb)`` of every two clusters that share a sample,
-        gathered during the pass; **delete**
-        tries the smallest clusters, re-running the local step without the cluster on the
-        samples that use it; **birth** (after a round that accepted no merge or delete) fits 3
-        fresh clusters to a subsample of the largest cluster's samples and re-runs the local
-        step on those samples with the fresh clusters added; **sort** reorders the clusters by
+        gathered during the pass; **delete** tries the smallest clusters, re-running the
+        local step without the cluster on the samples that use it; **birth** (after a round
+        that tried merges or deletes and accepted none) fits 3 fresh clusters to a subsample
+        of the largest cluster's samples and re-runs the local step on those samples with the
+        fresh clusters added; **sort** reorders the clusters by
         size (the stick-breaking prior favours large early sticks). Each proposal is accepted
         only if the whole-data ELBO increases, so training stays monotone, and
         ``n_components_`` becomes the number of clusters left that hold at least one expected
