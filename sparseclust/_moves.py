@@ -299,10 +299,11 @@ class MoveBook:
       tried again;
     - ``usage`` (the previous pass's co-usage: ``n_users``, ``sum_p``, ``sum_pp``, ``n``) and
       ``_usage_acc`` (the current pass's, being gathered);
-    - ``birth_rounds``: the memo of birth rounds, kept like a rejected proposal's: after the
-      n-th round in a row whose births were all rejected, the next birth round waits
-      ``cooldown * 2 ** (n - 1)`` passes (:meth:`births_due`, :meth:`end_births`; an accepted
-      birth clears it), so that a model no birth improves stops paying for one every pass;
+    - ``round_waits``: per kind of proposal (``'births'``; ``'deletes'`` for a host that asks),
+      the memo of its rounds, kept like a rejected proposal's: after the n-th round in a row
+      whose proposals of that kind were all rejected, the next round of that kind waits
+      ``cooldown * 2 ** (n - 1)`` passes (:meth:`due`, :meth:`end_kind`; an accepted proposal
+      clears it), so that a model no such proposal improves stops paying for one every pass;
     - ``delete_budget``: how many delete proposals the next round may make
       (:class:`AdaptiveBudget` up to ``max_deletes``; the host passes its ``value`` to
       :func:`select_deletes` and reports each round through :meth:`end_deletes`);
@@ -320,7 +321,7 @@ class MoveBook:
         self.rejected_pairs = {}
         self.rejected_deletes = {}
         self.rejected_births = {}
-        self.birth_rounds = {}
+        self.round_waits = {}
         # delete proposals per round (at most ``max_deletes``): fewer while they are rejected
         self.delete_budget = AdaptiveBudget(self.move_opts["max_deletes"])
 
@@ -399,19 +400,20 @@ class MoveBook:
         self.usage = dict(n_users=np.pad(u["n_users"], (0, n_new)),
                           sum_p=np.pad(u["sum_p"], (0, n_new)), n=u["n"], sum_pp=pp)
 
-    def births_due(self):
-        """May this pass's round propose births (no recent round of rejected births)?"""
-        return not self._recent(self.birth_rounds, "births")
+    def due(self, kind):
+        """May this pass's round make proposals of ``kind`` (no recent round of them that
+        was all rejected)?"""
+        return not self._recent(self.round_waits, kind)
 
-    def end_births(self, log):
-        """Report a round's birth proposals: a round that tried births and accepted none
-        starts (or lengthens) the wait of :meth:`births_due`; an accepted birth clears it."""
-        if log.births_tried <= 0:
+    def end_kind(self, kind, tried, accepted):
+        """Report a round's proposals of ``kind``: a round that tried some and accepted none
+        starts (or lengthens) the wait of :meth:`due`; an accepted one clears it."""
+        if tried <= 0:
             return
-        if log.births_accepted:
-            self.birth_rounds.pop("births", None)
+        if accepted:
+            self.round_waits.pop(kind, None)
         else:
-            self._reject(self.birth_rounds, "births")
+            self._reject(self.round_waits, kind)
 
     def end_deletes(self, log):
         """Report a round's delete proposals (``log.deletes_tried`` / ``deletes_accepted``)

@@ -620,10 +620,10 @@ def test_adaptive_delete_budget_halves_on_rejection_and_recovers_on_acceptance()
     assert AdaptiveBudget(0).value == 0 and AdaptiveBudget(3, low=5).low == 3
 
 
-def test_birth_rounds_wait_after_rejections_and_resume_after_an_acceptance():
+def test_rounds_of_a_kind_wait_after_rejections_and_resume_after_an_acceptance():
     # after the n-th round in a row of rejected births the next one waits cooldown * 2**(n-1)
-    # passes; an accepted birth lets the next pass propose again
-    from sparseclust._moves import MoveBook, RoundLog
+    # passes; an accepted birth lets the next pass propose again; each kind has its own wait
+    from sparseclust._moves import MoveBook
 
     book = MoveBook()
     book.move_opts = dict(cooldown=2, max_deletes=4)
@@ -631,17 +631,18 @@ def test_birth_rounds_wait_after_rejections_and_resume_after_an_acceptance():
     due = []
     for p in range(1, 20):
         book.begin_pass(p, 3)
-        due.append(book.births_due())
+        due.append(book.due("births"))
         if due[-1]:
-            book.end_births(RoundLog(births_tried=1, births_accepted=0))
+            book.end_kind("births", 1, 0)
         else:
-            book.end_births(RoundLog())  # a round without births says nothing
+            book.end_kind("births", 0, 0)  # a round without births says nothing
     # rejected at pass 1 (wait 2), 4 (wait 4), 9 (wait 8), 18
     assert [p for p, d in enumerate(due, start=1) if d] == [1, 4, 9, 18]
     book.begin_pass(19, 3)
-    book.end_births(RoundLog(births_tried=1, births_accepted=1))
+    assert book.due("deletes")  # another kind: no wait
+    book.end_kind("births", 1, 1)
     book.begin_pass(20, 3)
-    assert book.births_due()
+    assert book.due("births")
 
 
 def test_rejected_delete_rounds_shrink_the_next_rounds():

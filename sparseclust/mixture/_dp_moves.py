@@ -11,7 +11,8 @@ lookup table, the round log, compaction; the pair-entropy kernel of
    the birth target is the largest cluster whose birth was not rejected recently
    (:func:`sparseclust._moves.select_births`), tried only after a round that tried merges or
    deletes and accepted none, and after rounds of rejected births only once their wait is over
-   (:meth:`sparseclust._moves.MoveBook.births_due`);
+   (:meth:`sparseclust._moves.MoveBook.due`), and likewise a round of deletes after rounds
+   whose deletes were all rejected;
 2. **during the pass** every batch visit gathers, besides its statistics, the entropy change
    of merging every two clusters that share a row, ``PH_ab = sum_n h(r_na, r_nb)`` with
    ``h(x, y) = x log x + y log y - (x + y) log(x + y)`` over the rows whose L-sparse support
@@ -259,7 +260,7 @@ class MixtureMoves(MoveBook):
         opts = self.move_opts
         merge = "merge" in self.moves
         dels = np.zeros(0, dtype=np.int64)
-        if "delete" in self.moves:
+        if "delete" in self.moves and self.due("deletes"):
             n_total = float(np.sum(stats["N"]))
             budget = opts["delete_rows"]
             if budget is None:
@@ -274,7 +275,7 @@ class MixtureMoves(MoveBook):
         settled = last is not None and not (last["merges_accepted"] or last["deletes_accepted"])
         if shrinks:
             settled = settled and bool(last["merges_tried"] or last["deletes_tried"])
-        if "birth" in self.moves and self.births_due() and settled:
+        if "birth" in self.moves and self.due("births") and settled:
             # births once the merges and deletes are absorbed: after a round that tried them
             # and accepted none (a round that shrank the model is followed by one that does
             # not grow it again, and the first round shrinks before anything grows)
@@ -342,9 +343,10 @@ class MixtureMoves(MoveBook):
             if rnd.deletes.size:
                 self._deletes(work, rnd, batch_stats, state["batches"], log)
                 self.end_deletes(log)
+                self.end_kind("deletes", log.deletes_tried, log.deletes_accepted)
             if rnd.births.size:
                 self._births(work, rnd, batch_stats, state["batches"], log)
-                self.end_births(log)
+                self.end_kind("births", log.births_tried, log.births_accepted)
             if log.merges_accepted or log.deletes_accepted or log.births_accepted:
                 stats = work.compact(batch_stats)
                 new = compaction(work.alive)

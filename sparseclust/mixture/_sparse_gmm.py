@@ -626,8 +626,8 @@ class SparseGaussianMixture(
         the cached batches of ``'memoized'`` or ``'batch'`` training; ``'stochastic'`` and
         :meth:`partial_fit` ignore them. With moves, ``tol`` ends training only after 4 passes
         without an accepted merge, delete or birth (a proposal rejected n times is retried after
-        ``3 * 2 ** (n - 1)`` passes, at most 24, and so are births after n rounds of rejected
-        births; the bookkeeping of
+        ``3 * 2 ** (n - 1)`` passes, at most 24, and so are births and deletes after n rounds
+        of rejected ones; the bookkeeping of
         :class:`sparseclust._moves.MoveBook`, shared with HDPTopicModel).
     candidate_refresh : 'auto' or int, default='auto'
         When candidate sets are renewed. ``'auto'`` (adaptive, per row): each row keeps, from
