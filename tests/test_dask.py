@@ -411,25 +411,30 @@ class _InMemoryParts:
             yield np.vstack([self.blocks[i] for i in perm[s:s + m]])
 
 
-@pytest.mark.parametrize("covariance_type,algorithm",
-                         [("full", "batch"), ("full", "memoized"), ("diag", "stochastic")])
-def test_gmm_equals_in_process(client, monkeypatch, algorithm, covariance_type):
+def _dask_and_in_process(monkeypatch, X, **kw):
+    """The mixture fit on a dask.array of 150-row partitions, and the in-process estimator
+    with the engine given the same partitions as batches."""
     import sparseclust.mixture._sparse_gmm as sg
 
-    X = _blobs()
-    labels = np.random.RandomState(1).randint(0, 8, X.shape[0])
-    kw = dict(n_components=8, L=3, covariance_type=covariance_type, algorithm=algorithm,
-              n_batches=2, batch_size=300, max_iter=6, tol=0, init_params=labels,
-              random_state=0, n_candidates=None)
-    got = _fit(sg.SparseGaussianMixture(**kw), da.from_array(X, chunks=(150, 4)))
-    # the in-process estimator, with the engine given the same partitions as batches
+    got = _fit(sg.SparseGaussianMixture(**kw), da.from_array(X, chunks=(150, X.shape[1])))
     engine = sg.fit_engine
 
     def same_batches(model, X_, *a, **k):
         return engine(model, _InMemoryParts(X_, 150), *a, **k)
 
     monkeypatch.setattr(sg, "fit_engine", same_batches)
-    ref = _fit(sg.SparseGaussianMixture(**kw), X)
+    return got, _fit(sg.SparseGaussianMixture(**kw), X)
+
+
+@pytest.mark.parametrize("covariance_type,algorithm",
+                         [("full", "batch"), ("full", "memoized"), ("diag", "stochastic")])
+def test_gmm_equals_in_process(client, monkeypatch, algorithm, covariance_type):
+    X = _blobs()
+    labels = np.random.RandomState(1).randint(0, 8, X.shape[0])
+    got, ref = _dask_and_in_process(
+        monkeypatch, X, n_components=8, L=3, covariance_type=covariance_type,
+        algorithm=algorithm, n_batches=2, batch_size=300, max_iter=6, tol=0,
+        init_params=labels, random_state=0, n_candidates=None)
     for attr in ("mean_prior_", "covariance_prior_", "weights_", "means_", "covariances_"):
         np.testing.assert_allclose(getattr(got, attr), getattr(ref, attr), rtol=1e-9,
                                    atol=1e-11, err_msg=attr)
@@ -447,21 +452,12 @@ def test_dp_mixture_moves_equal_in_process(client, monkeypatch):
     # the Dirichlet-process mixture with its moves: the pair entropies, co-usage and kept rows
     # gathered on the workers reduce to what the in-process visits gather, so the same merges
     # are accepted and the fits agree
-    import sparseclust.mixture._sparse_gmm as sg
-
     X = _blobs(seed=2)
     labels = np.random.RandomState(3).randint(0, 14, X.shape[0])
-    kw = dict(n_components=14, L=3, weight_concentration_prior_type="dirichlet_process",
-              weight_concentration_prior=1.0, n_batches=2, max_iter=8, tol=0,
-              init_params=labels, random_state=0, n_candidates=None)
-    got = _fit(sg.SparseGaussianMixture(**kw), da.from_array(X, chunks=(150, 4)))
-    engine = sg.fit_engine
-
-    def same_batches(model, X_, *a, **k):
-        return engine(model, _InMemoryParts(X_, 150), *a, **k)
-
-    monkeypatch.setattr(sg, "fit_engine", same_batches)
-    ref = _fit(sg.SparseGaussianMixture(**kw), X)
+    got, ref = _dask_and_in_process(
+        monkeypatch, X, n_components=14, L=3,
+        weight_concentration_prior_type="dirichlet_process", weight_concentration_prior=1.0,
+        n_batches=2, max_iter=8, tol=0, init_params=labels, random_state=0, n_candidates=None)
     moves = [(e["n_components"], e["merges_accepted"], e["deletes_accepted"])
              for e in ref.trace_]
     assert sum(m[1] for m in moves) > 0  # merges happened
