@@ -245,6 +245,9 @@ class MoveRound:
         self.pair_of = pair_lookup(self.pairs, K) if self.pairs.shape[0] else None
         self.deletes = np.asarray(deletes, dtype=np.int64)
         self.births = np.asarray(births, dtype=np.int64)
+        # whether the visits gather the pair entropy of every two components that share an
+        # item (a host that chooses its merge pairs after the pass sets it)
+        self.pair_entropy = False
         self.batch = {}
 
     def candidates_only(self):

@@ -185,10 +185,16 @@ def optimize_hdp_sticks(n_docs, T, alpha, gamma, rho0, omega0, *, maxiter=200):
     return rho, omega, -res.fun / scale
 
 
+def later_sums(x):
+    """``sum_{l>k} x_l`` for every k (0 for the last)."""
+    x = np.asarray(x, dtype=np.float64)
+    return np.concatenate([np.cumsum(x[::-1])[::-1][1:], [0.0]])
+
+
 def dp_sticks(N, gamma):
     """Closed-form q(u_k) = Beta(a_k, b_k) of a Dirichlet-process mixture with counts N:
     a_k = 1 + N_k, b_k = gamma + sum_{l>k} N_l. Returns (rho, omega) = (a / (a + b), a + b)."""
     N = np.asarray(N, dtype=np.float64)
     a = 1.0 + N
-    b = gamma + np.concatenate([np.cumsum(N[::-1])[::-1][1:], [0.0]])
+    b = gamma + later_sums(N)
     return a / (a + b), a + b

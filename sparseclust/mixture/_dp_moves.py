@@ -166,7 +166,7 @@ class MixtureMoves(MoveBook):
         responsibilities."""
         K = self.n_components
         rnd, want_usage = context["round"], context["usage"]
-        gather_ph = rnd is not None and getattr(rnd, "pair_entropy", False)
+        gather_ph = rnd is not None and rnd.pair_entropy
         side = dict(pair_keys=[], pair_h=[], rows=[], values=[], indices=[], usage=None)
         if want_usage:
             side["usage"] = dict(n_users=np.zeros(K), sum_p=np.zeros(K),
@@ -331,7 +331,7 @@ class MixtureMoves(MoveBook):
             for b in range(len(batch_stats)):
                 batch_stats[b] = _own(batch_stats[b])
             work = _Workspace(self, stats)
-            if getattr(rnd, "pair_entropy", False):
+            if rnd.pair_entropy:
                 self._merges(work, rnd, batch_stats, log, params)
             if log.merges_accepted:
                 # the gathered rows in the cluster space after this round's merges, so that

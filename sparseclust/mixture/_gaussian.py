@@ -50,7 +50,13 @@ from scipy.special import betaln, digamma, gammaln
 from threadpoolctl import ThreadpoolController
 
 from .._kernels import _gmm_weights
-from .._stickbreak import dp_sticks, expected_beta, expected_log_beta, stick_prior_terms
+from .._stickbreak import (
+    dp_sticks,
+    expected_beta,
+    expected_log_beta,
+    later_sums,
+    stick_prior_terms,
+)
 from ..utils import effective_n_threads
 
 LOG_2PI = math.log(2.0 * math.pi)
@@ -202,8 +208,7 @@ def optimal_allocation_terms(N, prior):
     K = N.shape[0]
     a0 = prior.alpha0
     if prior.dp:
-        tail = np.concatenate([np.cumsum(N[::-1])[::-1][1:], [0.0]])
-        return float(np.sum(betaln(1.0 + N, a0 + tail)) - K * betaln(1.0, a0))
+        return float(np.sum(betaln(1.0 + N, a0 + later_sums(N))) - K * betaln(1.0, a0))
     return float(gammaln(K * a0) - K * gammaln(a0) - gammaln(K * a0 + N.sum())
                  + np.sum(gammaln(a0 + N)))
 
@@ -230,8 +235,8 @@ def merge_allocation_gain(N, prior, pa, pb, chunk=1024):
         after = gammaln((K - 1) * a0) - gammaln((K - 1) * a0 + n)
         return (after - before + gammaln(a0) + gammaln(a0 + N[pa] + N[pb])
                 - gammaln(a0 + N[pa]) - gammaln(a0 + N[pb]))
-    tail = np.concatenate([np.cumsum(N[::-1])[::-1][1:], [0.0]])
-    base = betaln(1.0 + N, a0 + tail)
+    # before: optimal_allocation_terms(N); after: the same sum over the K - 1 clusters left
+    before = optimal_allocation_terms(N, prior)
     out = np.empty(pa.size)
     for s in range(0, pa.size, chunk):
         ia, ib = pa[s:s + chunk], pb[s:s + chunk]
@@ -241,7 +246,7 @@ def merge_allocation_gain(N, prior, pa, pb, chunk=1024):
         M[rows, ib] = 0.0
         T = betaln(1.0 + M, a0 + np.cumsum(M[:, ::-1], axis=1)[:, ::-1] - M)
         T[rows, ib] = 0.0
-        out[s:s + chunk] = T.sum(1) - (base.sum() - betaln(1.0, a0))
+        out[s:s + chunk] = T.sum(1) - (K - 1) * betaln(1.0, a0) - before
     return out
 
 
