@@ -1117,6 +1117,7 @@ from sparseclust.mixture._dp_moves import (  # noqa: E402
     _pair_lookup,
     _row_pair_entropy,
     _sum_pairs,
+    _symmetric_kl,
     _Workspace,
     restrict,
 )
@@ -1361,7 +1362,8 @@ def test_merge_allocation_gain_equals_recomputed_terms(dp):
     N = np.random.default_rng(1).gamma(0.7, 40.0, size=8)
     N[5] = 0.0
     pa, pb = np.triu_indices(8, 1)
-    got = _gaussian.merge_allocation_gain(N, prior, pa, pb, chunk=5)
+    pa, pb = np.concatenate([pa, pb]), np.concatenate([pb, pa])  # both orders
+    got = _gaussian.merge_allocation_gain(N, prior, pa, pb)
     base = _gaussian.optimal_allocation_terms(N, prior)
     # the closed form at the optimum equals the general terms at the optimal q(pi)
     general = _gaussian.allocation_terms(N, _gaussian.weight_posterior(N, prior), prior)
@@ -1371,6 +1373,36 @@ def test_merge_allocation_gain_equals_recomputed_terms(dp):
         M[a] += N[b]
         ref = _gaussian.optimal_allocation_terms(np.delete(M, b), prior) - base
         np.testing.assert_allclose(g, ref, rtol=1e-10, atol=1e-9)
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "diag", "spherical"])
+@pytest.mark.parametrize("zero_mean", [True, False])
+def test_symmetric_kl_equals_the_dense_gaussian_divergence(covariance_type, zero_mean):
+    # the merge candidates' distance against KL(a || b) + KL(b || a) of the point-estimate
+    # Gaussians N(m_k, E[Lambda_k]^-1) from explicit inverses and log determinants (x 2)
+    rng = np.random.RandomState(3)
+    X = rng.randn(400, 4) @ rng.randn(4, 4) + (0.0 if zero_mean else 2.0)
+    est = SparseGaussianMixture(5, covariance_type=covariance_type, zero_mean=zero_mean,
+                                reg_covar=1e-3)
+    prior = est._build_prior(X)
+    model = _SparseGMMModel(prior, 5, 5, X.dtype)
+    st = model.stats_from_responsibilities(rng.dirichlet(np.ones(5), 400), _dense_idx(400, 5), X)
+    params = _gaussian.global_step(st, prior)
+    P = params.precisions
+    if covariance_type == "diag":
+        P = P[:, None, :] * np.eye(4)[None]
+    elif covariance_type == "spherical":
+        P = P[:, None, None] * np.eye(4)[None]
+    S = np.linalg.inv(P)
+    m = np.zeros((5, 4)) if zero_mean else params.means
+
+    def kl(a, b):
+        d = m[b] - m[a]
+        return 0.5 * (np.trace(P[b] @ S[a]) + d @ P[b] @ d - 4
+                      + np.linalg.slogdet(S[b])[1] - np.linalg.slogdet(S[a])[1])
+
+    ref = np.array([[2.0 * (kl(a, b) + kl(b, a)) for b in range(5)] for a in range(5)])
+    np.testing.assert_allclose(_symmetric_kl(params, prior), ref, rtol=1e-9, atol=1e-9)
 
 
 def test_delete_removes_a_junk_cluster_and_stays_exact():
@@ -1402,6 +1434,27 @@ def test_optimal_component_terms_equal_the_general_terms(zero_mean, reg):
     st = model.stats_from_responsibilities(R, _dense_idx(300, 4), X)
     ref = _gaussian.component_terms(st, _gaussian.global_step(st, prior), prior)
     np.testing.assert_allclose(_gaussian.optimal_component_terms(st, prior), ref, rtol=1e-11)
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "diag", "spherical"])
+@pytest.mark.parametrize("zero_mean", [True, False])
+def test_merged_component_terms_equal_the_terms_of_pooled_statistics(covariance_type,
+                                                                     zero_mean):
+    # the merge candidates' data terms, built pair by pair in chunks, against the closed form
+    # on statistics pooled by hand (both orders of a pair, a pair with itself excluded)
+    rng = np.random.RandomState(1)
+    X = rng.randn(300, 5) @ rng.randn(5, 5)
+    est = SparseGaussianMixture(6, covariance_type=covariance_type, zero_mean=zero_mean,
+                                reg_covar=1e-4)
+    prior = est._build_prior(X)
+    model = _SparseGMMModel(prior, 6, 6, X.dtype)
+    st = model.stats_from_responsibilities(rng.dirichlet(np.ones(6), 300), _dense_idx(300, 6), X)
+    pa, pb = np.nonzero(~np.eye(6, dtype=bool))
+    got = _gaussian.merged_component_terms(st, pa, pb, prior, chunk=7)
+    pooled = SuffStats(**{k: v[pa] + v[pb] for k, v in st.items()})
+    ref = _gaussian.optimal_component_terms(pooled, prior)
+    np.testing.assert_allclose(got, ref, rtol=1e-12)
+    assert np.all(np.isfinite(got))
 
 
 def _merged_away(seed=0, n_per=300):

@@ -381,11 +381,7 @@ class MixtureMoves(MoveBook):
         # the exact gain of each merge on its own, in closed form from the pass's statistics:
         # the merged cluster's data terms, the pair entropy, the allocation terms
         ph = _pair_lookup(PH, pa * K + pb)
-        comp_ab = np.empty(pa.size)
-        for s0 in range(0, pa.size, 256):
-            ia, ib = pa[s0:s0 + 256], pb[s0:s0 + 256]
-            pooled = SuffStats(**{k: v[ia] + v[ib] for k, v in st.items()})
-            comp_ab[s0:s0 + 256] = _gaussian.optimal_component_terms(pooled, self.prior)
+        comp_ab = _gaussian.merged_component_terms(st, pa, pb, self.prior)
         gain = (comp_ab - work.comp[pa] - work.comp[pb] + ph
                 + _gaussian.merge_allocation_gain(st["N"], self.prior, pa, pb))
         # the pairs in decreasing gain; one that does not raise the ELBO on its own is
@@ -539,9 +535,17 @@ def _symmetric_kl(params, prior):
     """(K, K) symmetric KL divergence KL(a || b) + KL(b || a) between the point-estimate
     Gaussians N(m_k, E[Lambda_k]^-1): tr(P_b S_a) + tr(P_a S_b) - 2 D
     + (m_a - m_b)^T (P_a + P_b) (m_a - m_b), up to the factor 1/2 (log determinants cancel)."""
-    P = params.precisions
-    K = P.shape[0]
     D = prior.n_features
+    if prior.covariance_type == "full":
+        # E[Lambda_k]^-1 = Psi_k / nu_k, from the global step's scale matrices (no inverse)
+        Sig = params.scale_inv / params.nu[:, None, None]
+        K = Sig.shape[0]
+        tr = Sig.reshape(K, -1) @ params.precisions.reshape(K, -1).T  # tr(S_a P_b)
+        out = tr + tr.T - 2.0 * D
+        if not prior.zero_mean:
+            out = out + _mean_terms(params.precisions, params.means)
+        return out
+    P = params.precisions
     if P.ndim == 1:  # spherical
         P = P[:, None] * np.ones(D)
     if P.ndim == 2:  # diagonal
@@ -556,20 +560,19 @@ def _symmetric_kl(params, prior):
             Q = q[:, None] - 2.0 * cross + mPm  # (m_a - m_b)^T P_a (m_a - m_b)
             out = out + Q + Q.T
         return out
-    Sig = np.linalg.inv(P)
-    Pf = P.reshape(K, -1)
-    tr = Pf @ Sig.reshape(K, -1).T  # tr(P_a S_b)
-    out = tr + tr.T - 2.0 * D
-    if not prior.zero_mean:
-        m = params.means
-        Pm = np.einsum("kij,kj->ki", P, m)
-        q = (Pm * m).sum(1)
-        cross = Pm @ m.T
-        mm = (m[:, :, None] * m[:, None, :]).reshape(K, -1)
-        mPm = Pf @ mm.T
-        Q = q[:, None] - 2.0 * cross + mPm
-        out = out + Q + Q.T
-    return out
+
+
+def _mean_terms(P, m):
+    """(K, K) ``Q_ab + Q_ba`` with ``Q_ab = (m_a - m_b)^T P_a (m_a - m_b)`` for full
+    precisions ``P`` (K, D, D) and means ``m`` (K, D)."""
+    K = P.shape[0]
+    Pm = np.einsum("kij,kj->ki", P, m)
+    q = (Pm * m).sum(1)
+    cross = Pm @ m.T
+    mm = (m[:, :, None] * m[:, None, :]).reshape(K, -1)
+    mPm = P.reshape(K, -1) @ mm.T
+    Q = q[:, None] - 2.0 * cross + mPm
+    return Q + Q.T
 
 
 def reinfer_rows(X, model, plain, params0, idx, K, vals_old, idx_old):

@@ -213,14 +213,21 @@ def optimal_allocation_terms(N, prior):
                  + np.sum(gammaln(a0 + N)))
 
 
-def merge_allocation_gain(N, prior, pa, pb, chunk=1024):
+def merge_allocation_gain(N, prior, pa, pb):
     """Change of :func:`optimal_allocation_terms` when cluster ``pb[p]`` is merged into
     ``pa[p]`` (the merged cluster keeps a's place, b's is removed), for every pair p at once.
 
     Dirichlet process: at the optimal sticks ``a_k = 1 + N_k``, ``b_k = gamma + N_{>k}`` the
     expectations cancel and the allocation terms are
-    ``sum_k log B(1 + N_k, gamma + N_{>k}) - K log B(1, gamma)``, so a merge changes the
-    terms of the clusters from a to b only; each pair is evaluated on its own (K,) row.
+    ``sum_k log B(1 + N_k, c_k) - K log B(1, gamma)`` with ``c_k = gamma + N_{>k}``. A merge
+    changes a's term, removes b's and shifts ``c_k`` by ``delta = N_b`` (``-N_b`` when b comes
+    first) for the clusters k strictly between them. With ``c_{k-1} = c_k + N_k`` those shifted
+    terms telescope,
+
+    ``sum_{lo<k<hi} [log B(1 + N_k, c_k - delta) - log B(1 + N_k, c_k)]
+    = f(c_{hi-1}) - f(c_lo) - sum_{lo<=j<=hi-2} log(1 - delta / c_j)``,
+
+    ``f(c) = log Gamma(c - delta) - log Gamma(c)``, so a pair costs ``O(|a - b|)`` logarithms.
     Dirichlet: ``c_Dir(alpha_0 1_K) - c_Dir(alpha_0 + N)``, which a merge changes through K,
     a and b.
     """
@@ -235,28 +242,31 @@ def merge_allocation_gain(N, prior, pa, pb, chunk=1024):
         after = gammaln((K - 1) * a0) - gammaln((K - 1) * a0 + n)
         return (after - before + gammaln(a0) + gammaln(a0 + N[pa] + N[pb])
                 - gammaln(a0 + N[pa]) - gammaln(a0 + N[pb]))
-    # before: optimal_allocation_terms(N); after: the same sum over the K - 1 clusters left
-    before = optimal_allocation_terms(N, prior)
-    out = np.empty(pa.size)
-    for s in range(0, pa.size, chunk):
-        ia, ib = pa[s:s + chunk], pb[s:s + chunk]
-        rows = np.arange(ia.size)
-        M = np.broadcast_to(N, (ia.size, K)).copy()
-        M[rows, ia] += N[ib]
-        M[rows, ib] = 0.0
-        T = betaln(1.0 + M, a0 + np.cumsum(M[:, ::-1], axis=1)[:, ::-1] - M)
-        T[rows, ib] = 0.0
-        out[s:s + chunk] = T.sum(1) - (K - 1) * betaln(1.0, a0) - before
-    return out
+    c = a0 + later_sums(N)
+    Na, Nb = N[pa], N[pb]
+    delta = np.where(pa < pb, Nb, -Nb)
+    lo, hi = np.minimum(pa, pb), np.maximum(pa, pb)
+    ends = (gammaln(c[hi - 1] - delta) - gammaln(c[hi - 1])
+            - gammaln(c[lo] - delta) + gammaln(c[lo]))
+    # sum_{lo <= j <= hi - 2} log(1 - delta / c_j), a ragged range per pair
+    length = hi - lo - 1
+    pair = np.repeat(np.arange(pa.size), length)
+    j = np.repeat(lo - np.cumsum(length) + length, length) + np.arange(pair.size)
+    logs = np.bincount(pair, np.log1p(-delta[pair] / c[j]), minlength=pa.size)
+    # a's term at its new place (its later sum loses N_b when b came after it)
+    ca_new = c[pa] - np.where(pa < pb, Nb, 0.0)
+    return (betaln(1.0 + Na + Nb, ca_new) - betaln(1.0 + Na, c[pa])
+            - betaln(1.0 + Nb, c[pb]) + ends - logs + betaln(1.0, a0))
 
 
-
-def _scale_cholesky(scale_inv, reg, N):
+def _scale_cholesky(scale_inv, reg, N, symmetrize=True):
     """The posterior inverse scale matrices (K, D, D) with reg * N_k added to their diagonals
     (when reg), symmetrized, and their Cholesky factors; a clear error when one is not
-    positive definite."""
-    scale_inv = scale_inv + np.swapaxes(scale_inv, 1, 2)  # a new array: the caller's stays
-    scale_inv *= 0.5
+    positive definite. ``symmetrize=False``: ``scale_inv`` is exactly symmetric already and
+    is edited in place."""
+    if symmetrize:
+        scale_inv = scale_inv + np.swapaxes(scale_inv, 1, 2)  # a new array: the caller's stays
+        scale_inv *= 0.5
     if reg:
         d = np.arange(scale_inv.shape[-1])
         scale_inv[:, d, d] += (reg * np.maximum(N, 0.0))[:, None]
@@ -441,18 +451,55 @@ def optimal_component_terms(stats, prior):
     if prior.covariance_type != "full":
         return component_terms(stats, global_step(stats, prior), prior)
     N = np.asarray(stats["N"], dtype=np.float64)
+    scale_inv = prior.psi0[None, :, :] + np.asarray(stats["Sxx"], dtype=np.float64)
+    return _log_marginal_full(N, scale_inv, None if prior.zero_mean else stats["Sx"], prior)
+
+
+def merged_component_terms(stats, pa, pb, prior, chunk=256):
+    """:func:`optimal_component_terms` of the clusters ``pa[p] + pb[p]`` pooled (a merge), for
+    every pair p, without forming the pooled statistics of other fields: for 'full' the
+    pooled scale matrices ``Psi_0 + Sxx_a + Sxx_b`` are built ``chunk`` pairs at a time in
+    one buffer, and their Cholesky factors read them as they are (the statistics and the
+    symmetrized ``Psi_0`` are exactly symmetric)."""
+    pa = np.asarray(pa, dtype=np.int64)
+    pb = np.asarray(pb, dtype=np.int64)
+    out = np.empty(pa.size)
+    N_all = np.asarray(stats["N"], dtype=np.float64)
+    full = prior.covariance_type == "full"
+    if full:
+        Sxx = np.asarray(stats["Sxx"], dtype=np.float64)
+        psi0 = 0.5 * (prior.psi0 + prior.psi0.T)
+    for s0 in range(0, pa.size, chunk):
+        ia, ib = pa[s0:s0 + chunk], pb[s0:s0 + chunk]
+        if not full:
+            pooled = {k: np.asarray(v)[ia] + np.asarray(v)[ib] for k, v in stats.items()}
+            out[s0:s0 + ia.size] = optimal_component_terms(pooled, prior)
+            continue
+        scale_inv = np.take(Sxx, ia, axis=0)
+        scale_inv += Sxx[ib]
+        scale_inv += psi0
+        Sx = None if prior.zero_mean else stats["Sx"][ia] + stats["Sx"][ib]
+        out[s0:s0 + ia.size] = _log_marginal_full(N_all[ia] + N_all[ib], scale_inv, Sx, prior,
+                                                  symmetrize=False)
+    return out
+
+
+def _log_marginal_full(N, scale_inv, Sx, prior, symmetrize=True):
+    """The log marginal likelihood of full-covariance components (the body of
+    :func:`optimal_component_terms`) from ``N``, ``Psi_0 + Sxx`` (edited in place when
+    ``symmetrize`` is False) and ``Sx`` (None for zero-mean models)."""
     D = prior.n_features
     nu = prior.nu0 + N
-    scale_inv = prior.psi0[None, :, :] + np.asarray(stats["Sxx"], dtype=np.float64)
     extra = 0.0
     if not prior.zero_mean:
-        Nc, beta, xbar, _ = _centered(N, np.asarray(stats["Sx"], dtype=np.float64), prior)
+        Nc, beta, xbar, _ = _centered(N, np.asarray(Sx, dtype=np.float64), prior)
         scale_inv = scale_inv - Nc[:, None, None] * xbar[:, :, None] * xbar[:, None, :]
         diff = xbar - prior.m0[None, :]
         w = prior.beta0 * Nc / beta
         scale_inv = scale_inv + w[:, None, None] * diff[:, :, None] * diff[:, None, :]
         extra = 0.5 * D * np.log(prior.beta0 / beta)
-    scale_inv, Lchol = _scale_cholesky(scale_inv, prior.reg, N)
+        symmetrize = True  # the centring products are symmetric only up to rounding
+    scale_inv, Lchol = _scale_cholesky(scale_inv, prior.reg, N, symmetrize=symmetrize)
     logdet = 2.0 * np.log(np.diagonal(Lchol, axis1=1, axis2=2)).sum(1)
     logB = 0.5 * nu * logdet - 0.5 * nu * D * math.log(2.0) - _log_multigamma(0.5 * nu, D)
     return -0.5 * N * D * LOG_2PI + prior.log_b0 - logB + extra
