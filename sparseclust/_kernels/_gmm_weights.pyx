@@ -23,7 +23,9 @@ form into ``x^T P x - 2 x^T P m + m^T P m``. The caller must limit BLAS to one t
 from cython cimport floating
 from cython.parallel cimport parallel, prange
 from libc.stdlib cimport free
+from libc.math cimport log, sqrt
 from scipy.linalg.cython_blas cimport dgemm, sgemm
+from scipy.linalg.cython_lapack cimport dpotrf, dtrtri
 
 from sparseclust._kernels._parallel cimport sc_set_alloc_fail_thread, sc_thread_malloc
 
@@ -312,3 +314,82 @@ def group_by_component(
         for k in range(K, 0, -1):
             starts[k] = starts[k - 1]
         starts[0] = 0
+
+
+def scale_factors(
+    double[:, :, ::1] scale_inv,  # IN/OUT (K, D, D) posterior scale matrices Psi_k (row-major)
+    double[:, :, ::1] out,  # OUT (K, D, D) C_k = sqrt(nu_k) L_k^-T, or L_k^T (not invert)
+    const double[::1] nu,  # IN (K,) degrees of freedom (read only if invert)
+    double[::1] logdet,  # OUT (K,) log |Psi_k|
+    double[::1] tr_prec,  # OUT (K,) tr(C_k C_k^T) (written only if invert)
+    int[::1] status,  # OUT (K,) 0, 1 (not positive definite) or 2 (singular factor)
+    bint symmetrize,
+    bint invert,
+    int n_threads,
+):
+    """The Wishart posterior's factors for every component, in parallel over components:
+    ``Psi_k`` symmetrized in place (``(Psi + Psi^T) / 2``, when ``symmetrize``), its Cholesky
+    factor ``Psi_k = L_k L_k^T`` (LAPACK ``potrf``), ``log |Psi_k| = 2 sum_i log L_ii`` and,
+    when ``invert``, the upper-triangular ``C_k = sqrt(nu_k) L_k^-T`` (``trtri``), so that
+    ``C_k C_k^T = nu_k Psi_k^-1 = E[Lambda_k]``, and ``tr(C_k C_k^T)``.
+
+    ``status[k]`` is 0, 1 when ``Psi_k`` is not positive definite or 2 when its factor is
+    singular (then ``out[k]`` is undefined). Without ``invert`` ``out`` holds the Cholesky factor's
+    transpose (upper-triangular). The caller must limit BLAS to one thread around this kernel.
+
+    Equivalent to ``L = np.linalg.cholesky(Psi)``, ``C = sqrt(nu) inv(L).T``.
+    """
+    cdef Py_ssize_t K = scale_inv.shape[0]
+    cdef int D = <int> scale_inv.shape[1]
+    cdef Py_ssize_t k, i, j
+    cdef int info
+    cdef char lo = b'L'
+    cdef char nd = b'N'
+    cdef double* a
+    cdef double* m
+    cdef double v, acc, sc
+    if K == 0 or D == 0:
+        logdet[:] = 0
+        if invert:
+            tr_prec[:] = 0
+        return
+    with nogil:
+        for k in prange(K, schedule="static", num_threads=n_threads):
+            status[k] = 0
+            a = &scale_inv[k, 0, 0]
+            m = &out[k, 0, 0]
+            if symmetrize:
+                for i in range(D):
+                    for j in range(i):
+                        v = 0.5 * (a[i * D + j] + a[j * D + i])
+                        a[i * D + j] = v
+                        a[j * D + i] = v
+            for i in range(D * D):
+                m[i] = a[i]
+            # the row-major buffer is the column-major transpose (the same, symmetric) matrix:
+            # potrf('L') leaves L in the column-major lower triangle = the row-major upper one
+            dpotrf(&lo, &D, m, &D, &info)
+            if info != 0:
+                status[k] = 1
+                continue
+            acc = 0
+            for i in range(D):
+                acc = acc + log(m[i * D + i])
+            logdet[k] = 2.0 * acc
+            # the other triangle still holds Psi: zero the row-major strict lower part
+            for i in range(D):
+                for j in range(i):
+                    m[i * D + j] = 0
+            if not invert:
+                continue
+            dtrtri(&lo, &nd, &D, m, &D, &info)
+            if info != 0:
+                status[k] = 2
+                continue
+            # column-major L^-1 is the row-major L^-T: scale it
+            sc = sqrt(nu[k])
+            acc = 0
+            for i in range(D * D):
+                m[i] = m[i] * sc
+                acc = acc + m[i] * m[i]
+            tr_prec[k] = acc

@@ -45,7 +45,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.linalg import lapack
 from scipy.special import betaln, digamma, gammaln
 from threadpoolctl import ThreadpoolController
 
@@ -259,25 +258,37 @@ def merge_allocation_gain(N, prior, pa, pb):
             - betaln(1.0 + Nb, c[pb]) + ends - logs + betaln(1.0, a0))
 
 
-def _scale_cholesky(scale_inv, reg, N, symmetrize=True):
-    """The posterior inverse scale matrices (K, D, D) with reg * N_k added to their diagonals
-    (when reg), symmetrized, and their Cholesky factors; a clear error when one is not
-    positive definite. ``symmetrize=False``: ``scale_inv`` is exactly symmetric already and
-    is edited in place."""
-    if symmetrize:
-        scale_inv = scale_inv + np.swapaxes(scale_inv, 1, 2)  # a new array: the caller's stays
-        scale_inv *= 0.5
+def _wishart_factors(scale_inv, reg, N, nu=None, symmetrize=True):
+    """Factors of the posterior scale matrices ``scale_inv`` (K, D, D), a new array of the
+    caller's that is edited in place: ``reg * N_k`` added to the diagonals (when reg),
+    symmetrized (when ``symmetrize``; pass False only when it is exactly symmetric), and
+    ``log |Psi_k|``; with ``nu`` also the upper-triangular ``C_k = sqrt(nu_k) L_k^-T``
+    (``Psi_k = L_k L_k^T``, so ``C_k C_k^T = E[Lambda_k]``) and ``tr(C_k C_k^T)``
+    (:func:`sparseclust._kernels._gmm_weights.scale_factors`). Returns
+    ``(scale_inv, logdet, C, tr)`` (C and tr None without ``nu``); a clear error when a matrix
+    is not positive definite."""
+    K, D = scale_inv.shape[0], scale_inv.shape[-1]
     if reg:
-        d = np.arange(scale_inv.shape[-1])
+        d = np.arange(D)
         scale_inv[:, d, d] += (reg * np.maximum(N, 0.0))[:, None]
-    try:
-        Lchol = np.linalg.cholesky(scale_inv)
-    except np.linalg.LinAlgError as exc:
+    scale_inv = np.ascontiguousarray(scale_inv, dtype=np.float64)
+    invert = nu is not None
+    out = np.empty_like(scale_inv)
+    logdet = np.empty(K)
+    tr = np.empty(K)
+    status = np.zeros(K, dtype=np.int32)
+    nu_arr = np.ascontiguousarray(nu if invert else np.ones(K), dtype=np.float64)
+    _gmm_weights.scale_factors(scale_inv, out, nu_arr, logdet, tr, status, symmetrize, invert, 1)
+    if np.any(status == 1):
         raise ValueError(
             "A posterior scale matrix is not positive definite; increase reg_covar or "
             "check covariance_prior."
-        ) from exc
-    return scale_inv, Lchol
+        )
+    if np.any(status == 2):
+        k = int(np.flatnonzero(status == 2)[0])
+        raise ValueError(f"Singular posterior scale matrix for component {k}.")
+    return scale_inv, logdet, (out if invert else None), (tr if invert else None)
+
 
 def global_step(stats, prior):
     """Conjugate posterior updates from whole-data statistics (Hughes & Sudderth 2016, App. A-B).
@@ -311,17 +322,10 @@ def global_step(stats, prior):
             diff = xbar - prior.m0[None, :]
             w = prior.beta0 * Nc / beta
             scale_inv = scale_inv + w[:, None, None] * diff[:, :, None] * diff[:, None, :]
-        scale_inv, Lchol = _scale_cholesky(scale_inv, reg, N)
-        logdet_scale_inv = 2.0 * np.log(np.diagonal(Lchol, axis1=1, axis2=2)).sum(1)
         # E[Lambda] = nu W = nu L^-T L^-1 = C C^T with the upper-triangular C = sqrt(nu) L^-T
-        prec_chol = np.empty_like(scale_inv)
-        for k in range(K):
-            Linv, info = lapack.dtrtri(Lchol[k], lower=1)
-            if info != 0:
-                raise ValueError(f"Singular posterior scale matrix for component {k}.")
-            prec_chol[k] = math.sqrt(nu[k]) * Linv.T
+        scale_inv, logdet_scale_inv, prec_chol, tr_prec = _wishart_factors(scale_inv, reg, N,
+                                                                           nu)
         elog_det = _multi_digamma_sum(0.5 * nu, D) + D * math.log(2.0) - logdet_scale_inv
-        tr_prec = np.einsum("kij,kij->k", prec_chol, prec_chol)  # tr(C C^T)
     elif prior.covariance_type == "spherical":
         # the diagonal scatter summed over dimensions: one Gamma posterior per component
         Sxx = np.asarray(stats["Sxx_diag"], dtype=np.float64)
@@ -499,8 +503,7 @@ def _log_marginal_full(N, scale_inv, Sx, prior, symmetrize=True):
         scale_inv = scale_inv + w[:, None, None] * diff[:, :, None] * diff[:, None, :]
         extra = 0.5 * D * np.log(prior.beta0 / beta)
         symmetrize = True  # the centring products are symmetric only up to rounding
-    scale_inv, Lchol = _scale_cholesky(scale_inv, prior.reg, N, symmetrize=symmetrize)
-    logdet = 2.0 * np.log(np.diagonal(Lchol, axis1=1, axis2=2)).sum(1)
+    _, logdet, _, _ = _wishart_factors(scale_inv, prior.reg, N, symmetrize=symmetrize)
     logB = 0.5 * nu * logdet - 0.5 * nu * D * math.log(2.0) - _log_multigamma(0.5 * nu, D)
     return -0.5 * N * D * LOG_2PI + prior.log_b0 - logB + extra
 
