@@ -741,6 +741,50 @@ def _check_weight_kernels(X, C, off, dtype, n_threads):
         np.testing.assert_allclose(out, ref, rtol=rtol)
 
 
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_scale_factors_kernel_against_numpy(n_threads):
+    # the global step's factors of the posterior scale matrices against numpy's Cholesky and
+    # inverse: symmetrized in place, log |Psi|, C = sqrt(nu) L^-T (upper triangular, C C^T =
+    # nu Psi^-1), tr(C C^T); D = 70 > one LAPACK block; a matrix that is not positive definite
+    # and one with a zero dimension are flagged, not factored silently
+    from sparseclust._kernels._gmm_weights import scale_factors
+
+    rng = np.random.RandomState(0)
+    for K, D in [(6, 3), (4, 70)]:
+        A = rng.randn(K, D + 5, D)
+        S = np.einsum("kni,knj->kij", A, A) + 0.1 * np.eye(D)
+        S_in = S + 1e-9 * rng.randn(K, D, D)  # slightly asymmetric
+        nu = rng.uniform(D, 2 * D, K)
+        sym = 0.5 * (S_in + np.swapaxes(S_in, 1, 2))
+        for invert in (True, False):
+            work = S_in.copy()
+            out = np.empty_like(work)
+            logdet, tr = np.full(K, np.nan), np.full(K, np.nan)
+            status = np.full(K, 7, dtype=np.int32)
+            scale_factors(work, out, nu, logdet, tr, status, True, invert, n_threads)
+            np.testing.assert_array_equal(status, 0)
+            np.testing.assert_array_equal(work, np.swapaxes(work, 1, 2))
+            np.testing.assert_allclose(work, sym, rtol=1e-15)
+            np.testing.assert_allclose(logdet, np.linalg.slogdet(sym)[1], rtol=1e-12)
+            L = np.linalg.cholesky(sym)
+            if invert:
+                C = np.sqrt(nu)[:, None, None] * np.swapaxes(np.linalg.inv(L), 1, 2)
+                np.testing.assert_allclose(out, C, rtol=1e-10, atol=1e-12 * np.abs(C).max())
+                np.testing.assert_array_equal(np.tril(out, -1), 0.0)
+                np.testing.assert_allclose(tr, (C ** 2).sum((1, 2)), rtol=1e-12)
+                np.testing.assert_allclose(out @ np.swapaxes(out, 1, 2),
+                                           nu[:, None, None] * np.linalg.inv(sym), rtol=1e-8,
+                                           atol=1e-10)
+            else:
+                np.testing.assert_allclose(out, np.swapaxes(L, 1, 2), rtol=1e-12,
+                                           atol=1e-14 * np.abs(L).max())
+    bad = np.stack([np.eye(3), -np.eye(3), np.diag([1.0, 0.0, 1.0])])
+    status = np.zeros(3, dtype=np.int32)
+    scale_factors(bad.copy(), np.empty_like(bad), np.ones(3), np.empty(3), np.empty(3), status,
+                  True, True, n_threads)
+    np.testing.assert_array_equal(status, [0, 1, 1])
+
+
 def test_float32_weights_accurate_for_nearly_singular_covariance():
     # mean-removed patches lie in a hyperplane: precisions along its normal are huge; the
     # float32 quadratic form must still match float64 (squares taken after the product)
