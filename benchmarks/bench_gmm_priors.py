@@ -8,12 +8,19 @@ Psi0 by ``s`` (and tries nu0 = D + 2, the smallest with a finite prior mean cova
 Psi0 / (nu0 - D - 1)) and records the train and held-out log-likelihood per patch of a finite
 fit at K = 100 and of the Dirichlet-process mixture with moves from K = 100.
 
+``--gammas``: instead, the DP mixture's concentration gamma at the default covariance prior,
+started from each of ``--starts`` (K = 50 and 400) with ``--seeds``; besides the gap it records
+the number of clusters holding fewer than 20 expected samples. Writes
+``benchmarks/results/gmm_priors_gamma.json`` by default.
+
 Split (the tuning split of ``bench_defaults.py``, not the reporting split of
 ``bench_gmm_patches.py``): BSDS500 train images 0-99 (fit) and 100-199 (held out).
 
 Usage::
 
     OMP_NUM_THREADS=1 python benchmarks/bench_gmm_priors.py --n-fit 10000 --n-heldout 5000
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_gmm_priors.py --gammas 0.1 1 10 --seeds 0 1
 
 Writes ``benchmarks/results/gmm_priors.json``.
 """
@@ -52,9 +59,16 @@ def main(argv=None):
     ap.add_argument("--K", type=int, default=100)
     ap.add_argument("--scales", type=float, nargs="+", default=[0.25, 1.0, 4.0, 16.0])
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "gmm_priors.json"))
+    ap.add_argument("--gammas", type=float, nargs="+", default=None,
+                    help="study the DP concentration instead of the covariance prior")
+    ap.add_argument("--starts", type=int, nargs="+", default=[400, 50])
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     X, X_ho = tuning_split(args.n_fit, args.n_heldout)
+    if args.gammas:
+        return gamma_study(args, X, X_ho)
+    args.out = args.out or str(ROOT / "benchmarks" / "results" / "gmm_priors.json")
     D = X.shape[1]
     second = X.T @ X / X.shape[0]
     # mean-removed patches span a hyperplane: the same floor as the estimator's default prior
@@ -89,6 +103,39 @@ def main(argv=None):
                                            "100-199 held out", "dim": D},
                    "runs": runs}, fh, indent=1)
     print(f"wrote {args.out}")
+
+
+def gamma_study(args, X, X_ho):
+    """The DP mixture at the default prior for every gamma, start and seed (CPU seconds)."""
+    out = args.out or str(ROOT / "benchmarks" / "results" / "gmm_priors_gamma.json")
+    runs = []
+    for K0 in args.starts:
+        for gamma in args.gammas:
+            for seed in args.seeds:
+                est = SparseGaussianMixture(
+                    K0, zero_mean=True, weight_concentration_prior_type="dirichlet_process",
+                    weight_concentration_prior=gamma, random_state=seed,
+                    n_threads=args.threads)
+                c0 = time.process_time()
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", ConvergenceWarning)
+                    est.fit(X)
+                cpu = time.process_time() - c0
+                sizes = np.sort(est.weights_)[::-1] * X.shape[0]
+                r = dict(K_start=K0, gamma=gamma, seed=seed, K_learned=int(est.n_components_),
+                         small_clusters=int(np.sum(sizes < 20)),
+                         train=float(est.score(X)), heldout=float(est.score(X_ho)),
+                         lower_bound_per_sample=float(est.lower_bound_ / X.shape[0]),
+                         cpu_seconds=cpu, passes=int(est.n_iter_))
+                r["gap"] = r["train"] - r["heldout"]
+                runs.append(r)
+                print(json.dumps(r), flush=True)
+    with open(out, "w") as fh:
+        json.dump({"config": vars(args) | {"out": out, "split": "tuning: BSDS500 train images "
+                                           "0-99 fit, 100-199 held out", "dim": X.shape[1],
+                                           "load_average": list(os.getloadavg())},
+                   "runs": runs}, fh, indent=1)
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":
