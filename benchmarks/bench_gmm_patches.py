@@ -295,6 +295,9 @@ def main(argv=None):
     )
     ap.add_argument("--dp-K", type=int, nargs="+", default=[50, 400],
                     help="truncations the DP mixture starts from (--learned-k dp/ours)")
+    ap.add_argument("--dp-dof", type=float, default=None, metavar="M",
+                    help="the DP fits with degrees_of_freedom_prior = M * n_features (default: "
+                    "the estimator's, n_features), reported as their own method")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--max-iter", type=int, default=100)
     ap.add_argument("--sklearn-max-iter", type=int, default=100)
@@ -502,9 +505,14 @@ def _timed_fit(est, X, X_ho):
 def run_dp_one(X, X_ho, K, dp, args, seed):
     kw = dict(zero_mean=True, covariance_type="full", max_iter=args.max_iter,
               random_state=seed, n_threads=args.threads)
+    method = "ours finite"
     if dp:
         kw.update(weight_concentration_prior_type="dirichlet_process",
                   weight_concentration_prior=args.gamma)
+        method = "ours DP+moves"
+        if args.dp_dof is not None:
+            kw["degrees_of_freedom_prior"] = args.dp_dof * X.shape[1]
+            method += f" (nu0={args.dp_dof:g}D)"
     else:
         kw.update(weight_concentration_prior=10.0 / K)
     est = SparseGaussianMixture(K, **kw)
@@ -519,7 +527,7 @@ def run_dp_one(X, X_ho, K, dp, args, seed):
         for e in est.trace_
     ]
     return {
-        "method": "ours DP+moves" if dp else "ours finite",
+        "method": method,
         "K_start": K,
         "K_learned": int(est.n_components_),
         "seed": seed,
@@ -592,7 +600,7 @@ def run_learned_k(X, X_ho, args, t0):
             "group": args.learned_k, "seeds": args.seeds, "max_iter": args.max_iter,
             "load_average_start": os.getloadavg(),
             "sklearn_max_iter": args.sklearn_max_iter, "gamma": args.gamma,
-            "finite_alpha": 10.0,
+            "dp_dof": args.dp_dof, "finite_alpha": 10.0,
             "data": "BSDS500 images/train (fit) and images/val (held out), 8x8 grayscale, "
             "stride 4, patch mean removed, uniform subsample",
             "ours": "SparseGaussianMixture(zero_mean=True, covariance_type='full'), defaults "
@@ -656,8 +664,10 @@ def learned_k_report(paths, out):
         return statistics.median(vals) if vals else None
 
     table = []
-    for method, Ks in (("ours DP+moves", (50, 400)), ("ours finite", (50, 100, 200, 400)),
-                       ("BayesianGaussianMixture", (100,)), ("GaussianMixture", (100,))):
+    dp_methods = sorted({r["method"] for r in runs if r["method"].startswith("ours DP+moves")})
+    for method, Ks in ([(m, (50, 400)) for m in dp_methods]
+                       + [("ours finite", (50, 100, 200, 400)),
+                          ("BayesianGaussianMixture", (100,)), ("GaussianMixture", (100,))]):
         for K in Ks:
             h = med(method, K, "heldout")
             if h is None:
@@ -675,7 +685,7 @@ def learned_k_report(paths, out):
     bgm = next((t for t in table if t["method"] == "BayesianGaussianMixture"), None)
     summary = {}
     for t in table:
-        if t["method"] != "ours DP+moves" or best is None:
+        if not t["method"].startswith("ours DP+moves") or best is None:
             continue
         # the finite fit nearest the learned K prices "one finite fit at the K it learns"
         near = min(finite, key=lambda f: abs(f["K_start"] - t["K_learned"]))
@@ -695,7 +705,8 @@ def learned_k_report(paths, out):
         if bgm is not None:
             entry["rel_to_BayesianGaussianMixture"] = (
                 (t["heldout"] - bgm["heldout"]) / abs(bgm["heldout"]))
-        summary[f"DP from K={t['K_start']}"] = entry
+        variant = t["method"][len("ours DP+moves"):]  # "" or " (nu0=...)"
+        summary[f"DP{variant} from K={t['K_start']}"] = entry
     merged["summary"] = summary
     with open(Path(out).with_suffix(".json"), "w") as fh:
         json.dump(merged, fh, indent=1)
@@ -719,7 +730,8 @@ def plot_learned_k(results, path):
         if "curve" in r:
             t = [c["elapsed"] for c in r["curve"]]
             h = [c["heldout"] for c in r["curve"]]
-            style = "-" if r["method"].startswith("ours DP") else "--"
+            style = (("-." if "nu0" in r["method"] else "-")
+                     if r["method"].startswith("ours DP") else "--")
             ax.plot(t, h, style, marker="." if style == "-" else None, ms=3,
                     color=colors[r["K_start"]], lw=1.4 if style == "-" else 0.9,
                     label=(f"{label} (learned {r['K_learned']})" if style == "-" else label)

@@ -8,10 +8,11 @@ Psi0 by ``s`` (and tries nu0 = D + 2, the smallest with a finite prior mean cova
 Psi0 / (nu0 - D - 1)) and records the train and held-out log-likelihood per patch of a finite
 fit at K = 100 and of the Dirichlet-process mixture with moves from K = 100.
 
-``--gammas``: instead, the DP mixture's concentration gamma at the default covariance prior,
-started from each of ``--starts`` (K = 50 and 400) with ``--seeds``; besides the gap it records
-the number of clusters holding fewer than 20 expected samples. Writes
-``benchmarks/results/gmm_priors_gamma.json`` by default.
+``--gammas`` / ``--dp-dofs``: instead, the DP mixture with moves for every concentration gamma
+and every ``degrees_of_freedom_prior`` nu0 = m D (``--dp-dofs m ...``, the default covariance
+prior Psi0 otherwise), started from each of ``--starts`` (K = 50 and 400) with ``--seeds``;
+besides the gap it records the number of clusters holding fewer than 20 expected samples.
+Writes ``benchmarks/results/gmm_priors_gamma.json`` by default.
 
 Split (the tuning split of ``bench_defaults.py``, not the reporting split of
 ``bench_gmm_patches.py``): BSDS500 train images 0-99 (fit) and 100-199 (held out).
@@ -21,11 +22,14 @@ Usage::
     OMP_NUM_THREADS=1 python benchmarks/bench_gmm_priors.py --n-fit 10000 --n-heldout 5000
 
     OMP_NUM_THREADS=1 python benchmarks/bench_gmm_priors.py --gammas 0.1 1 10 --seeds 0 1
+    OMP_NUM_THREADS=1 python benchmarks/bench_gmm_priors.py --dp-dofs 1 1.25 1.5 2 4 \
+        --seeds 0 1 --out benchmarks/results/gmm_priors_dp_dof.json
 
 Writes ``benchmarks/results/gmm_priors.json``.
 """
 
 import argparse
+import itertools
 import json
 import os
 import time
@@ -61,13 +65,15 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--gammas", type=float, nargs="+", default=None,
                     help="study the DP concentration instead of the covariance prior")
+    ap.add_argument("--dp-dofs", type=float, nargs="+", default=None,
+                    help="study the DP mixture's nu0 = m * n_features for these m")
     ap.add_argument("--starts", type=int, nargs="+", default=[400, 50])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     X, X_ho = tuning_split(args.n_fit, args.n_heldout)
-    if args.gammas:
-        return gamma_study(args, X, X_ho)
+    if args.gammas or args.dp_dofs:
+        return dp_prior_study(args, X, X_ho)
     args.out = args.out or str(ROOT / "benchmarks" / "results" / "gmm_priors.json")
     D = X.shape[1]
     second = X.T @ X / X.shape[0]
@@ -105,31 +111,33 @@ def main(argv=None):
     print(f"wrote {args.out}")
 
 
-def gamma_study(args, X, X_ho):
-    """The DP mixture at the default prior for every gamma, start and seed (CPU seconds)."""
+def dp_prior_study(args, X, X_ho):
+    """The DP mixture for every gamma, nu0 = m D, start and seed (CPU seconds); the default
+    covariance prior Psi0 otherwise."""
     out = args.out or str(ROOT / "benchmarks" / "results" / "gmm_priors_gamma.json")
+    D = X.shape[1]
     runs = []
-    for K0 in args.starts:
-        for gamma in args.gammas:
-            for seed in args.seeds:
-                est = SparseGaussianMixture(
-                    K0, zero_mean=True, weight_concentration_prior_type="dirichlet_process",
-                    weight_concentration_prior=gamma, random_state=seed,
-                    n_threads=args.threads)
-                c0 = time.process_time()
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", ConvergenceWarning)
-                    est.fit(X)
-                cpu = time.process_time() - c0
-                sizes = np.sort(est.weights_)[::-1] * X.shape[0]
-                r = dict(K_start=K0, gamma=gamma, seed=seed, K_learned=int(est.n_components_),
-                         small_clusters=int(np.sum(sizes < 20)),
-                         train=float(est.score(X)), heldout=float(est.score(X_ho)),
-                         lower_bound_per_sample=float(est.lower_bound_ / X.shape[0]),
-                         cpu_seconds=cpu, passes=int(est.n_iter_))
-                r["gap"] = r["train"] - r["heldout"]
-                runs.append(r)
-                print(json.dumps(r), flush=True)
+    for K0, gamma, m, seed in itertools.product(args.starts, args.gammas or [10.0],
+                                                args.dp_dofs or [1.0], args.seeds):
+        est = SparseGaussianMixture(
+            K0, zero_mean=True, weight_concentration_prior_type="dirichlet_process",
+            weight_concentration_prior=gamma, degrees_of_freedom_prior=m * D,
+            random_state=seed, n_threads=args.threads)
+        c0 = time.process_time()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            est.fit(X)
+        cpu = time.process_time() - c0
+        sizes = np.sort(est.weights_)[::-1] * X.shape[0]
+        r = dict(K_start=K0, gamma=gamma, nu0=m * D, seed=seed,
+                 K_learned=int(est.n_components_),
+                 small_clusters=int(np.sum(sizes < 20)),
+                 train=float(est.score(X)), heldout=float(est.score(X_ho)),
+                 lower_bound_per_sample=float(est.lower_bound_ / X.shape[0]),
+                 cpu_seconds=cpu, passes=int(est.n_iter_))
+        r["gap"] = r["train"] - r["heldout"]
+        runs.append(r)
+        print(json.dumps(r), flush=True)
     with open(out, "w") as fh:
         json.dump({"config": vars(args) | {"out": out, "split": "tuning: BSDS500 train images "
                                            "0-99 fit, 100-199 held out", "dim": X.shape[1],

@@ -1407,7 +1407,8 @@ def test_merge_allocation_gain_equals_recomputed_terms(dp):
     N[5] = 0.0
     pa, pb = np.triu_indices(8, 1)
     pa, pb = np.concatenate([pa, pb]), np.concatenate([pb, pa])  # both orders
-    got = _gaussian.merge_allocation_gain(N, prior, pa, pb)
+    got = _gaussian.merge_allocation_gain(N, prior, pa, pb, chunk=5)
+    np.testing.assert_array_equal(got, _gaussian.merge_allocation_gain(N, prior, pa, pb))
     base = _gaussian.optimal_allocation_terms(N, prior)
     # the closed form at the optimum equals the general terms at the optimal q(pi)
     general = _gaussian.allocation_terms(N, _gaussian.weight_posterior(N, prior), prior)

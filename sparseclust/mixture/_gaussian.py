@@ -212,7 +212,7 @@ def optimal_allocation_terms(N, prior):
                  + np.sum(gammaln(a0 + N)))
 
 
-def merge_allocation_gain(N, prior, pa, pb):
+def merge_allocation_gain(N, prior, pa, pb, chunk=1 << 20):
     """Change of :func:`optimal_allocation_terms` when cluster ``pb[p]`` is merged into
     ``pa[p]`` (the merged cluster keeps a's place, b's is removed), for every pair p at once.
 
@@ -247,18 +247,26 @@ def merge_allocation_gain(N, prior, pa, pb):
     lo, hi = np.minimum(pa, pb), np.maximum(pa, pb)
     ends = (gammaln(c[hi - 1] - delta) - gammaln(c[hi - 1])
             - gammaln(c[lo] - delta) + gammaln(c[lo]))
-    # sum_{lo <= j <= hi - 2} log(1 - delta / c_j), a ragged range per pair
+    # sum_{lo <= j <= hi - 2} log(1 - delta / c_j), a ragged range per pair, in chunks of
+    # about `chunk` terms
     length = hi - lo - 1
-    pair = np.repeat(np.arange(pa.size), length)
-    j = np.repeat(lo - np.cumsum(length) + length, length) + np.arange(pair.size)
-    logs = np.bincount(pair, np.log1p(-delta[pair] / c[j]), minlength=pa.size)
+    logs = np.zeros(pa.size)
+    ends_at = np.cumsum(length)
+    s0 = 0
+    while s0 < pa.size:
+        s1 = max(s0 + 1, int(np.searchsorted(ends_at, ends_at[s0] - length[s0] + chunk)))
+        ln = length[s0:s1]
+        pair = np.repeat(np.arange(s0, s1), ln)
+        j = np.repeat(lo[s0:s1] - np.cumsum(ln) + ln, ln) + np.arange(pair.size)
+        logs[s0:s1] = np.bincount(pair - s0, np.log1p(-delta[pair] / c[j]), minlength=s1 - s0)
+        s0 = s1
     # a's term at its new place (its later sum loses N_b when b came after it)
     ca_new = c[pa] - np.where(pa < pb, Nb, 0.0)
     return (betaln(1.0 + Na + Nb, ca_new) - betaln(1.0 + Na, c[pa])
             - betaln(1.0 + Nb, c[pb]) + ends - logs + betaln(1.0, a0))
 
 
-def _wishart_factors(scale_inv, reg, N, nu=None, symmetrize=True):
+def _wishart_factors(scale_inv, reg, N, nu=None, symmetrize=True, n_threads=1):
     """Factors of the posterior scale matrices ``scale_inv`` (K, D, D), a new array of the
     caller's that is edited in place: ``reg * N_k`` added to the diagonals (when reg),
     symmetrized (when ``symmetrize``; pass False only when it is exactly symmetric), and
@@ -266,7 +274,8 @@ def _wishart_factors(scale_inv, reg, N, nu=None, symmetrize=True):
     (``Psi_k = L_k L_k^T``, so ``C_k C_k^T = E[Lambda_k]``) and ``tr(C_k C_k^T)``
     (:func:`sparseclust._kernels._gmm_weights.scale_factors`). Returns
     ``(scale_inv, logdet, C, tr)`` (C and tr None without ``nu``); a clear error when a matrix
-    is not positive definite."""
+    is not positive definite. Components are factored on up to ``n_threads`` threads (the
+    result does not depend on it)."""
     K, D = scale_inv.shape[0], scale_inv.shape[-1]
     if reg:
         d = np.arange(D)
@@ -278,7 +287,14 @@ def _wishart_factors(scale_inv, reg, N, nu=None, symmetrize=True):
     tr = np.empty(K)
     status = np.zeros(K, dtype=np.int32)
     nu_arr = np.ascontiguousarray(nu if invert else np.ones(K), dtype=np.float64)
-    _gmm_weights.scale_factors(scale_inv, out, nu_arr, logdet, tr, status, symmetrize, invert, 1)
+    nt = max(1, min(int(n_threads), K))
+    if nt > 1:
+        with _single_threaded_blas():
+            _gmm_weights.scale_factors(scale_inv, out, nu_arr, logdet, tr, status, symmetrize,
+                                       invert, nt)
+    else:
+        _gmm_weights.scale_factors(scale_inv, out, nu_arr, logdet, tr, status, symmetrize,
+                                   invert, 1)
     if np.any(status == 1):
         raise ValueError(
             "A posterior scale matrix is not positive definite; increase reg_covar or "
@@ -290,7 +306,7 @@ def _wishart_factors(scale_inv, reg, N, nu=None, symmetrize=True):
     return scale_inv, logdet, (out if invert else None), (tr if invert else None)
 
 
-def global_step(stats, prior):
+def global_step(stats, prior, n_threads=1):
     """Conjugate posterior updates from whole-data statistics (Hughes & Sudderth 2016, App. A-B).
 
     Parameters
@@ -298,6 +314,8 @@ def global_step(stats, prior):
     stats : mapping with ``N`` (K,), ``Sx`` (K, D) (unless zero mean) and ``Sxx`` (K, D, D)
         ('full') or ``Sxx_diag`` (K, D) ('diag', 'spherical').
     prior : GaussianPrior
+    n_threads : int, default=1
+        Threads for the factors of the 'full' scale matrices (the result does not depend on it).
 
     Returns
     -------
@@ -323,8 +341,8 @@ def global_step(stats, prior):
             w = prior.beta0 * Nc / beta
             scale_inv = scale_inv + w[:, None, None] * diff[:, :, None] * diff[:, None, :]
         # E[Lambda] = nu W = nu L^-T L^-1 = C C^T with the upper-triangular C = sqrt(nu) L^-T
-        scale_inv, logdet_scale_inv, prec_chol, tr_prec = _wishart_factors(scale_inv, reg, N,
-                                                                           nu)
+        scale_inv, logdet_scale_inv, prec_chol, tr_prec = _wishart_factors(
+            scale_inv, reg, N, nu, n_threads=n_threads)
         elog_det = _multi_digamma_sum(0.5 * nu, D) + D * math.log(2.0) - logdet_scale_inv
     elif prior.covariance_type == "spherical":
         # the diagonal scatter summed over dimensions: one Gamma posterior per component
