@@ -1605,6 +1605,57 @@ def test_birth_proposal_equals_from_scratch():
     np.testing.assert_array_equal(work2.stats["N"], before)
 
 
+@pytest.mark.parametrize("zero_mean", [True, False])
+def test_delete_workspace_caches_equal_recomputation(zero_mean):
+    # the delete's parameters from the workspace's cached per-component posterior equal a
+    # global step on the kept clusters' statistics, bit for bit, also after a merge changed
+    # two clusters' statistics; the re-inferred rows' statistics on the clusters they use
+    # equal the K-cluster statistics there and are zero elsewhere
+    from sparseclust.mixture._dp_moves import reinfer_rows
+
+    X = _planted(4, K=4, D=3, n_per=60) + (0.0 if zero_mean else 1.0)
+    K = 6
+    est = SparseGaussianMixture(K, L=3, weight_concentration_prior_type=DP,
+                                zero_mean=zero_mean)
+    prior = est._build_prior(X)
+    model = _DPMixtureModel(prior, K, 3, X.dtype, moves=("delete",))
+    rng = np.random.RandomState(0)
+    R = rng.dirichlet(np.ones(K) * 0.3, X.shape[0])
+    stats = model.stats_from_responsibilities(R, _dense_idx(*R.shape), X)
+    work = _Workspace(model, stats.copy())
+
+    def check(idx):
+        got = work._params_of(idx)
+        ref = _gaussian.global_step(restrict(work.stats, idx), prior)
+        for f in ("theta", "elog_pi", "nu", "scale_inv", "prec_chol", "elog_det", "const",
+                  "means"):
+            np.testing.assert_array_equal(getattr(got, f), getattr(ref, f), err_msg=f)
+
+    check(np.array([0, 1, 2, 4, 5]))
+    work.value = -1e300  # accept any merge
+    assert work.try_merge(1, 3, 0.0)
+    assert work._stale == {1, 3}
+    check(np.array([0, 1, 2, 5]))
+    assert not work._stale
+
+    params = model.global_step(stats)
+    v_old, i_old = posteriors.responsibilities(model.weights(X[:40], params), 3)
+    idx = np.array([0, 2, 3, 4, 5])
+    plain = model.plain_model(idx.size)
+    ids, before, after, vals, new = reinfer_rows(X[:40], model, plain,
+                                                 _gaussian.global_step(restrict(stats, idx),
+                                                                       prior),
+                                                 idx, K, v_old, i_old)
+    np.testing.assert_array_equal(ids, np.union1d(i_old, new))
+    assert 1 not in new
+    for st, (v, i) in ((before, (v_old, i_old)), (after, (vals, new))):
+        full = model.stats_from_responsibilities(v, i, X[:40])
+        out = np.setdiff1d(np.arange(K), ids)
+        for f in full.keys():
+            np.testing.assert_allclose(st[f], full[f][ids], rtol=1e-13, atol=1e-12, err_msg=f)
+            np.testing.assert_array_equal(full[f][out], 0.0)
+
+
 def test_fold_merged_rows_sum_groups_and_keep_distinct_indices():
     from sparseclust.mixture._dp_moves import _fold_merged
 

@@ -85,6 +85,13 @@ def restrict(stats, idx):
     return SuffStats(**{k: np.ascontiguousarray(v[idx]) for k, v in stats.items()})
 
 
+def _update_rows(stats, rows, before, after):
+    """``stats[rows] = stats[rows] - before + after`` for every field, in place (``before`` and
+    ``after`` hold the statistics of the clusters ``rows`` only)."""
+    for k, v in stats.items():
+        v[rows] = v[rows] - before[k] + after[k]
+
+
 def _zero(stats, j):
     for _k, v in stats.items():
         v[j] = 0.0
@@ -232,14 +239,20 @@ class MixtureMoves(MoveBook):
     def reinfer(self, batches, targets, old, plain, params0, idx):
         """Re-run the local step of ``plain`` under ``params0`` (the clusters ``idx``) on the
         rows ``targets[b]`` (positions in batch b) with their old responsibilities
-        ``old[b] = (values, indices)``: {b: (statistics before, after, new values, new
-        indices)} (:func:`reinfer_rows`). On the batches' own ``map_rows`` when they have one
-        (the partitions of a Dask collection: the rows are re-inferred where they are), else
-        here."""
+        ``old[b] = (values, indices)``: {b: (clusters used, their statistics before, after,
+        new values, new indices)} (:func:`reinfer_rows`). On the batches' own ``map_rows``
+        when they have one (the partitions of a Dask collection: the rows are re-inferred
+        where they are), else here."""
         run = getattr(batches, "map_rows", None)
         if run is not None and targets:
-            return run(reinfer_rows, targets, (self.worker_model(), plain, params0, idx,
-                                               self.n_components), row_args=old)
+            # per partition on the K clusters, so that the partitions' statistics add
+            got = run(_reinfer_rows_all, targets, (self.worker_model(), plain, params0, idx,
+                                                   self.n_components), row_args=old)
+            out = {}
+            for bb, (before, after, vals_new, idx_new) in got.items():
+                ids = np.union1d(old[bb][1], idx_new).astype(np.int64)
+                out[bb] = (ids, restrict(before, ids), restrict(after, ids), vals_new, idx_new)
+            return out
         return {bb: reinfer_rows(batches[bb][ids], self, plain, params0, idx,
                                  self.n_components, *old[bb])
                 for bb, ids in targets.items()}
@@ -447,8 +460,9 @@ class MixtureMoves(MoveBook):
                 continue
             log.deletes_accepted += 1
             log.touched.add(j)
-            for bb, (before, after, values, indices) in res.items():
-                st = batch_stats[bb] - before + after
+            for bb, (ids, before, after, values, indices) in res.items():
+                st = _own(batch_stats[bb])
+                _update_rows(st, ids, before, after)
                 _zero(st, j)
                 batch_stats[bb] = st
                 g = rnd.batch[bb]
@@ -578,18 +592,38 @@ def _mean_terms(P, m):
 def reinfer_rows(X, model, plain, params0, idx, K, vals_old, idx_old):
     """The delete move's re-inference of the rows X (their old responsibilities ``vals_old``
     over clusters ``idx_old``) by the local step of ``plain`` under ``params0``, defined on
-    the clusters ``idx`` of the K: (statistics before, after, new values, new indices),
-    statistics by ``model.stats_from_responsibilities``."""
+    the clusters ``idx`` of the K: (the clusters ``ids`` the rows use before or after, their
+    statistics before, after, new values, new indices). The statistics are those of
+    ``model.stats_from_responsibilities`` restricted to ``ids`` (every other cluster's are
+    zero), computed on ``ids`` alone."""
     Xt = np.ascontiguousarray(X)
     vals_old = np.ascontiguousarray(vals_old)
     idx_old = np.ascontiguousarray(idx_old)
-    before = model.stats_from_responsibilities(vals_old, idx_old, Xt)
     vals_new, loc = _rerun_local(copy.copy(plain), Xt, params0, vals_old.dtype)
     idx_new = idx[loc].astype(np.int32)
     # the re-inferred rows keep their support width (when L had to shrink)
     vals_new, idx_new = _pad_support(vals_new, idx_new, vals_old.shape[1], K)
-    after = model.stats_from_responsibilities(vals_new, idx_new, Xt)
-    return before, after, vals_new, idx_new
+    ids = np.union1d(idx_old, idx_new).astype(np.int64)
+    local = model.plain_model(ids.size)
+    before = local.stats_from_responsibilities(
+        vals_old, np.searchsorted(ids, idx_old).astype(np.int32), Xt)
+    after = local.stats_from_responsibilities(
+        vals_new, np.searchsorted(ids, idx_new).astype(np.int32), Xt)
+    return ids, before, after, vals_new, idx_new
+
+
+def _reinfer_rows_all(X, model, plain, params0, idx, K, vals_old, idx_old):
+    """:func:`reinfer_rows` with the statistics on all K clusters (zero outside the clusters
+    used): (before, after, new values, new indices)."""
+    ids, before, after, vals_new, idx_new = reinfer_rows(X, model, plain, params0, idx, K,
+                                                         vals_old, idx_old)
+    full = []
+    for st in (before, after):
+        f = model.empty_stats()
+        for k, v in st.items():
+            f[k][ids] = v
+        full.append(f)
+    return full[0], full[1], vals_new, idx_new
 
 
 def _own_rows(X):
@@ -772,6 +806,25 @@ class _Workspace:
         self.value = self._value(stats, self.alive, self.comp)
         self.merge_map = np.arange(K)
         self.ops = []
+        # the per-component posterior of every slot (_gaussian.component_posterior), built on
+        # the first delete and refreshed where the statistics changed since
+        self._posterior = None
+        self._stale = set()
+
+    def _params_of(self, idx):
+        """``global_step(restrict(stats, idx))`` from the cached per-component posterior (the
+        same numbers: each component's posterior depends on its own statistics only)."""
+        prior = self.prior
+        if self._posterior is None:
+            self._posterior = _gaussian.component_posterior(self.stats, prior)
+        elif self._stale:
+            ch = np.array(sorted(self._stale), dtype=np.int64)
+            fresh = _gaussian.component_posterior(restrict(self.stats, ch), prior)
+            for f in _gaussian.COMPONENT_FIELDS:
+                self._posterior[f][ch] = fresh[f]
+        self._stale.clear()
+        comp = {f: self._posterior[f][idx] for f in _gaussian.COMPONENT_FIELDS}
+        return _gaussian.assemble_params(comp, self.stats["N"][idx], prior)
 
     def _component_terms(self, stats, idx):
         sub = restrict(stats, idx)
@@ -805,20 +858,21 @@ class _Workspace:
             return False
         _merge_into(st, a, b, ph)
         self.alive, self.comp, self.value = alive, comp, value
+        self._stale.update((a, b))
         return True
 
     def try_delete(self, j, targets, rnd, batches):
         """Re-run the local step without j on the rows that use it; returns per batch
-        (before, after, new values, new indices) when the whole-data ELBO increases."""
+        (clusters used, their statistics before, after, new values, new indices;
+        :func:`reinfer_rows`) when the whole-data ELBO increases."""
         m = self.m
         alive = self.alive.copy()
         alive[j] = False
         idx = np.flatnonzero(alive)
         if idx.size == 0:
             return None
-        params0 = _gaussian.global_step(restrict(self.stats, idx), self.prior)
+        params0 = self._params_of(idx)
         plain = m.plain_model(idx.size)
-        prop = self.stats.copy()
         changed = {j}
         ids = {bb: rnd.batch[bb]["rows"][rows] for bb, rows in targets.items()}
         old = {bb: (np.ascontiguousarray(rnd.batch[bb]["values"][rows]),
@@ -826,23 +880,36 @@ class _Workspace:
                for bb, rows in targets.items()}
         out = m.reinfer(batches, ids, old, plain, params0, idx)
         for bb in targets:
-            before, after, vals_new, idx_new = out[bb]
-            prop = prop - before + after
-            changed.update(np.unique(old[bb][1]).tolist())
-            changed.update(np.unique(idx_new).tolist())
-        _zero(prop, j)
-        ch = np.array(sorted(k for k in changed if alive[k]), dtype=np.int64)
+            changed.update(out[bb][0].tolist())
+        # the statistics change only on the clusters the rows used before or after: the
+        # proposal is computed on those, batch by batch as the whole-data update would be
+        moved = np.array(sorted(changed), dtype=np.int64)
+        sub = restrict(self.stats, moved)
+        for bb in targets:
+            ids, before, after = out[bb][:3]
+            _update_rows(sub, np.searchsorted(moved, ids), before, after)
+        _zero(sub, int(np.searchsorted(moved, j)))
+        prop = {f: self.stats[f].copy() for f in ("N", "entropy")}
+        for f in prop:
+            prop[f][moved] = sub[f]
+        keep = np.array([alive[k] for k in moved], dtype=bool)
+        ch = moved[keep]
         comp = self.comp.copy()
         comp[j] = 0.0
         if ch.size:
-            comp[ch] = self._component_terms(prop, ch)
+            comp[ch] = _gaussian.optimal_component_terms(restrict(sub, np.flatnonzero(keep)),
+                                                         self.prior)
         value = self._value(prop, alive, comp)
         # a cluster no row uses is removed when that costs nothing: at the end of the sticks
         # it contributes exactly zero (q = prior), so the objective ties up to rounding
         slack = ACCEPT_RTOL * abs(self.value)
         if not (value > self.value + slack or (not targets and value >= self.value - slack)):
             return None
-        self.stats, self.alive, self.comp, self.value = prop, alive, comp, value
+        stats = self.stats.copy()
+        for f, v in sub.items():
+            stats[f][moved] = v
+        self.stats, self.alive, self.comp, self.value = stats, alive, comp, value
+        self._stale.update(moved.tolist())
         return out
 
     def try_birth(self, k, targets, rnd, batches, opts, rng):
@@ -900,6 +967,8 @@ class _Workspace:
         self.stats, self.alive, self.comp, self.value = prop, alive, comp, value
         self.merge_map = np.concatenate([self.merge_map, K0 + np.arange(J)])
         self.K = Kt
+        self._posterior = None  # new slots
+        self._stale.clear()
         return J, out
 
     def compact(self, batch_stats):

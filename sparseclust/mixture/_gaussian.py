@@ -321,11 +321,21 @@ def global_step(stats, prior, n_threads=1):
     -------
     GaussianParams
     """
+    return assemble_params(component_posterior(stats, prior, n_threads), stats["N"], prior)
+
+
+#: the fields of :func:`component_posterior`, each (K, ...) and computed per component
+COMPONENT_FIELDS = ("beta", "means", "nu", "scale_inv", "prec_chol", "elog_det", "tr_prec")
+
+
+def component_posterior(stats, prior, n_threads=1):
+    """The part of :func:`global_step` that each component's own statistics determine: a dict
+    of ``COMPONENT_FIELDS`` arrays, component k computed from component k's statistics alone
+    (so the rows of a subset of components equal the result on that subset's statistics, bit
+    for bit). :func:`assemble_params` adds the mixture weights."""
     N = np.asarray(stats["N"], dtype=np.float64)
     K = N.shape[0]
     D = prior.n_features
-    w = weight_posterior(N, prior)
-    theta, elog_pi, rho, omega = w.theta, w.elog_pi, w.rho, w.omega
     nu = prior.nu0 + N
     reg = prior.reg
     if prior.zero_mean:
@@ -388,21 +398,32 @@ def global_step(stats, prior, n_threads=1):
         prec_chol = np.sqrt(prec)
         elog_det = D * digamma(0.5 * nu) - np.log(0.5 * scale_inv).sum(1)
         tr_prec = prec.sum(1)
-    const = elog_pi - 0.5 * D * LOG_2PI + 0.5 * elog_det - 0.5 * reg * tr_prec
+    return dict(beta=beta, means=means, nu=nu, scale_inv=scale_inv, prec_chol=prec_chol,
+                elog_det=elog_det, tr_prec=tr_prec)
+
+
+def assemble_params(comp, N, prior):
+    """:class:`GaussianParams` from the per-component posterior ``comp``
+    (:func:`component_posterior`) and the counts ``N`` that set the mixture weights."""
+    N = np.asarray(N, dtype=np.float64)
+    D = prior.n_features
+    w = weight_posterior(N, prior)
+    elog_det, tr_prec = comp["elog_det"], comp["tr_prec"]
+    const = w.elog_pi - 0.5 * D * LOG_2PI + 0.5 * elog_det - 0.5 * prior.reg * tr_prec
     if not prior.zero_mean:
-        const = const - 0.5 * D / beta
+        const = const - 0.5 * D / comp["beta"]
     return GaussianParams(
-        theta=theta,
-        elog_pi=elog_pi,
-        beta=beta,
-        means=means,
-        nu=nu,
-        scale_inv=scale_inv,
-        prec_chol=prec_chol,
-        elog_det=elog_det,
+        theta=w.theta,
+        elog_pi=w.elog_pi,
+        beta=comp["beta"],
+        means=comp["means"],
+        nu=comp["nu"],
+        scale_inv=comp["scale_inv"],
+        prec_chol=comp["prec_chol"],
+        elog_det=comp["elog_det"],
         const=const,
-        rho=rho,
-        omega=omega,
+        rho=w.rho,
+        omega=w.omega,
     )
 
 
