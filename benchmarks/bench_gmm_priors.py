@@ -24,6 +24,8 @@ Usage::
     OMP_NUM_THREADS=1 python benchmarks/bench_gmm_priors.py --gammas 0.1 1 10 --seeds 0 1
     OMP_NUM_THREADS=1 python benchmarks/bench_gmm_priors.py --dp-dofs 1 1.25 1.5 2 4 \
         --seeds 0 1 --out benchmarks/results/gmm_priors_dp_dof.json
+    OMP_NUM_THREADS=1 python benchmarks/bench_gmm_priors.py --dp-dofs 1 1.5 --seeds 0 1 \
+        --data 20news-svd --out benchmarks/results/gmm_priors_dp_dof_20news_svd.json
 
 Writes ``benchmarks/results/gmm_priors.json``.
 """
@@ -67,13 +69,24 @@ def main(argv=None):
                     help="study the DP concentration instead of the covariance prior")
     ap.add_argument("--dp-dofs", type=float, nargs="+", default=None,
                     help="study the DP mixture's nu0 = m * n_features for these m")
+    ap.add_argument("--data", choices=("patches", "20news-svd"), default="patches",
+                    help="the DP study's data: the patches' tuning split, or the tuning split "
+                    "of bench_defaults.py's 20 Newsgroups SVD vectors (50 dimensions, with "
+                    "means)")
     ap.add_argument("--starts", type=int, nargs="+", default=[400, 50])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
-    X, X_ho = tuning_split(args.n_fit, args.n_heldout)
     if args.gammas or args.dp_dofs:
+        if args.data == "20news-svd":
+            from bench_defaults import news_svd_splits
+
+            name, X, X_ho = news_svd_splits(False)[0]
+            assert name == "tuning"
+        else:
+            X, X_ho = tuning_split(args.n_fit, args.n_heldout)
         return dp_prior_study(args, X, X_ho)
+    X, X_ho = tuning_split(args.n_fit, args.n_heldout)
     args.out = args.out or str(ROOT / "benchmarks" / "results" / "gmm_priors.json")
     D = X.shape[1]
     second = X.T @ X / X.shape[0]
@@ -120,7 +133,8 @@ def dp_prior_study(args, X, X_ho):
     for K0, gamma, m, seed in itertools.product(args.starts, args.gammas or [10.0],
                                                 args.dp_dofs or [1.0], args.seeds):
         est = SparseGaussianMixture(
-            K0, zero_mean=True, weight_concentration_prior_type="dirichlet_process",
+            K0, zero_mean=args.data == "patches",
+            weight_concentration_prior_type="dirichlet_process",
             weight_concentration_prior=gamma, degrees_of_freedom_prior=m * D,
             random_state=seed, n_threads=args.threads)
         c0 = time.process_time()
@@ -139,8 +153,10 @@ def dp_prior_study(args, X, X_ho):
         runs.append(r)
         print(json.dumps(r), flush=True)
     with open(out, "w") as fh:
-        json.dump({"config": vars(args) | {"out": out, "split": "tuning: BSDS500 train images "
-                                           "0-99 fit, 100-199 held out", "dim": X.shape[1],
+        split = ("tuning: BSDS500 train images 0-99 fit, 100-199 held out"
+                 if args.data == "patches" else "tuning: bench_defaults.py's 20 Newsgroups "
+                 "SVD vectors, 4/5 of the train posts fit, 1/5 held out")
+        json.dump({"config": vars(args) | {"out": out, "split": split, "dim": X.shape[1],
                                            "load_average": list(os.getloadavg())},
                    "runs": runs}, fh, indent=1)
     print(f"wrote {out}")

@@ -892,7 +892,7 @@ class _Workspace:
         prop = {f: self.stats[f].copy() for f in ("N", "entropy")}
         for f in prop:
             prop[f][moved] = sub[f]
-        keep = np.array([alive[k] for k in moved], dtype=bool)
+        keep = alive[moved]
         ch = moved[keep]
         comp = self.comp.copy()
         comp[j] = 0.0

@@ -560,9 +560,10 @@ class SparseGaussianMixture(
         For ``'diag'`` the Gamma shape of each precision is ``nu0 / 2``, for ``'spherical'``
         ``n_features * nu0 / 2``. A larger ``nu0`` keeps a cluster of a few samples from
         shaping its own covariance: with the Dirichlet-process prior and its moves, started
-        from a large truncation, ``1.5 * n_features`` kept 9-10 clusters of image patches
-        where ``n_features`` kept about 100, most of them holding a few outlier samples
-        (``doc/sparse_gmm.md``).
+        from a truncation far above the number of clusters the data need, ``1.5 *
+        n_features`` kept 9-10 clusters of image patches where ``n_features`` kept about 100,
+        most of them holding a few outlier samples, and generalized better; from a small
+        truncation it scored a little lower (``doc/sparse_gmm.md``).
     covariance_prior : array-like or float, default=None
         ``Psi0``, the prior inverse scale matrix (``'full'``, shape (n_features, n_features),
         symmetric positive definite), the vector of twice the Gamma rates (``'diag'``, shape
