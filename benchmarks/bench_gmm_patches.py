@@ -56,7 +56,10 @@ number of passes, is a separate run that writes its own JSON::
 
 With ``--seeds 0 1 2 3 4`` every seed gets its own k-means++ labels and ``random_state`` (all
 runs of a seed start from the same labels), and the summary adds the held-out difference to
-L = K per seed, its mean and median (``results/gmm_default_pass_seeds.json``).
+L = K per seed, its mean and median (``results/gmm_default_pass_seeds.json``). ``--noise-floor``
+adds exact L = K once more with the memoized batches drawn from another ``random_state``, from
+the same labels: the spread of two equally exact fits after the same passes, against which the
+per-seed differences of L = 4 are read (``results/gmm_default_pass_noise_floor.json``).
 
 Both libraries get the same dtype (``--dtype``, float64 by default: scikit-learn's mixtures
 compute in the dtype they are given, and float64 is their usual setting).
@@ -283,6 +286,12 @@ def main(argv=None):
         "L=K, CPU time per pass and held-out score, at each --K (its own JSON at --out)",
     )
     ap.add_argument(
+        "--noise-floor",
+        action="store_true",
+        help="with --default-pass: also run L = K with the memoized batches drawn from another "
+        "random_state (same initial labels), the spread of two exact fits",
+    )
+    ap.add_argument(
         "--learned-k",
         choices=("ours", "sklearn", "all", "dp", "finite"),
         default=None,
@@ -295,6 +304,8 @@ def main(argv=None):
     )
     ap.add_argument("--dp-K", type=int, nargs="+", default=[50, 400],
                     help="truncations the DP mixture starts from (--learned-k dp/ours)")
+    ap.add_argument("--finite-K", type=int, nargs="+", default=[50, 100, 200, 400],
+                    help="the finite grid (--learned-k finite/ours)")
     ap.add_argument("--dp-dof", type=float, default=None, metavar="M",
                     help="the DP fits with degrees_of_freedom_prior = M * n_features (default: "
                     "the estimator's, n_features), reported as their own method")
@@ -617,7 +628,7 @@ def run_learned_k(X, X_ho, args, t0):
                       f"{r['heldout']:.3f} train {r['train']:.3f} {r['seconds']:.0f}s "
                       f"(CPU {r['cpu_seconds']:.0f}s)", flush=True)
         if args.learned_k in ("ours", "all", "finite"):
-            for K in (50, 100, 200, 400):
+            for K in args.finite_K:
                 r = run_dp_one(X, X_ho, K, False, args, seed)
                 results["runs"].append(r)
                 print(f"finite K={K} seed {seed}: heldout {r['heldout']:.3f} train "
@@ -917,6 +928,10 @@ def run_default_pass(X, X_ho, args, t0):
         "L=4 dense": (4, {"n_candidates": None}),
         "L=K": (None, {}),
     }
+    if args.noise_floor:
+        # exact L = K again from the same labels, only the memoized batches drawn with another
+        # random_state: how far two equally exact fits end apart after the same passes
+        configs["L=K, other batches"] = (None, {"batch_seed": 10_000})
     out = {"config": {
         "n_train": int(X.shape[0]), "n_heldout": int(X_ho.shape[0]), "passes": args.passes,
         "K": args.K, "n_batches": args.n_batches, "threads": args.threads,
@@ -937,7 +952,9 @@ def run_default_pass(X, X_ho, args, t0):
             labels = initial_labels(X, K, seed=seed)
             for rep in range(args.repeats):
                 for name, (L, kw) in configs.items():
-                    r = _cpu_fit(X, X_ho, labels, K, L, args, seed=seed, **kw)
+                    kw = dict(kw)
+                    rs = seed + kw.pop("batch_seed", 0)
+                    r = _cpu_fit(X, X_ho, labels, K, L, args, seed=rs, **kw)
                     r["seed"] = int(seed)
                     reps[name].append(r)
                     print(f"[seed {seed} {rep + 1}/{args.repeats}] K={K} {name:32s} median "

@@ -26,6 +26,8 @@ Usage::
         --seeds 0 1 --out benchmarks/results/gmm_priors_dp_dof.json
     OMP_NUM_THREADS=1 python benchmarks/bench_gmm_priors.py --dp-dofs 1 1.5 --seeds 0 1 \
         --data 20news-svd --out benchmarks/results/gmm_priors_dp_dof_20news_svd.json
+    OMP_NUM_THREADS=1 python benchmarks/bench_gmm_priors.py --dp-dofs 1 1.5 --seeds 0 1 \
+        --covariance-type diag --out benchmarks/results/gmm_priors_dp_dof_diag.json
 
 Writes ``benchmarks/results/gmm_priors.json``.
 """
@@ -73,6 +75,8 @@ def main(argv=None):
                     help="the DP study's data: the patches' tuning split, or the tuning split "
                     "of bench_defaults.py's 20 Newsgroups SVD vectors (50 dimensions, with "
                     "means)")
+    ap.add_argument("--covariance-type", choices=("full", "diag", "spherical"), default="full",
+                    help="the DP study's covariance_type")
     ap.add_argument("--starts", type=int, nargs="+", default=[400, 50])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--out", default=None)
@@ -133,7 +137,7 @@ def dp_prior_study(args, X, X_ho):
     for K0, gamma, m, seed in itertools.product(args.starts, args.gammas or [10.0],
                                                 args.dp_dofs or [1.0], args.seeds):
         est = SparseGaussianMixture(
-            K0, zero_mean=args.data == "patches",
+            K0, zero_mean=args.data == "patches", covariance_type=args.covariance_type,
             weight_concentration_prior_type="dirichlet_process",
             weight_concentration_prior=gamma, degrees_of_freedom_prior=m * D,
             random_state=seed, n_threads=args.threads)
