@@ -565,9 +565,10 @@ class SparseGaussianMixture(
         Dirichlet-process prior, started from a truncation far above the number of clusters
         the data need, ``n_features`` kept about 100 clusters of image patches (and of
         document vectors), most of them holding a few outlier samples, where ``1.5 *
-        n_features`` kept 9-10 (40-50), as many as from a small truncation, and generalized
-        better; from a small truncation it scored 0.1-1.1% lower. The learned number of
-        clusters should not hinge on the truncation, hence that default. Diagonal and
+        n_features`` kept 9-10 (40-50), close to the 8-9 (13-18) it kept from a small
+        truncation, and generalized better; from a small truncation it scored 0.1-1.1%
+        lower. The learned number of clusters should not hinge on the truncation, hence
+        that default. Diagonal and
         spherical covariances showed no such clusters and only lost with the larger ``nu0``
         (the studies, on tuning splits: ``doc/sparse_gmm.md``).
     covariance_prior : array-like or float, default=None
