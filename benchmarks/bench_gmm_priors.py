@@ -28,6 +28,8 @@ Usage::
         --data 20news-svd --out benchmarks/results/gmm_priors_dp_dof_20news_svd.json
     OMP_NUM_THREADS=1 python benchmarks/bench_gmm_priors.py --dp-dofs 1 1.5 --seeds 0 1 \
         --covariance-type diag --out benchmarks/results/gmm_priors_dp_dof_diag.json
+    OMP_NUM_THREADS=1 python benchmarks/bench_gmm_priors.py --finite-dofs 1 1.5 2 \
+        --finite-K 50 100 200 --seeds 0 1
 
 Writes ``benchmarks/results/gmm_priors.json``.
 """
@@ -75,12 +77,19 @@ def main(argv=None):
                     help="the DP study's data: the patches' tuning split, or the tuning split "
                     "of bench_defaults.py's 20 Newsgroups SVD vectors (50 dimensions, with "
                     "means)")
+    ap.add_argument("--finite-dofs", type=float, nargs="+", default=None,
+                    help="instead, finite fits (alpha = 10 / K) at each of --finite-K with "
+                    "nu0 = m * n_features for these m")
+    ap.add_argument("--finite-K", type=int, nargs="+", default=[50, 100, 200])
     ap.add_argument("--covariance-type", choices=("full", "diag", "spherical"), default="full",
                     help="the DP study's covariance_type")
     ap.add_argument("--starts", type=int, nargs="+", default=[400, 50])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
+    if args.finite_dofs:
+        X, X_ho = tuning_split(args.n_fit, args.n_heldout)
+        return finite_dof_study(args, X, X_ho)
     if args.gammas or args.dp_dofs:
         if args.data == "20news-svd":
             from bench_defaults import news_svd_splits
@@ -161,6 +170,38 @@ def dp_prior_study(args, X, X_ho):
                  if args.data == "patches" else "tuning: bench_defaults.py's 20 Newsgroups "
                  "SVD vectors, 4/5 of the train posts fit, 1/5 held out")
         json.dump({"config": vars(args) | {"out": out, "split": split, "dim": X.shape[1],
+                                           "load_average": list(os.getloadavg())},
+                   "runs": runs}, fh, indent=1)
+    print(f"wrote {out}")
+
+
+def finite_dof_study(args, X, X_ho):
+    """Finite fits (alpha = 10 / K, the default covariance prior Psi0) for every K of
+    ``--finite-K``, nu0 = m D of ``--finite-dofs`` and seed (CPU seconds)."""
+    out = args.out or str(ROOT / "benchmarks" / "results" / "gmm_priors_finite_dof.json")
+    D = X.shape[1]
+    runs = []
+    for K, m, seed in itertools.product(args.finite_K, args.finite_dofs, args.seeds):
+        est = SparseGaussianMixture(
+            K, zero_mean=True, covariance_type=args.covariance_type,
+            weight_concentration_prior=10.0 / K, degrees_of_freedom_prior=m * D,
+            random_state=seed, n_threads=args.threads)
+        c0 = time.process_time()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            est.fit(X)
+        cpu = time.process_time() - c0
+        sizes = np.sort(est.weights_)[::-1] * X.shape[0]
+        r = dict(K=K, nu0=m * D, seed=seed, small_clusters=int(np.sum(sizes < 20)),
+                 train=float(est.score(X)), heldout=float(est.score(X_ho)),
+                 cpu_seconds=cpu, passes=int(est.n_iter_))
+        r["gap"] = r["train"] - r["heldout"]
+        runs.append(r)
+        print(json.dumps(r), flush=True)
+    with open(out, "w") as fh:
+        json.dump({"config": vars(args) | {"out": out, "dim": D,
+                                           "split": "tuning: BSDS500 train images 0-99 fit, "
+                                           "100-199 held out",
                                            "load_average": list(os.getloadavg())},
                    "runs": runs}, fh, indent=1)
     print(f"wrote {out}")
