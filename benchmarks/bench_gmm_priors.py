@@ -137,6 +137,31 @@ def main(argv=None):
     print(f"wrote {args.out}")
 
 
+def _fit_record(est, X, X_ho, **fields):
+    """Fit ``est`` on X (CPU seconds) and record ``fields`` with its scores, the clusters of
+    fewer than 20 expected samples and the train/held-out gap; the record is printed."""
+    c0 = time.process_time()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(X)
+    cpu = time.process_time() - c0
+    sizes = np.sort(est.weights_)[::-1] * X.shape[0]
+    r = dict(fields, small_clusters=int(np.sum(sizes < 20)),
+             train=float(est.score(X)), heldout=float(est.score(X_ho)),
+             cpu_seconds=cpu, passes=int(est.n_iter_))
+    r["gap"] = r["train"] - r["heldout"]
+    print(json.dumps(r), flush=True)
+    return r
+
+
+def _write(out, args, X, split, runs):
+    with open(out, "w") as fh:
+        json.dump({"config": vars(args) | {"out": out, "split": split, "dim": X.shape[1],
+                                           "load_average": list(os.getloadavg())},
+                   "runs": runs}, fh, indent=1)
+    print(f"wrote {out}")
+
+
 def dp_prior_study(args, X, X_ho):
     """The DP mixture for every gamma, nu0 = m D, start and seed (CPU seconds); the default
     covariance prior Psi0 otherwise."""
@@ -150,29 +175,14 @@ def dp_prior_study(args, X, X_ho):
             weight_concentration_prior_type="dirichlet_process",
             weight_concentration_prior=gamma, degrees_of_freedom_prior=m * D,
             random_state=seed, n_threads=args.threads)
-        c0 = time.process_time()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            est.fit(X)
-        cpu = time.process_time() - c0
-        sizes = np.sort(est.weights_)[::-1] * X.shape[0]
-        r = dict(K_start=K0, gamma=gamma, nu0=m * D, seed=seed,
-                 K_learned=int(est.n_components_),
-                 small_clusters=int(np.sum(sizes < 20)),
-                 train=float(est.score(X)), heldout=float(est.score(X_ho)),
-                 lower_bound_per_sample=float(est.lower_bound_ / X.shape[0]),
-                 cpu_seconds=cpu, passes=int(est.n_iter_))
-        r["gap"] = r["train"] - r["heldout"]
+        r = _fit_record(est, X, X_ho, K_start=K0, gamma=gamma, nu0=m * D, seed=seed)
+        r["K_learned"] = int(est.n_components_)
+        r["lower_bound_per_sample"] = float(est.lower_bound_ / X.shape[0])
         runs.append(r)
-        print(json.dumps(r), flush=True)
-    with open(out, "w") as fh:
-        split = ("tuning: BSDS500 train images 0-99 fit, 100-199 held out"
-                 if args.data == "patches" else "tuning: bench_defaults.py's 20 Newsgroups "
-                 "SVD vectors, 4/5 of the train posts fit, 1/5 held out")
-        json.dump({"config": vars(args) | {"out": out, "split": split, "dim": X.shape[1],
-                                           "load_average": list(os.getloadavg())},
-                   "runs": runs}, fh, indent=1)
-    print(f"wrote {out}")
+    split = ("tuning: BSDS500 train images 0-99 fit, 100-199 held out"
+             if args.data == "patches" else "tuning: bench_defaults.py's 20 Newsgroups "
+             "SVD vectors, 4/5 of the train posts fit, 1/5 held out")
+    _write(out, args, X, split, runs)
 
 
 def finite_dof_study(args, X, X_ho):
@@ -186,25 +196,8 @@ def finite_dof_study(args, X, X_ho):
             K, zero_mean=True, covariance_type=args.covariance_type,
             weight_concentration_prior=10.0 / K, degrees_of_freedom_prior=m * D,
             random_state=seed, n_threads=args.threads)
-        c0 = time.process_time()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            est.fit(X)
-        cpu = time.process_time() - c0
-        sizes = np.sort(est.weights_)[::-1] * X.shape[0]
-        r = dict(K=K, nu0=m * D, seed=seed, small_clusters=int(np.sum(sizes < 20)),
-                 train=float(est.score(X)), heldout=float(est.score(X_ho)),
-                 cpu_seconds=cpu, passes=int(est.n_iter_))
-        r["gap"] = r["train"] - r["heldout"]
-        runs.append(r)
-        print(json.dumps(r), flush=True)
-    with open(out, "w") as fh:
-        json.dump({"config": vars(args) | {"out": out, "dim": D,
-                                           "split": "tuning: BSDS500 train images 0-99 fit, "
-                                           "100-199 held out",
-                                           "load_average": list(os.getloadavg())},
-                   "runs": runs}, fh, indent=1)
-    print(f"wrote {out}")
+        runs.append(_fit_record(est, X, X_ho, K=K, nu0=m * D, seed=seed))
+    _write(out, args, X, "tuning: BSDS500 train images 0-99 fit, 100-199 held out", runs)
 
 
 if __name__ == "__main__":
