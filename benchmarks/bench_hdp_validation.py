@@ -10,9 +10,12 @@ uniform prior alpha / K over the same topics; and SparseLDA at the learned K (sa
 Usage::
 
     python benchmarks/bench_hdp_validation.py --gammas 1 10 --seeds 0 1
+    python benchmarks/bench_hdp_validation.py --move-start 2 8 15 --seeds 0 1 2
+    python benchmarks/bench_hdp_validation.py --corpus 20ng --no-lda --move-start 2 15
 """
 
 import argparse
+import itertools
 import sys
 import time
 from pathlib import Path
@@ -42,6 +45,9 @@ def main(argv=None):
     p.add_argument("--truncation", type=int, default=200)
     p.add_argument("--max-iter", type=int, default=100)
     p.add_argument("--extra", default="", help="extra HDPTopicModel keyword=value, comma-sep")
+    p.add_argument("--move-start", type=int, nargs="+", default=[None],
+                   help="first pass whose end runs moves (HDPModel move_opts['start']; "
+                   "default: the model's)")
     p.add_argument("--no-lda", action="store_true")
     p.add_argument("--out", default=str(RESULTS / "hdp_validation.json"))
     args = p.parse_args(argv)
@@ -52,34 +58,35 @@ def main(argv=None):
             is not None else int(v)
     X, X_val = validation_split(args.corpus)
     runs = []
-    for gamma in args.gammas:
-        for seed in args.seeds:
-            m = HDPTopicModel(args.truncation, alpha=ALPHA, gamma=gamma, topic_word_prior=TAU,
-                              L=8, max_iter=args.max_iter, random_state=seed, n_threads=1,
-                              **extra)
+    for gamma, start, seed in itertools.product(args.gammas, args.move_start, args.seeds):
+        m = HDPTopicModel(args.truncation, alpha=ALPHA, gamma=gamma, topic_word_prior=TAU,
+                          L=8, max_iter=args.max_iter, random_state=seed, n_threads=1,
+                          **extra)
+        if start is not None:
+            m._move_opts = dict(start=start)
+        t0 = time.process_time()
+        m.fit(X)
+        sec = time.process_time() - t0
+        K = m.n_components_
+        own = document_completion_score(m, X_val, random_state=0, n_threads=1)
+        uni = document_completion_score(m.topic_word_distribution_, X_val, random_state=0,
+                                        doc_topic_prior=ALPHA / K, n_threads=1)
+        row = dict(gamma=gamma, move_start=start, seed=seed, extra=extra, n_live=K,
+                   passes=m.n_iter_, seconds=sec, score=own, score_uniform_prior=uni)
+        if not args.no_lda:
+            lda = SparseLDA(K, L=8, doc_topic_prior=ALPHA / K, topic_word_prior=TAU,
+                            max_iter=args.max_iter, random_state=seed, n_threads=1)
             t0 = time.process_time()
-            m.fit(X)
-            sec = time.process_time() - t0
-            K = m.n_components_
-            own = document_completion_score(m, X_val, random_state=0, n_threads=1)
-            uni = document_completion_score(m.topic_word_distribution_, X_val, random_state=0,
-                                            doc_topic_prior=ALPHA / K, n_threads=1)
-            row = dict(gamma=gamma, seed=seed, extra=extra, n_live=K, passes=m.n_iter_,
-                       seconds=sec, score=own, score_uniform_prior=uni)
-            if not args.no_lda:
-                lda = SparseLDA(K, L=8, doc_topic_prior=ALPHA / K, topic_word_prior=TAU,
-                                max_iter=args.max_iter, random_state=seed, n_threads=1)
-                t0 = time.process_time()
-                lda.fit(X)
-                row["lda_seconds"] = time.process_time() - t0
-                row["lda_passes"] = lda.n_iter_
-                row["lda_score"] = document_completion_score(lda, X_val, random_state=0,
-                                                             doc_topic_prior=ALPHA / K,
-                                                             n_threads=1)
-            print(row, flush=True)
-            runs.append(row)
-            write_json(args.out, dict(environment=environment(), args=vars(args),
-                                      n_fit=X.shape[0], n_val=X_val.shape[0], runs=runs))
+            lda.fit(X)
+            row["lda_seconds"] = time.process_time() - t0
+            row["lda_passes"] = lda.n_iter_
+            row["lda_score"] = document_completion_score(lda, X_val, random_state=0,
+                                                         doc_topic_prior=ALPHA / K,
+                                                         n_threads=1)
+        print(row, flush=True)
+        runs.append(row)
+        write_json(args.out, dict(environment=environment(), args=vars(args),
+                                  n_fit=X.shape[0], n_val=X_val.shape[0], runs=runs))
 
 
 if __name__ == "__main__":

@@ -470,6 +470,24 @@ def test_memoized_objective_never_decreases_with_moves():
     assert tr[-1]["n_topics"] < 20
 
 
+def test_move_start_option_delays_the_first_round():
+    """``_move_opts['start']`` (the studies' hook): no move is tried before the end of that
+    pass, the fit until then equals one with the sort move only (which runs every pass), and
+    merges and deletes still run afterwards."""
+    X, _, _ = hdp_corpus(0, K=8, V=80, D=200, length=40)
+    kw = dict(max_components=20, L=4, max_iter=9, tol=0, n_batches=4, random_state=0,
+              local_tol=1e-4)
+    late = HDPTopicModel(**kw)
+    late._move_opts = dict(start=6)
+    late.fit(X)
+    sort_only = HDPTopicModel(moves="sort", **kw).fit(X)
+    tr = late.trace_
+    assert all(e["merges_tried"] == e["deletes_tried"] == 0 for e in tr[:5])
+    assert sum(e["merges_tried"] + e["deletes_tried"] for e in tr[5:]) > 0
+    np.testing.assert_array_equal(np.asarray(late.lower_bounds_[:5]),
+                                  np.asarray(sort_only.lower_bounds_[:5]))
+
+
 def test_live_topics_sorted_and_transform_rows_sum_to_one():
     X, _, _ = hdp_corpus(1, K=6, V=60, D=150, length=40)
     m = HDPTopicModel(max_components=15, max_iter=10, tol=0, random_state=0).fit(X)
