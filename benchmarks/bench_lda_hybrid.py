@@ -23,7 +23,9 @@ Two experiments, one thread each, CPU time of this process (``time.process_time`
     those (many quote training posts of the same period, which favours sharper topics).
     Restarted memoized Gibbs with other word weights: ``gibbs-memoized-mean`` (posterior mean
     E[phi] instead of exp(E[log phi])), ``gibbs-memoized-exclude`` (the batch's own previous
-    statistics taken out of lambda) and ``gibbs-memoized-mean-exclude`` (both).
+    statistics taken out of lambda) and ``gibbs-memoized-mean-exclude`` (both). The Gibbs
+    step with Rao-Blackwellized statistics (``SparseLDA._gibbs_rao_blackwell``):
+    ``gibbs-memoized-rb`` and ``gibbs-stochastic-rb``, which ``heldout`` runs as well.
 ``step_cost``
     CPU seconds per token of a stochastic step (local + global step, the trace's
     ``time_local + time_global`` of the second pass of ``algorithm='stochastic'`` on
@@ -39,6 +41,10 @@ until its budget is spent). Usage::
     python benchmarks/bench_lda_hybrid.py heldout --ks 100 --budgets 60
     python benchmarks/bench_lda_hybrid.py validation --ks 400 --budgets 100 \
         --val-methods gibbs-memoized-chains
+    python benchmarks/bench_lda_hybrid.py validation --ks 400 --budgets 100 \
+        --val-methods gibbs-stochastic-rb gibbs-stochastic
+    python benchmarks/bench_lda_hybrid.py heldout --ks 400 --budgets 400 \
+        --methods gibbs-stochastic-rb
     python benchmarks/bench_lda_hybrid.py step_cost --step-corpus imdb
     python benchmarks/bench_lda_hybrid.py plot
 """
@@ -197,7 +203,8 @@ def heldout(opts):
                 if name == "tomotopy":
                     t = run_tomotopy(X, K, opts.seed, rec, budget)
                 else:
-                    t = run_sparselda(X, K, METHODS[name], opts.seed, rec, budget, opts)
+                    t = run_sparselda(X, K, _spec(name), opts.seed, rec, budget, opts,
+                                      cls=_VALIDATION_CLASSES.get(name, SparseLDA))
             runs[name] = entry(t)
             _save(opts.out, res)
 
@@ -206,6 +213,13 @@ class _RestartLDA(SparseLDA):
     """The Gibbs local step restarting every visit from the sequential initialisation."""
 
     _gibbs_chains = False
+
+
+class _RaoBlackwellLDA(SparseLDA):
+    """The Gibbs local step with Rao-Blackwellized statistics: every saved sweep's tokens
+    contribute their conditionals instead of their draws."""
+
+    _gibbs_rao_blackwell = True
 
 
 class _ChainsLDA(SparseLDA):
@@ -282,9 +296,19 @@ def _weights_variant(mean, exclude):
 #: validation methods: the class that runs them
 _VALIDATION_CLASSES = {"gibbs-memoized-restart": _RestartLDA,
                        "gibbs-memoized-chains": _ChainsLDA,
+                       "gibbs-memoized-rb": _RaoBlackwellLDA,
+                       "gibbs-stochastic-rb": _RaoBlackwellLDA,
                        "gibbs-memoized-mean": _weights_variant(True, False),
                        "gibbs-memoized-exclude": _weights_variant(False, True),
                        "gibbs-memoized-mean-exclude": _weights_variant(True, True)}
+
+
+def _spec(name):
+    """The SparseLDA settings of a method or of a variant of the Gibbs local step (named
+    after its algorithm)."""
+    if name in METHODS:
+        return METHODS[name]
+    return METHODS["gibbs-stochastic" if "stochastic" in name else "gibbs-memoized"]
 
 
 def validation(opts):
@@ -311,9 +335,8 @@ def validation(opts):
         rec = Recorder(Scorer(X_val, K, opts.seed, opts.score_threads), budget, first=4.0,
                        growth=1.6, log=lambda m: print(m, flush=True))
         cls = _VALIDATION_CLASSES.get(name, SparseLDA)
-        spec = METHODS["gibbs-memoized" if name.startswith("gibbs") else name]
         with threadpool_limits(1):
-            t = run_sparselda(X_tr, K, spec, opts.seed, rec, budget, opts, cls=cls)
+            t = run_sparselda(X_tr, K, _spec(name), opts.seed, rec, budget, opts, cls=cls)
         runs[name] = {"budget_cpu_seconds": budget, "train_cpu_seconds": t,
                       "curve": [list(c) for c in rec.curve], "final_score": rec.curve[-1][1],
                       "loadavg": os.getloadavg()}

@@ -98,7 +98,7 @@ class GibbsResult:
 
 def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep, keys=None,
                      dense=None, return_doc_topic=False, n_threads=None, z_init=None,
-                     return_z=False):
+                     return_z=False, rao_blackwell=False):
     """Sampled local step over the documents of the CSR count matrix X (see the module
     docstring).
 
@@ -131,6 +131,15 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         None starts from the sequential draw and discards ``n_burnin`` sweeps. Not modified.
     return_z : bool
         Also return the assignments after the last sweep (``GibbsResult.z``).
+    rao_blackwell : bool
+        Statistics from the saved sweeps' Rao-Blackwellized counts instead of their draws:
+        every token contributes its collapsed conditional
+        p(z_dn = k | z_d^{-dn}) propto (alpha_k + N_dk^{-dn}) w_{v_dn k}
+        (:func:`~sparseclust._kernels._sampler.rb_doc_part`, weights mode; the estimator of
+        Papanikolaou et al. 2017 applied to every saved sweep). The draws are unchanged, but
+        the statistics are dense over the batch's word types, O(V_batch K) per call, and the
+        sampler then reads the dense word weights instead of the split tables. Used by
+        ``SparseLDA._gibbs_rao_blackwell`` (a study, off by default).
 
     Returns
     -------
@@ -150,7 +159,7 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         K = log_weights.stats.shape[0]
         if dense is None:
             dense = K <= DENSE_MAX_K
-        if dense:
+        if dense or rao_blackwell:
             w = log_weights.word_weights(cols, nt_all)
         else:
             w, split = log_weights.split_tables(cols, np.full(K, float(alpha)), nt_all)
@@ -217,13 +226,37 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         acc, _EMPTY2I, ll, _threads_for(n_tok * n_inner, nt_all), seq_init=z_init is None,
         split=split, zsave=zsave,
     )
-    # the saved sweeps' word-topic counts, word by word (no (|cols|, K) table), averaged
-    jptr, topics, counts = _sampler.count_word_topics(indices, lay.cnt, zsave, cols.size, K)
+    if rao_blackwell:
+        S = stats_csr(_rao_blackwell_counts(lay, indices, zsave, w, alpha_v, nt_all)
+                      / float(n_samples), cols, V)
+    else:
+        # the saved sweeps' word-topic counts, word by word (no (|cols|, K) table), averaged
+        jptr, topics, counts = _sampler.count_word_topics(indices, lay.cnt, zsave, cols.size,
+                                                          K)
+        S = stats_csr_from_columns(counts / float(n_samples), topics, jptr, cols, V, K)
     del zsave
-    S = stats_csr_from_columns(counts / float(n_samples), topics, jptr, cols, V, K)
     if return_doc_topic:
         doc_topic /= float(n_samples)
     return GibbsResult(S, float(ll.sum()), doc_topic, n_tok, z if return_z else None)
+
+
+def _rao_blackwell_counts(lay, indices, zsave, w, alpha_v, n_threads):
+    """(n_words, K) sum over the saved sweeps of the Rao-Blackwellized word-topic counts:
+    every token's conditional p(z_i = k | z_-i) propto (n_dk^-i + alpha_k) w_vk in place of
+    its draw (weights mode of :func:`~sparseclust._kernels._sampler.rb_doc_part`)."""
+    n, K = w.shape
+    A = np.empty(n)
+    E = np.empty((0, 0), np.int32)
+    inv = np.empty(0)
+    _sampler.rb_word_mass(E, w, inv, 0.0, alpha_v, A, n_threads)
+    out = np.zeros((n, K))
+    s = np.zeros(n)
+    for zs in zsave:
+        zs = np.ascontiguousarray(zs, dtype=_z_dtype(K))
+        _sampler.rb_doc_part(lay.indptr, indices, lay.cnt, lay.tokptr, zs, E, w, inv, 0.0,
+                             alpha_v, A, out, s, 0, n_threads)
+    _sampler.rb_smooth_part(E, w, inv, 0.0, alpha_v, s, out, 0, n_threads)
+    return out
 
 
 #: LazyTopicStats renormalises its stored values when the scale factor falls below this
