@@ -43,7 +43,11 @@ The 'ours' group splits into ``--learned-k dp`` (the DP fits; ``--dp-K`` picks t
 truncations) and ``--learned-k finite`` (the finite grid), which may run as separate processes;
 their JSONs are listed after the earlier ones in ``--learned-k-report``, where a later file's
 runs replace an earlier file's of the same method, K and seed. Our fits record wall and CPU
-seconds (``time.process_time``), held-out scoring excluded.
+seconds (``time.process_time``), held-out scoring excluded, and the CPU seconds at the end of
+every pass (``curve[i]["cpu"]``). The report's ``summary["time_to_target"]`` gives, per DP
+fit, the CPU seconds until its held-out score first reaches the target (the best finite K of
+the grid minus 0.1%) beside the whole-fit CPU seconds of the finite fit of the same seed at
+the K nearest the learned one (``--finite-K 10`` adds the K the DP learns on the patches).
 
 The default pass against L = K (the defaults: L = 4 with ``n_candidates='auto'`` and
 ``candidate_refresh='auto'``; beside them L = 4 without candidate sets and L = K), per-pass CPU
@@ -488,15 +492,18 @@ def main(argv=None):
 
 
 # ----------------------------------------------------------------------------- learned K
-def _timed_fit(est, X, X_ho):
+def _timed_fit(est, X, X_ho, marks=None):
     """Fit ``est`` (ours) with held-out scoring after every pass; returns the wall and the
     CPU seconds (``time.process_time``) of the fit without the scoring (initialization
-    included)."""
+    included). ``marks``, a list, receives the CPU seconds of the fit so far at every
+    held-out scoring (the end of every pass)."""
     spent = [0.0, 0.0]
     inner = est._score_samples_params
 
     def scored(*a, **kw):
         t, c = time.perf_counter(), time.process_time()
+        if marks is not None:
+            marks.append(c - c0 - spent[1])
         out = inner(*a, **kw)
         spent[0] += time.perf_counter() - t
         spent[1] += time.process_time() - c
@@ -527,15 +534,18 @@ def run_dp_one(X, X_ho, K, dp, args, seed):
     else:
         kw.update(weight_concentration_prior=10.0 / K)
     est = SparseGaussianMixture(K, **kw)
-    seconds, cpu = _timed_fit(est, X, X_ho)
+    marks = []
+    seconds, cpu = _timed_fit(est, X, X_ho, marks)
     offset = seconds - est.trace_[-1]["elapsed"]  # initialization
+    if len(marks) != len(est.trace_):  # one held-out score per pass
+        marks = [None] * len(est.trace_)
     curve = [
-        {"elapsed": offset + e["elapsed"], "heldout": e["heldout"],
+        {"elapsed": offset + e["elapsed"], "cpu": c, "heldout": e["heldout"],
          "n_components": e["n_components"],
          "merges_accepted": e.get("merges_accepted", 0),
          "deletes_accepted": e.get("deletes_accepted", 0),
          "births_accepted": e.get("births_accepted", 0)}
-        for e in est.trace_
+        for e, c in zip(est.trace_, marks, strict=True)
     ]
     return {
         "method": method,
@@ -718,11 +728,42 @@ def learned_k_report(paths, out):
                 (t["heldout"] - bgm["heldout"]) / abs(bgm["heldout"]))
         variant = t["method"][len("ours DP+moves"):]  # "" or " (nu0=...)"
         summary[f"DP{variant} from K={t['K_start']}"] = entry
+    if best is not None:
+        summary["time_to_target"] = _time_to_target(runs, best["heldout"])
     merged["summary"] = summary
     with open(Path(out).with_suffix(".json"), "w") as fh:
         json.dump(merged, fh, indent=1)
     plot_learned_k(merged, Path(out).with_suffix(".png"))
     print(json.dumps({"table": table, "summary": summary}, indent=1))
+
+
+def _time_to_target(runs, best_heldout, rel=1e-3):
+    """Per DP fit (method, start K, seed): the CPU seconds (initialization included, scoring
+    excluded) at the end of the first pass whose held-out score reaches the target's
+    ``best_heldout - rel |best_heldout|``, beside the whole-fit CPU seconds of the finite fit
+    of the same seed at the finite K nearest the K the DP fit learned (any finite run in
+    ``runs``, e.g. K = 10), and their ratio. Fits whose curve has no CPU marks are skipped."""
+    target = best_heldout - rel * abs(best_heldout)
+    finite = [r for r in runs if r["method"] == "ours finite"]
+    rows = []
+    for r in runs:
+        if not r["method"].startswith("ours DP+moves") or not r.get("curve"):
+            continue
+        if any(c.get("cpu") is None for c in r["curve"]):
+            continue
+        hit = next((c for c in r["curve"] if c["heldout"] >= target), None)
+        same = [f for f in finite if f["seed"] == r["seed"]]
+        near = min(same, key=lambda f: abs(f["K_start"] - r["K_learned"])) if same else None
+        row = {"method": r["method"], "K_start": r["K_start"], "seed": r["seed"],
+               "target": target, "K_learned": r["K_learned"],
+               "cpu_to_target": hit["cpu"] if hit else None,
+               "passes_to_target": r["curve"].index(hit) + 1 if hit else None,
+               "finite_K": near["K_start"] if near else None,
+               "finite_cpu_seconds": near["cpu_seconds"] if near else None}
+        row["ratio"] = (row["cpu_to_target"] / row["finite_cpu_seconds"]
+                        if hit and near and near["cpu_seconds"] else None)
+        rows.append(row)
+    return rows
 
 
 def plot_learned_k(results, path):
@@ -732,14 +773,17 @@ def plot_learned_k(results, path):
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.5, 4.8))
-    colors = {50: "tab:blue", 100: "tab:green", 200: "tab:purple", 400: "tab:red"}
+    colors = {10: "tab:orange", 50: "tab:blue", 100: "tab:green", 200: "tab:purple",
+              400: "tab:red"}
+    # CPU seconds for the curves that have them (runs since the CPU marks), else wall seconds
     seen = set()
     for r in results["runs"]:
-        label = f"{r['method']} K={r['K_start']}"
+        cpu = all(c.get("cpu") is not None for c in r.get("curve", []))
+        label = f"{r['method']} K={r['K_start']}" + ("" if cpu else " (wall s)")
         first = label not in seen
         seen.add(label)
         if "curve" in r:
-            t = [c["elapsed"] for c in r["curve"]]
+            t = [c["cpu"] if cpu else c["elapsed"] for c in r["curve"]]
             h = [c["heldout"] for c in r["curve"]]
             style = (("-." if "nu0" in r["method"] else "-")
                      if r["method"].startswith("ours DP") else "--")
@@ -748,10 +792,13 @@ def plot_learned_k(results, path):
                     label=(f"{label} (learned {r['K_learned']})" if style == "-" else label)
                     if first else None)
         else:
+            # scikit-learn's stored fits have wall seconds only (an earlier, loaded run)
             ax.plot([r["seconds"]], [r["heldout"]], "x" if "Bayes" in r["method"] else "+",
-                    color="k", ms=9, label=f"sklearn {r['method']} K=100" if first else None)
+                    color="k", ms=9,
+                    label=f"sklearn {r['method']} K=100 (wall s)" if first else None)
     ax.set_xscale("log")
-    ax.set_xlabel("training time incl. initialization (s, log scale)")
+    ax.set_xlabel("CPU seconds of training incl. initialization (wall seconds where marked; "
+                  "log scale)")
     ax.set_ylabel("held-out log-likelihood per patch")
     lo = min(r["heldout"] for r in results["runs"])
     hi = max(r["heldout"] for r in results["runs"])
