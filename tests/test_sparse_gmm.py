@@ -1526,6 +1526,27 @@ def test_merged_component_terms_equal_the_terms_of_pooled_statistics(covariance_
     assert np.all(np.isfinite(got))
 
 
+@pytest.mark.parametrize("zero_mean", [True, False])
+def test_pooled_component_terms_are_bitwise_the_one_by_one_merge_terms(zero_mean):
+    # the chained merges' data terms, computed for many pairs at once, must be the very
+    # numbers Workspace.try_merge computes for one pair (the round's decisions depend on them)
+    rng = np.random.RandomState(2)
+    X = rng.randn(400, 4) @ rng.randn(4, 4)
+    K = 7
+    est = SparseGaussianMixture(K, zero_mean=zero_mean, weight_concentration_prior_type=DP,
+                                reg_covar=1e-5)
+    prior = est._build_prior(X)
+    model = _DPMixtureModel(prior, K, 3, X.dtype, moves=("merge",))
+    st = model.stats_from_responsibilities(rng.dirichlet(np.ones(K), 400),
+                                           _dense_idx(400, K), X)
+    work = _Workspace(model, st.copy())
+    pa, pb = np.nonzero(~np.eye(K, dtype=bool))
+    got = work.pooled_component_terms(pa, pb)
+    for p, (a, b) in enumerate(zip(pa.tolist(), pb.tolist(), strict=True)):
+        pooled = SuffStats(**{f: v[[a]] + v[[b]] for f, v in st.items()})
+        assert got[p] == _gaussian.optimal_component_terms(pooled, prior)[0]
+
+
 def _merged_away(seed=0, n_per=300):
     # three well separated clusters; the initial labels put the last two in one cluster
     rng = np.random.RandomState(seed)

@@ -79,6 +79,9 @@ __all__ = ["MixtureMoves"]
 #: a proposal is accepted when it raises the objective by more than this fraction of |L|
 ACCEPT_RTOL = 1e-12
 
+#: pairs of the merge order scanned at once for the data terms of chained merges
+CHAIN_BATCH = 64
+
 
 def restrict(stats, idx):
     """The statistics of the clusters ``idx`` only (a new SuffStats)."""
@@ -427,15 +430,41 @@ class MixtureMoves(MoveBook):
             keys = np.minimum(z, y) * K + np.maximum(z, y)
             return not np.any(_pair_lookup(PH, keys) != 0.0)
 
+        # the data terms of chained merges are computed for the next chained pairs of the
+        # order at once (one call, one Cholesky factor each) and used while neither cluster
+        # has changed since (``version``), so each equals its one-by-one evaluation
+        version = np.zeros(K, dtype=np.int64)
+        chained_terms = {}
+
+        def chained_comp(q, a, b):
+            hit = chained_terms.get((a, b))
+            if hit is None or hit[0] != version[a] or hit[1] != version[b]:
+                sel = [(x, y) for x, y in pairs[q:q + CHAIN_BATCH].tolist()
+                       if work.alive[x] and work.alive[y]
+                       and (x in log.touched) != (y in log.touched)]
+                ia = np.array([x for x, _ in sel], dtype=np.int64)
+                ib = np.array([y for _, y in sel], dtype=np.int64)
+                values = work.pooled_component_terms(ia, ib)
+                for (x, y), v in zip(sel, values.tolist(), strict=True):
+                    chained_terms[(x, y)] = (version[x], version[y], v)
+                hit = chained_terms[(a, b)]
+            return hit[2]
+
+        batched = self.prior.covariance_type == "full"
+
         def try_merge(q, a, b):
             p = order[q]
             chained = a in log.touched or b in log.touched
             if not chained and not gain[p] > 0.0:
                 return False
-            return work.try_merge(a, b, ph[p], None if chained else comp_ab[p])
+            if not chained:
+                return work.try_merge(a, b, ph[p], comp_ab[p])
+            return work.try_merge(a, b, ph[p], chained_comp(q, a, b) if batched else None)
 
         def apply_and_record(q, a, b):
             apply(a, b)
+            version[a] += 1
+            version[b] += 1
             absorbed.setdefault(a, []).append(b)
             absorbed[a].extend(absorbed.pop(b, []))
 
@@ -836,20 +865,26 @@ class _Workspace:
         return (_gaussian.optimal_allocation_terms(N, self.prior)
                 + float(np.sum(stats["entropy"][alive])) + float(np.sum(comp[alive])))
 
+    def pooled_component_terms(self, ia, ib):
+        """The data terms of the clusters ``ia[p] + ib[p]`` pooled, for every p, computed as
+        :meth:`try_merge` computes one (the same operations, so the same values)."""
+        st = self.stats
+        prop = {k: v[ia] + v[ib] for k, v in st.items() if k != "entropy"}
+        return _gaussian.optimal_component_terms(prop, self.prior)
+
     def try_merge(self, a, b, ph, comp_ab=None):
         """Merge b into a if that raises the whole-data ELBO; ``comp_ab``: the merged
         cluster's data terms when already computed (they do not depend on ``ph``)."""
         st = self.stats
-        prop = SuffStats(**{k: v[[a]] + v[[b]] for k, v in st.items()})
-        prop["entropy"] = prop["entropy"] + ph
         if comp_ab is None:
+            prop = SuffStats(**{k: v[[a]] + v[[b]] for k, v in st.items()})
             comp_ab = _gaussian.optimal_component_terms(prop, self.prior)[0]
         alive = self.alive.copy()
         alive[b] = False
         N = st["N"].copy()
-        N[a] = prop["N"][0]
+        N[a] = st["N"][a] + st["N"][b]
         ent = st["entropy"].copy()
-        ent[a] = prop["entropy"][0]
+        ent[a] = (st["entropy"][a] + st["entropy"][b]) + ph
         comp = self.comp.copy()
         comp[a] = comp_ab
         value = (_gaussian.optimal_allocation_terms(N[alive], self.prior)
