@@ -866,8 +866,8 @@ class _Workspace:
                 + float(np.sum(stats["entropy"][alive])) + float(np.sum(comp[alive])))
 
     def pooled_component_terms(self, ia, ib):
-        """The data terms of the clusters ``ia[p] + ib[p]`` pooled, for every p, computed as
-        :meth:`try_merge` computes one (the same operations, so the same values)."""
+        """The data terms of the clusters ``ia[p] + ib[p]`` pooled, for every p (one Cholesky
+        factor each); :meth:`try_merge` computes a single pair's the same way."""
         st = self.stats
         prop = {k: v[ia] + v[ib] for k, v in st.items() if k != "entropy"}
         return _gaussian.optimal_component_terms(prop, self.prior)
@@ -877,8 +877,7 @@ class _Workspace:
         cluster's data terms when already computed (they do not depend on ``ph``)."""
         st = self.stats
         if comp_ab is None:
-            prop = SuffStats(**{k: v[[a]] + v[[b]] for k, v in st.items()})
-            comp_ab = _gaussian.optimal_component_terms(prop, self.prior)[0]
+            comp_ab = self.pooled_component_terms([a], [b])[0]
         alive = self.alive.copy()
         alive[b] = False
         N = st["N"].copy()

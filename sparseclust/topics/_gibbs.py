@@ -60,6 +60,7 @@ from ._sem import (
     _EMPTY2F,
     _EMPTY2I,
     DENSE_MAX_K,
+    _RaoBlackwell,
     _threads_for,
     _z_dtype,
     token_layout,
@@ -227,8 +228,10 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         split=split, zsave=zsave,
     )
     if rao_blackwell:
-        S = stats_csr(_rao_blackwell_counts(lay, indices, zsave, w, alpha_v, nt_all)
-                      / float(n_samples), cols, V)
+        # the Rao-Blackwellized counts in weights mode, over the batch's word types
+        rb = _RaoBlackwell(K, 0.0, alpha_v, nt_all, w=w)
+        zs = (np.ascontiguousarray(zt, dtype=_z_dtype(K)) for zt in zsave)
+        S = stats_csr(rb.sum(lay._replace(indices=indices), zs) / float(n_samples), cols, V)
     else:
         # the saved sweeps' word-topic counts, word by word (no (|cols|, K) table), averaged
         jptr, topics, counts = _sampler.count_word_topics(indices, lay.cnt, zsave, cols.size,
@@ -238,25 +241,6 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
     if return_doc_topic:
         doc_topic /= float(n_samples)
     return GibbsResult(S, float(ll.sum()), doc_topic, n_tok, z if return_z else None)
-
-
-def _rao_blackwell_counts(lay, indices, zsave, w, alpha_v, n_threads):
-    """(n_words, K) sum over the saved sweeps of the Rao-Blackwellized word-topic counts:
-    every token's conditional p(z_i = k | z_-i) propto (n_dk^-i + alpha_k) w_vk in place of
-    its draw (weights mode of :func:`~sparseclust._kernels._sampler.rb_doc_part`)."""
-    n, K = w.shape
-    A = np.empty(n)
-    E = np.empty((0, 0), np.int32)
-    inv = np.empty(0)
-    _sampler.rb_word_mass(E, w, inv, 0.0, alpha_v, A, n_threads)
-    out = np.zeros((n, K))
-    s = np.zeros(n)
-    for zs in zsave:
-        zs = np.ascontiguousarray(zs, dtype=_z_dtype(K))
-        _sampler.rb_doc_part(lay.indptr, indices, lay.cnt, lay.tokptr, zs, E, w, inv, 0.0,
-                             alpha_v, A, out, s, 0, n_threads)
-    _sampler.rb_smooth_part(E, w, inv, 0.0, alpha_v, s, out, 0, n_threads)
-    return out
 
 
 #: LazyTopicStats renormalises its stored values when the scale factor falls below this
