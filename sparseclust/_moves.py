@@ -440,11 +440,12 @@ class MoveBook:
         cached statistics. ``alive`` (bool (K,)) is read at every step. ``may_chain(p, a,
         b)``, when given, may still allow a pair one of whose components was touched (a
         model that can evaluate such a merge exactly)."""
-        for p in range(pairs.shape[0]):
-            a, b = (int(x) for x in pairs[p])
-            if not (alive()[a] and alive()[b]):
+        touched = log.touched
+        for p, (a, b) in enumerate(np.asarray(pairs).tolist()):
+            live = alive()
+            if not (live[a] and live[b]):
                 continue
-            if (a in log.touched or b in log.touched) and (
+            if (a in touched or b in touched) and (
                     may_chain is None or not may_chain(p, a, b)):
                 continue
             log.merges_tried += 1

@@ -1547,6 +1547,71 @@ def test_pooled_component_terms_are_bitwise_the_one_by_one_merge_terms(zero_mean
         assert got[p] == _gaussian.optimal_component_terms(pooled, prior)[0]
 
 
+@pytest.mark.parametrize("reg", [0.0, 1e-3])
+def test_pooled_logdet_kernel_matches_numpy(reg):
+    # the merge candidates' log-determinants, built and factored in the kernel's buffer:
+    # bitwise the factor of the matrix numpy builds, close to slogdet, and the same for any
+    # thread count
+    from sparseclust._kernels import _gmm_weights
+
+    rng = np.random.RandomState(3)
+    K, D = 9, 6
+    A = rng.randn(K, 20, D)
+    Sxx = np.einsum("kni,knj->kij", A, A)
+    B = rng.randn(D, D)
+    psi0 = B @ B.T + np.eye(D)
+    psi0 = 0.5 * (psi0 + psi0.T)
+    pa, pb = (x.astype(np.int64) for x in np.nonzero(~np.eye(K, dtype=bool)))
+    N = rng.uniform(1.0, 30.0, pa.size)
+    out = {}
+    for nt in (1, 2):
+        ld = np.empty(pa.size)
+        status = np.ones(pa.size, dtype=np.int32)
+        _gmm_weights.pooled_logdet(Sxx, psi0, pa, pb, reg * N, bool(reg), ld, status, nt)
+        assert not status.any()
+        out[nt] = ld
+    assert np.array_equal(out[1], out[2])
+    M = (np.take(Sxx, pa, axis=0) + Sxx[pb]) + psi0
+    ref = _gaussian._wishart_factors(M.copy(), reg, N, symmetrize=False)[1]
+    assert np.array_equal(out[1], ref)
+    M[:, np.arange(D), np.arange(D)] += (reg * N)[:, None]
+    np.testing.assert_allclose(out[1], np.linalg.slogdet(M)[1], rtol=1e-12)
+    # a matrix that is not positive definite is flagged
+    bad = -np.eye(D)[None].repeat(K, 0) * 1e3
+    st = np.zeros(pa.size, dtype=np.int32)
+    _gmm_weights.pooled_logdet(bad, psi0, pa, pb, N, False, np.empty(pa.size), st, 1)
+    assert st.all()
+
+
+def test_chained_merge_precheck_keeps_every_decision(monkeypatch):
+    # the chained merges rejected by the vectorized ELBO change (below -CHAIN_MARGIN |L|)
+    # are exactly those the exact whole-data test rejects: with the pre-check disabled
+    # (margin infinite) the fit is bitwise the same, and it needs more exact evaluations
+    from sparseclust.mixture import _dp_moves
+
+    X = _planted(4, K=6, D=3, n_per=120)
+    calls = {"n": 0}
+    exact = _dp_moves._Workspace.try_merge
+
+    def counted(self, *a, **kw):
+        calls["n"] += 1
+        return exact(self, *a, **kw)
+
+    monkeypatch.setattr(_dp_moves._Workspace, "try_merge", counted)
+    fits = {}
+    for margin in (_dp_moves.CHAIN_MARGIN, np.inf):
+        monkeypatch.setattr(_dp_moves, "CHAIN_MARGIN", margin)
+        calls["n"] = 0
+        m = _dp(n_components=60, moves="merge", n_batches=2, max_iter=6, tol=0,
+                random_state=0, L=3).fit(X)
+        fits[margin] = (np.asarray(m.lower_bounds_), m.covariances_, m.weights_,
+                        [e["merges_accepted"] for e in m.trace_], calls["n"])
+    (lb0, cov0, w0, acc0, n0), (lb1, cov1, w1, acc1, n1) = fits.values()
+    assert sum(acc0) > 0 and acc0 == acc1
+    assert np.array_equal(lb0, lb1) and np.array_equal(cov0, cov1) and np.array_equal(w0, w1)
+    assert n0 < n1, (n0, n1)
+
+
 def _merged_away(seed=0, n_per=300):
     # three well separated clusters; the initial labels put the last two in one cluster
     rng = np.random.RandomState(seed)

@@ -393,3 +393,60 @@ def scale_factors(
                 m[i] = m[i] * sc
                 acc = acc + m[i] * m[i]
             tr_prec[k] = acc
+
+
+def pooled_logdet(
+    const double[:, :, ::1] Sxx,  # IN (K, D, D) second moments of the components
+    const double[:, ::1] psi0,  # IN (D, D) prior scale matrix (exactly symmetric)
+    const long long[::1] pa,  # IN (P,) first component of each pair
+    const long long[::1] pb,  # IN (P,) second component of each pair
+    const double[::1] diag_add,  # IN (P,) added to the diagonal of pair p's matrix (reg N)
+    bint add_diag,
+    double[::1] logdet,  # OUT (P,) log |Psi_0 + Sxx_a + Sxx_b (+ diag_add I)|
+    int[::1] status,  # OUT (P,) 0, or 1 when the matrix is not positive definite
+    int n_threads,
+):
+    """``log |(Sxx_a + Sxx_b) + Psi_0|`` (plus ``diag_add[p]`` on the diagonal when
+    ``add_diag``) for every pair p = (pa[p], pb[p]): the pooled scale matrix of a merge is
+    built in a per-thread buffer, in the order of operations of the numpy expression, and
+    factored there (LAPACK ``potrf``) while it is in cache, so each value equals
+    ``scale_factors`` on the matrix built by numpy. The caller must limit BLAS to one
+    thread around this kernel."""
+    cdef Py_ssize_t P = pa.shape[0]
+    cdef int D = <int> psi0.shape[0]
+    cdef Py_ssize_t DD = <Py_ssize_t> D * D
+    cdef Py_ssize_t p, i
+    cdef int info, n_fail = 0
+    cdef char lo = b'L'
+    cdef double* m
+    cdef const double* sa
+    cdef const double* sb
+    cdef const double* s0 = &psi0[0, 0]
+    cdef double acc
+    if P == 0:
+        return
+    with nogil, parallel(num_threads=n_threads):
+        m = <double*> sc_thread_malloc((DD + 8) * sizeof(double))
+        for p in prange(P, schedule="static"):
+            if m == NULL:
+                n_fail += 1
+                continue
+            status[p] = 0
+            sa = &Sxx[pa[p], 0, 0]
+            sb = &Sxx[pb[p], 0, 0]
+            for i in range(DD):
+                m[i] = (sa[i] + sb[i]) + s0[i]
+            if add_diag:
+                for i in range(D):
+                    m[i * D + i] = m[i * D + i] + diag_add[p]
+            dpotrf(&lo, &D, m, &D, &info)
+            if info != 0:
+                status[p] = 1
+                continue
+            acc = 0
+            for i in range(D):
+                acc = acc + log(m[i * D + i])
+            logdet[p] = 2.0 * acc
+        free(m)
+    if n_fail:
+        raise MemoryError("pooled_logdet: a per-thread buffer could not be allocated.")

@@ -82,6 +82,10 @@ ACCEPT_RTOL = 1e-12
 #: pairs of the merge order scanned at once for the data terms of chained merges
 CHAIN_BATCH = 64
 
+#: a chained merge whose ELBO change, computed for several at once, is below
+#: ``-CHAIN_MARGIN * |L|`` is rejected without the exact evaluation (which it cannot pass)
+CHAIN_MARGIN = 1e-9
+
 
 def restrict(stats, idx):
     """The statistics of the clusters ``idx`` only (a new SuffStats)."""
@@ -435,36 +439,72 @@ class MixtureMoves(MoveBook):
         # has changed since (``version``), so each equals its one-by-one evaluation
         version = np.zeros(K, dtype=np.int64)
         chained_terms = {}
+        pair_list = pairs.tolist()
+
+        def chained_sel(q):
+            return [(r, x, y) for r, (x, y) in enumerate(pair_list[q:q + CHAIN_BATCH], q)
+                    if work.alive[x] and work.alive[y]
+                    and (x in log.touched) != (y in log.touched)]
 
         def chained_comp(q, a, b):
             hit = chained_terms.get((a, b))
             if hit is None or hit[0] != version[a] or hit[1] != version[b]:
-                sel = [(x, y) for x, y in pairs[q:q + CHAIN_BATCH].tolist()
-                       if work.alive[x] and work.alive[y]
-                       and (x in log.touched) != (y in log.touched)]
-                ia = np.array([x for x, _ in sel], dtype=np.int64)
-                ib = np.array([y for _, y in sel], dtype=np.int64)
+                sel = chained_sel(q)
+                ia = np.array([x for _, x, _ in sel], dtype=np.int64)
+                ib = np.array([y for _, _, y in sel], dtype=np.int64)
                 values = work.pooled_component_terms(ia, ib)
-                for (x, y), v in zip(sel, values.tolist(), strict=True):
+                for (_, x, y), v in zip(sel, values.tolist(), strict=True):
                     chained_terms[(x, y)] = (version[x], version[y], v)
                 hit = chained_terms[(a, b)]
             return hit[2]
 
+        # the ELBO change of the next chained merges, each on the current state, in one
+        # vectorized step (valid until a merge is accepted: ``accepted``); a merge whose
+        # change is below -CHAIN_MARGIN |L| cannot pass the exact test of
+        # ``_Workspace.try_merge`` (its rounding is many orders of magnitude smaller), so it
+        # is rejected without it and every decision is the one the exact test makes
+        accepted = [0]
+        chained_gains = {}
+
+        def chained_gain(q, a, b):
+            hit = chained_gains.get((a, b))
+            if hit is None or hit[0] != accepted[0]:
+                sel = chained_sel(q)
+                ia = np.array([x for _, x, _ in sel], dtype=np.int64)
+                ib = np.array([y for _, _, y in sel], dtype=np.int64)
+                comp = np.array([chained_comp(q, x, y) for _, x, y in sel])
+                alive = work.alive
+                pos = np.cumsum(alive) - 1
+                g = (comp - work.comp[ia] - work.comp[ib]
+                     + ph[order[[r for r, _, _ in sel]]]
+                     + _gaussian.merge_allocation_gain(st["N"][alive], self.prior, pos[ia],
+                                                       pos[ib]))
+                for (_, x, y), v in zip(sel, g.tolist(), strict=True):
+                    chained_gains[(x, y)] = (accepted[0], v)
+                hit = chained_gains[(a, b)]
+            return hit[1]
+
         batched = self.prior.covariance_type == "full"
+        gain_list = gain[order].tolist()
 
         def try_merge(q, a, b):
             p = order[q]
             chained = a in log.touched or b in log.touched
-            if not chained and not gain[p] > 0.0:
-                return False
             if not chained:
+                if not gain_list[q] > 0.0:
+                    return False
                 return work.try_merge(a, b, ph[p], comp_ab[p])
-            return work.try_merge(a, b, ph[p], chained_comp(q, a, b) if batched else None)
+            if not batched:
+                return work.try_merge(a, b, ph[p])
+            if chained_gain(q, a, b) < -CHAIN_MARGIN * abs(work.value):
+                return False
+            return work.try_merge(a, b, ph[p], chained_comp(q, a, b))
 
         def apply_and_record(q, a, b):
             apply(a, b)
             version[a] += 1
             version[b] += 1
+            accepted[0] += 1
             absorbed.setdefault(a, []).append(b)
             absorbed[a].extend(absorbed.pop(b, []))
 
@@ -869,6 +909,8 @@ class _Workspace:
         """The data terms of the clusters ``ia[p] + ib[p]`` pooled, for every p (one Cholesky
         factor each); :meth:`try_merge` computes a single pair's the same way."""
         st = self.stats
+        if self.prior.covariance_type == "full":
+            return _gaussian.merged_component_terms(st, ia, ib, self.prior)
         prop = {k: v[ia] + v[ib] for k, v in st.items() if k != "entropy"}
         return _gaussian.optimal_component_terms(prop, self.prior)
 

@@ -498,41 +498,58 @@ def optimal_component_terms(stats, prior):
     return _log_marginal_full(N, scale_inv, None if prior.zero_mean else stats["Sx"], prior)
 
 
-def merged_component_terms(stats, pa, pb, prior, chunk=256):
+def merged_component_terms(stats, pa, pb, prior, chunk=16):
     """:func:`optimal_component_terms` of the clusters ``pa[p] + pb[p]`` pooled (a merge), for
     every pair p, without forming the pooled statistics of other fields: for 'full' the
     pooled scale matrices ``Psi_0 + Sxx_a + Sxx_b`` are built ``chunk`` pairs at a time in
-    one buffer, and their Cholesky factors read them as they are (the statistics and the
-    symmetrized ``Psi_0`` are exactly symmetric)."""
-    pa = np.asarray(pa, dtype=np.int64)
-    pb = np.asarray(pb, dtype=np.int64)
-    out = np.empty(pa.size)
+    one buffer that their Cholesky factors read as they are (the statistics and the
+    symmetrized ``Psi_0`` are exactly symmetric) while it is still in cache; the other terms
+    are computed for all pairs at once. Each value equals its own one-pair evaluation."""
+    pa = np.ascontiguousarray(pa, dtype=np.int64)
+    pb = np.ascontiguousarray(pb, dtype=np.int64)
     N_all = np.asarray(stats["N"], dtype=np.float64)
-    full = prior.covariance_type == "full"
-    if full:
-        Sxx = np.asarray(stats["Sxx"], dtype=np.float64)
-        psi0 = 0.5 * (prior.psi0 + prior.psi0.T)
-    for s0 in range(0, pa.size, chunk):
-        ia, ib = pa[s0:s0 + chunk], pb[s0:s0 + chunk]
-        if not full:
+    if prior.covariance_type != "full":
+        out = np.empty(pa.size)
+        for s0 in range(0, pa.size, 4096):
+            ia, ib = pa[s0:s0 + 4096], pb[s0:s0 + 4096]
             pooled = {k: np.asarray(v)[ia] + np.asarray(v)[ib] for k, v in stats.items()}
             out[s0:s0 + ia.size] = optimal_component_terms(pooled, prior)
-            continue
+        return out
+    Sxx = np.asarray(stats["Sxx"], dtype=np.float64)
+    psi0 = 0.5 * (prior.psi0 + prior.psi0.T)
+    N = N_all[pa] + N_all[pb]
+    logdet = np.empty(pa.size)
+    extra = np.zeros(pa.size)
+    if prior.zero_mean:
+        # one kernel call: each pooled matrix is built and factored in a per-thread buffer
+        status = np.zeros(pa.size, dtype=np.int32)
+        reg = prior.reg
+        with _single_threaded_blas():
+            _gmm_weights.pooled_logdet(np.ascontiguousarray(Sxx), np.ascontiguousarray(psi0),
+                                       pa, pb, reg * np.maximum(N, 0.0), bool(reg), logdet,
+                                       status, 1)
+        if np.any(status):
+            raise ValueError(
+                "A posterior scale matrix is not positive definite; increase reg_covar or "
+                "check covariance_prior."
+            )
+        return _log_marginal_from_logdet(N, logdet, extra, prior)
+    for s0 in range(0, pa.size, chunk):
+        ia, ib = pa[s0:s0 + chunk], pb[s0:s0 + chunk]
         scale_inv = np.take(Sxx, ia, axis=0)
         scale_inv += Sxx[ib]
         scale_inv += psi0
         Sx = None if prior.zero_mean else stats["Sx"][ia] + stats["Sx"][ib]
-        out[s0:s0 + ia.size] = _log_marginal_full(N_all[ia] + N_all[ib], scale_inv, Sx, prior,
-                                                  symmetrize=False)
-    return out
+        sl = slice(s0, s0 + ia.size)
+        logdet[sl], extra[sl] = _pooled_logdet(N[sl], scale_inv, Sx, prior, symmetrize=False)
+    return _log_marginal_from_logdet(N, logdet, extra, prior)
 
 
-def _log_marginal_full(N, scale_inv, Sx, prior, symmetrize=True):
-    """The log marginal likelihood of full-covariance components (the body of
-    :func:`optimal_component_terms`) from ``N``, ``Psi_0 + Sxx`` (edited in place when
-    ``symmetrize`` is False) and ``Sx`` (None for zero-mean models)."""
+def _pooled_logdet(N, scale_inv, Sx, prior, symmetrize=True):
+    """``log |Psi_k|`` of full-covariance components' posterior scale matrices from ``N``,
+    ``Psi_0 + Sxx`` (edited in place when ``symmetrize`` is False) and ``Sx`` (None for
+    zero-mean models), and the mean term ``D / 2 log(beta_0 / beta_k)`` (0 without means)."""
     D = prior.n_features
-    nu = prior.nu0 + N
     extra = 0.0
     if not prior.zero_mean:
         Nc, beta, xbar, _ = _centered(N, np.asarray(Sx, dtype=np.float64), prior)
@@ -543,8 +560,24 @@ def _log_marginal_full(N, scale_inv, Sx, prior, symmetrize=True):
         extra = 0.5 * D * np.log(prior.beta0 / beta)
         symmetrize = True  # the centring products are symmetric only up to rounding
     _, logdet, _, _ = _wishart_factors(scale_inv, prior.reg, N, symmetrize=symmetrize)
+    return logdet, extra
+
+
+def _log_marginal_from_logdet(N, logdet, extra, prior):
+    """The log marginal likelihood of full-covariance components from ``log |Psi_k|`` and
+    the mean term of :func:`_pooled_logdet`."""
+    D = prior.n_features
+    nu = prior.nu0 + N
     logB = 0.5 * nu * logdet - 0.5 * nu * D * math.log(2.0) - _log_multigamma(0.5 * nu, D)
     return -0.5 * N * D * LOG_2PI + prior.log_b0 - logB + extra
+
+
+def _log_marginal_full(N, scale_inv, Sx, prior, symmetrize=True):
+    """The log marginal likelihood of full-covariance components (the body of
+    :func:`optimal_component_terms`) from ``N``, ``Psi_0 + Sxx`` (edited in place when
+    ``symmetrize`` is False) and ``Sx`` (None for zero-mean models)."""
+    logdet, extra = _pooled_logdet(N, scale_inv, Sx, prior, symmetrize)
+    return _log_marginal_from_logdet(N, logdet, extra, prior)
 
 
 def component_terms(stats, params, prior):
