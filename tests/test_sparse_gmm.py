@@ -785,6 +785,52 @@ def test_scale_factors_kernel_against_numpy(n_threads):
     np.testing.assert_array_equal(status, [0, 1, 1])
 
 
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_factor_kernels_flag_each_matrix_on_its_own(n_threads):
+    # LAPACK's ``info`` is per thread: with good and non-positive-definite matrices
+    # interleaved over many components, each status (and log-determinant) is that matrix's
+    # own, for both the global step's kernel and the merge candidates' kernel
+    from sparseclust._kernels import _gmm_weights
+
+    rng = np.random.RandomState(5)
+    K, D = 400, 8
+    A = rng.randn(K, D + 4, D)
+    S = np.einsum("kni,knj->kij", A, A) + 0.1 * np.eye(D)
+    bad = rng.rand(K) < 0.5
+    S[bad] = -S[bad]
+    ref = np.where(bad, 0.0, np.linalg.slogdet(np.where(bad[:, None, None], np.eye(D), S))[1])
+    for _ in range(3):
+        status = np.full(K, 7, dtype=np.int32)
+        logdet = np.zeros(K)
+        _gmm_weights.scale_factors(S.copy(), np.empty_like(S), np.full(K, D + 1.0), logdet,
+                                   np.empty(K), status, False, True, n_threads)
+        np.testing.assert_array_equal(status, bad.astype(np.int32))
+        np.testing.assert_allclose(logdet[~bad], ref[~bad], rtol=1e-12)
+        # pairs (k, k) with a zero prior: the pooled matrix is 2 S_k
+        pa = np.arange(K, dtype=np.int64)
+        status = np.full(K, 7, dtype=np.int32)
+        logdet = np.zeros(K)
+        _gmm_weights.pooled_logdet(S, np.zeros((D, D)), pa, pa, np.zeros(K), False, logdet,
+                                   status, n_threads)
+        np.testing.assert_array_equal(status, bad.astype(np.int32))
+        np.testing.assert_allclose(logdet[~bad], ref[~bad] + D * np.log(2.0), rtol=1e-12)
+
+
+def test_pooled_logdet_rejects_inconsistent_input():
+    from sparseclust._kernels import _gmm_weights
+
+    S = np.repeat(np.eye(3)[None], 4, axis=0)
+    pa = np.array([0, 1], dtype=np.int64)
+    ld, st = np.empty(2), np.empty(2, dtype=np.int32)
+    with pytest.raises(IndexError):
+        _gmm_weights.pooled_logdet(S, np.eye(3), pa, np.array([0, 4], dtype=np.int64),
+                                   np.zeros(2), False, ld, st, 1)
+    with pytest.raises(ValueError):
+        _gmm_weights.pooled_logdet(S, np.eye(2), pa, pa, np.zeros(2), False, ld, st, 1)
+    with pytest.raises(ValueError):
+        _gmm_weights.pooled_logdet(S, np.eye(3), pa, pa, np.zeros(3), False, ld, st, 1)
+
+
 def test_float32_weights_accurate_for_nearly_singular_covariance():
     # mean-removed patches lie in a hyperplane: precisions along its normal are huge; the
     # float32 quadratic form must still match float64 (squares taken after the product)
@@ -1584,7 +1630,7 @@ def test_pooled_logdet_kernel_matches_numpy(reg):
 
 
 def test_chained_merge_precheck_keeps_every_decision(monkeypatch):
-    # the chained merges rejected by the vectorized ELBO change (below -CHAIN_MARGIN |L|)
+    # the chained merges rejected by the vectorized ELBO change (below -CHAIN_MARGIN S)
     # are exactly those the exact whole-data test rejects: with the pre-check disabled
     # (margin infinite) the fit is bitwise the same, and it needs more exact evaluations
     from sparseclust.mixture import _dp_moves

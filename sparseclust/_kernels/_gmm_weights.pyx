@@ -355,6 +355,9 @@ def scale_factors(
         return
     with nogil:
         for k in prange(K, schedule="static", num_threads=n_threads):
+            # assigned in the loop body, so each thread has its own LAPACK ``info`` (a
+            # variable only passed by address would be shared between the threads)
+            info = 0
             status[k] = 0
             a = &scale_inv[k, 0, 0]
             m = &out[k, 0, 0]
@@ -421,13 +424,26 @@ def pooled_logdet(
     cdef double* m
     cdef const double* sa
     cdef const double* sb
-    cdef const double* s0 = &psi0[0, 0]
+    cdef const double* s0
     cdef double acc
+    cdef Py_ssize_t K = Sxx.shape[0]
+    if (Sxx.shape[1] != D or Sxx.shape[2] != D or psi0.shape[1] != D or pb.shape[0] != P
+            or diag_add.shape[0] != P or logdet.shape[0] != P or status.shape[0] != P):
+        raise ValueError("pooled_logdet: inconsistent shapes.")
     if P == 0:
         return
+    if D == 0:
+        logdet[:] = 0
+        status[:] = 0
+        return
+    for p in range(P):
+        if pa[p] < 0 or pa[p] >= K or pb[p] < 0 or pb[p] >= K:
+            raise IndexError("pooled_logdet: a pair index is out of range.")
+    s0 = &psi0[0, 0]
     with nogil, parallel(num_threads=n_threads):
         m = <double*> sc_thread_malloc((DD + 8) * sizeof(double))
         for p in prange(P, schedule="static"):
+            info = 0  # per thread (see scale_factors)
             if m == NULL:
                 n_fail += 1
                 continue

@@ -83,7 +83,8 @@ ACCEPT_RTOL = 1e-12
 CHAIN_BATCH = 64
 
 #: a chained merge whose ELBO change, computed for several at once, is below
-#: ``-CHAIN_MARGIN * |L|`` is rejected without the exact evaluation (which it cannot pass)
+#: ``-CHAIN_MARGIN * S`` is rejected without the exact evaluation (which it cannot pass);
+#: S = |L| + sum_k |data terms_k| + sum_k |entropy_k| bounds the magnitude that rounds
 CHAIN_MARGIN = 1e-9
 
 
@@ -460,11 +461,15 @@ class MixtureMoves(MoveBook):
 
         # the ELBO change of the next chained merges, each on the current state, in one
         # vectorized step (valid until a merge is accepted: ``accepted``); a merge whose
-        # change is below -CHAIN_MARGIN |L| cannot pass the exact test of
-        # ``_Workspace.try_merge`` (its rounding is many orders of magnitude smaller), so it
-        # is rejected without it and every decision is the one the exact test makes
+        # change is below -CHAIN_MARGIN S cannot pass the exact test of
+        # ``_Workspace.try_merge``: both sum the same terms, whose magnitudes add up to S, so
+        # their rounding is many orders of magnitude below the margin (even where the ELBO
+        # itself is near 0), and every decision is the one the exact test makes
         accepted = [0]
         chained_gains = {}
+        alive0 = work.alive
+        margin = CHAIN_MARGIN * (abs(work.value) + float(np.sum(np.abs(work.comp[alive0])))
+                                 + float(np.sum(np.abs(st["entropy"][alive0]))))
 
         def chained_gain(q, a, b):
             hit = chained_gains.get((a, b))
@@ -496,7 +501,7 @@ class MixtureMoves(MoveBook):
                 return work.try_merge(a, b, ph[p], comp_ab[p])
             if not batched:
                 return work.try_merge(a, b, ph[p])
-            if chained_gain(q, a, b) < -CHAIN_MARGIN * abs(work.value):
+            if chained_gain(q, a, b) < -margin:
                 return False
             return work.try_merge(a, b, ph[p], chained_comp(q, a, b))
 

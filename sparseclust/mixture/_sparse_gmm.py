@@ -995,6 +995,10 @@ class SparseGaussianMixture(
                     )
                 if not np.all(psi0 > 0):
                     raise ValueError("covariance_prior must be positive.")
+        if full:
+            # exactly symmetric (a no-op on a symmetric matrix), so that every path that adds
+            # it to statistics (the global step, the merge proposals) builds the same matrix
+            psi0 = 0.5 * (psi0 + psi0.T)
         # reg_covar is a pseudo-scatter of every sample *and* of each of the nu0 prior
         # pseudo-samples, so that covariances_ >= reg_covar I as in scikit-learn
         if self.reg_covar:
