@@ -12,6 +12,7 @@ Usage::
     python benchmarks/bench_hdp_validation.py --gammas 1 10 --seeds 0 1
     python benchmarks/bench_hdp_validation.py --move-start 2 8 15 --seeds 0 1 2
     python benchmarks/bench_hdp_validation.py --corpus 20ng --no-lda --move-start 2 15
+    python benchmarks/bench_hdp_validation.py --delete-start 2 15 --no-lda --seeds 0 1 2
 """
 
 import argparse
@@ -48,6 +49,9 @@ def main(argv=None):
     p.add_argument("--move-start", type=int, nargs="+", default=[None],
                    help="first pass whose end runs moves (HDPModel move_opts['start']; "
                    "default: the model's)")
+    p.add_argument("--delete-start", type=int, nargs="+", default=[None],
+                   help="first pass whose end may run deletes, merges unchanged (HDPModel "
+                   "move_opts['delete_start']; default: the move start)")
     p.add_argument("--no-lda", action="store_true")
     p.add_argument("--out", default=str(RESULTS / "hdp_validation.json"))
     args = p.parse_args(argv)
@@ -58,12 +62,14 @@ def main(argv=None):
             is not None else int(v)
     X, X_val = validation_split(args.corpus)
     runs = []
-    for gamma, start, seed in itertools.product(args.gammas, args.move_start, args.seeds):
+    for gamma, start, dstart, seed in itertools.product(args.gammas, args.move_start,
+                                                         args.delete_start, args.seeds):
         m = HDPTopicModel(args.truncation, alpha=ALPHA, gamma=gamma, topic_word_prior=TAU,
                           L=8, max_iter=args.max_iter, random_state=seed, n_threads=1,
                           **extra)
-        if start is not None:
-            m._move_opts = dict(start=start)
+        opts = {k: v for k, v in (("start", start), ("delete_start", dstart)) if v is not None}
+        if opts:
+            m._move_opts = opts
         t0 = time.process_time()
         m.fit(X)
         sec = time.process_time() - t0
@@ -71,7 +77,8 @@ def main(argv=None):
         own = document_completion_score(m, X_val, random_state=0, n_threads=1)
         uni = document_completion_score(m.topic_word_distribution_, X_val, random_state=0,
                                         doc_topic_prior=ALPHA / K, n_threads=1)
-        row = dict(gamma=gamma, move_start=start, seed=seed, extra=extra, n_live=K,
+        row = dict(gamma=gamma, move_start=start, delete_start=dstart, seed=seed,
+                   extra=extra, n_live=K,
                    passes=m.n_iter_, seconds=sec, score=own, score_uniform_prior=uni)
         if not args.no_lda:
             lda = SparseLDA(K, L=8, doc_topic_prior=ALPHA / K, topic_word_prior=TAU,

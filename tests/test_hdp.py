@@ -488,6 +488,25 @@ def test_move_start_option_delays_the_first_round():
                                   np.asarray(sort_only.lower_bounds_[:5]))
 
 
+def test_delete_start_option_delays_deletes_only():
+    """``_move_opts['delete_start']`` (a study hook): merges run from the usual pass, deletes
+    not before the end of the given pass, and the fit until then equals one without the
+    delete move."""
+    X, _, _ = hdp_corpus(0, K=8, V=80, D=200, length=40)
+    kw = dict(max_components=20, L=4, max_iter=9, tol=0, n_batches=4, random_state=0,
+              local_tol=1e-4)
+    late = HDPTopicModel(**kw)
+    late._move_opts = dict(delete_start=6)
+    late.fit(X)
+    no_delete = HDPTopicModel(moves=("merge", "sort"), **kw).fit(X)
+    tr = late.trace_
+    assert all(e["deletes_tried"] == 0 for e in tr[:5])
+    assert sum(e["merges_tried"] for e in tr[:5]) > 0
+    assert sum(e["deletes_tried"] for e in tr[5:]) > 0
+    np.testing.assert_array_equal(np.asarray(late.lower_bounds_[:5]),
+                                  np.asarray(no_delete.lower_bounds_[:5]))
+
+
 def test_live_topics_sorted_and_transform_rows_sum_to_one():
     X, _, _ = hdp_corpus(1, K=6, V=60, D=150, length=40)
     m = HDPTopicModel(max_components=15, max_iter=10, tol=0, random_state=0).fit(X)

@@ -319,7 +319,8 @@ class HDPModel(MoveBook, VariationalModel):
     moves : tuple of str
         Subset of ``("merge", "delete", "sort")``.
     move_opts : dict
-        ``start`` (first pass whose end runs moves, >= 2), ``max_pairs``,
+        ``start`` (first pass whose end runs moves, >= 2), ``delete_start`` (first pass
+        whose end may run deletes; None: ``start``), ``max_pairs``,
         ``pairs_per_topic``, ``min_corr``, ``delete_docs`` (budget of documents to revisit
         per pass), ``max_deletes`` (the most delete proposals per round; a round that
         accepted none halves the next round's number, see :class:`AdaptiveBudget`).
@@ -338,8 +339,8 @@ class HDPModel(MoveBook, VariationalModel):
         self.local_opts = dict(local_opts)
         self.n_threads = n_threads
         self.moves = tuple(moves)
-        opts = dict(start=2, max_pairs=400, pairs_per_topic=4, min_corr=0.05,
-                    delete_docs=500, max_deletes=20, cooldown=3)
+        opts = dict(start=2, delete_start=None, max_pairs=400, pairs_per_topic=4,
+                    min_corr=0.05, delete_docs=500, max_deletes=20, cooldown=3)
         opts.update(move_opts or {})
         self.move_opts = opts
         self.rho = None
@@ -586,7 +587,9 @@ class HDPModel(MoveBook, VariationalModel):
                 max_pairs=self.move_opts["max_pairs"], min_score=self.move_opts["min_corr"],
             )
         dels = np.zeros(0, dtype=np.int64)
-        if "delete" in self.moves and K > 1 and self.L is not None and self.L < K:
+        delete_start = self.move_opts["delete_start"]
+        if ("delete" in self.moves and K > 1 and self.L is not None and self.L < K
+                and (delete_start is None or state["pass"] >= delete_start)):
             dels = select_deletes(u["n_users"], max_items=self.move_opts["delete_docs"],
                                   max_candidates=self.delete_budget.value,
                                   allowed=self.deletable())
