@@ -281,6 +281,19 @@ def environment():
         info["cpus_available"] = len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover
         pass
+    # the processor and the BLAS kernel it selected: CPU seconds belong to them, and so does
+    # the rounding (which decides, e.g., which moves a fit accepts)
+    info["cpu"] = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as fh:
+            info["cpu"] = next((ln.split(":", 1)[1].strip() for ln in fh
+                                if ln.startswith("model name")), info["cpu"])
+    except OSError:
+        pass
+    from threadpoolctl import threadpool_info
+
+    info["blas"] = [{k: i.get(k) for k in ("internal_api", "version", "architecture")}
+                    for i in threadpool_info() if i.get("user_api") == "blas"]
     from importlib import metadata
 
     dists = {"sklearn": "scikit-learn"}

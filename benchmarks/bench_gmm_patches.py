@@ -92,6 +92,9 @@ from threadpoolctl import threadpool_info, threadpool_limits
 from sparseclust.datasets import load_image_patches
 from sparseclust.mixture import SparseGaussianMixture
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import environment  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("SPARSECLUST_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
@@ -623,25 +626,6 @@ def run_pass_ratio(X, K, args):
     return out
 
 
-def _environment():
-    """The machine a run's CPU seconds belong to: processor, BLAS build and the kernel it
-    selected (which also decides the rounding, hence which moves a fit accepts), versions."""
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as fh:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in fh
-                        if ln.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return {
-        "python": sys.version.split()[0], "platform": platform.platform(), "cpu": cpu,
-        "cpus": os.cpu_count(), "numpy": np.__version__,
-        "sparseclust": importlib.metadata.version("sparseclust"),
-        "blas": [{k: i.get(k) for k in ("internal_api", "version", "architecture")}
-                 for i in threadpool_info()],
-    }
-
-
 def run_learned_k(X, X_ho, args, t0):
     """The Dirichlet-process mixture with moves from K = 50 and K = 400 beside finite K and
     scikit-learn's mixtures, each fit to convergence at its defaults."""
@@ -658,9 +642,10 @@ def run_learned_k(X, X_ho, args, t0):
             "ours": "SparseGaussianMixture(zero_mean=True, covariance_type='full'), defaults "
             "otherwise (memoized, L=4, tol=1e-3, kmeans++ init inside the clock)",
         },
-        "environment": _environment(),
+        "environment": environment(),
         "runs": [],
     }
+
     def repeated(K, dp, seed):
         # the fits are deterministic; only their CPU seconds vary with the machine's load:
         # with --repeats, the repeat of median CPU time is kept and every repeat's time stored

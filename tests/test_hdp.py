@@ -470,17 +470,23 @@ def test_memoized_objective_never_decreases_with_moves():
     assert tr[-1]["n_topics"] < 20
 
 
-def test_move_start_option_delays_the_first_round():
-    """``_move_opts['start']`` (the studies' hook): no move is tried before the end of that
-    pass, the fit until then equals one with the sort move only (which runs every pass), and
-    merges and deletes still run afterwards."""
+def _delayed_and_reference(move_opts, reference_moves):
+    """A fit with ``_move_opts`` (the studies' hook) and one with only ``reference_moves``,
+    on the same corpus and settings."""
     X, _, _ = hdp_corpus(0, K=8, V=80, D=200, length=40)
     kw = dict(max_components=20, L=4, max_iter=9, tol=0, n_batches=4, random_state=0,
               local_tol=1e-4)
     late = HDPTopicModel(**kw)
-    late._move_opts = dict(start=6)
+    late._move_opts = move_opts
     late.fit(X)
-    sort_only = HDPTopicModel(moves="sort", **kw).fit(X)
+    return late, HDPTopicModel(moves=reference_moves, **kw).fit(X)
+
+
+def test_move_start_option_delays_the_first_round():
+    """``_move_opts['start']`` (the studies' hook): no move is tried before the end of that
+    pass, the fit until then equals one with the sort move only (which runs every pass), and
+    merges and deletes still run afterwards."""
+    late, sort_only = _delayed_and_reference(dict(start=6), "sort")
     tr = late.trace_
     assert all(e["merges_tried"] == e["deletes_tried"] == 0 for e in tr[:5])
     assert sum(e["merges_tried"] + e["deletes_tried"] for e in tr[5:]) > 0
@@ -492,13 +498,7 @@ def test_delete_start_option_delays_deletes_only():
     """``_move_opts['delete_start']`` (a study hook): merges run from the usual pass, deletes
     not before the end of the given pass, and the fit until then equals one without the
     delete move."""
-    X, _, _ = hdp_corpus(0, K=8, V=80, D=200, length=40)
-    kw = dict(max_components=20, L=4, max_iter=9, tol=0, n_batches=4, random_state=0,
-              local_tol=1e-4)
-    late = HDPTopicModel(**kw)
-    late._move_opts = dict(delete_start=6)
-    late.fit(X)
-    no_delete = HDPTopicModel(moves=("merge", "sort"), **kw).fit(X)
+    late, no_delete = _delayed_and_reference(dict(delete_start=6), ("merge", "sort"))
     tr = late.trace_
     assert all(e["deletes_tried"] == 0 for e in tr[:5])
     assert sum(e["merges_tried"] for e in tr[:5]) > 0
