@@ -225,6 +225,11 @@ def test_column_chunks_rejected(client, corpus):
         hdp.transform(_darray(blocks))
     with pytest.raises(TypeError, match="does not take a Dask collection"):
         hdp.partial_fit(_darray(blocks))
+    # the sampled local step trains in-process only (it used to fail inside the workers)
+    gibbs = SparseLDA(K, local_step="gibbs", max_iter=2, random_state=0)
+    with pytest.raises(TypeError, match="local_step='gibbs' does not train on Dask"):
+        gibbs.fit(_darray(blocks))
+    assert not hasattr(gibbs, "components_")
 
 
 def test_default_scheduler_without_client(corpus, monkeypatch):

@@ -422,6 +422,55 @@ def test_split_tables_only_where_the_statistics_are_sparse():
     assert split.Qs == pytest.approx(alpha @ split.e0.astype(np.float32), rel=1e-6)
 
 
+@pytest.mark.parametrize("tau", [0.01, 0.001])
+def test_word_weights_with_a_small_topic_word_prior(tau):
+    """psi(tau) is about -1 / tau: the prior's share exp(psi(tau) - norm_k) underflows (and
+    its inverse scale overflows) for tau <= 0.01 unless the two factors are scaled by a
+    common constant. The dense weights and the split tables must still equal exp(E[log phi])
+    up to the row scale, from log_weights in float64 (a word without statistics included),
+    and stochastic training and partial_fit must run with such a prior."""
+    rng = np.random.RandomState(9)
+    K, V = 70, 20
+    # topics of about 40,000 tokens: norm_k = psi(V tau + T_k) is about 10, and in float32
+    # exp(psi(0.01) - norm_k) is 0
+    S0 = rng.gamma(2.0, 5000.0, (K, V)) * (rng.uniform(size=(K, V)) < 0.2)
+    S0[:, 1] = rng.gamma(2.0, 5000.0, K)  # every topic holds tokens
+    S0[:, 7] = 0.0
+    params = _gibbs.LazyParams(_gibbs.LazyTopicStats(S0, 0.0), tau)
+    cols = np.array([0, 3, 7, 12, 19])
+    L = params.log_weights(cols)
+    ref = np.exp(L - L.max(axis=1, keepdims=True))
+    w = params.word_weights(cols)
+    assert np.all(np.isfinite(w))
+    np.testing.assert_allclose(w, ref, rtol=1e-5, atol=1e-6)
+    alpha = np.full(K, 0.1)
+    _, split = params.split_tables(cols, alpha)
+    assert split is not None and np.isfinite(split.Qs) and split.Qs > 0
+    for i in range(cols.size):
+        x = np.zeros(K)
+        x[split.wtop[split.wptr[i]:split.wptr[i + 1]]] = split.wx[split.wptr[i]:split.wptr[i + 1]]
+        full = split.sv[i] * split.e0 + x
+        assert np.all(np.isfinite(full)) and full.max() > 0
+        np.testing.assert_allclose(full / full.max(), ref[i], rtol=1e-5, atol=1e-6)
+    X = sp.csr_array(rng.poisson(3.0, (60, 40)).astype(float))
+    lda = SparseLDA(n_components=100, local_step="gibbs", algorithm="stochastic",
+                    topic_word_prior=tau, batch_size=20, max_iter=2, tol=0, random_state=0)
+    assert np.isfinite(lda.fit(X).score(X))
+    pf = SparseLDA(n_components=100, local_step="gibbs", topic_word_prior=tau,
+                   random_state=0).partial_fit(X[:30]).partial_fit(X[30:])
+    assert np.all(np.isfinite(pf.components_))
+
+
+def test_lazy_statistics_do_not_write_into_the_callers_array():
+    """For K = 1 the transposed statistics are already contiguous; the lazy statistics must
+    still copy them, since their steps add into their own array."""
+    S = np.ones((1, 5))
+    st = _gibbs.LazyTopicStats(S, 0.0)
+    st.step(sp.csr_array(np.ones((1, 5))), 0.0, 0.5, 1.0)
+    np.testing.assert_array_equal(S, np.ones((1, 5)))
+    np.testing.assert_allclose(st.dense(), np.ones((1, 5)))
+
+
 def test_lazy_statistics_bits_follow_the_positive_entries():
     """LazyTopicStats.bits is the bit set of UT > 0 after steps that add entries and after a
     step with rho = 1, which forgets the statistics."""

@@ -1102,7 +1102,6 @@ def variational_word_weights(
     double pi,                     # IN the statistics' scale: S = pi UT^T
     double tau,                    # IN topic-word prior
     const double[::1] norm,        # IN (K,) psi(V tau + T_k)
-    const double[::1] e0,          # IN (K,) exp(psi(tau) - norm_k)
     float[:, ::1] w,               # OUT (n, K)
     int n_threads,
 ):
@@ -1110,17 +1109,23 @@ def variational_word_weights(
     word row: w[i, k] = exp(E[log phi_kv] - m_i), v = cols[i], with E[log phi_kv] =
     psi(tau + pi UT[v, k]) - norm_k and m_i its maximum over k (a per-word constant does not
     change the conditional of that word's tokens). psi is evaluated only where UT[v, k] > 0;
-    elsewhere E[log phi_kv] = psi(tau) - norm_k and w = e0_k exp(-m_i), a product."""
+    elsewhere E[log phi_kv] = psi(tau) - norm_k and w = e0_k exp(c - m_i), a product, with
+    c = max_k (psi(tau) - norm_k) and e0_k = exp(psi(tau) - norm_k - c): both factors are at
+    most 1 (m_i >= c), so neither overflows nor underflows while their product is
+    representable, however small tau is (psi(tau) is about -1 / tau)."""
     cdef Py_ssize_t n = cols.shape[0], i
     cdef int K = <int> UT.shape[1], k, fails = 0
     cdef int64_t v, V = UT.shape[0]
-    cdef double psi_tau = sc_psi(tau), m, l, u, em
+    cdef double psi_tau = sc_psi(tau), m, l, u, em, c
     cdef double* buf
-    if norm.shape[0] != K or e0.shape[0] != K or w.shape[0] != n or w.shape[1] != K:
+    if norm.shape[0] != K or w.shape[0] != n or w.shape[1] != K:
         raise ValueError("inconsistent shapes")
     _check_word_types(cols, V)
     if n == 0 or K == 0:
         return
+    c = psi_tau - float(np.min(norm))
+    e0_ = np.exp(psi_tau - np.asarray(norm) - c)
+    cdef const double[::1] e0 = e0_
     with nogil, parallel(num_threads=n_threads):
         buf = <double*> sc_thread_malloc(K * sizeof(double))
         for i in prange(n, schedule="static"):
@@ -1136,10 +1141,10 @@ def variational_word_weights(
                     buf[k] = l
                 else:
                     l = psi_tau - norm[k]
-                    buf[k] = INFINITY  # a zero entry: w = e0_k exp(-m)
+                    buf[k] = INFINITY  # a zero entry: w = e0_k exp(c - m)
                 if l > m:
                     m = l
-            em = exp(-m)
+            em = exp(c - m)
             for k in range(K):
                 if buf[k] == INFINITY:
                     w[i, k] = <float> (e0[k] * em)
@@ -1252,9 +1257,12 @@ def split_word_tables(
     value where UT[v, k] = 0) and m_v the maximum of log e0 and of E[log phi_kv] over the
     listed topics (any per-word constant leaves the conditional of the word's tokens
     unchanged; m_v bounds every exponent of the row), the weights exp(E[log phi_kv] - m_v)
-    are s_v e0_k + x_vk with s_v = exp(-m_v) and x_vk = exp(E[log phi_kv] - m_v) - s_v e0_k,
+    are s_v e0_k + x_vk with s_v = exp(c - m_v) and x_vk = exp(E[log phi_kv] - m_v) - s_v e0_k,
     > 0 only on the listed topics (those of the word's bit set). psi is evaluated there
-    only."""
+    only. The prior's shares are stored scaled by c = max_k log e0_k, e0_k = exp(psi(tau) -
+    norm_k - c) <= 1 (and s_v <= 1), so a small tau (psi(tau) is about -1 / tau) neither
+    underflows the shared table nor overflows s_v; s_v is 0 only where the prior's share is
+    negligible against the word's listed topics."""
     cdef Py_ssize_t n = cols.shape[0], i
     cdef int K = <int> UT.shape[1], nw = <int> bits.shape[1], k, j, ln, fails = 0
     cdef int64_t v, off
@@ -1269,11 +1277,11 @@ def split_word_tables(
             or nw != (K + 63) // 64 or nnz.shape[0] != n):
         raise ValueError("inconsistent shapes")
     _check_word_types(cols, UT.shape[0])
-    e0_ = np.exp(psi_tau - np.asarray(norm))
-    cdef const double[::1] e0 = e0_
     for k in range(K):
         if psi_tau - norm[k] > lmax0:
             lmax0 = psi_tau - norm[k]
+    e0_ = np.exp(psi_tau - np.asarray(norm) - lmax0)
+    cdef const double[::1] e0 = e0_
     wptr_ = np.zeros(n + 1, np.int64)
     np.cumsum(nnz, out=wptr_[1:])
     cdef const int64_t[::1] wptr = wptr_
@@ -1326,7 +1334,7 @@ def split_word_tables(
                     p[j] = l
                     if l > m:
                         m = l
-                sv_i = exp(-m)
+                sv_i = exp(lmax0 - m)
                 sv[i] = sv_i
                 q = 0.0
                 for j in range(ln):

@@ -184,7 +184,8 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         z = np.empty(0, dtype=_z_dtype(K)) if return_z else None
         return GibbsResult(stats_csr(np.zeros((0, K)), cols[:0], V), 0.0, doc_topic, 0, z)
     if split is not None:
-        if not (np.all(np.isfinite(split.Qw)) and np.all(split.sv > 0)):
+        if not (np.all(np.isfinite(split.Qw)) and np.all(np.isfinite(split.sv))
+                and np.all(split.sv >= 0) and np.isfinite(split.Qs) and split.Qs > 0):
             raise ValueError("E[log phi] must be finite.")
     elif not np.all(np.isfinite(Lw if w is None else w)):
         raise ValueError("E[log phi] must be finite.")
@@ -280,7 +281,9 @@ class LazyTopicStats:
 
     def __init__(self, S, elbo_local):
         S = S.toarray() if sp.issparse(S) else np.asarray(S, dtype=np.float64)
-        self.UT = np.ascontiguousarray(S.T, dtype=np.float64)
+        # always a copy: for K = 1 or V = 1, S.T is already contiguous, and step() writes
+        # into UT
+        self.UT = np.array(S.T, dtype=np.float64, order="C", copy=True)
         V, K = self.UT.shape
         self.bits = np.zeros((V, (K + 63) // 64), np.uint64)
         _sampler.positive_bits(self.UT, self.bits, 1)
@@ -394,16 +397,16 @@ class LazyParams:
         cols = np.ascontiguousarray(cols, dtype=np.int64)
         K = self.stats.shape[0]
         w = np.empty((cols.size, K), np.float32)
-        e0 = np.exp(psi(self.tau) - self._norm)
         _sampler.variational_word_weights(self.stats.UT, cols, float(self.stats.pi), self.tau,
-                                          self._norm, e0, w,
+                                          self._norm, w,
                                           _threads_for(cols.size * K, n_threads))
         return w
 
     def split_tables(self, cols, alpha_v, n_threads=1):
         """The split word tables of the sampler's sparse path for the word types ``cols``:
-        w_vk = s_v e0_k + x_vk with e0_k = exp(psi(tau) - psi(V tau + T_k)), s_v a per-word
-        scale and x_vk > 0 only where the statistics are positive, so the word part alpha_k
+        w_vk = s_v e0_k + x_vk with e0_k proportional to exp(psi(tau) - psi(V tau + T_k)),
+        s_v a per-word scale and x_vk > 0 only where the statistics are positive, so the
+        word part alpha_k
         w_vk is drawn from one shared table over alpha_k e0_k and a table per word over its
         topics with statistics, and the document part reads w_vk from the word's list
         (Mimno, Hoffman & Blei 2012, App. A: the prior's share of every topic plus a sparse

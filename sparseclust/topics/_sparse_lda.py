@@ -821,6 +821,12 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             rng = check_random_state(self.random_state)
             X, init, n_docs, n_tokens = self._prepare_stream(X, rng)
         elif is_dask_collection(X):
+            if self.local_step == "gibbs":
+                raise TypeError(
+                    "SparseLDA.fit: local_step='gibbs' does not train on Dask collections "
+                    "(its random streams are keyed by the local step's visit and the "
+                    "document's place in the batch, which the workers do not share); use "
+                    "local_step='variational', or pass a sparse matrix or a CorpusStream.")
             from .._dask import prepare_lda
 
             rng = check_random_state(self.random_state)
