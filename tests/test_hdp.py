@@ -581,6 +581,30 @@ def test_partial_fit_stream_and_gridsearch():
     assert g.best_params_["L"] in (2, 4)
 
 
+def test_partial_fit_after_fit_continues_from_the_fitted_model():
+    """After a memoized fit, partial_fit starts from statistics that reproduce the fitted
+    model: the training data's document statistics (T, G, A, LS, H, D) with S from lambda.
+    Their objective under the fitted parameters is the fitted lower bound, their global step
+    gives back the fitted sticks, and a step on the training documents keeps the topic
+    weights. (With S alone, D = 0 restarted the sticks from the topic sizes and the blended
+    statistics counted a fraction of the documents: E[beta] moved by about 0.1 on KOS.)"""
+    X, _, _ = hdp_corpus(7, K=5, V=60, D=300, length=40)
+    m = HDPTopicModel(max_components=10, max_iter=30, random_state=0).fit(X)
+    st = m._fitted_stats
+    assert st["D"] == 300
+    model = m._model(m._params.K)
+    np.testing.assert_allclose(model.elbo(st, m._params), m.lower_bound_, rtol=1e-10)
+    model.rho, model.omega = m._params.rho, m._params.omega
+    p = model.global_step(st)
+    np.testing.assert_allclose(p.Ebeta, m._params.Ebeta, atol=1e-6)
+    beta0 = m._params.Ebeta.copy()
+    m.partial_fit(X)
+    assert np.abs(m._params.Ebeta - beta0).max() < 5e-4
+    # a pickle keeps what partial_fit continues from
+    m2 = pickle.loads(pickle.dumps(m))
+    np.testing.assert_array_equal(m2._fitted_stats["T"], m._fitted_stats["T"])
+
+
 def test_stochastic_default_delay_is_four_passes_of_minibatches():
     """delta=None is DELAY_PASSES * ceil(D / batch_size) for the D documents the statistics
     are scaled to, in fit and in partial_fit (as for SparseLDA), and differs from delta=1."""
@@ -754,3 +778,21 @@ def test_converged_fit_stops_early_within_tolerance_of_a_longer_fit():
     gain = (longer.lower_bound_ - m.lower_bound_) / n_tokens
     assert 0.0 <= gain < 10 * tol
     assert longer.n_components_ == m.n_components_
+
+
+def test_convergence_warning_only_when_max_iter_ends_training():
+    """Running out of passes warns; a callback that stops training does not (as for
+    SparseLDA)."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, _, _ = hdp_corpus(3, K=8, V=80, D=150, length=50)
+    kw = dict(max_components=20, L=4, n_batches=3, random_state=0, tol=1e-6)
+    with pytest.warns(ConvergenceWarning, match="did not converge"):
+        HDPTopicModel(max_iter=2, **kw).fit(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        m = HDPTopicModel(max_iter=5, **kw).fit(X, callback=lambda info: info["pass"] == 2)
+    assert m.n_iter_ == 2 and not m.converged_
+

@@ -38,6 +38,9 @@ def _parse_moves(moves):
     return parse_moves(moves, _MOVES)
 
 
+#: the statistics of the documents beside S (see doc/hdp.md, "Objective and global step")
+_DOC_FIELDS = ("T", "G", "A", "LS", "H", "D")
+
 class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     r"""Hierarchical Dirichlet process topic model with memoized merge and delete moves.
 
@@ -405,10 +408,15 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         if self.algorithm == "stochastic":
             self._svi_state = result.state
             self.n_batch_iter_ = result.state.t
+            self._doc_stats = None
         else:
             self._svi_state = None
             self.n_batch_iter_ = 0
-        if not self.converged_ and self.tol > 0:
+            # the whole-data document statistics of the final parameters, so that
+            # partial_fit continues from the fitted model (see _fitted_stats)
+            self._doc_stats = {f: np.array(result.stats[f], dtype=np.float64)
+                               for f in _DOC_FIELDS}
+        if not self.converged_ and not self._user_stopped and self.tol > 0:
             warnings.warn(
                 f"HDPTopicModel did not converge in max_iter={self.max_iter} passes "
                 f"(tol={self.tol}); increase max_iter or tol.", ConvergenceWarning,
@@ -429,10 +437,12 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         Stochastic training uses the engine's windowed change instead.
         """
         self._converged = False
+        self._user_stopped = False
         state = {"prev": None, "below": False}
 
         def _inner(info):
             stop = cb(info)
+            self._user_stopped = bool(stop)
             pre = model.pre_move_elbo
             model.pre_move_elbo = None
             if pre is None or self.algorithm == "stochastic":
@@ -509,10 +519,17 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
 
     @property
     def _fitted_stats(self):
-        """Statistics reproducing the fitted parameters (for partial_fit after fit)."""
+        """Statistics reproducing the fitted parameters (for partial_fit after fit): S from
+        lambda, and the document statistics (T, G, A, LS, H, D) of the training data as the
+        last pass left them, so the first stochastic step blends with statistics of the
+        whole training set and the sticks start from the fitted optimum."""
         p = self._params
         st = empty_stats(p.K, p.lam.shape[1])
         st["S"] = np.maximum(p.lam - self.topic_word_prior, 0.0)
+        doc = getattr(self, "_doc_stats", None)
+        if doc is not None and doc["T"].shape == (p.K + 1,):
+            for f in _DOC_FIELDS:
+                st[f] = doc[f].copy() if doc[f].ndim else float(doc[f])
         return st
 
     # -----------------------------------------------------------------------------------

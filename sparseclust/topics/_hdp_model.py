@@ -526,9 +526,10 @@ class HDPModel(MoveBook, VariationalModel):
 
     def _sticks_for(self, stats, K):
         D = float(stats["D"])
-        if D <= 0 or self.rho is None or self.rho.size != K:
-            # no document statistics yet (initialization) or a new truncation: E[beta]
-            # proportional to the topic sizes, remainder 1 / (K + 1)
+        if self.rho is None or self.rho.size != K:
+            # no sticks yet (initialization) or a new truncation: E[beta] proportional to
+            # the topic sizes, remainder 1 / (K + 1); known sticks are kept while there are
+            # no document statistics to optimize them on
             sizes = np.maximum(stats["S"].sum(axis=1), 0.0) + 1e-3
             beta = np.concatenate([sizes / sizes.sum() * K / (K + 1.0), [1.0 / (K + 1.0)]])
             rho0, omega0 = sticks_from_weights(beta)
