@@ -526,6 +526,9 @@ def _run_topics(args):
             f"--L {args.L} exceeds --n-topics {args.n_topics}: using L = {args.n_topics} "
             "(every topic kept: the dense local step)",
         )
+    if args.left_to_right is not None and args.heldout_fraction == 0:
+        raise CLIError("--left-to-right scores the held-out documents: it needs "
+                       "--heldout-fraction > 0")
     train_idx, test_idx = _split_documents(n_docs, args.heldout_fraction, args.seed)
     X_train, X_test = X[train_idx], X[test_idx]
     t_load = time.perf_counter() - t0

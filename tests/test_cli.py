@@ -602,6 +602,9 @@ def test_left_to_right_and_npmi_on_request(tmp_path, capsys):
     scores = json.loads(out_json.read_text())["scores"]
     assert scores["heldout_left_to_right"] is None and scores["npmi_coherence_mean"] is None
     assert "left-to-right" not in out and "NPMI" not in out
+    # asked for, but without held-out documents to score: an error, not a silent null
+    code, out, err = run(argv + ["--left-to-right", "5", "--heldout-fraction", "0"], capsys)
+    assert code != 0 and "--left-to-right scores the held-out documents" in err
 
 
 def test_html_report_matches_the_json_record_and_the_model(tmp_path, capsys):

@@ -608,3 +608,11 @@ def test_load_text_lines(tmp_path):
     with pytest.raises(ValueError, match="line 1: cannot decode"):
         load_text_lines(tmp_path / "latin.txt")
     assert load_text_lines(tmp_path / "latin.txt", encoding="latin-1").data.shape == (1, 1)
+    # rows are the lines between "\n": a form feed, NEL or line separator inside a line
+    # (where str.splitlines would break) does not add rows; CRLF endings are lines too
+    odd = ["page one\x0cpage two", "next\x85line", "sep\u2028arated", "last line"]
+    (tmp_path / "odd.txt").write_bytes("\r\n".join(odd).encode("utf-8") + b"\r\n")
+    got = load_text_lines(tmp_path / "odd.txt", stop_words=None)
+    ref = CountVectorizer().fit(odd)
+    assert got.data.shape == (4, len(ref.vocabulary_))
+    np.testing.assert_array_equal(got.data.toarray(), ref.transform(odd).toarray())

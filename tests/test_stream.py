@@ -73,7 +73,10 @@ def test_uci_stream_sums_duplicates_and_ignores_blank_lines(tmp_path):
         ("2\n3\n2\n2 1 1\n1 2 1\n", "increasing docID", 5),
         ("2\n3\n2\n1 1 1\n1 x 1\n", "wordID", 5),
         ("2\n3\n2\n1 1 1\n", "NNZ=2", 5),
-        ("2\n3\n1\n1 1 1\n2 1 1\n", "more entries", 5),
+        ("2\n3\n1\n1 1 1\n2 1 1\n", "more entries than the NNZ=1 declared", 5),
+        # the extra entry after the first minibatch's: the header's NNZ, not what is left
+        ("2\n3\n5\n1 1 1\n1 2 1\n1 3 1\n2 1 1\n2 2 1\n2 3 1\n",
+         "more entries than the NNZ=5 declared", 9),
         ("2\n3\n2\n1 1 1\n3 1 1\n", "out of range", 5),
         ("2\n3\n", "number of non-zeros", 3),
     ],
@@ -238,6 +241,16 @@ def test_fit_on_a_stream_errors(tmp_path):
                        n_documents=4, batch_size=4, feature_names=None, source="mem")
     with pytest.raises(ValueError, match="[Nn]egative"):
         SparseLDA(n_components=2).fit(neg)
+    # the other methods take matrices: a stream gets a message that says what to do
+    good = CorpusStream(lambda: iter([sp.csr_matrix(np.ones((4, 5)))]), n_features=5,
+                        n_documents=4, batch_size=4, feature_names=None, source="mem")
+    lda = SparseLDA(n_components=2, max_iter=2, random_state=0)
+    with pytest.raises(TypeError, match="pass each minibatch"):
+        lda.partial_fit(good)
+    lda.fit(good)
+    for method in (lda.partial_fit, lda.transform, lda.score):
+        with pytest.raises(TypeError, match="not a CorpusStream"):
+            method(good)
 
 
 def test_hdp_memoized_fit_on_a_stream_with_moves(tmp_path):

@@ -231,11 +231,14 @@ def _parse_uci_fast(body, D, W, nnz):
     return docs - 1, words - 1, counts
 
 
-def _parse_uci_slow(body, name, D, W, nnz, first_line=4, check_total=True):
+def _parse_uci_slow(body, name, D, W, nnz, first_line=4, check_total=True, declared=None):
     """Line-by-line parse of the UCI entries; raises on the first offending line.
 
-    ``check_total=False`` (a block of a streamed file) accepts fewer than ``nnz`` entries.
+    ``check_total=False`` (a block of a streamed file) accepts fewer than ``nnz`` entries;
+    ``declared`` is the header's NNZ for the messages (default ``nnz``: the whole file).
     """
+    if declared is None:
+        declared = nnz
     docs, words, counts = [], [], []
     last = first_line - 1
     for k, line in enumerate(body.split(b"\n")):
@@ -252,7 +255,8 @@ def _parse_uci_slow(body, name, D, W, nnz, first_line=4, check_total=True):
         c = _check_int(fields[2], name, lineno, "count", 1)
         if len(docs) == nnz:
             raise _error(
-                name, lineno, f"more entries than the NNZ={nnz} declared in the header (line 3)"
+                name, lineno,
+                f"more entries than the NNZ={declared} declared in the header (line 3)",
             )
         docs.append(d - 1)
         words.append(w - 1)
@@ -627,8 +631,9 @@ def load_text_folder(path, **vectorizer_params):
 def load_text_lines(path, **vectorizer_params):
     """Vectorize a text file with one document per line into a document-term count matrix.
 
-    Line ``i`` (1-based) is row ``i - 1``; blank lines are empty documents, so the rows stay
-    aligned with the lines. Gzip-compressed content is decompressed. Counting uses
+    Line ``i`` (1-based; lines end at ``"\\n"``, a ``"\\r"`` before it is dropped) is row
+    ``i - 1``; blank lines are empty documents, so the rows stay aligned with the lines.
+    Gzip-compressed content is decompressed. Counting uses
     :class:`sklearn.feature_extraction.text.CountVectorizer`.
 
     Parameters
@@ -670,7 +675,12 @@ def load_text_lines(path, **vectorizer_params):
     except UnicodeDecodeError as exc:
         lineno = raw[: exc.start].count(b"\n") + 1
         raise _error(path, lineno, f"cannot decode as {encoding} ({exc.reason})") from None
-    lines = text.splitlines()
+    # rows are the lines between "\n" (str.splitlines would also break at form feeds,
+    # U+0085, U+2028, ... and shift every later row against its line)
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
     vectorizer = CountVectorizer(input="content", **params)
     X = sp.csr_matrix(vectorizer.fit_transform(lines))
     feature_names = np.asarray(vectorizer.get_feature_names_out(), dtype=object)

@@ -143,8 +143,9 @@ def _uci_header(fh, name):
     return header
 
 
-def _uci_block(body, name, D, W, remaining, lineno):
-    """Entries (0-based docs, words, counts) of one block of UCI lines."""
+def _uci_block(body, name, D, W, remaining, lineno, declared):
+    """Entries (0-based docs, words, counts) of one block of UCI lines; ``remaining`` of the
+    ``declared`` (header) NNZ entries are still allowed."""
     tok = _tokenize(body, allow_colon=False)
     ok = tok is not None and tok[0].size % 3 == 0 and tok[0].size // 3 <= remaining
     if ok and tok[0].size:
@@ -162,7 +163,7 @@ def _uci_block(body, name, D, W, remaining, lineno):
         e = np.empty(0, dtype=np.int64)
         return e, e, e, e, None
     docs, words, counts = _parse_uci_slow(body, name, D, W, remaining, first_line=lineno,
-                                          check_total=False)
+                                          check_total=False, declared=declared)
     # the slow parser does not report line numbers: recover them for the order check
     lines = np.array([k for k, ln in enumerate(body.split(b"\n")) if ln.split()],
                      dtype=np.int64)
@@ -222,7 +223,7 @@ def stream_uci_bow(docword_path, vocab_path=None, batch_size=1000, dtype=np.floa
             last_line = 3
             for body, lineno in _line_blocks(fh, 4):
                 docs, words, counts, line, _ = _uci_block(body, name, D, W, nnz - seen,
-                                                          lineno)
+                                                          lineno, nnz)
                 if docs.size == 0:
                     continue
                 seen += docs.size

@@ -500,6 +500,13 @@ def check_counts(estimator, X, *, reset, whom):
             "HDPTopicModel and StochasticEMLDA do); compute it, or map the method over its "
             "blocks (X.map_blocks)."
         )
+    from ..datasets import CorpusStream
+
+    if isinstance(X, CorpusStream):
+        raise TypeError(
+            f"{whom} takes a document-word matrix, not a CorpusStream (fit trains on one with "
+            "memoized training); iterate the stream and pass each minibatch."
+        )
     X = validate_data(
         estimator, X, reset=reset, accept_sparse="csr", dtype=[np.float64, np.float32]
     )

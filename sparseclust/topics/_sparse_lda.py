@@ -924,7 +924,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
         The first call initializes the topics (``init``) from X; later calls blend the
         minibatch statistics, scaled by ``total_samples / n_samples``, with step
-        rho_t = (delta + t)^(-kappa) (``delta=None``: ceil(total_samples / batch_size)).
+        rho_t = (delta + t)^(-kappa) (``delta=None``: 4 ceil(total_samples / batch_size)).
         ``total_samples=None`` means the number of documents given
         to ``fit`` when the model was fitted by ``fit``, else the minibatch's own size.
         Calling it after ``fit`` continues from the fitted topics: after a stochastic fit the
