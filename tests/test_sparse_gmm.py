@@ -485,6 +485,60 @@ def test_sample_moments():
     np.testing.assert_allclose(np.bincount(ys, minlength=3) / 20000, est.weights_, atol=0.02)
 
 
+def test_sample_with_float32_weights_that_sum_above_one_in_float64():
+    """float32 weights cast to float64 can put the first K - 1 above 1 (a tiny last weight),
+    which numpy's multinomial refuses; sample() renormalizes after the cast."""
+    X, _ = _blobs(n_per=30)
+    est = _ours(X.astype(np.float32), n_components=3, random_state=0)
+    rng = np.random.default_rng(0)
+    while True:  # float32 weights whose float64 cast has sum(w[:-1]) > 1
+        w = rng.dirichlet([1.0, 1.0, 1e-3]).astype(np.float32)
+        w = (w / w.sum()).astype(np.float32)
+        if w.astype(np.float64)[:-1].sum() > 1.0:
+            break
+    est.weights_ = w
+    Xs, ys = est.sample(100)
+    assert Xs.shape == (100, 3) and Xs.dtype == np.float32 and np.all(ys < 2)
+
+
+def test_kmeanspp_labels_of_float32_data_far_from_the_origin():
+    """The nearest-center labels of the k-means++ start are computed in float64 about the
+    centers' mean: float32 data 1e4 from the origin get the labels of exact distances."""
+    from sparseclust.mixture._sparse_gmm import _nearest
+
+    X, _ = _blobs(n_per=200, sep=3.0)
+    X = X * 0.5 + 1e4
+    X32 = X.astype(np.float32)
+    C32 = X32[[0, 250, 500, 100, 300]]
+    exact = ((X32.astype(np.float64)[:, None, :] - C32.astype(np.float64)[None]) ** 2).sum(-1)
+    np.testing.assert_array_equal(_nearest(X32, C32), exact.argmin(1))
+
+
+def test_non_finite_priors_are_refused():
+    X, _ = _blobs(n_per=30)
+    for kw, match in [
+        (dict(covariance_type="diag", covariance_prior=np.array([1.0, np.inf, 1.0])),
+         "covariance_prior must be positive and finite"),
+        (dict(covariance_type="full", covariance_prior=np.full((3, 3), np.inf)),
+         "covariance_prior must be finite"),
+        (dict(weight_concentration_prior=np.inf), "range"),
+        (dict(degrees_of_freedom_prior=np.inf), "range"),
+    ]:
+        with pytest.raises(ValueError, match=match):
+            SparseGaussianMixture(n_components=2, max_iter=2, **kw).fit(X)
+
+
+def test_dp_mixture_from_one_cluster_grows_by_births():
+    """With a single cluster there is nothing to merge or delete; births are tried from the
+    first move round (they waited for a round that tried a merge or delete, which never
+    came, so a fit from n_components=1 stayed at one cluster)."""
+    X, _ = _blobs(n_per=100, D=2, n_clusters=2, sep=8.0)
+    m = SparseGaussianMixture(n_components=1, weight_concentration_prior_type="dirichlet_process",
+                              covariance_type="diag", max_iter=60, random_state=0).fit(X)
+    assert sum(e["births_accepted"] for e in m.trace_) >= 1
+    assert m.n_components_ == 2
+
+
 # ----------------------------------------------------------------------------- API contracts
 @parametrize_with_checks(
     [
@@ -1463,6 +1517,32 @@ def test_pair_entropy_of_every_shared_pair_matches_dense():
             got = _pair_lookup(PH, [a * K + b])[0]
             np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-14)
             assert (got != 0.0) == bool(both.any())
+
+
+def test_block_pair_entropy_sums_in_chunks_with_bounded_memory(monkeypatch):
+    """A block's pair entropies are summed per key over chunks of rows: the same sums as
+    the row-by-row pairs, and with dense rows (L = K) a peak memory far below the rows x
+    K(K - 1)/2 pair entries (about 3.5 million here, over 150 MB as arrays)."""
+    import tracemalloc
+
+    from sparseclust.mixture import _dp_moves
+
+    rng = np.random.default_rng(4)
+    n, K = 2000, 60
+    vals = rng.dirichlet(np.ones(K), size=n)
+    idx = np.tile(np.arange(K, dtype=np.int32), (n, 1))
+    ref = _sum_pairs(*[[a] for a in _row_pair_entropy(vals[:50], idx[:50], K)])
+    monkeypatch.setattr(_dp_moves, "PAIR_CHUNK", 5000)  # several chunks in 50 rows
+    got = _dp_moves._block_pair_entropy(vals[:50], idx[:50], K)
+    np.testing.assert_array_equal(got[0], ref[0])
+    np.testing.assert_allclose(got[1], ref[1], rtol=1e-12)
+    monkeypatch.undo()
+    tracemalloc.start()
+    keys, h = _dp_moves._block_pair_entropy(vals, idx, K)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert keys.size == K * (K - 1) // 2
+    assert peak < 40e6
 
 
 @pytest.mark.parametrize("dp", [True, False])

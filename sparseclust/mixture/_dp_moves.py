@@ -199,7 +199,7 @@ class MixtureMoves(MoveBook):
                 usage["sum_pp"] += (R.T @ R).toarray()
                 usage["n"] += n
             if gather_ph and Lk > 1:
-                keys, h = _row_pair_entropy(v, idx, K)
+                keys, h = _block_pair_entropy(v, idx, K)
                 side["pair_keys"].append(keys)
                 side["pair_h"].append(h)
             if rnd is not None and (rnd.deletes.size or rnd.births.size):
@@ -276,12 +276,14 @@ class MixtureMoves(MoveBook):
                                sum_pp=np.zeros((K, K)), n=0.0)
         u = self.usage
         if (state["pass"] < self.move_opts["start"] or u is None or stats is None
-                or u["n_users"].size != K or K < 2):
+                or u["n_users"].size != K):
             return
         opts = self.move_opts
-        merge = "merge" in self.moves
+        # a single cluster can only grow: births alone
+        single = K < 2
+        merge = "merge" in self.moves and not single
         dels = np.zeros(0, dtype=np.int64)
-        if "delete" in self.moves and self.due("deletes"):
+        if "delete" in self.moves and not single and self.due("deletes"):
             n_total = float(np.sum(stats["N"]))
             budget = opts["delete_rows"]
             if budget is None:
@@ -294,7 +296,10 @@ class MixtureMoves(MoveBook):
         last = self.round_logs[-1] if self.round_logs else None
         shrinks = {"merge", "delete"} & set(self.moves)
         settled = last is not None and not (last["merges_accepted"] or last["deletes_accepted"])
-        if shrinks:
+        if single:
+            # nothing to absorb: a single cluster may try a birth from the first round on
+            settled = last is None or not last["births_accepted"]
+        elif shrinks:
             settled = settled and bool(last["merges_tried"] or last["deletes_tried"])
         if "birth" in self.moves and self.due("births") and settled:
             # births once the merges and deletes are absorbed: after a round that tried them
@@ -773,6 +778,27 @@ def _row_pair_entropy(values, indices, K):
     xy = x + y
     h = x * np.log(x) + y * np.log(y) - xy * np.log(xy)
     return np.minimum(a, b) * K + np.maximum(a, b), h
+
+
+#: pair entries (rows x L(L - 1)/2) per chunk of :func:`_block_pair_entropy`
+PAIR_CHUNK = 1 << 16
+
+
+def _block_pair_entropy(values, indices, K):
+    """:func:`_row_pair_entropy` of a block of rows summed per pair key (sorted unique keys,
+    sums), computed over chunks of at most about :data:`PAIR_CHUNK` pair entries: with dense
+    responsibilities (``L=None``) a row has K(K - 1)/2 pairs, and holding every row's pairs
+    until the end of the pass took memory in proportion to rows x K^2 (about 7 GB for 5,000
+    rows at K = 200); summed per block it is at most K(K - 1)/2 entries per block."""
+    n, Lk = values.shape
+    step = max(1, PAIR_CHUNK // max(1, Lk * (Lk - 1) // 2))
+    keys, hs = [], []
+    for s in range(0, n, step):
+        k, h = _sum_pairs(*[[a] for a in _row_pair_entropy(values[s:s + step],
+                                                           indices[s:s + step], K)])
+        keys.append(k)
+        hs.append(h)
+    return _sum_pairs(keys, hs)
 
 
 def _sum_pairs(keys, values):

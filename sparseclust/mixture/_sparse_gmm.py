@@ -985,6 +985,8 @@ class SparseGaussianMixture(
                         f"covariance_prior must have shape ({D}, {D}) for "
                         f"covariance_type='full', got {psi0.shape}."
                     )
+                if not np.all(np.isfinite(psi0)):
+                    raise ValueError("covariance_prior must be finite.")
                 if not np.allclose(psi0, psi0.T) or np.linalg.eigvalsh(psi0).min() <= 0:
                     raise ValueError("covariance_prior must be symmetric positive definite.")
             else:
@@ -993,8 +995,8 @@ class SparseGaussianMixture(
                         f"covariance_prior must have shape ({D},) for covariance_type='diag', "
                         f"got {psi0.shape}."
                     )
-                if not np.all(psi0 > 0):
-                    raise ValueError("covariance_prior must be positive.")
+                if not (np.all(psi0 > 0) and np.all(np.isfinite(psi0))):
+                    raise ValueError("covariance_prior must be positive and finite.")
         if full:
             # exactly symmetric (a no-op on a symmetric matrix), so that every path that adds
             # it to statistics (the global step, the merge proposals) builds the same matrix
@@ -1606,7 +1608,9 @@ class SparseGaussianMixture(
         if n_samples < 1:
             raise ValueError(f"n_samples must be >= 1, got {n_samples}.")
         rng = check_random_state(self.random_state)
-        counts = rng.multinomial(n_samples, self.weights_.astype(np.float64))
+        # float32 weights cast to float64 can sum to 1 + 1e-8, which multinomial refuses
+        w = self.weights_.astype(np.float64)
+        counts = rng.multinomial(n_samples, w / w.sum())
         D = self.means_.shape[1]
         Xs, ys = [], []
         for k, c in enumerate(counts):
@@ -1715,11 +1719,15 @@ def _point_stats(X, model, point, L, n_threads):
 
 
 def _nearest(X, centers, block=4096):
-    """Index of the nearest center of each row (int32)."""
+    """Index of the nearest center of each row (int32): ||c||^2 - 2 x.c in float64, with
+    rows and centers shifted by the centers' mean (in float32, or far from the origin, the
+    expansion cancels: data 1e4 from the origin gave other labels than float64)."""
     n = X.shape[0]
     labels = np.empty(n, dtype=np.int32)
-    c2 = (centers.astype(np.float64) ** 2).sum(1)
+    shift = centers.astype(np.float64).mean(axis=0)
+    C = centers.astype(np.float64) - shift
+    c2 = (C**2).sum(1)
     for s in range(0, n, block):
-        d = c2 - 2.0 * (X[s : s + block] @ centers.T)
+        d = c2 - 2.0 * ((np.asarray(X[s : s + block], dtype=np.float64) - shift) @ C.T)
         labels[s : s + block] = d.argmin(axis=1)
     return labels
