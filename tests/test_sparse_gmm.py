@@ -539,6 +539,26 @@ def test_dp_mixture_from_one_cluster_grows_by_births():
     assert m.n_components_ == 2
 
 
+def test_dp_model_with_dense_responsibilities_stays_dense_as_k_changes():
+    """L=None asks for dense responsibilities: after births grow K (or moves shrink it) the
+    model's L follows K (it stayed at the starting K, so born clusters made training
+    L-sparse while predict_proba is dense); an integer L is clamped to K."""
+    from sparseclust.mixture._sparse_gmm import _DPMixtureModel
+
+    X, _ = _blobs(n_per=30)
+    est = SparseGaussianMixture(2, L=None, weight_concentration_prior_type="dirichlet_process")
+    prior = est._build_prior(X)
+    dense = _DPMixtureModel(prior, 2, None, X.dtype, moves=("birth",))
+    assert dense.L == 2
+    dense.set_n_components(5)
+    assert dense.L == 5 and dense.plain_model(4).L == 4
+    sparse = _DPMixtureModel(prior, 2, 2, X.dtype, moves=("birth",))
+    sparse.set_n_components(5)
+    assert sparse.L == 2
+    built = est._make_model(prior, X.dtype, moves=("birth",))
+    assert built._L_requested is None and built.L == 2
+
+
 # ----------------------------------------------------------------------------- API contracts
 @parametrize_with_checks(
     [

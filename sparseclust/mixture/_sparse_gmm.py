@@ -400,7 +400,9 @@ class _DPMixtureModel(MixtureMoves, _SparseGMMModel):
 
     def __init__(self, prior, n_components, L, dtype, *, moves, move_opts=None,
                  auto_candidates=False, **kw):
-        _SparseGMMModel.__init__(self, prior, n_components, L, dtype, **kw)
+        # L = None: dense responsibilities at every K, also after births grow K
+        _SparseGMMModel.__init__(self, prior, n_components,
+                                 n_components if L is None else L, dtype, **kw)
         self._L_requested = L
         self._candidates_requested = self.n_candidates
         # 'auto' candidate sets: recomputed for the new K after a compaction (off when they
@@ -410,8 +412,11 @@ class _DPMixtureModel(MixtureMoves, _SparseGMMModel):
 
     def plain_model(self, K):
         """A model without moves over ``K`` components (for re-running the local step)."""
-        return _SparseGMMModel(self.prior, K, min(self._L_requested, K), self.dtype,
+        return _SparseGMMModel(self.prior, K, self._L_at(K), self.dtype,
                                n_threads=self.n_threads)
+
+    def _L_at(self, K):
+        return K if self._L_requested is None else min(self._L_requested, K)
 
     def set_n_components(self, K, new_of_old=None):
         """Shrink to ``K`` components after a compaction (clamping L and the candidates);
@@ -419,7 +424,7 @@ class _DPMixtureModel(MixtureMoves, _SparseGMMModel):
         their size does not change."""
         C_before = self.n_candidates
         self.n_components = int(K)
-        self.L = min(self._L_requested, self.n_components)
+        self.L = self._L_at(self.n_components)
         if self._auto_candidates:
             self.n_candidates = _auto_candidates(self.L, self.n_components)
         elif self._candidates_requested is not None:
@@ -1176,7 +1181,8 @@ class SparseGaussianMixture(
             refresh=self.candidate_refresh,
         )
         if moves:
-            return _DPMixtureModel(prior, K, self._effective_L(K), dtype, moves=moves,
+            return _DPMixtureModel(prior, K, None if self.L is None else self._effective_L(K),
+                                   dtype, moves=moves,
                                    auto_candidates=candidates and self.n_candidates == "auto",
                                    **kw)
         return _SparseGMMModel(prior, K, self._effective_L(K), dtype, **kw)
