@@ -514,6 +514,17 @@ def test_kmeanspp_labels_of_float32_data_far_from_the_origin():
     np.testing.assert_array_equal(_nearest(X32, C32), exact.argmin(1))
 
 
+def test_predict_refuses_rows_whose_weights_overflow_as_predict_proba_does():
+    X, _ = _blobs(n_per=30)
+    m = _ours(X.astype(np.float32), n_components=3, random_state=0)
+    far = np.full((2, 3), 1e20, dtype=np.float32)  # squared distances overflow float32
+    for method in (m.predict_proba, m.predict):
+        with pytest.raises(ValueError, match="no finite weight"):
+            method(far)
+    np.testing.assert_array_equal(m.predict(X.astype(np.float32)),
+                                  m.predict_proba(X.astype(np.float32)).argmax(1))
+
+
 def test_non_finite_priors_are_refused():
     X, _ = _blobs(n_per=30)
     for kw, match in [

@@ -1534,7 +1534,17 @@ class SparseGaussianMixture(
         """
         X = self._validate_predict(X)
         with self._blas_limits():
-            return self._weights(X).argmax(axis=1)
+            W = self._weights(X)
+        with np.errstate(invalid="ignore"):
+            top = W.max(axis=1)
+        if not np.all(np.isfinite(top)):
+            # as predict_proba: a row whose weights overflowed has no most probable component
+            n_bad = int(np.count_nonzero(~np.isfinite(top)))
+            raise ValueError(
+                f"{n_bad} row(s) of W have no finite weight or contain NaN/+inf (first: row "
+                f"{int(np.flatnonzero(~np.isfinite(top))[0])}); the samples overflow the "
+                "model's log densities.")
+        return W.argmax(axis=1)
 
     def predict_proba(self, X):
         """Dense (n_samples, n_components) L-sparse responsibilities (rows sum to 1, at most
