@@ -794,8 +794,8 @@ def _block_pair_entropy(values, indices, K):
     step = max(1, PAIR_CHUNK // max(1, Lk * (Lk - 1) // 2))
     keys, hs = [], []
     for s in range(0, n, step):
-        k, h = _sum_pairs(*[[a] for a in _row_pair_entropy(values[s:s + step],
-                                                           indices[s:s + step], K)])
+        k, h = _row_pair_entropy(values[s:s + step], indices[s:s + step], K)
+        k, h = _sum_pairs([k], [h])
         keys.append(k)
         hs.append(h)
     return _sum_pairs(keys, hs)

@@ -1537,13 +1537,8 @@ class SparseGaussianMixture(
             W = self._weights(X)
         with np.errstate(invalid="ignore"):
             top = W.max(axis=1)
-        if not np.all(np.isfinite(top)):
-            # as predict_proba: a row whose weights overflowed has no most probable component
-            n_bad = int(np.count_nonzero(~np.isfinite(top)))
-            raise ValueError(
-                f"{n_bad} row(s) of W have no finite weight or contain NaN/+inf (first: row "
-                f"{int(np.flatnonzero(~np.isfinite(top))[0])}); the samples overflow the "
-                "model's log densities.")
+        # as predict_proba: a row whose weights overflowed has no most probable component
+        posteriors._raise_bad_rows(W, int(np.count_nonzero(~np.isfinite(top))))
         return W.argmax(axis=1)
 
     def predict_proba(self, X):
@@ -1740,8 +1735,9 @@ def _nearest(X, centers, block=4096):
     expansion cancels: data 1e4 from the origin gave other labels than float64)."""
     n = X.shape[0]
     labels = np.empty(n, dtype=np.int32)
-    shift = centers.astype(np.float64).mean(axis=0)
-    C = centers.astype(np.float64) - shift
+    C = centers.astype(np.float64)
+    shift = C.mean(axis=0)
+    C -= shift
     c2 = (C**2).sum(1)
     for s in range(0, n, block):
         d = c2 - 2.0 * ((np.asarray(X[s : s + block], dtype=np.float64) - shift) @ C.T)
