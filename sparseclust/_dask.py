@@ -79,18 +79,40 @@ def _active_client():
 # tasks (run on the workers; module-level so that they pickle by reference)
 
 
+def _bag_item(item, whom, n_features=None):
+    """An item of a bag partition as a 2-D block: a 2-D block as it is, a 1-D row (a list,
+    an array or a 1-D sparse array) as one row; ``n_features`` given: its width is checked."""
+    if sp.issparse(item):
+        block = item.reshape(1, -1) if item.ndim == 1 else item
+    else:
+        block = np.asarray(item)
+        if block.ndim == 1:
+            block = block.reshape(1, -1)
+    if block.ndim != 2:
+        raise ValueError(
+            f"{whom}: the items of a Dask bag must be 2-D blocks (rows, features) or 1-D rows; "
+            f"got an item of shape {block.shape}."
+        )
+    if n_features is not None and block.shape[1] != n_features:
+        raise ValueError(
+            f"{whom}: a partition has an item of shape {block.shape}; every partition must "
+            f"have the {n_features} columns of the first."
+        )
+    return block
+
+
 def _check_part(block, template, whom, n_features):
     """Validate one partition exactly as ``fit`` validates an in-memory matrix (same errors);
     returns it as canonical CSR."""
     from .topics._local import check_counts
 
-    if isinstance(block, (list, tuple)):  # a bag partition: its items are 2-D blocks
-        blocks = [b for b in block]
+    if isinstance(block, (list, tuple)):  # a bag partition: 2-D blocks or 1-D rows
+        blocks = [_bag_item(b, whom, n_features) for b in block]
         if not blocks:
             block = sp.csr_array((0, n_features))
         else:
-            block = sp.vstack([sp.csr_array(b) if sp.issparse(b) else sp.csr_array(
-                np.asarray(b)) for b in blocks], format="csr") if len(blocks) > 1 else blocks[0]
+            block = sp.vstack([sp.csr_array(b) for b in blocks], format="csr") \
+                if len(blocks) > 1 else blocks[0]
     if getattr(block, "ndim", 2) != 2 or block.shape[1] != n_features:
         raise ValueError(
             f"{whom}: a partition has shape {getattr(block, 'shape', None)}; every partition "
@@ -107,9 +129,14 @@ def _check_rows(block, template, whom, n_features, dtype):
     in-memory array (same errors); returns a C-contiguous array of ``dtype``."""
     from sklearn.utils.validation import validate_data
 
-    if isinstance(block, (list, tuple)):  # a bag partition: its items are 2-D blocks
-        block = (np.vstack([np.asarray(b) for b in block]) if block
-                 else np.zeros((0, n_features), dtype=dtype))
+    if isinstance(block, (list, tuple)):  # a bag partition: 2-D blocks or 1-D rows
+        items = [_bag_item(b, whom, n_features) for b in block]
+        if not items:
+            block = np.zeros((0, n_features), dtype=dtype)
+        elif any(sp.issparse(b) for b in items):  # refused below, as in process
+            block = sp.vstack([sp.csr_array(b) for b in items], format="csr")
+        else:
+            block = np.vstack(items)
     if getattr(block, "ndim", 2) != 2 or block.shape[1] != n_features:
         raise ValueError(
             f"{whom}: a partition has shape {getattr(block, 'shape', None)}; every partition "
@@ -332,9 +359,9 @@ def _blocks(X, whom):
         first = dask.compute(X.take(1, npartitions=-1, compute=False))[0]
         if not first:
             raise ValueError(f"{whom}: cannot fit on an empty dataset.")
-        return parts, int(first[0].shape[1])
+        return parts, int(_bag_item(first[0], whom).shape[1])
     raise TypeError(f"{whom}: unsupported Dask collection {type(X).__name__}; pass a "
-                    "dask.array.Array or a dask.bag.Bag of 2-D blocks.")
+                    "dask.array.Array or a dask.bag.Bag of 2-D blocks or 1-D rows.")
 
 
 class _Batch:
@@ -498,6 +525,10 @@ class _DistributedModel(VariationalModel):
         return stats
 
     def global_step(self, stats):
+        # the old parameters and their broadcast go before the new ones are built, as in
+        # process (the engine holds no other reference), so that the client never holds two
+        # (V, K) tables at once
+        self._shipped = (None, None)
         return self.model.global_step(stats)
 
     def initial_params(self, init_stats):
@@ -851,19 +882,28 @@ def fit_sem(est, X, callback):
     def estimate(final=False):
         import dask
 
+        if not state:
+            raise RuntimeError("topic_estimate can only be called during fit (from the "
+                               "callback); after fit use components_")
         if est.topic_estimate == "sample":
-            return state["W_local"]
-        if final:
-            smp.release_tables()
-        parts = [dask.delayed(_sem_rb, pure=False)(runner.parts[i], state["zs"][i], state["W"],
-                                                   beta, smp.alpha, n_threads)
-                 for i in range(len(runner.parts))]
-        total = _tree(parts, _sum)
-        if runner.client is not None:
-            total = runner.client.compute(total).result()
+            W = state["W_local"]
         else:
-            total = dask.compute(total)[0]
-        return total.astype(np.float32)
+            if final:
+                smp.release_tables()
+            parts = [dask.delayed(_sem_rb, pure=False)(runner.parts[i], state["zs"][i],
+                                                       state["W"], beta, smp.alpha, n_threads)
+                     for i in range(len(runner.parts))]
+            total = _tree(parts, _sum)
+            if runner.client is not None:
+                total = runner.client.compute(total).result()
+            else:
+                total = dask.compute(total)[0]
+            W = total.astype(np.float32)
+        if final:
+            # the sweeps are done: the chains and counts on the workers are released, and a
+            # callback that kept this function cannot reach them
+            state.clear()
+        return W
 
     return run_sweeps(est, sweep, n_tokens=N, n_docs=D, rng=rng,
                       elapsed=time.perf_counter() - t_start, callback=callback,

@@ -5,20 +5,31 @@ A file holds three parts:
 
 1. the magic line ``b"sparseclust-model\\n"``;
 2. one line of JSON, the header: ``format_version`` (an integer, :data:`FORMAT_VERSION`),
-   the ``sparseclust`` version that wrote it, the estimator's class and a few descriptive fields
-   (the number of features and components);
+   the ``sparseclust`` version that wrote it, the estimator's class, a few descriptive fields
+   (the number of features and components) and the length and SHA-256 digest of part 3
+   (``payload_bytes``, ``payload_sha256``);
 3. the estimator, pickled.
 
 :func:`load` reads and checks the header before it unpickles anything, so a file written by an
 incompatible version of the package is refused with a message that says which version wrote it,
-instead of failing somewhere inside ``pickle``. ``FORMAT_VERSION`` changes whenever the fitted
-state of an estimator changes in a way an older or newer release cannot read.
+instead of failing somewhere inside ``pickle``; it then checks the payload's length and digest,
+so a truncated or altered file is refused before it is unpickled (files written before the
+digest was recorded are read without that check). ``FORMAT_VERSION`` changes whenever the
+fitted state of an estimator changes in a way an older or newer release cannot read.
+
+:func:`save` writes a temporary file next to ``path`` and renames it over ``path`` only once
+it is complete, so a failed save (e.g. an attribute that cannot be pickled) leaves an existing
+file as it was.
 
 Like every pickle, a file can run code when it is loaded: load only files you trust.
 """
 
+import hashlib
 import json
+import os
 import pickle
+import shutil
+import tempfile
 
 from . import __version__
 
@@ -27,6 +38,30 @@ __all__ = ["FORMAT_VERSION", "load", "save"]
 #: version of the saved-model format this release writes and reads
 FORMAT_VERSION = 1
 _MAGIC = b"sparseclust-model\n"
+_CHUNK = 1 << 20
+
+
+class _HashingWriter:
+    """File-like sink for ``pickle.dump`` that counts and hashes what passes through."""
+
+    def __init__(self, fh):
+        self.fh = fh
+        self.sha = hashlib.sha256()
+        self.n_bytes = 0
+
+    def write(self, data):
+        self.sha.update(data)
+        self.n_bytes += memoryview(data).nbytes
+        return self.fh.write(data)
+
+
+def _digest_rest(fh):
+    """Length and SHA-256 digest of ``fh`` from its position to its end (read in chunks)."""
+    sha, n = hashlib.sha256(), 0
+    while chunk := fh.read(_CHUNK):
+        sha.update(chunk)
+        n += len(chunk)
+    return n, sha.hexdigest()
 
 
 def _header(estimator):
@@ -51,7 +86,8 @@ def save(estimator, path):
     estimator : object
         Any sparseclust estimator (or a scikit-learn object holding one, e.g. a ``Pipeline``).
     path : str or path-like
-        File to write (overwritten).
+        File to write. An existing file is replaced only once the new one is complete: if
+        pickling fails, it is left as it was.
 
     Returns
     -------
@@ -59,10 +95,34 @@ def save(estimator, path):
         The header written in front of the pickled estimator.
     """
     header = _header(estimator)
-    with open(path, "wb") as fh:
-        fh.write(_MAGIC)
-        fh.write(json.dumps(header, sort_keys=True).encode("utf-8") + b"\n")
-        pickle.dump(estimator, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".sparseclust-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w+b") as out, tempfile.TemporaryFile(dir=folder) as payload:
+            # the payload first (its digest goes into the header), then header + payload
+            sink = _HashingWriter(payload)
+            pickle.dump(estimator, sink, protocol=pickle.HIGHEST_PROTOCOL)
+            header["payload_bytes"] = sink.n_bytes
+            header["payload_sha256"] = sink.sha.hexdigest()
+            out.write(_MAGIC)
+            out.write(json.dumps(header, sort_keys=True).encode("utf-8") + b"\n")
+            payload.seek(0)
+            shutil.copyfileobj(payload, out, _CHUNK)
+        mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else None
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    # mkstemp creates the file for its owner only; give it the mode an ordinary open() would
+    # have (or the replaced file's)
+    if mode is None:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    os.chmod(path, mode)
     return header
 
 
@@ -88,10 +148,14 @@ def _read_header(fh, path):
     line = fh.readline(1 << 20)
     try:
         header = json.loads(line.decode("utf-8"))
-        version = int(header["format_version"])
+        version = header["format_version"]
+        if not isinstance(version, int) or isinstance(version, bool):
+            raise TypeError
+        for key, kind in (("payload_bytes", int), ("payload_sha256", str)):
+            if key in header and not isinstance(header[key], kind):
+                raise TypeError
     except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         raise ValueError(f"{path}: the header of the model file is damaged") from None
-    header["format_version"] = version
     return header
 
 
@@ -124,10 +188,21 @@ def load(path, *, expected=None):
                 f"{__version__}, which reads format {FORMAT_VERSION}. Load it with the "
                 "release that wrote it, or refit the model."
             )
+        if "payload_sha256" in header:
+            start = fh.tell()
+            n_bytes, digest = _digest_rest(fh)
+            if n_bytes != header.get("payload_bytes") or digest != header["payload_sha256"]:
+                raise ValueError(
+                    f"{path}: the model file is truncated or damaged (its payload has "
+                    f"{n_bytes} bytes and does not match the digest in its header)")
+            fh.seek(start)
         try:
             obj = pickle.load(fh)
-        except (EOFError, pickle.UnpicklingError) as exc:
-            raise ValueError(f"{path}: the model file is truncated or damaged ({exc})") from None
+        except ImportError:
+            raise  # a class the file needs is missing: its own message says which
+        except Exception as exc:
+            raise ValueError(f"{path}: the model file is truncated or damaged "
+                             f"({type(exc).__name__}: {exc})") from None
     if expected is not None and not isinstance(obj, expected):
         raise TypeError(f"{path} holds a {type(obj).__name__}, not the expected {expected}")
     return obj

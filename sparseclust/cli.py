@@ -32,6 +32,9 @@ _LDAC_SUFFIXES = (".ldac", ".lda-c", ".dat")
 _LINES_SUFFIXES = (".txt",)
 _FORMATS = ("auto", "uci", "ldac", "lines", "folder")
 _DOC_TOPIC_SUFFIXES = (".npy", ".csv", ".tsv", ".txt")
+#: --model hdp without --n-topics: HDPTopicModel's default max_components (kept equal by a
+#: test; the estimators are imported only when a command runs)
+_HDP_TRUNCATION = 100
 
 
 class CLIError(Exception):
@@ -130,7 +133,10 @@ def _build_parser():
         "does not apply; --algorithm stochastic runs its online minibatch steps)",
     )
     t.add_argument(
-        "--n-topics", "-k", type=_positive_int, default=20, help="number of topics K (default 20)"
+        "--n-topics", "-k", type=_positive_int, default=None,
+        help="number of topics K (default 20); with --model hdp the truncation (default "
+        f"{_HDP_TRUNCATION}, HDPTopicModel's max_components, or the number of documents if "
+        "fewer)",
     )
     t.add_argument(
         "--L",
@@ -502,6 +508,10 @@ def _run_topics(args):
         raise CLIError(
             f"the corpus has {n_docs} documents and {X.nnz} nonzero counts: too few to fit"
         )
+    if args.n_topics is None:
+        # the HDP learns K below its truncation: a cap of the LDA default would cap what it
+        # can learn, so it gets its estimator's own default
+        args.n_topics = min(_HDP_TRUNCATION, n_docs) if args.model == "hdp" else 20
     if args.n_topics > n_docs:
         raise CLIError(f"--n-topics {args.n_topics} exceeds the number of documents ({n_docs})")
     if args.top_n < 2:

@@ -140,6 +140,32 @@ def test_topics_on_uci_corpus_recovers_planted_blocks(tmp_path, capsys):
     assert payload["timings"]["fit"] > 0
 
 
+def test_topics_hdp_default_truncation_is_the_estimators(tmp_path, capsys):
+    # without --n-topics the HDP starts from HDPTopicModel's own truncation (capped at the
+    # number of documents), not from the LDA default of 20 topics, which would cap what it
+    # can learn
+    from sparseclust import HDPTopicModel
+    from sparseclust.cli import _HDP_TRUNCATION
+
+    assert _HDP_TRUNCATION == HDPTopicModel().max_components
+    X = planted_counts(n_docs=40)
+    path = write_uci(tmp_path, X)
+    code, out, err = run(
+        ["topics", str(path), "--model", "hdp", "--L", "3", "--max-iter", "3", "--top-n", "4",
+         "--seed", "0", "-q"],
+        capsys,
+    )
+    assert code == 0, err
+    assert "learned from a truncation of 40" in out  # min(100, 40 documents)
+    code, out, err = run(
+        ["topics", str(path), "--L", "3", "--max-iter", "3", "--top-n", "4", "--seed", "0",
+         "-q", "--output", str(tmp_path / "lda.json")],
+        capsys,
+    )
+    assert code == 0, err
+    assert json.loads((tmp_path / "lda.json").read_text())["n_topics"] == 20
+
+
 def test_topics_hdp_learns_the_planted_number_of_topics(tmp_path, capsys):
     X = planted_counts(n_docs=120)
     path = write_uci(tmp_path, X)

@@ -111,6 +111,55 @@ def test_batch_equals_in_process(client, corpus):
     np.testing.assert_allclose(got.transform(X[:20]), ref.transform(X[:20]), rtol=1e-8)
 
 
+def test_bag_of_rows_equals_in_process(client, corpus):
+    # a bag of 1-D rows (one document per item: dense rows, lists, 1-D sparse rows) is the
+    # matrix of its rows; an item of another width gets the partition message
+    X, blocks, S0 = corpus
+    kw = dict(n_components=K, init=S0, algorithm="batch", max_iter=3, tol=0, random_state=0)
+    ref = _fit(SparseLDA(**kw), X)
+    dense = X.toarray()
+    rows = [dense[i] if i % 3 else dense[i].tolist() for i in range(N_DOCS)]
+    sparse_rows = [sp.coo_array(dense[i]) for i in range(N_DOCS)]
+    for items in (rows, sparse_rows):
+        got = _fit(SparseLDA(**kw), db.from_sequence(items, npartitions=4))
+        np.testing.assert_allclose(got.components_, ref.components_, rtol=1e-10, atol=1e-9)
+    bad = [dense[i] for i in range(N_DOCS)]
+    bad[200] = dense[200][:-1]
+    with pytest.raises(ValueError, match="every partition must have the"):
+        _fit(SparseLDA(**kw), db.from_sequence(bad, npartitions=4))
+    with pytest.raises(ValueError, match="2-D blocks .* or 1-D rows"):
+        _fit(SparseLDA(**kw), db.from_sequence([dense[:2, :, None]], npartitions=1))
+
+
+def test_old_parameters_released_before_the_global_step(client, corpus, monkeypatch):
+    # the client holds one (V, K) table of parameters at a time, as in process: the engine
+    # drops the old parameters, and so does the broadcast cache, before a global step
+    import gc
+    import weakref
+
+    from sparseclust.topics._sparse_lda import _LDAModel
+
+    X, blocks, S0 = corpus
+    alive, previous = [], []
+    original = _LDAModel.global_step
+
+    def watched(self, stats):
+        gc.collect()
+        alive.append([ref() is not None for ref in previous])
+        params = original(self, stats)
+        previous.append(weakref.ref(params))
+        return params
+
+    monkeypatch.setattr(_LDAModel, "global_step", watched)
+    kw = dict(n_components=K, init=S0, algorithm="batch", max_iter=4, tol=0, random_state=0)
+    for Xd in (X, _darray(blocks)):
+        alive.clear()
+        previous.clear()
+        _fit(SparseLDA(**kw), Xd)
+        assert len(alive) >= 4
+        assert not any(any(a) for a in alive), alive
+
+
 def test_memoized_equals_stream_of_same_batches(client, corpus):
     X, blocks, S0 = corpus
     kw = dict(n_components=K, init=S0, algorithm="memoized", n_batches=2, max_iter=5, tol=0,
@@ -154,6 +203,15 @@ def test_sem_equals_in_process(client, corpus):
     rb_ref = StochasticEMLDA(**kw).fit(X)
     rb_got = StochasticEMLDA(**kw).fit(_darray(blocks))
     np.testing.assert_allclose(rb_got.components_, rb_ref.components_, rtol=1e-5, atol=1e-4)
+    # the callback's topic_estimate is valid during fit only, as in process: after fit it
+    # raises instead of computing on the partitions it would otherwise keep referenced
+    for mode in ("rao_blackwell", "sample"):
+        for data in (X, _darray(blocks)):
+            keep = {}
+            StochasticEMLDA(**kw, topic_estimate=mode).fit(
+                data, callback=lambda i: keep.update(f=i["topic_estimate"]))
+            with pytest.raises(RuntimeError, match="during fit"):
+                keep["f"]()
     assert np.abs(rb_ref.components_ - ref.components_).max() > 0.1
     np.testing.assert_allclose([e["log_joint"] for e in got.trace_],
                                [e["log_joint"] for e in ref.trace_], rtol=1e-12)

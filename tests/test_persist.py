@@ -86,3 +86,61 @@ def test_refusals(tmp_path):
     # the wrong estimator
     with pytest.raises(TypeError, match="not the expected"):
         sparseclust.load(good, expected=HDPTopicModel)
+
+
+def test_damaged_payload_is_refused_before_unpickling(tmp_path):
+    X = _counts()
+    model = SparseLDA(3, max_iter=2, random_state=0).fit(X)
+    good = tmp_path / "good"
+    header = sparseclust.save(model, good)
+    raw = good.read_bytes()
+    magic, head, payload = raw.split(b"\n", 2)
+    assert header["payload_bytes"] == len(payload)
+    # one bit flipped inside the pickled topics: unpickling would succeed with other numbers
+    i = payload.find(model.components_.tobytes()[:64]) + 24
+    assert i >= 24
+    flipped = bytearray(payload)
+    flipped[i] ^= 0x01
+    bad = tmp_path / "flipped"
+    bad.write_bytes(magic + b"\n" + head + b"\n" + bytes(flipped))
+    with pytest.raises(ValueError, match="truncated or damaged .*digest"):
+        sparseclust.load(bad)
+    # trailing bytes after the payload
+    extra = tmp_path / "extra"
+    extra.write_bytes(raw + b"\0")
+    with pytest.raises(ValueError, match="truncated or damaged"):
+        sparseclust.load(extra)
+    # a format version that is not an integer
+    h = json.loads(head)
+    h["format_version"] = 1.9
+    odd = tmp_path / "odd"
+    odd.write_bytes(magic + b"\n" + json.dumps(h).encode() + b"\n" + payload)
+    with pytest.raises(ValueError, match="header .* damaged"):
+        sparseclust.load(odd)
+    # a file written before the digest was recorded still loads (without that check)
+    for key in ("payload_bytes", "payload_sha256"):
+        del h[key]
+    h["format_version"] = FORMAT_VERSION
+    legacy = tmp_path / "legacy"
+    legacy.write_bytes(magic + b"\n" + json.dumps(h).encode() + b"\n" + payload)
+    np.testing.assert_array_equal(sparseclust.load(legacy).components_, model.components_)
+    # and damage it does not detect by digest still gives the ValueError, not a pickle error
+    short = tmp_path / "short"
+    short.write_bytes(magic + b"\n" + json.dumps(h).encode() + b"\n" + payload[:-40])
+    with pytest.raises(ValueError, match="truncated or damaged"):
+        sparseclust.load(short)
+
+
+def test_failed_save_leaves_the_existing_file(tmp_path):
+    X = _counts()
+    model = SparseLDA(3, max_iter=2, random_state=0).fit(X)
+    path = tmp_path / "model"
+    sparseclust.save(model, path)
+    before = path.read_bytes()
+    bad = SparseLDA(3, max_iter=2, random_state=0).fit(X)
+    bad.unpicklable_ = lambda: None  # pickle cannot store a lambda
+    with pytest.raises((pickle.PicklingError, AttributeError)):
+        sparseclust.save(bad, path)
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["model"]  # no temporary file left
+    np.testing.assert_array_equal(sparseclust.load(path).components_, model.components_)

@@ -698,6 +698,8 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
                 raise RuntimeError("topic_estimate can only be called during fit (from the "
                                    "callback); after fit use components_")
             if self.topic_estimate == "sample":
+                if final:
+                    done.append(True)
                 return W
             rb = _RaoBlackwell(K, beta, smp.alpha, nt, W=W, topic_totals=T_last[0])
             if not final:
