@@ -142,10 +142,16 @@ def render_report(record, word_probs, message):
     trace = record.get("trace") or []
     key = next((k for k in ("elbo", "log_joint") if trace and k in trace[0]), None)
     if key is not None:
-        n_tok = max(float(c["n_tokens"]), 1.0)
+        # the objective is a sum over the training documents (records written before
+        # n_train_tokens was stored give only the whole corpus's tokens: no per-token plot)
+        n_tok = c.get("n_train_tokens")
+        if n_tok is None:
+            key = None
+    if key is not None:
+        n_tok = max(float(n_tok), 1.0)
         ys = [None if e.get(key) is None else e[key] / n_tok for e in trace]
         label = ("ELBO per training token" if key == "elbo"
-                 else "log joint per token")
+                 else "log joint per training token")
         out.append(_trace_svg(list(range(1, len(trace) + 1)), ys, "pass", label))
     # topics
     out.append(f"<h2>Topics ({record['n_topics']}, largest first)</h2>"

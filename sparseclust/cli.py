@@ -55,6 +55,16 @@ def _positive_int(text):
     return value
 
 
+def _seed(text):
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(f"expected a seed from 0 to 2**32 - 1, got {text!r}")
+    return value
+
+
 def _nonzero_int(text):
     try:
         value = int(text)
@@ -214,7 +224,8 @@ def _build_parser():
         help="threads (default: all available; -1 all, -2 all but one)",
     )
     t.add_argument(
-        "--seed", type=int, default=0, help="random seed of the split and the fit (default 0)"
+        "--seed", type=_seed, default=0,
+        help="random seed of the split and the fit, 0 to 2**32 - 1 (default 0)"
     )
     t.add_argument("--quiet", "-q", action="store_true", help="no progress bar or status messages")
     t.add_argument(
@@ -304,6 +315,9 @@ def _load_corpus_unchecked(path, vocab, min_df, fmt):
     if path is None:
         if vocab is not None:
             raise CLIError("--vocab needs a corpus PATH")
+        if fmt != "auto" or min_df != 1:
+            raise CLIError("--format and --min-df describe a corpus PATH; the bundled KOS "
+                           "corpus takes neither")
         bunch = datasets.load_kos()
         return bunch.data, bunch.feature_names, "KOS blog posts (bundled)"
 
@@ -382,28 +396,32 @@ class _Progress:
         isatty = getattr(self.stream, "isatty", None)
         self.tty = bool(isatty and isatty())
         self._drawn = False
+        self._calls = 0
 
     def __call__(self, info):
         if not self.enabled:
             return False
-        done = int(info.get("pass", info.get("sweep", 0)) or 0)
+        self._calls += 1
+        # the pass (or sweep) number when the estimator gives one, else this call's
+        done = int(info.get("pass") or info.get("sweep") or self._calls)
         total = int(info.get("n_passes", self.total)) or self.total
-        # StochasticEMLDA reports its log joint likelihood instead of an ELBO
+        # StochasticEMLDA reports its log joint likelihood instead of an ELBO (its online
+        # steps none at all: then no objective is shown)
         label = "ELBO" if "elbo" in info else "log joint"
-        elbo = info.get("elbo", info.get("log_joint", float("nan")))
-        if elbo is None:
-            elbo = float("nan")
+        elbo = info.get("elbo", info.get("log_joint"))
         elapsed = info.get("elapsed", 0.0)
         if self.tty:
             filled = int(round(self.width * min(done, total) / total))
             bar = "#" * filled + "-" * (self.width - filled)
+            objective = f"{label} {elbo: .5e}  " if elbo is not None else ""
             self.stream.write(
                 f"\r  fit [{bar}] {done:>{len(str(total))}}/{total} passes  "
-                f"{label} {elbo: .5e}  {elapsed:6.1f}s"
+                f"{objective}{elapsed:6.1f}s"
             )
             self._drawn = True
         else:
-            self.stream.write(f"  pass {done}/{total}  {label} {elbo: .6e}  {elapsed:.2f}s\n")
+            objective = f"{label} {elbo: .6e}  " if elbo is not None else ""
+            self.stream.write(f"  pass {done}/{total}  {objective}{elapsed:.2f}s\n")
         self.stream.flush()
         return False
 
@@ -411,6 +429,13 @@ class _Progress:
         if self.enabled and self.tty and self._drawn:
             self.stream.write("\n")
             self.stream.flush()
+
+
+def _documents_scored(n_scored, n_heldout, which):
+    """'12 documents' or '12 of the 30 held-out documents (those <which>)'."""
+    if n_scored == n_heldout:
+        return f"{n_scored} documents"
+    return f"{n_scored} of the {n_heldout} held-out documents (those {which})"
 
 
 def _say(args, message):
@@ -433,7 +458,13 @@ def _convergence_summary(model, args):
     last = trace[-1].get("elbo_change") if trace else None
     last = None if last is None or not np.isfinite(last) else float(last)
     converged = bool(getattr(model, "converged_", False))
-    if converged:
+    if converged and model.algorithm == "stochastic":
+        from ._engine import STOCHASTIC_WINDOW as w
+
+        msg = (f"converged after {n_iter} passes of stochastic training (the mean ELBO of the "
+               f"last {w} passes differs from that of the {w} before them by {last:.2g} nats "
+               f"per token, below tol = {tol:g})")
+    elif converged:
         msg = (f"converged after {n_iter} passes (the ELBO changed by {last:.2g} nats per "
                f"token in the last pass, below tol = {tol:g})")
     elif model.algorithm == "stochastic":
@@ -528,6 +559,9 @@ def _run_topics(args):
         )
     if args.model == "sem" and args.L is not None:
         _warn(args, "--L does not apply to --model sem (it samples one topic per token)")
+    if args.model == "sem" and args.n_batches is not None:
+        _warn(args, "--n-batches does not apply to --model sem (its batch sweeps visit every "
+                    "document; --batch-size sets its online minibatches)")
     if args.L is None:
         args.L = min(8, args.n_topics)
     elif args.L > args.n_topics and args.model != "sem":
@@ -541,6 +575,10 @@ def _run_topics(args):
                        "--heldout-fraction > 0")
     train_idx, test_idx = _split_documents(n_docs, args.heldout_fraction, args.seed)
     X_train, X_test = X[train_idx], X[test_idx]
+    if X_train.nnz == 0:
+        raise CLIError(
+            f"the {len(train_idx)} training documents are all empty: nothing to fit (lower "
+            "--heldout-fraction, or give a corpus with more non-empty documents)")
     t_load = time.perf_counter() - t0
     _say(
         args,
@@ -623,6 +661,11 @@ def _run_topics(args):
             )
         except ValueError as exc:
             _say(args, f"no left-to-right score: {exc}")
+    # documents with fewer than 2 word types cannot be split for document completion; empty
+    # ones have no tokens for left-to-right
+    types_per_doc = (X_test > 0).sum(axis=1) if X_test.shape[0] else np.zeros(0)
+    n_completed = int(np.count_nonzero(np.asarray(types_per_doc).ravel() >= 2))
+    n_nonempty = int(np.count_nonzero(np.asarray(types_per_doc).ravel() >= 1))
     if X_test.shape[0] > 0:
         try:
             heldout = document_completion_score(
@@ -659,7 +702,8 @@ def _run_topics(args):
     if heldout is not None:
         print(
             f"held-out document completion: {heldout:.4f} nats per token "
-            f"({len(test_idx)} documents, 20% of each one's word types held out; "
+            f"({_documents_scored(n_completed, len(test_idx), 'with 2 or more word types')}, "
+            "20% of each one's word types held out; "
             f"perplexity {np.exp(-heldout):.0f})",
             file=out,
         )
@@ -674,7 +718,8 @@ def _run_topics(args):
         se = "" if not np.isfinite(l2r_std) else f" +- {l2r_std:.4f} (standard error)"
         print(
             f"held-out left-to-right log-likelihood: {l2r:.4f}{se} nats per token "
-            f"({len(test_idx)} whole documents, {args.left_to_right} particles)",
+            f"({_documents_scored(n_nonempty, len(test_idx), 'not empty')}, whole, "
+            f"{args.left_to_right} particles)",
             file=out,
         )
     if npmi is not None:
@@ -727,7 +772,10 @@ def _run_topics(args):
                 "n_words": n_words,
                 "n_tokens": float(X.sum()),
                 "n_train": int(len(train_idx)),
+                "n_train_tokens": float(X_train.sum()),
                 "n_heldout": int(len(test_idx)),
+                "n_heldout_scored": int(n_completed),
+                "n_heldout_nonempty": int(n_nonempty),
             },
             "model": Estimator.__name__,
             "n_topics": int(len(order)),

@@ -669,3 +669,103 @@ def test_html_report_matches_the_json_record_and_the_model(tmp_path, capsys):
                     f"<span class='bar' style='width:")
             pos = page.index(cell, pos)
             assert f"<td class='num'>{p:.3f}</td>" in page[pos:pos + 200]
+
+
+def test_report_plots_the_objective_per_training_token(tmp_path, capsys, monkeypatch):
+    from sparseclust import _report
+
+    path = write_uci(tmp_path, planted_counts(n_docs=60))
+    js, rep = tmp_path / "r.json", tmp_path / "r.html"
+    seen = {}
+    original = _report._trace_svg
+
+    def spy(xs, ys, xlabel, ylabel):
+        seen.update(ys=ys, label=ylabel)
+        return original(xs, ys, xlabel, ylabel)
+
+    monkeypatch.setattr(_report, "_trace_svg", spy)
+    code, out, err = run(["topics", str(path), "-k", "3", "--max-iter", "4", "--seed", "2",
+                          "--heldout-fraction", "0.3", "-q", "--output", str(js),
+                          "--report", str(rep)], capsys)
+    assert code == 0, err
+    record = json.loads(js.read_text())
+    X = planted_counts(n_docs=60)
+    train, test = _split_documents(60, 0.3, 2)
+    n_train = float(X[train].sum())
+    assert record["corpus"]["n_train_tokens"] == n_train < record["corpus"]["n_tokens"]
+    assert seen["label"] == "ELBO per training token"
+    np.testing.assert_allclose(seen["ys"], [e["elbo"] / n_train for e in record["trace"]])
+
+
+def test_seed_out_of_range_is_a_usage_error(tmp_path, capsys):
+    path = write_uci(tmp_path, planted_counts(n_docs=30))
+    for seed in ("-1", str(2**32)):
+        code, out, err = run(["topics", str(path), "--seed", seed], capsys)
+        assert code == 2
+        assert "expected a seed from 0 to 2**32 - 1" in err
+
+
+def test_online_sem_progress_counts_passes(tmp_path, capsys):
+    path = write_uci(tmp_path, planted_counts(n_docs=40))
+    code, out, err = run(["topics", str(path), "--model", "sem", "--algorithm", "stochastic",
+                          "--batch-size", "8", "-k", "3", "--max-iter", "3"], capsys)
+    assert code == 0, err
+    lines = [ln.split()[:2] for ln in err.splitlines() if ln.strip().startswith("pass ")]
+    assert lines == [["pass", "1/3"], ["pass", "2/3"], ["pass", "3/3"]], err
+    assert "nan" not in err
+
+
+def test_heldout_lines_count_the_documents_scored(tmp_path, capsys):
+    # blank lines are empty documents and one-word lines cannot be split: the held-out lines
+    # say how many documents each score is over
+    rng = np.random.default_rng(0)
+    words = vocab_words()
+    lines = []
+    for i in range(60):
+        if i % 3 == 0:
+            lines.append("")
+        elif i % 3 == 1:
+            lines.append(words[i % len(words)])
+        else:
+            lines.append(" ".join(rng.choice(words, 12)))
+    path = tmp_path / "posts.txt"
+    path.write_text("\n".join(lines) + "\n")
+    code, out, err = run(["topics", str(path), "-k", "2", "--max-iter", "3", "-q",
+                          "--heldout-fraction", "0.5", "--left-to-right", "2",
+                          "--output", str(tmp_path / "o.json")], capsys)
+    assert code == 0, err
+    from sparseclust.datasets import load_text_lines
+
+    X = load_text_lines(path).data
+    _, test = _split_documents(60, 0.5, 0)
+    types = np.asarray((X[test] > 0).sum(axis=1)).ravel()
+    n_split, n_nonempty = int((types >= 2).sum()), int((types >= 1).sum())
+    assert 0 < n_split < n_nonempty < len(test)
+    assert (f"({n_split} of the {len(test)} held-out documents (those with 2 or more word "
+            "types)") in out
+    assert f"({n_nonempty} of the {len(test)} held-out documents (those not empty)" in out
+    corpus = json.loads((tmp_path / "o.json").read_text())["corpus"]
+    assert (corpus["n_heldout_scored"], corpus["n_heldout_nonempty"]) == (n_split, n_nonempty)
+
+
+def test_options_that_do_not_apply(tmp_path, capsys):
+    # --format / --min-df without a PATH (the bundled corpus takes neither): an error
+    for extra in (["--format", "ldac"], ["--min-df", "5"]):
+        code, out, err = run(["topics", "-k", "2", "--max-iter", "1", *extra], capsys)
+        assert code == 2
+        assert "describe a corpus PATH" in err
+    # --n-batches with --model sem: a warning
+    path = write_uci(tmp_path, planted_counts(n_docs=30))
+    code, out, err = run(["topics", str(path), "--model", "sem", "-k", "3", "--max-iter", "2",
+                          "--n-batches", "3", "-q"], capsys)
+    assert code == 0, err
+    assert "warning: --n-batches does not apply to --model sem" in err
+    # training documents that are all empty: an error, not a fit on no tokens
+    two = tmp_path / "two.txt"
+    two.write_text("sun moon star\n\n")
+    # a seed whose training document is the blank line (row 1)
+    seed = next(s for s in range(100) if _split_documents(2, 0.5, s)[0].tolist() == [1])
+    code, out, err = run(["topics", str(two), "-k", "1", "--heldout-fraction", "0.5",
+                          "--seed", str(seed)], capsys)
+    assert code == 2
+    assert "training documents are all empty" in err

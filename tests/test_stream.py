@@ -275,3 +275,26 @@ def test_hdp_memoized_fit_on_a_stream_with_moves(tmp_path):
                        batch_size=50, feature_names=None, source="memory")
     ref = HDPTopicModel(**params).fit(mem)
     np.testing.assert_array_equal(m.components_, ref.components_)
+
+
+def test_broken_gzip_is_named_as_by_the_loaders(tmp_path):
+    # a broken archive: the stream readers' message names the file and says what is wrong,
+    # as load_uci_bow / load_ldac do, whether the header or the body cannot be read
+    path = tmp_path / "docword.bad.txt.gz"
+    path.write_bytes(b"\x1f\x8b not really gzip")
+    with pytest.raises(ValueError, match="not a valid gzip file"):
+        load_uci_bow(path)
+    with pytest.raises(ValueError, match=f"{path}: not a valid gzip file"):
+        stream_uci_bow(path, batch_size=2)
+    # a header that decompresses, then a truncated archive
+    good = gzip.compress(b"3\n4\n3\n1 1 2\n2 2 1\n3 4 5\n" * 200)
+    cut = tmp_path / "docword.cut.txt.gz"
+    cut.write_bytes(good[: len(good) // 2])
+    with pytest.raises(ValueError, match="not a valid gzip file|read failed"):
+        for _ in stream_uci_bow(cut, batch_size=2):
+            pass
+    ldac = tmp_path / "c.ldac"
+    ldac.write_bytes(b"\x1f\x8b not really gzip")
+    with pytest.raises(ValueError, match=f"{ldac}: not a valid gzip file"):
+        for _ in stream_ldac(ldac, n_features=4, batch_size=2):
+            pass

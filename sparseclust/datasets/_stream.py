@@ -97,6 +97,14 @@ def _open(path):
     return fh
 
 
+def _read_error(fh, name, exc):
+    """The ValueError for a failed read: a broken gzip archive is named as such (the message
+    of the whole-file loaders)."""
+    if isinstance(fh, gzip.GzipFile):
+        return ValueError(f"{name}: not a valid gzip file ({exc})")
+    return ValueError(f"{name}: read failed ({exc})")
+
+
 def _line_blocks(fh, lineno, block_bytes=_BLOCK_BYTES):
     """Blocks of complete lines from ``fh``: yields ``(body, first line number)``.
 
@@ -109,7 +117,7 @@ def _line_blocks(fh, lineno, block_bytes=_BLOCK_BYTES):
         try:
             chunk = fh.read(block_bytes)
         except (OSError, EOFError) as exc:
-            raise ValueError(f"{getattr(fh, 'name', 'file')}: read failed ({exc})") from None
+            raise _read_error(fh, getattr(fh, "name", "file"), exc) from None
         if not chunk:
             rest = rest.rstrip()
             if rest:
@@ -132,7 +140,10 @@ def _line_blocks(fh, lineno, block_bytes=_BLOCK_BYTES):
 def _uci_header(fh, name):
     header = []
     for i, what in enumerate(_UCI_HEADER):
-        line = fh.readline()
+        try:
+            line = fh.readline()
+        except (OSError, EOFError) as exc:
+            raise _read_error(fh, name, exc) from None
         token = line.strip()
         if not line:
             raise _error(name, i + 1, f"bad header: expected the {what}, got end of file")

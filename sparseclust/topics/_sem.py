@@ -634,8 +634,11 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             (n_features, n_components) counts ``fit`` would keep if it stopped now (the
             Rao-Blackwellized counts as a new float32 array, about one sweep of work; W
             itself with ``topic_estimate='sample'``; valid only during ``fit``); the topics
-            are their transpose plus beta, row-normalized. Returning ``True`` stops
-            training. Time spent in the callback is excluded from ``elapsed``.
+            are their transpose plus beta, row-normalized. With ``algorithm='online'`` it is
+            called after every pass over X instead, with the trace entry of the pass's last
+            minibatch step plus ``pass`` (the pass number), ``n_passes`` and ``components``
+            (the current topics). Returning ``True`` stops training. Time spent in the
+            callback is excluded from ``elapsed``.
 
         Returns
         -------
@@ -836,8 +839,8 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             self._online_pass(X, total)
             self.n_iter_ = it
             if callback is not None:
-                info = dict(self.trace_[-1], n_passes=self.max_iter,
-                            components=self.components_)
+                info = dict(self.trace_[-1], n_passes=self.max_iter, components=self.components_)
+                info["pass"] = it
                 if callback(info):
                     break
         self._n_samples_fit = X.shape[0]
