@@ -34,7 +34,7 @@ _FORMATS = ("auto", "uci", "ldac", "lines", "folder")
 _DOC_TOPIC_SUFFIXES = (".npy", ".csv", ".tsv", ".txt")
 #: --model hdp without --n-topics: HDPTopicModel's default max_components (kept equal by a
 #: test; the estimators are imported only when a command runs)
-_HDP_TRUNCATION = 100
+_HDP_TRUNCATION = 200
 
 
 class CLIError(Exception):

@@ -156,7 +156,7 @@ def test_topics_hdp_default_truncation_is_the_estimators(tmp_path, capsys):
         capsys,
     )
     assert code == 0, err
-    assert "learned from a truncation of 40" in out  # min(100, 40 documents)
+    assert "learned from a truncation of 40" in out  # min(200, 40 documents)
     code, out, err = run(
         ["topics", str(path), "--L", "3", "--max-iter", "3", "--top-n", "4", "--seed", "0",
          "-q", "--output", str(tmp_path / "lda.json")],
