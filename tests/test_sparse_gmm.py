@@ -550,6 +550,26 @@ def test_dp_mixture_from_one_cluster_grows_by_births():
     assert m.n_components_ == 2
 
 
+@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+def test_birth_re_infers_all_of_a_large_target(covariance_type):
+    """A birth re-infers every row of its target (up to BIRTH_VALUES / n_features): with a
+    subsample of a large cluster (500 of 3,000 rows in an earlier default) the rows left
+    behind keep the target broad and heavy, the fresh clusters get a small weight, and the
+    birth was rejected, so three separated blobs of 1,000 points stayed one cluster. The
+    clusters found must be the blobs (adjusted Rand index against the planted labels)."""
+    from sklearn.metrics import adjusted_rand_score
+
+    from sparseclust.mixture._dp_moves import BIRTH_VALUES
+
+    X, labels = _blobs(n_per=1000, D=2, n_clusters=3, sep=8.0)
+    assert BIRTH_VALUES // X.shape[1] >= X.shape[0]
+    m = SparseGaussianMixture(n_components=1, weight_concentration_prior_type="dirichlet_process",
+                              covariance_type=covariance_type, max_iter=60,
+                              random_state=0).fit(X)
+    assert m.n_components_ == 3
+    assert adjusted_rand_score(labels, m.predict(X)) > 0.99
+
+
 def test_dp_model_with_dense_responsibilities_stays_dense_as_k_changes():
     """L=None asks for dense responsibilities: after births grow K (or moves shrink it) the
     model's L follows K (it stayed at the starting K, so born clusters made training

@@ -39,9 +39,10 @@ lookup table, the round log, compaction; the pair-entropy kernel of
      those rows under the current clusters without j, and the new statistics added;
    - birth at k (Hughes & Sudderth 2013): ``birth_components`` fresh clusters are fit to a
      subsample of k's rows (k-means++ seeds, then a few iterations of the local and global
-     steps of a plain mixture on the subsample), the local step is re-run on k's rows (at
-     most ``birth_rows``) under the current clusters plus the fresh ones, and the statistics
-     of those rows are replaced. Any responsibilities of any subset of rows give a valid
+     steps of a plain mixture on the subsample), the local step is re-run on k's rows (all of
+     them, up to ``birth_rows``; by default :data:`BIRTH_VALUES` / n_features rows or the
+     delete budget if larger) under the current clusters plus the fresh ones, and the statistics of those rows
+     are replaced. Any responsibilities of any subset of rows give a valid
      ELBO, so the proposal is accepted, like the others, only when the whole-data ELBO
      increases; the fresh clusters are appended at the end of the sticks;
    - sort: the clusters are reordered by decreasing N_k when that raises the allocation
@@ -78,6 +79,14 @@ __all__ = ["MixtureMoves"]
 
 #: a proposal is accepted when it raises the objective by more than this fraction of |L|
 ACCEPT_RTOL = 1e-12
+
+#: values (rows x features) a birth re-infers at most by default (``move_opts['birth_rows']
+#: =None``): every row of the target up to ``BIRTH_VALUES // n_features`` rows (or the delete
+#: budget if larger). Re-inferring a subsample of a large cluster leaves the rest in it, and
+#: the proposal then loses (three blobs of 1,000 points from one cluster stayed one cluster
+#: with the 500-row subsample of an earlier default). The target's rows are gathered in one
+#: dense array (on Dask, fetched to the client): at most 80 MB of float64 by this bound.
+BIRTH_VALUES = 10_000_000
 
 #: pairs of the merge order scanned at once for the data terms of chained merges
 CHAIN_BATCH = 64
@@ -124,7 +133,8 @@ class MixtureMoves(MoveBook):
     pass; None: 10% of the samples, at least 500), ``max_deletes`` (the most per round; a
     round that accepted none halves the next round's number), ``cooldown`` (passes),
     ``birth_components`` (fresh clusters per birth), ``birth_rows`` (rows re-inferred per
-    birth; None: as ``delete_rows``), ``birth_fit_rows`` (rows the fresh clusters are fit
+    birth, a uniform subsample of the target's beyond it; None: :data:`BIRTH_VALUES` /
+    n_features rows or the delete budget if larger), ``birth_fit_rows`` (rows the fresh clusters are fit
     to), ``birth_iters`` (iterations of that fit), ``max_births`` (targets per round).
     """
 
@@ -558,9 +568,13 @@ class MixtureMoves(MoveBook):
         n_total = float(np.sum(work.stats["N"]))
         budget = opts["birth_rows"]
         if budget is None:
-            budget = opts["delete_rows"]
-        if budget is None:
-            budget = max(500, int(0.1 * n_total))
+            # every row of the target, up to a cap: rows left in the target keep it large
+            # and broad, and the fresh clusters, holding only the re-inferred rows, then pay
+            # a small weight for each of them, so a birth re-inferring a subsample of a
+            # large cluster is rejected even where the clusters are plainly separated
+            deletes = opts["delete_rows"]
+            budget = max(BIRTH_VALUES // max(int(self.prior.n_features), 1),
+                         max(500, int(0.1 * n_total)) if deletes is None else deletes)
         for k in rnd.births:
             k = int(k)
             if not work.alive[k] or k in log.touched:

@@ -629,8 +629,9 @@ class SparseGaussianMixture(
         gathered during the pass; **delete** tries the smallest clusters, re-running the
         local step without the cluster on the samples that use it; **birth** (after a round
         that tried merges or deletes and accepted none) fits 3 fresh clusters to a subsample
-        of the largest cluster's samples and re-runs the local step on those samples with the
-        fresh clusters added; **sort** reorders the clusters by
+        of the largest cluster's samples and re-runs the local step on all of its samples (up
+        to 10^7 / n_features of them, or 10% of the samples if more) with the fresh clusters
+        added; **sort** reorders the clusters by
         size (the stick-breaking prior favours large early sticks). Each proposal is accepted
         only if the whole-data ELBO increases, so training stays monotone, and
         ``n_components_`` becomes the number of clusters left that hold at least one expected
