@@ -28,8 +28,10 @@ import hashlib
 import json
 import os
 import pickle
+import secrets
 import shutil
 import tempfile
+import time
 
 from . import __version__
 
@@ -53,6 +55,19 @@ class _HashingWriter:
         self.sha.update(data)
         self.n_bytes += memoryview(data).nbytes
         return self.fh.write(data)
+
+
+def _replace(src, dst, attempts=10):
+    """os.replace; on Windows a file another process holds open (an indexer, a virus
+    scanner) refuses it for a moment, so it is retried there."""
+    for i in range(attempts):
+        try:
+            os.replace(src, dst)
+            return
+        except PermissionError:
+            if os.name != "nt" or i == attempts - 1:
+                raise
+            time.sleep(0.05 * (i + 1))
 
 
 def _digest_rest(fh):
@@ -86,8 +101,10 @@ def save(estimator, path):
     estimator : object
         Any sparseclust estimator (or a scikit-learn object holding one, e.g. a ``Pipeline``).
     path : str or path-like
-        File to write. An existing file is replaced only once the new one is complete: if
-        pickling fails, it is left as it was.
+        File to write (through a symbolic link, to the file it names). An existing file is
+        replaced only once the new one is complete, keeping its permissions: if pickling
+        fails, it is left as it was. The folder must be writable (the new file is written
+        next to the old one).
 
     Returns
     -------
@@ -95,10 +112,17 @@ def save(estimator, path):
         The header written in front of the pickled estimator.
     """
     header = _header(estimator)
-    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".sparseclust-", suffix=".tmp")
+    # write through a symbolic link to the file it names, as open(path, "wb") would
+    path = os.path.realpath(os.fsdecode(os.fspath(path)))
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise PermissionError(f"{path} is not writable")
+    folder = os.path.dirname(path)
+    mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else None
+    tmp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(8)}.tmp")
+    # created as open() creates a file: mode 0o666 less the process's umask
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
     try:
-        with os.fdopen(fd, "w+b") as out, tempfile.TemporaryFile(dir=folder) as payload:
+        with os.fdopen(fd, "wb") as out, tempfile.TemporaryFile(dir=folder) as payload:
             # the payload first (its digest goes into the header), then header + payload
             sink = _HashingWriter(payload)
             pickle.dump(estimator, sink, protocol=pickle.HIGHEST_PROTOCOL)
@@ -108,21 +132,18 @@ def save(estimator, path):
             out.write(json.dumps(header, sort_keys=True).encode("utf-8") + b"\n")
             payload.seek(0)
             shutil.copyfileobj(payload, out, _CHUNK)
-        mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else None
-        os.replace(tmp, path)
+            if mode is not None:  # a replaced file keeps its permissions
+                try:
+                    os.chmod(tmp, mode)
+                except OSError:
+                    pass
+        _replace(tmp, path)
     except BaseException:
         try:
             os.unlink(tmp)
         except OSError:
             pass
         raise
-    # mkstemp creates the file for its owner only; give it the mode an ordinary open() would
-    # have (or the replaced file's)
-    if mode is None:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
-    os.chmod(path, mode)
     return header
 
 
@@ -188,7 +209,8 @@ def load(path, *, expected=None):
                 f"{__version__}, which reads format {FORMAT_VERSION}. Load it with the "
                 "release that wrote it, or refit the model."
             )
-        if "payload_sha256" in header:
+        verified = "payload_sha256" in header
+        if verified:
             start = fh.tell()
             n_bytes, digest = _digest_rest(fh)
             if n_bytes != header.get("payload_bytes") or digest != header["payload_sha256"]:
@@ -198,9 +220,15 @@ def load(path, *, expected=None):
             fh.seek(start)
         try:
             obj = pickle.load(fh)
-        except ImportError:
-            raise  # a class the file needs is missing: its own message says which
+        except (ImportError, MemoryError):
+            raise  # a class the file needs is missing (its message says which), or memory
         except Exception as exc:
+            if verified:  # the payload is the one saved: it is not damaged
+                raise ValueError(
+                    f"{path}: the model could not be unpickled ({type(exc).__name__}: {exc}); "
+                    "it was written by sparseclust "
+                    f"{header.get('sparseclust_version', '?')}, this is {__version__}"
+                ) from exc
             raise ValueError(f"{path}: the model file is truncated or damaged "
                              f"({type(exc).__name__}: {exc})") from None
     if expected is not None and not isinstance(obj, expected):

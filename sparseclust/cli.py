@@ -21,6 +21,7 @@ import re
 import sys
 import time
 import warnings
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -275,7 +276,7 @@ def _head_bytes(path, n=8192):
         try:
             with gzip.open(path, "rb") as fh:
                 head = fh.read(n)
-        except (OSError, EOFError):
+        except (OSError, EOFError, zlib.error):
             pass  # the reader reports the broken archive
     return head
 

@@ -2,6 +2,7 @@
 """sparseclust.save / sparseclust.load: round trips and refusals."""
 
 import json
+import os
 import pickle
 
 import numpy as np
@@ -144,3 +145,49 @@ def test_failed_save_leaves_the_existing_file(tmp_path):
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["model"]  # no temporary file left
     np.testing.assert_array_equal(sparseclust.load(path).components_, model.components_)
+
+
+class _RefusesToLoad:
+    """Pickles fine; raises when unpickled (as a class changed by another release might)."""
+
+    def __setstate__(self, state):
+        raise RuntimeError("this state is from another release")
+
+
+def test_intact_file_that_cannot_be_unpickled_is_not_called_damaged(tmp_path):
+    obj = _RefusesToLoad()
+    obj.x = 1
+    path = tmp_path / "m"
+    sparseclust.save(obj, path)
+    with pytest.raises(ValueError, match="could not be unpickled .*another release") as exc:
+        sparseclust.load(path)
+    assert "damaged" not in str(exc.value)
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX permissions and symbolic links")
+def test_save_writes_through_links_and_keeps_permissions(tmp_path):
+    X = _counts()
+    model = SparseLDA(3, max_iter=2, random_state=0).fit(X)
+    # a new file gets the mode open() would give it
+    umask = os.umask(0o022)
+    os.umask(umask)
+    fresh = tmp_path / "fresh"
+    sparseclust.save(model, fresh)
+    assert fresh.stat().st_mode & 0o777 == 0o666 & ~umask
+    # an existing file keeps its mode
+    kept = tmp_path / "kept"
+    sparseclust.save(model, kept)
+    kept.chmod(0o640)
+    sparseclust.save(model, kept)
+    assert kept.stat().st_mode & 0o777 == 0o640
+    # a symbolic link stays a link; the file it names gets the new model
+    link = tmp_path / "link"
+    link.symlink_to(kept)
+    other = SparseLDA(4, max_iter=2, random_state=1).fit(X)
+    sparseclust.save(other, link)
+    assert link.is_symlink()
+    np.testing.assert_array_equal(sparseclust.load(kept).components_, other.components_)
+    # a bytes path works as for open()
+    sparseclust.save(model, os.fsencode(tmp_path / "bytes"))
+    assert sparseclust.load(tmp_path / "bytes").n_components == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bytes", "fresh", "kept", "link"]

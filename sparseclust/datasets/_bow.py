@@ -19,6 +19,7 @@ import gzip
 import os
 import re
 import warnings
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +51,7 @@ def _read_source(source):
     if raw[:2] == b"\x1f\x8b":
         try:
             raw = gzip.decompress(raw)
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
             raise ValueError(f"{name}: not a valid gzip file ({exc})") from None
     return raw, name
 

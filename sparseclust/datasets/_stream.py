@@ -18,6 +18,7 @@ The blocks are parsed with the same vectorized scanner as the whole-file loaders
 
 import gzip
 import os
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -116,7 +117,7 @@ def _line_blocks(fh, lineno, block_bytes=_BLOCK_BYTES):
     while True:
         try:
             chunk = fh.read(block_bytes)
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
             raise _read_error(fh, getattr(fh, "name", "file"), exc) from None
         if not chunk:
             rest = rest.rstrip()
@@ -142,7 +143,7 @@ def _uci_header(fh, name):
     for i, what in enumerate(_UCI_HEADER):
         try:
             line = fh.readline()
-        except (OSError, EOFError) as exc:
+        except (OSError, EOFError, zlib.error) as exc:
             raise _read_error(fh, name, exc) from None
         token = line.strip()
         if not line:

@@ -71,7 +71,7 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         would consider. On validation documents of KOS and 20 Newsgroups (held out from the
         training documents of ``benchmarks/bench_hdp.py``), 200 scored 0.012-0.078 nats per
         token above 100 on all five seeds, and 400 a further -0.009 to +0.033 (mean +0.012)
-        above 200 for about 2.5-5x the CPU time (``benchmarks/README.md``, "The default
+        above 200 for 2.5-6x the CPU time (``benchmarks/README.md``, "The default
         truncation").
     L : int or None, default=8
         Sparsity level of the document local step (topics per word type). None or
