@@ -114,10 +114,10 @@ def save(estimator, path):
     header = _header(estimator)
     # write through a symbolic link to the file it names, as open(path, "wb") would
     path = os.path.realpath(os.fsdecode(os.fspath(path)))
-    if os.path.exists(path) and not os.access(path, os.W_OK):
+    mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else None
+    if mode is not None and not os.access(path, os.W_OK):
         raise PermissionError(f"{path} is not writable")
     folder = os.path.dirname(path)
-    mode = os.stat(path).st_mode & 0o7777 if os.path.exists(path) else None
     tmp = os.path.join(folder, f".{os.path.basename(path)}.{secrets.token_hex(8)}.tmp")
     # created as open() creates a file: mode 0o666 less the process's umask
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)

@@ -664,9 +664,9 @@ def _run_topics(args):
             _say(args, f"no left-to-right score: {exc}")
     # documents with fewer than 2 word types cannot be split for document completion; empty
     # ones have no tokens for left-to-right
-    types_per_doc = (X_test > 0).sum(axis=1) if X_test.shape[0] else np.zeros(0)
-    n_completed = int(np.count_nonzero(np.asarray(types_per_doc).ravel() >= 2))
-    n_nonempty = int(np.count_nonzero(np.asarray(types_per_doc).ravel() >= 1))
+    types_per_doc = np.asarray((X_test > 0).sum(axis=1)).ravel()
+    n_completed = int(np.count_nonzero(types_per_doc >= 2))
+    n_nonempty = int(np.count_nonzero(types_per_doc >= 1))
     if X_test.shape[0] > 0:
         try:
             heldout = document_completion_score(

@@ -209,7 +209,7 @@ def test_sem_equals_in_process(client, corpus):
         for data in (X, _darray(blocks)):
             keep = {}
             StochasticEMLDA(**kw, topic_estimate=mode).fit(
-                data, callback=lambda i: keep.update(f=i["topic_estimate"]))
+                data, callback=lambda i, keep=keep: keep.update(f=i["topic_estimate"]))
             with pytest.raises(RuntimeError, match="during fit"):
                 keep["f"]()
     assert np.abs(rb_ref.components_ - ref.components_).max() > 0.1

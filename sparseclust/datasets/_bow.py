@@ -39,6 +39,11 @@ _NEGATIVE = re.compile(rb"-[0-9]+")
 # --------------------------------------------------------------------------------------
 
 
+def _gzip_error(name, exc):
+    """The ValueError for a gzip archive that cannot be decompressed."""
+    return ValueError(f"{name}: not a valid gzip file ({exc})")
+
+
 def _read_source(source):
     """Return ``(bytes, display name)`` of a path or an ``importlib.resources`` file.
 
@@ -52,7 +57,7 @@ def _read_source(source):
         try:
             raw = gzip.decompress(raw)
         except (OSError, EOFError, zlib.error) as exc:
-            raise ValueError(f"{name}: not a valid gzip file ({exc})") from None
+            raise _gzip_error(name, exc) from None
     return raw, name
 
 

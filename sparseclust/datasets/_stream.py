@@ -31,6 +31,7 @@ from ._bow import (
     _check_dtype,
     _counts_matrix,
     _error,
+    _gzip_error,
     _parse_ldac_fast,
     _parse_ldac_slow,
     _parse_uci_slow,
@@ -102,7 +103,7 @@ def _read_error(fh, name, exc):
     """The ValueError for a failed read: a broken gzip archive is named as such (the message
     of the whole-file loaders)."""
     if isinstance(fh, gzip.GzipFile):
-        return ValueError(f"{name}: not a valid gzip file ({exc})")
+        return _gzip_error(name, exc)
     return ValueError(f"{name}: read failed ({exc})")
 
 

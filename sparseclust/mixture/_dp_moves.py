@@ -41,9 +41,9 @@ lookup table, the round log, compaction; the pair-entropy kernel of
      subsample of k's rows (k-means++ seeds, then a few iterations of the local and global
      steps of a plain mixture on the subsample), the local step is re-run on k's rows (all of
      them, up to ``birth_rows``; by default :data:`BIRTH_VALUES` / n_features rows or the
-     delete budget if larger) under the current clusters plus the fresh ones, and the statistics of those rows
-     are replaced. Any responsibilities of any subset of rows give a valid
-     ELBO, so the proposal is accepted, like the others, only when the whole-data ELBO
+     delete budget if larger) under the current clusters plus the fresh ones, and the
+     statistics of those rows are replaced. Any responsibilities of any subset of rows give a
+     valid ELBO, so the proposal is accepted, like the others, only when the whole-data ELBO
      increases; the fresh clusters are appended at the end of the sticks;
    - sort: the clusters are reordered by decreasing N_k when that raises the allocation
      terms (the stick-breaking prior depends on the order; nothing else does).
@@ -134,8 +134,9 @@ class MixtureMoves(MoveBook):
     round that accepted none halves the next round's number), ``cooldown`` (passes),
     ``birth_components`` (fresh clusters per birth), ``birth_rows`` (rows re-inferred per
     birth, a uniform subsample of the target's beyond it; None: :data:`BIRTH_VALUES` /
-    n_features rows or the delete budget if larger), ``birth_fit_rows`` (rows the fresh clusters are fit
-    to), ``birth_iters`` (iterations of that fit), ``max_births`` (targets per round).
+    n_features rows or the delete budget if larger), ``birth_fit_rows`` (rows the fresh
+    clusters are fit to), ``birth_iters`` (iterations of that fit), ``max_births`` (targets
+    per round).
     """
 
     def init_moves(self, moves, move_opts=None):
