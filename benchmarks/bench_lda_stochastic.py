@@ -79,6 +79,13 @@ GRIDS = {
         "delta=4pass": dict(delta_per_pass=4.0),
         "delta=1pass,batch=1024": dict(delta_per_pass=1.0, batch_size=1024),
     },
+    # minibatch sizes (the default delay: four passes' worth of minibatches)
+    "batch": {
+        "defaults": {},
+        "batch=1024": dict(batch_size=1024),
+        "batch=4096": dict(batch_size=4096),
+        "batch=8192": dict(batch_size=8192),
+    },
     # the estimator's defaults (whatever they are in the installed version)
     "defaults": {"defaults": {}},
 }

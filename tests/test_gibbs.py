@@ -599,3 +599,29 @@ def test_rao_blackwellized_statistics_are_the_conditionals_of_the_saved_sweep(la
     assert S.sum() == pytest.approx(float(words.size), rel=1e-9)
     two = gibbs_local_step(X, lw, alpha, rao_blackwell=True, n_threads=2, **kw)
     np.testing.assert_array_equal(two.topic_word_csr.toarray(), S)
+
+
+def test_default_minibatch_size_depends_on_the_local_step():
+    """batch_size=None: stochastic fit takes minibatches of 4096 with the Gibbs step and of 256
+    with the variational step (the step counts say so, and the fits equal those with the
+    explicit sizes); partial_fit's default delay uses 256 with either step."""
+    rng = np.random.RandomState(0)
+    D, V = 4100, 30
+    X = sp.csr_array(rng.poisson(0.15, size=(D, V)).astype(float))
+    kw = dict(n_components=3, algorithm="stochastic", max_iter=2, tol=0, random_state=0)
+    for step, size in (("gibbs", 4096), ("variational", 256)):
+        m = SparseLDA(local_step=step, **kw).fit(X)
+        assert m.n_batch_iter_ == 2 * -(-D // size)
+        ref = SparseLDA(local_step=step, batch_size=size, **kw).fit(X)
+        np.testing.assert_array_equal(m.components_, ref.components_)
+        assert m.get_params()["batch_size"] is None
+    # partial_fit: the default delay is four passes of 256-document minibatches whatever the
+    # step, delta = 4 ceil(1000 / 256) = 16, so the second step is (16 + 2)^(-kappa)
+    for step in ("gibbs", "variational"):
+        m = SparseLDA(n_components=3, local_step=step, total_samples=1000, random_state=0)
+        m.partial_fit(X[:100])
+        m.partial_fit(X[100:200])
+        assert m._svi_state.t == 2
+        assert m._svi_state.rho == pytest.approx((16 + 2) ** -m.kappa, rel=1e-12)
+    with pytest.raises(ValueError, match="batch_size"):
+        SparseLDA(batch_size=0).fit(X)

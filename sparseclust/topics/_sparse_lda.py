@@ -46,6 +46,9 @@ from ._sem import _seed, token_layout
 
 __all__ = ["SparseLDA"]
 
+#: minibatch size of stochastic ``fit`` for ``batch_size=None``, per local step (chosen on
+#: validation documents, ``benchmarks/README.md``, "Minibatch size of the Gibbs local step")
+_BATCH_SIZE = {"variational": 256, "gibbs": 4096}
 #: Bregman k-means iterations after the k-means++ seeding of init='kmeans++'
 _KMEANS_ITERS = 20
 
@@ -477,8 +480,14 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Learning algorithm (see :mod:`sparseclust._engine`).
     n_batches : int, default=10
         Number of fixed batches of memoized training (capped at the number of documents).
-    batch_size : int, default=256
-        Minibatch size of stochastic training.
+    batch_size : int or None, default=None
+        Minibatch size of stochastic training. None means 256, except in stochastic ``fit``
+        with the Gibbs local step, where it means 4096 (in :meth:`partial_fit`, which gets
+        its minibatches from the caller, the size only sets the default ``delta`` and the
+        step count a fit resumes at). The Gibbs step's default was chosen on 20 Newsgroups
+        documents disjoint from those reported (``benchmarks/README.md``, "Minibatch size of
+        the Gibbs local step"): after 10 passes at K = 100 and 400, minibatches of 4096 ended
+        0.012 and 0.025 nats per token above minibatches of 256, and above 1024 and 8192.
     kappa : float, default=0.6
         Decay of the stochastic step size rho_t = (delta + t)^(-kappa).
     delta : float or None, default=None
@@ -612,7 +621,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         "topic_word_prior": [Interval(numbers.Real, 0, None, closed="neither")],
         "algorithm": [StrOptions({"memoized", "stochastic", "batch"})],
         "n_batches": [Interval(numbers.Integral, 1, None, closed="left")],
-        "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
+        "batch_size": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "kappa": [Interval(numbers.Real, 0, 1, closed="right")],
         "delta": [Interval(numbers.Real, 0, None, closed="left"), None],
         "total_samples": [Interval(numbers.Real, 0, None, closed="neither"), None],
@@ -639,7 +648,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         topic_word_prior=0.1,
         algorithm="memoized",
         n_batches=10,
-        batch_size=256,
+        batch_size=None,
         kappa=0.6,
         delta=None,
         total_samples=None,
@@ -701,9 +710,17 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             return float(self.total_samples) / max(n_docs, 1)
         return 1.0
 
-    def _delta(self, n_docs):
+    def _batch_size(self, fitting=True):
+        """The minibatch size: ``batch_size``, or for None the local step's default in
+        ``fit`` (:data:`_BATCH_SIZE`) and 256 in ``partial_fit`` (``fitting=False``), where
+        it only sets the default delay and the step count a fit resumes at."""
+        if self.batch_size is not None:
+            return int(self.batch_size)
+        return _BATCH_SIZE[self.local_step if fitting else "variational"]
+
+    def _delta(self, n_docs, fitting=True):
         """The learning-rate delay for statistics scaled to ``n_docs`` documents."""
-        return default_delay(self.delta, n_docs, self.batch_size)
+        return default_delay(self.delta, n_docs, self._batch_size(fitting))
 
     def _alpha(self):
         if self.doc_topic_prior is None:
@@ -862,7 +879,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             max_iter=self.max_iter,
             tol=self.tol,
             n_batches=min(self.n_batches, n_docs),
-            batch_size=self.batch_size,
+            batch_size=self._batch_size(),
             kappa=self.kappa,
             delta=self._delta(n_docs if self.total_samples is None else self.total_samples),
             total_samples=self.total_samples,
@@ -924,7 +941,8 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
         The first call initializes the topics (``init``) from X; later calls blend the
         minibatch statistics, scaled by ``total_samples / n_samples``, with step
-        rho_t = (delta + t)^(-kappa) (``delta=None``: 4 ceil(total_samples / batch_size)).
+        rho_t = (delta + t)^(-kappa) (``delta=None``: 4 ceil(total_samples / batch_size),
+        with 256 for ``batch_size=None`` whatever the local step).
         ``total_samples=None`` means the number of documents given
         to ``fit`` when the model was fitted by ``fit``, else the minibatch's own size.
         Calling it after ``fit`` continues from the fitted topics: after a stochastic fit the
@@ -966,7 +984,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             # minibatches: the step counter resumes where those passes would have left it
             S = np.maximum(self.components_ - self.topic_word_prior, 0.0)
             n_fit = self._n_samples_fit
-            t0 = self.n_iter_ * max(1, -(-n_fit // self.batch_size))
+            t0 = self.n_iter_ * max(1, -(-n_fit // self._batch_size(fitting=False)))
             local = getattr(self, "_elbo_local_fit", 0.0)
             self._svi_state = StochasticState(stats=SuffStats(S=S, elbo_local=local), t=t0)
         if self.local_step != "gibbs" and isinstance(self._svi_state.stats, LazyTopicStats):
@@ -988,7 +1006,8 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         timings = {}
         t0 = time.perf_counter()
         params = stochastic_step(
-            model, state, X, kappa=self.kappa, delta=self._delta(total), total_samples=total,
+            model, state, X, kappa=self.kappa, delta=self._delta(total, fitting=False),
+            total_samples=total,
             timings=timings,
         )
         elapsed = time.perf_counter() - t0
