@@ -49,6 +49,8 @@ __all__ = ["SparseLDA"]
 #: minibatch size of stochastic ``fit`` for ``batch_size=None``, per local step (chosen on
 #: validation documents, ``benchmarks/README.md``, "Minibatch size of the Gibbs local step")
 _BATCH_SIZE = {"variational": 256, "gibbs": 4096}
+#: the nominal minibatch size of ``partial_fit`` for ``batch_size=None`` (either local step)
+_PARTIAL_FIT_BATCH_SIZE = 256
 #: Bregman k-means iterations after the k-means++ seeding of init='kmeans++'
 _KMEANS_ITERS = 20
 
@@ -716,7 +718,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         it only sets the default delay and the step count a fit resumes at."""
         if self.batch_size is not None:
             return int(self.batch_size)
-        return _BATCH_SIZE[self.local_step if fitting else "variational"]
+        return _BATCH_SIZE[self.local_step] if fitting else _PARTIAL_FIT_BATCH_SIZE
 
     def _delta(self, n_docs, fitting=True):
         """The learning-rate delay for statistics scaled to ``n_docs`` documents."""
@@ -1007,8 +1009,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         t0 = time.perf_counter()
         params = stochastic_step(
             model, state, X, kappa=self.kappa, delta=self._delta(total, fitting=False),
-            total_samples=total,
-            timings=timings,
+            total_samples=total, timings=timings,
         )
         elapsed = time.perf_counter() - t0
         elbo = float(model.elbo(state.stats, params))
