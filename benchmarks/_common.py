@@ -286,10 +286,20 @@ def environment():
     info["cpu"] = platform.processor()
     try:
         with open("/proc/cpuinfo") as fh:
-            info["cpu"] = next((ln.split(":", 1)[1].strip() for ln in fh
-                                if ln.startswith("model name")), info["cpu"])
+            lines = fh.read().splitlines()
+        info["cpu"] = next((ln.split(":", 1)[1].strip() for ln in lines
+                            if ln.startswith("model name")), info["cpu"])
+        flags = next((ln.split(":", 1)[1].split() for ln in lines
+                      if ln.startswith("flags")), [])
+        # the vector extensions: compiled peers pick their kernels by them. A peer's speed
+        # differs between machines more than ours (tomotopy at K = 400: 2.1-2.7 sweeps per
+        # CPU second in earlier runs, 1.2 on an AVX2 machine), so comparisons are within a run
+        info["simd"] = sorted(f for f in flags if f.startswith(("avx", "fma", "sse4")))
     except OSError:
         pass
+    tomotopy = sys.modules.get("tomotopy")
+    if tomotopy is not None:  # only where a benchmark ran it
+        info["tomotopy_isa"] = getattr(tomotopy, "isa", None)
     from threadpoolctl import threadpool_info
 
     info["blas"] = [{k: i.get(k) for k in ("internal_api", "version", "architecture")}

@@ -26,6 +26,9 @@ Two experiments, one thread each, CPU time of this process (``time.process_time`
     statistics taken out of lambda) and ``gibbs-memoized-mean-exclude`` (both). The Gibbs
     step with Rao-Blackwellized statistics (``SparseLDA._gibbs_rao_blackwell``):
     ``gibbs-memoized-rb`` and ``gibbs-stochastic-rb``, which ``heldout`` runs as well.
+    Settings of the Gibbs step (``--n-burnin``, ``--n-samples``, ``--batch-size``,
+    ``--kappa``) apply to every method of a run; ``--suffix`` names the runs after them, so
+    several settings sit side by side in one results file.
 ``step_cost``
     CPU seconds per token of a stochastic step (local + global step, the trace's
     ``time_local + time_global`` of the second pass of ``algorithm='stochastic'`` on
@@ -45,6 +48,9 @@ until its budget is spent). Usage::
         --val-methods gibbs-stochastic-rb gibbs-stochastic
     python benchmarks/bench_lda_hybrid.py heldout --ks 400 --budgets 400 \
         --methods gibbs-stochastic-rb
+    python benchmarks/bench_lda_hybrid.py validation --ks 400 --budgets 400 \
+        --val-methods gibbs-stochastic --batch-size 4096 --n-burnin 5 --n-samples 5 \
+        --suffix @b4096-B5S5
     python benchmarks/bench_lda_hybrid.py step_cost --step-corpus imdb
     python benchmarks/bench_lda_hybrid.py plot
 """
@@ -120,6 +126,8 @@ def run_sparselda(X, K, spec, seed, recorder, budget, opts, cls=SparseLDA):
     if spec.get("local_step") == "gibbs":
         spec = {**spec, **{k: v for k, v in (("n_burnin", opts.n_burnin),
                                              ("n_samples", opts.n_samples)) if v is not None}}
+    if opts.kappa is not None and spec.get("algorithm") == "stochastic":
+        spec = {**spec, "kappa": opts.kappa}
     model = cls(
         n_components=K,
         doc_topic_prior=doc_topic_prior(K),
@@ -172,6 +180,7 @@ def heldout(opts):
         "clock": "process_time (CPU seconds, one thread)",
         "alpha": "0.5 / K", "topic_word_prior": TOPIC_WORD_PRIOR,
         "gibbs": _gibbs_settings(opts),
+        "kappa": opts.kappa if opts.kappa is not None else SparseLDA().kappa,
         "note": opts.note,
     }
     for K, budget in zip(opts.ks, opts.budgets, strict=True):
@@ -337,14 +346,16 @@ def validation(opts):
         cls = _VALIDATION_CLASSES.get(name, SparseLDA)
         with threadpool_limits(1):
             t = run_sparselda(X_tr, K, _spec(name), opts.seed, rec, budget, opts, cls=cls)
-        runs[name] = {"budget_cpu_seconds": budget, "train_cpu_seconds": t,
-                      "curve": [list(c) for c in rec.curve], "final_score": rec.curve[-1][1],
-                      "loadavg": os.getloadavg()}
+        key = name + opts.suffix
+        runs[key] = {"budget_cpu_seconds": budget, "train_cpu_seconds": t,
+                     "curve": [list(c) for c in rec.curve], "final_score": rec.curve[-1][1],
+                     "loadavg": os.getloadavg(), "batch_size": opts.batch_size,
+                     "kappa": opts.kappa if opts.kappa is not None else SparseLDA().kappa}
         res["validation_settings"] = {
             "documents": documents,
             "seed": opts.seed, "n_batches": opts.n_batches,
             "clock": "process_time (CPU seconds, one thread)"}
-        runs[name]["gibbs"] = _gibbs_settings(opts)
+        runs[key]["gibbs"] = _gibbs_settings(opts)
         _save(opts.out, res)
 
 
@@ -449,8 +460,14 @@ def main():
     p.add_argument("--n-samples", type=int, default=None,
                    help="Gibbs local step saved sweeps (default: SparseLDA's)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--kappa", type=float, default=None,
+                   help="stochastic step-size decay (default: SparseLDA's)")
+    p.add_argument("--suffix", default="",
+                   help="validation: appended to each method's name in the results, so runs "
+                        "with other settings sit beside each other in one file")
     p.add_argument("--n-batches", type=int, default=10)
-    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="stochastic minibatch size (default: SparseLDA's, batch_size=None)")
     p.add_argument("--growth", type=float, default=1.5)
     p.add_argument("--score-threads", type=int, default=1)
     p.add_argument("--step-corpus", choices=["imdb", "20ng"], default="imdb")

@@ -625,3 +625,19 @@ def test_default_minibatch_size_depends_on_the_local_step():
         assert m._svi_state.rho == pytest.approx((16 + 2) ** -m.kappa, rel=1e-12)
     with pytest.raises(ValueError, match="batch_size"):
         SparseLDA(batch_size=0).fit(X)
+
+
+def test_default_sweeps_are_five_burnin_and_five_saved():
+    """n_burnin=5, n_samples=5 by default: every visit runs 1 + 5 + 5 sweeps per document
+    (the trace's local_iters), and the fit equals one with the explicit values but not one
+    with (2, 3)."""
+    X = _corpus(D=60)
+    kw = dict(n_components=4, local_step="gibbs", n_batches=2, max_iter=2, tol=0,
+              random_state=0)
+    m = SparseLDA(**kw).fit(X)
+    assert [e["local_iters"] for e in m.trace_] == [60 * 11] * 2
+    ref = SparseLDA(n_burnin=5, n_samples=5, **kw).fit(X)
+    np.testing.assert_array_equal(m.components_, ref.components_)
+    other = SparseLDA(n_burnin=2, n_samples=3, **kw).fit(X)
+    assert [e["local_iters"] for e in other.trace_] == [60 * 6] * 2
+    assert not np.array_equal(m.components_, other.components_)

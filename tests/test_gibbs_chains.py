@@ -209,4 +209,5 @@ def test_default_restarts_every_visit(monkeypatch):
     m = SparseLDA(3, local_step="gibbs", n_batches=2, max_iter=2, tol=0, random_state=0)
     m.fit(X)
     assert calls == [True] * 4
-    assert [e["local_iters"] for e in m.trace_] == [60 * 6, 60 * 6]
+    # every visit restarts: 1 + n_burnin + n_samples = 1 + 5 + 5 sweeps per document
+    assert [e["local_iters"] for e in m.trace_] == [60 * 11, 60 * 11]
