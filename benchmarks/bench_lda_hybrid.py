@@ -116,6 +116,11 @@ def _gibbs_settings(opts):
             "n_samples": d.n_samples if opts.n_samples is None else opts.n_samples}
 
 
+def _kappa(opts):
+    """The stochastic step-size decay of a run: ``--kappa`` or SparseLDA's default."""
+    return SparseLDA().kappa if opts.kappa is None else opts.kappa
+
+
 def _on_record(recorder):
     hook = getattr(recorder, "on_record", None)
     if hook is not None:
@@ -180,7 +185,7 @@ def heldout(opts):
         "clock": "process_time (CPU seconds, one thread)",
         "alpha": "0.5 / K", "topic_word_prior": TOPIC_WORD_PRIOR,
         "gibbs": _gibbs_settings(opts),
-        "kappa": opts.kappa if opts.kappa is not None else SparseLDA().kappa,
+        "kappa": _kappa(opts),
         "note": opts.note,
     }
     for K, budget in zip(opts.ks, opts.budgets, strict=True):
@@ -350,7 +355,7 @@ def validation(opts):
         runs[key] = {"budget_cpu_seconds": budget, "train_cpu_seconds": t,
                      "curve": [list(c) for c in rec.curve], "final_score": rec.curve[-1][1],
                      "loadavg": os.getloadavg(), "batch_size": opts.batch_size,
-                     "kappa": opts.kappa if opts.kappa is not None else SparseLDA().kappa}
+                     "kappa": _kappa(opts)}
         res["validation_settings"] = {
             "documents": documents,
             "seed": opts.seed, "n_batches": opts.n_batches,
