@@ -10,10 +10,11 @@ import scipy.sparse as sp
 from scipy import integrate
 from scipy.optimize import approx_fprime
 from scipy.special import gammaln, psi
+from sklearn.base import clone
 from sklearn.model_selection import GridSearchCV
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sparseclust import HDPTopicModel
+from sparseclust import HDPTopicModel, StochasticEMLDA
 from sparseclust._engine import DELAY_PASSES
 from sparseclust._stickbreak import (
     c_beta,
@@ -34,6 +35,7 @@ from sparseclust.topics._hdp_model import (
     _merge_fields,
     _numpy_bundle,
     _Workspace,
+    empty_stats,
     stick_value,
 )
 from sparseclust.topics._local import local_step
@@ -542,6 +544,33 @@ def test_same_random_state_same_fit_pickle_and_empty_documents():
     np.testing.assert_allclose(Z.sum(axis=1), 1.0)
     Z32 = a.transform(X.astype(np.float32))
     assert Z32.dtype == np.float32
+
+
+def test_init_estimator_starts_from_its_counts():
+    # init=StochasticEMLDA(...): the HDP starts from that sampler's counts, fitted with
+    # max_components topics, document prior alpha / max_components and the model's tau,
+    # sorted by size, as a model whose initial statistics are those counts
+    X, _, _ = hdp_corpus(6, K=4, V=40, D=80, length=25)
+    K, alpha, tau = 8, 0.7, 0.05
+    sem = StochasticEMLDA(n_components=K, max_iter=10, random_state=2, n_threads=1)
+    ref = clone(sem).set_params(doc_topic_prior=alpha / K, topic_word_prior=tau).fit(X)
+    S = ref.components_ - tau
+    S = S[np.argsort(-S.sum(axis=1), kind="stable")]
+
+    class FromCounts(HDPTopicModel):
+        def _init_stats(self, X, rng):
+            st = empty_stats(K, X.shape[1])
+            st["S"] = S.copy()
+            return st
+
+    kw = dict(max_components=K, alpha=alpha, topic_word_prior=tau, max_iter=3, tol=0,
+              random_state=0)
+    a = HDPTopicModel(init=sem, **kw).fit(X)
+    b = FromCounts(**kw).fit(X)
+    np.testing.assert_allclose(a.components_, b.components_, rtol=1e-12)
+    np.testing.assert_allclose(a.topic_weights_, b.topic_weights_, rtol=1e-12)
+    with pytest.raises(ValueError, match="must have n_components=8"):
+        HDPTopicModel(init=StochasticEMLDA(n_components=4), **kw).fit(X)
 
 
 def test_bad_input():

@@ -8,6 +8,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment
 from scipy.special import gammaln, psi
+from sklearn.base import clone
 from sklearn.decomposition import LatentDirichletAllocation
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.feature_extraction.text import CountVectorizer
@@ -16,7 +17,7 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import Pipeline
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sparseclust import SparseLDA
+from sparseclust import SparseLDA, StochasticEMLDA
 from sparseclust._engine import DELAY_PASSES as _DELTA_PASSES
 from sparseclust.topics._local import local_step
 from sparseclust.topics._sparse_lda import _LDAModel, _LDAParams
@@ -555,6 +556,53 @@ def test_init_array_is_a_warm_start():
                      max_iter=1000, restarts=0)
     np.testing.assert_allclose(one.components_, one.topic_word_prior + res.topic_word_stats,
                                rtol=1e-8)
+
+
+def test_init_estimator_is_its_fitted_counts():
+    # init=StochasticEMLDA(...) equals init=<the counts of that model fitted with this
+    # model's priors>: lambda = tau + (components_ - tau) of the sampler's fit
+    X, _ = planted_corpus(seed=5, K=6, block=8, D=150, length=40)
+    kw = dict(n_components=6, L=4, max_iter=4, tol=0, random_state=0,
+              doc_topic_prior=0.2, topic_word_prior=0.05)
+    sem = StochasticEMLDA(n_components=6, max_iter=15, random_state=3, n_threads=1,
+                          doc_topic_prior=0.9, topic_word_prior=0.7)  # priors replaced
+    ref = clone(sem).set_params(doc_topic_prior=0.2, topic_word_prior=0.05).fit(X)
+    S = ref.components_ - 0.05
+    a = SparseLDA(init=sem, **kw).fit(X)
+    b = SparseLDA(init=S, **kw).fit(X)
+    np.testing.assert_allclose(a.components_, b.components_, rtol=1e-12)
+    assert not hasattr(sem, "word_topic_counts_")  # the given estimator stays unfitted
+    assert sem.get_params()["doc_topic_prior"] == 0.9
+    # the counts start the topics: a single batch pass from them is one global step
+    one = SparseLDA(init=sem, **{**kw, "algorithm": "batch", "max_iter": 1})
+    one.fit(X)
+    one_ref = SparseLDA(init=S, **{**kw, "algorithm": "batch", "max_iter": 1}).fit(X)
+    np.testing.assert_array_equal(one.components_, one_ref.components_)
+
+
+def test_init_estimator_seeded_from_random_state_and_tunable():
+    X, _ = planted_corpus(seed=6, K=5, block=8, D=120, length=40)
+    kw = dict(n_components=5, max_iter=3, tol=0)
+    sem = StochasticEMLDA(n_components=5, max_iter=10)  # random_state=None
+    a = SparseLDA(init=sem, random_state=1, **kw).fit(X)
+    b = SparseLDA(init=sem, random_state=1, **kw).fit(X)
+    c = SparseLDA(init=sem, random_state=2, **kw).fit(X)
+    np.testing.assert_array_equal(a.components_, b.components_)
+    assert not np.array_equal(a.components_, c.components_)
+    # nested parameters: GridSearchCV over the sampler's sweeps, pickling, cloning
+    assert SparseLDA(init=sem).get_params()["init__max_iter"] == 10
+    gs = GridSearchCV(SparseLDA(init=sem, random_state=0, **kw),
+                      {"init__max_iter": [2, 8]}, cv=2).fit(X)
+    assert gs.best_params_["init__max_iter"] in (2, 8)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(a)).transform(X), a.transform(X))
+
+
+def test_init_estimator_errors():
+    X = np.random.default_rng(0).poisson(1.0, (20, 6)).astype(float)
+    with pytest.raises(ValueError, match="must have n_components=4"):
+        SparseLDA(n_components=4, init=StochasticEMLDA(n_components=3)).fit(X)
+    with pytest.raises(TypeError, match="lacks n_components, doc_topic_prior, topic_word_prior"):
+        SparseLDA(n_components=4, init=LogisticRegression()).fit(X)
 
 
 @pytest.mark.parametrize(

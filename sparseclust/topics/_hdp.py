@@ -11,7 +11,7 @@ import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from .._engine import (
@@ -25,7 +25,13 @@ from .._moves import parse_moves
 from ..datasets._stream import CorpusStream
 from ._hdp_model import HDPModel, empty_stats
 from ._local import check_counts, local_step
-from ._sparse_lda import _KMEANS_ITERS, _kl_kmeans, _kl_kmeanspp_seeds, _prepare_stream
+from ._sparse_lda import (
+    _KMEANS_ITERS,
+    _kl_kmeans,
+    _kl_kmeanspp_seeds,
+    _prepare_stream,
+    init_counts_from_estimator,
+)
 
 __all__ = ["HDPTopicModel"]
 
@@ -121,9 +127,12 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         Local step limits (iterations; max_k |Delta N_dk|).
     restarts : int, default=0
         Restart proposals per document in the local step.
-    init : {'kmeans++', 'random'}, default='kmeans++'
+    init : {'kmeans++', 'random'} or estimator, default='kmeans++'
         Initial topics, as in :class:`SparseLDA`; the topics start sorted by size, with
-        E[beta] proportional to their sizes.
+        E[beta] proportional to their sizes. An estimator (e.g.
+        ``StochasticEMLDA(max_components, max_iter=500)``) is fitted on X inside ``fit``
+        with ``max_components`` topics, document prior alpha / max_components and this
+        model's topic-word prior, and its topic-word counts start the topics.
     random_state : int, RandomState instance or None, default=None
     n_threads : int or None, default=None
         OpenMP threads of the local step; results do not depend on it.
@@ -198,7 +207,7 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         "local_max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
         "local_tol": [Interval(numbers.Real, 0, None, closed="left")],
         "restarts": [Interval(numbers.Integral, 0, None, closed="left")],
-        "init": [StrOptions({"kmeans++", "random"})],
+        "init": [StrOptions({"kmeans++", "random"}), HasMethods(["fit"])],
         "random_state": ["random_state"],
         "n_threads": [numbers.Integral, None],
         "verbose": ["verbose"],
@@ -280,7 +289,11 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
 
     def _init_stats(self, X, rng):
         K, V = self.max_components, X.shape[1]
-        if self.init == "random":
+        if hasattr(self.init, "fit"):
+            S = init_counts_from_estimator(self.init, X, K, self.alpha / K,
+                                           float(self.topic_word_prior), self.n_threads, rng,
+                                           whom="HDPTopicModel")
+        elif self.init == "random":
             S = rng.gamma(100.0, 0.01, (K, V))
         else:
             X = sp.csr_array(X, dtype=np.float64)
