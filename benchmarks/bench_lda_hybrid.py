@@ -12,7 +12,9 @@ Two experiments, one thread each, CPU time of this process (``time.process_time`
     (:func:`sparseclust.metrics.document_completion_score`, the same test documents, alpha and
     seed for all) at checkpoints spaced geometrically in training time, until ``--budget``
     seconds (per K, ``--budgets``) of training CPU time. Initialisation is inside the clock,
-    scoring outside.
+    scoring outside. Also ``sem-variational`` (the variational step from ``--init-sweeps``
+    stochastic EM sweeps, ``SparseLDA(init=StochasticEMLDA(...))``) and ``sem``
+    (StochasticEMLDA alone, its Rao-Blackwellized topics scored).
 ``validation``
     Memoized Gibbs with each batch's chain kept between visits (``gibbs-memoized-chains``,
     ``SparseLDA._gibbs_chains``) against restarted chains (``gibbs-memoized-restart``, the
@@ -84,7 +86,7 @@ from bench_lda_heldout import (  # noqa: E402
 )
 from bench_lda_stochastic import load as load_validation  # noqa: E402
 
-from sparseclust.topics import SparseLDA  # noqa: E402
+from sparseclust.topics import SparseLDA, StochasticEMLDA  # noqa: E402
 from sparseclust.topics._gibbs import gibbs_local_step  # noqa: E402
 from sparseclust.topics._sparse_lda import SuffStats, _GibbsLDAModel  # noqa: E402
 
@@ -95,6 +97,9 @@ METHODS = {
     "gibbs-memoized": dict(local_step="gibbs", algorithm="memoized"),
     "gibbs-stochastic": dict(local_step="gibbs", algorithm="stochastic"),
     "variational-stochastic": dict(local_step="variational", algorithm="stochastic"),
+    # the variational step (memoized) started from --init-sweeps stochastic EM sweeps
+    # (SparseLDA(init=StochasticEMLDA(...)); the sweeps inside the clock)
+    "sem-variational": dict(local_step="variational", algorithm="memoized", init="sem"),
 }
 
 
@@ -128,6 +133,9 @@ def _on_record(recorder):
 
 
 def run_sparselda(X, K, spec, seed, recorder, budget, opts, cls=SparseLDA):
+    if spec.get("init") == "sem":
+        spec = {**spec, "init": StochasticEMLDA(n_components=K, max_iter=opts.init_sweeps,
+                                                random_state=seed, n_threads=1)}
     if spec.get("local_step") == "gibbs":
         spec = {**spec, **{k: v for k, v in (("n_burnin", opts.n_burnin),
                                              ("n_samples", opts.n_samples)) if v is not None}}
@@ -152,6 +160,30 @@ def run_sparselda(X, K, spec, seed, recorder, budget, opts, cls=SparseLDA):
         stop = t >= budget
         if recorder.due(t) or stop:
             recorder.record(t, np.asarray(info["components"]), info.get("pass"))
+            _on_record(recorder)
+        sw.resume()
+        return stop
+
+    model.fit(X, callback=callback)
+    return sw.pause()
+
+
+def run_sem(X, K, seed, recorder, budget):
+    """StochasticEMLDA alone (its defaults: live document counts, Rao-Blackwellized topics,
+    which the checkpoints score; the estimate is computed outside the clock)."""
+    model = StochasticEMLDA(n_components=K, doc_topic_prior=doc_topic_prior(K),
+                            topic_word_prior=TOPIC_WORD_PRIOR, max_iter=1_000_000,
+                            random_state=seed, n_threads=1)
+    sw = Stopwatch(clock=time.process_time)
+    sweeps = [0]
+
+    def callback(info):
+        t = sw.pause()
+        sweeps[0] += 1
+        stop = t >= budget
+        if recorder.due(t) or stop:
+            counts = np.asarray(info["topic_estimate"]())
+            recorder.record(t, counts.T + TOPIC_WORD_PRIOR, sweeps[0])
             _on_record(recorder)
         sw.resume()
         return stop
@@ -186,6 +218,7 @@ def heldout(opts):
         "alpha": "0.5 / K", "topic_word_prior": TOPIC_WORD_PRIOR,
         "gibbs": _gibbs_settings(opts),
         "kappa": _kappa(opts),
+        "init_sweeps": opts.init_sweeps,
         "note": opts.note,
     }
     for K, budget in zip(opts.ks, opts.budgets, strict=True):
@@ -216,6 +249,8 @@ def heldout(opts):
             with threadpool_limits(1):
                 if name == "tomotopy":
                     t = run_tomotopy(X, K, opts.seed, rec, budget)
+                elif name == "sem":
+                    t = run_sem(X, K, opts.seed, rec, budget)
                 else:
                     t = run_sparselda(X, K, _spec(name), opts.seed, rec, budget, opts,
                                       cls=_VALIDATION_CLASSES.get(name, SparseLDA))
@@ -465,6 +500,9 @@ def main():
     p.add_argument("--n-samples", type=int, default=None,
                    help="Gibbs local step saved sweeps (default: SparseLDA's)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--init-sweeps", type=int, default=1200,
+                   help="sem-variational: stochastic EM sweeps before the variational step "
+                        "(1200: the validation study of benchmarks/README.md)")
     p.add_argument("--kappa", type=float, default=None,
                    help="stochastic step-size decay (default: SparseLDA's)")
     p.add_argument("--suffix", default="",
