@@ -53,7 +53,7 @@ from _common import (  # noqa: E402
     write_json,
 )
 
-from sparseclust import HDPTopicModel, SparseLDA  # noqa: E402
+from sparseclust import HDPTopicModel, SparseLDA, StochasticEMLDA  # noqa: E402
 from sparseclust.metrics import document_completion_score  # noqa: E402
 
 ALPHA = 0.5
@@ -92,9 +92,13 @@ def live_from_lambda(lam):
     return sizes >= 1.0
 
 
-def run_hdp(X, scorer, truncation, seed, gamma, max_iter):
+def run_hdp(X, scorer, truncation, seed, gamma, max_iter, init_sweeps=None):
+    init = {}
+    if init_sweeps:  # start from stochastic EM sweeps (inside the clock) instead of k-means++
+        init["init"] = StochasticEMLDA(truncation, max_iter=init_sweeps, random_state=seed,
+                                       n_threads=1)
     m = HDPTopicModel(truncation, alpha=ALPHA, gamma=gamma, topic_word_prior=TAU, L=8,
-                      max_iter=max_iter, random_state=seed, n_threads=1)
+                      max_iter=max_iter, random_state=seed, n_threads=1, **init)
     curve, marks = [], []
     sw = Stopwatch(clock=CLOCK)
 
@@ -114,7 +118,8 @@ def run_hdp(X, scorer, truncation, seed, gamma, max_iter):
     # diagnostic, not the HDP's score: the same topics with SparseLDA's uniform document
     # prior alpha / K (separates the topics from the prior alpha E[beta] in a gap to SparseLDA)
     uniform = scorer(m.topic_word_distribution_, ALPHA / m.n_components_)
-    return dict(method="hdp", seed=seed, gamma=gamma, n_live=m.n_components_,
+    return dict(method="hdp", seed=seed, gamma=gamma, init_sweeps=init_sweeps,
+                n_live=m.n_components_,
                 n_topics_model=m.n_topics_model_, n_iter=m.n_iter_, seconds=seconds,
                 wall_seconds=m.trace_[-1]["elapsed"], final_score=final,
                 final_score_uniform_prior=uniform, curve=curve,
@@ -335,6 +340,9 @@ def main(argv=None):
     p.add_argument("--gamma", type=float, default=None,
                    help="stick concentration (default: HDPTopicModel's default)")
     p.add_argument("--max-iter", type=int, default=100)
+    p.add_argument("--init-sweeps", type=int, default=None,
+                   help="start the HDP from this many StochasticEMLDA sweeps "
+                        "(init=StochasticEMLDA(truncation, max_iter=N)); default k-means++")
     p.add_argument("--peer-budget", type=float, default=None)
     p.add_argument("--methods", nargs="+", default=["hdp", "lda", "gensim", "tomotopy"])
     p.add_argument("--quick", action="store_true", help="small smoke run")
@@ -376,7 +384,8 @@ def main(argv=None):
                     runs.append(dict(r, reused_from=commit))
         if "hdp" in args.methods:
             for seed in args.seeds:
-                r = run_hdp(X, scorer, args.truncation, seed, gamma, args.max_iter)
+                r = run_hdp(X, scorer, args.truncation, seed, gamma, args.max_iter,
+                            args.init_sweeps)
                 print(f"  hdp seed {seed}: K={r['n_live']} score={r['final_score']:.4f} "
                       f"{r['seconds']:.1f}s {r['n_iter']} passes", flush=True)
                 runs.append(r)

@@ -13,6 +13,10 @@ Usage::
     python benchmarks/bench_hdp_validation.py --move-start 2 8 15 --seeds 0 1 2
     python benchmarks/bench_hdp_validation.py --corpus 20ng --no-lda --move-start 2 15
     python benchmarks/bench_hdp_validation.py --delete-start 2 15 --no-lda --seeds 0 1 2
+    python benchmarks/bench_hdp_validation.py --corpus 20ng --no-lda --init-sweeps 300
+
+``--init-sweeps N`` starts the HDP from N stochastic EM sweeps (``init=StochasticEMLDA(
+truncation, max_iter=N)``, inside the clock) instead of k-means++.
 """
 
 import argparse
@@ -27,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, environment, write_json  # noqa: E402
 from bench_hdp import ALPHA, TAU, load  # noqa: E402
 
-from sparseclust import HDPTopicModel, SparseLDA  # noqa: E402
+from sparseclust import HDPTopicModel, SparseLDA, StochasticEMLDA  # noqa: E402
 from sparseclust.metrics import document_completion_score  # noqa: E402
 
 
@@ -53,6 +57,8 @@ def main(argv=None):
                    help="first pass whose end may run deletes, merges unchanged (HDPModel "
                    "move_opts['delete_start']; default: the move start)")
     p.add_argument("--no-lda", action="store_true")
+    p.add_argument("--init-sweeps", type=int, default=None,
+                   help="start from this many stochastic EM sweeps (default: k-means++)")
     p.add_argument("--out", default=str(RESULTS / "hdp_validation.json"))
     args = p.parse_args(argv)
     extra = {}
@@ -64,9 +70,13 @@ def main(argv=None):
     runs = []
     for gamma, start, dstart, seed in itertools.product(args.gammas, args.move_start,
                                                          args.delete_start, args.seeds):
+        init = {}
+        if args.init_sweeps:
+            init["init"] = StochasticEMLDA(args.truncation, max_iter=args.init_sweeps,
+                                           random_state=seed, n_threads=1)
         m = HDPTopicModel(args.truncation, alpha=ALPHA, gamma=gamma, topic_word_prior=TAU,
                           L=8, max_iter=args.max_iter, random_state=seed, n_threads=1,
-                          **extra)
+                          **extra, **init)
         opts = {k: v for k, v in (("start", start), ("delete_start", dstart)) if v is not None}
         if opts:
             m._move_opts = opts
@@ -78,7 +88,7 @@ def main(argv=None):
         uni = document_completion_score(m.topic_word_distribution_, X_val, random_state=0,
                                         doc_topic_prior=ALPHA / K, n_threads=1)
         row = dict(gamma=gamma, move_start=start, delete_start=dstart, seed=seed,
-                   extra=extra, n_live=K,
+                   extra=extra, init_sweeps=args.init_sweeps, n_live=K,
                    passes=m.n_iter_, seconds=sec, score=own, score_uniform_prior=uni)
         if not args.no_lda:
             lda = SparseLDA(K, L=8, doc_topic_prior=ALPHA / K, topic_word_prior=TAU,
