@@ -562,14 +562,15 @@ def _ship_hdp(params):
 def prepare_lda(est, X, rng, whom, ship=_ship_lda):
     """For ``SparseLDA.fit`` (or ``HDPTopicModel.fit``, ``ship=_ship_hdp``) on a Dask
     collection: validate the partitions on the workers, set ``n_features_in_``, initialize
-    the topics (``init`` on the first non-empty partition, or the given array); returns
+    the topics (``init`` on the first non-empty partition, an ``init`` estimator fitted on it,
+    or the given array); returns
     (source, initial statistics, documents, tokens, wrap) where ``wrap(model)`` is the model
     to hand to the engine, whose tasks receive ``ship(params)``."""
     runner = _Runner(X, type(est)(), whom)
     est.n_features_in_ = runner.n_features
     if hasattr(est, "feature_names_in_"):
         del est.feature_names_in_
-    if isinstance(est.init, str):
+    if isinstance(est.init, str) or hasattr(est.init, "fit"):  # an estimator is fitted on it
         init = est._init_stats(runner.first(), rng)
     else:
         init = est._init_stats(sp.csr_array((1, runner.n_features)), rng)

@@ -111,6 +111,21 @@ def test_batch_equals_in_process(client, corpus):
     np.testing.assert_allclose(got.transform(X[:20]), ref.transform(X[:20]), rtol=1e-8)
 
 
+def test_init_estimator_fitted_on_the_first_partition(client, corpus):
+    # init=StochasticEMLDA(...) on a Dask collection: the sampler is fitted on the first
+    # non-empty partition (as the string inits seed from it), so the fit equals the in-process
+    # fit from that sampler's counts
+    X, blocks, _ = corpus
+    kw = dict(n_components=K, algorithm="batch", max_iter=3, tol=0, random_state=0,
+              doc_topic_prior=0.3, topic_word_prior=0.05)
+    sem = StochasticEMLDA(n_components=K, max_iter=5, random_state=1, n_threads=1)
+    counts = StochasticEMLDA(n_components=K, max_iter=5, random_state=1, n_threads=1,
+                             doc_topic_prior=0.3, topic_word_prior=0.05).fit(blocks[0])
+    ref = _fit(SparseLDA(init=counts.components_ - 0.05, **kw), X)
+    got = _fit(SparseLDA(init=sem, **kw), _darray(blocks))
+    np.testing.assert_allclose(got.components_, ref.components_, rtol=1e-10, atol=1e-9)
+
+
 def test_bag_of_rows_equals_in_process(client, corpus):
     # a bag of 1-D rows (one document per item: dense rows, lists, 1-D sparse rows) is the
     # matrix of its rows; an item of another width gets the partition message

@@ -601,14 +601,16 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         ``StochasticEMLDA(n_components, max_iter=1000)``) is a topic model to start from: a
         clone of it, with this model's ``doc_topic_prior`` and ``topic_word_prior`` (its
         own are ignored), is fitted on X inside ``fit`` and S = its ``components_`` - tau.
-        Its ``n_components`` must equal this model's; a ``random_state`` or ``n_threads`` of
-        None is given this model's. Stochastic EM sweeps (collapsed Gibbs with the other
-        documents' counts one sweep old) reach a better region of topics than the variational
-        step finds from k-means++, and the variational step then improves on them: on
-        20 Newsgroups at K = 400 this beat both the variational step alone and tomotopy's
-        sampler at the same CPU time (``benchmarks/README.md``, "Starting from stochastic
-        EM"). With a :class:`~sparseclust.datasets.CorpusStream` it is fitted on the first
-        minibatch only.
+        Its ``n_components`` must equal this model's; a ``random_state`` of None becomes a
+        seed drawn from this model's, an ``n_threads`` of None this model's. Stochastic EM
+        sweeps (collapsed Gibbs with the other documents' counts one sweep old) reach a
+        better region of topics than the variational step finds from k-means++; its first
+        pass from them scores best, later passes drift back towards its own fixed point. On
+        20 Newsgroups at K = 400 this ended above the variational step from k-means++ and
+        tomotopy's sampler at the same CPU time, and below StochasticEMLDA alone
+        (``benchmarks/README.md``, "Starting from stochastic EM"). With a
+        :class:`~sparseclust.datasets.CorpusStream`, ``partial_fit`` or a Dask collection it
+        is fitted on the first minibatch or the first non-empty partition only.
     random_state : int, RandomState instance or None, default=None
     n_threads : int or None, default=None
         OpenMP threads of the local step; results do not depend on it.
