@@ -6,7 +6,10 @@ completion and wall-clock time, on KOS and 20 Newsgroups.
 Methods (one thread each, topic-word prior 0.1, document concentration alpha = 0.5):
 
 * ``hdp``: HDPTopicModel from a truncation of ``--truncation`` topics (default 200), memoized
-  training with merge/delete/sort moves, L = 8, its default stopping rule; several seeds;
+  training with merge/delete/sort moves, L = 8, its default initialization and stopping rule
+  (``init='auto'``: 300 stochastic EM sweeps, seeded from the model's ``random_state``; the
+  runs stored before it, ``hdp.json`` and ``hdp_more_seeds.json``, started from k-means++);
+  several seeds;
 * ``lda-K``: SparseLDA at K in ``--ks`` (memoized, L = 8, alpha = 0.5 / K per topic, i.e. the
   same total prior mass), its default stopping rule; plus one SparseLDA at the K the HDP
   learned (seed by seed), for the time and pass-time ratios;
@@ -342,7 +345,8 @@ def main(argv=None):
     p.add_argument("--max-iter", type=int, default=100)
     p.add_argument("--init-sweeps", type=int, default=None,
                    help="start the HDP from this many StochasticEMLDA sweeps "
-                        "(init=StochasticEMLDA(truncation, max_iter=N)); default k-means++")
+                        "(init=StochasticEMLDA(truncation, max_iter=N, random_state=seed)); "
+                        "default: the model's default init")
     p.add_argument("--peer-budget", type=float, default=None)
     p.add_argument("--methods", nargs="+", default=["hdp", "lda", "gensim", "tomotopy"])
     p.add_argument("--quick", action="store_true", help="small smoke run")

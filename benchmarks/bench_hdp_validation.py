@@ -14,9 +14,13 @@ Usage::
     python benchmarks/bench_hdp_validation.py --corpus 20ng --no-lda --move-start 2 15
     python benchmarks/bench_hdp_validation.py --delete-start 2 15 --no-lda --seeds 0 1 2
     python benchmarks/bench_hdp_validation.py --corpus 20ng --no-lda --init-sweeps 300
+    python benchmarks/bench_hdp_validation.py --no-lda --init-sweeps 300 --word-cos 0.3 0.5
 
 ``--init-sweeps N`` starts the HDP from N stochastic EM sweeps (``init=StochasticEMLDA(
-truncation, max_iter=N)``, inside the clock) instead of k-means++.
+truncation, max_iter=N, random_state=seed)``, inside the clock) instead of k-means++.
+``--word-pairs`` and ``--word-cos`` set the merge pairs proposed by topic-word similarity
+(HDPModel ``move_opts['word_pairs_per_topic']`` and ``['min_word_cos']``; 0 pairs: co-usage
+pairs only, as before they existed).
 """
 
 import argparse
@@ -56,6 +60,11 @@ def main(argv=None):
     p.add_argument("--delete-start", type=int, nargs="+", default=[None],
                    help="first pass whose end may run deletes, merges unchanged (HDPModel "
                    "move_opts['delete_start']; default: the move start)")
+    p.add_argument("--word-pairs", type=int, nargs="+", default=[None],
+                   help="merge pairs per topic by topic-word cosine (HDPModel move_opts"
+                   "['word_pairs_per_topic']; default: the model's)")
+    p.add_argument("--word-cos", type=float, nargs="+", default=[None],
+                   help="least topic-word cosine of those pairs (move_opts['min_word_cos'])")
     p.add_argument("--no-lda", action="store_true")
     p.add_argument("--init-sweeps", type=int, default=None,
                    help="start from this many stochastic EM sweeps (default: k-means++)")
@@ -68,8 +77,9 @@ def main(argv=None):
             is not None else int(v)
     X, X_val = validation_split(args.corpus)
     runs = []
-    for gamma, start, dstart, seed in itertools.product(args.gammas, args.move_start,
-                                                         args.delete_start, args.seeds):
+    for gamma, start, dstart, wpairs, wcos, seed in itertools.product(
+            args.gammas, args.move_start, args.delete_start, args.word_pairs, args.word_cos,
+            args.seeds):
         init = {}
         if args.init_sweeps:
             init["init"] = StochasticEMLDA(args.truncation, max_iter=args.init_sweeps,
@@ -77,7 +87,9 @@ def main(argv=None):
         m = HDPTopicModel(args.truncation, alpha=ALPHA, gamma=gamma, topic_word_prior=TAU,
                           L=8, max_iter=args.max_iter, random_state=seed, n_threads=1,
                           **extra, **init)
-        opts = {k: v for k, v in (("start", start), ("delete_start", dstart)) if v is not None}
+        opts = {k: v for k, v in (("start", start), ("delete_start", dstart),
+                                  ("word_pairs_per_topic", wpairs), ("min_word_cos", wcos))
+                if v is not None}
         if opts:
             m._move_opts = opts
         t0 = time.process_time()
@@ -87,7 +99,8 @@ def main(argv=None):
         own = document_completion_score(m, X_val, random_state=0, n_threads=1)
         uni = document_completion_score(m.topic_word_distribution_, X_val, random_state=0,
                                         doc_topic_prior=ALPHA / K, n_threads=1)
-        row = dict(gamma=gamma, move_start=start, delete_start=dstart, seed=seed,
+        row = dict(gamma=gamma, move_start=start, delete_start=dstart, word_pairs=wpairs,
+                   word_cos=wcos, seed=seed,
                    extra=extra, init_sweeps=args.init_sweeps, n_live=K,
                    passes=m.n_iter_, seconds=sec, score=own, score_uniform_prior=uni)
         if not args.no_lda:

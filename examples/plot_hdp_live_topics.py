@@ -3,10 +3,11 @@ HDPTopicModel: the number of live topics over training
 ======================================================
 
 :class:`~sparseclust.HDPTopicModel` starts from ``max_components`` topics and learns how many
-the data support: after each memoized pass it proposes merges of co-occurring topics and
-deletions of rarely used ones, and keeps a proposal only if the whole-data objective rises
-(Hughes, Kim & Sudderth 2015). The trace records, per pass, the topics left in the truncation,
-the live ones (holding at least one expected token) and the accepted moves.
+the data support: it starts from stochastic EM sweeps, and after each memoized pass it proposes
+merges of co-occurring or alike topics and deletions of rarely used ones, and keeps a proposal
+only if the whole-data objective rises (Hughes, Kim & Sudderth 2015). The trace records, per
+pass, the topics left in the truncation, the live ones (holding at least one expected token)
+and the accepted moves.
 """
 
 import matplotlib.pyplot as plt

@@ -4,7 +4,9 @@
 A move *round* has the shape memoized training gives it:
 
 1. before a pass, choose candidates from what the previous pass gathered (:func:`
-   select_merge_pairs` from the components' co-usage across items, :func:`select_deletes`
+   select_merge_pairs` from the components' co-usage across items, or from the similarity
+   of their parameters (:func:`top_weight_cosine`), which finds duplicates that split the
+   items between them and so are never used together; :func:`select_deletes`
    from how many items use each component, :func:`select_births` the components whose items
    a birth move re-explains with fresh components);
 2. during the pass, every batch visit gathers what evaluating the candidates needs (for a
@@ -33,7 +35,9 @@ import scipy.sparse as sp
 __all__ = [
     "parse_moves",
     "usage_correlation",
+    "top_weight_cosine",
     "select_merge_pairs",
+    "merge_pair_union",
     "pair_lookup",
     "select_deletes",
     "select_births",
@@ -92,6 +96,46 @@ def usage_correlation(sum_p, sum_pp, n_items):
     corr[~np.isfinite(corr)] = 0.0
     np.fill_diagonal(corr, 0.0)
     return corr
+
+
+def top_weight_cosine(W, n_top=50):
+    """Cosine similarity of the rows of W (K, V), each row cut to its ``n_top`` largest
+    entries (the rest set to 0), so that the cost is O(K V + K^2 n_top) rather than
+    O(K^2 V).
+
+    For topics, W = the topic-word counts lambda - tau: two topics that share their most
+    frequent words score near 1 however the documents are split between them.
+
+    Returns
+    -------
+    sim : ndarray (K, K), zero diagonal, entries in [0, 1] for non-negative W.
+    """
+    W = np.asarray(W, dtype=float)
+    K, V = W.shape
+    n = int(min(max(n_top, 1), V))
+    if K < 2:
+        return np.zeros((K, K))
+    idx = np.argpartition(-W, n - 1, axis=1)[:, :n] if n < V else np.tile(np.arange(V), (K, 1))
+    vals = np.maximum(np.take_along_axis(W, idx, axis=1), 0.0)
+    norm = np.sqrt((vals * vals).sum(axis=1))
+    norm[norm == 0] = 1.0
+    vals /= norm[:, None]
+    M = sp.csr_array((vals.ravel(), idx.ravel(), np.arange(0, K * n + 1, n)), shape=(K, V))
+    sim = (M @ M.T).toarray()
+    np.fill_diagonal(sim, 0.0)
+    return sim
+
+
+def merge_pair_union(*pair_lists, max_pairs):
+    """Candidate pairs of several criteria in order, each pair once, at most ``max_pairs``."""
+    seen, out = set(), []
+    for pairs in pair_lists:
+        for a, b in np.asarray(pairs, dtype=np.int64).reshape(-1, 2):
+            key = (min(a, b), max(a, b))
+            if key not in seen and len(out) < max_pairs:
+                seen.add(key)
+                out.append(key)
+    return np.asarray(out, dtype=np.int32).reshape(-1, 2)
 
 
 def select_merge_pairs(score, *, max_per_component, max_pairs, min_score, allowed=None):

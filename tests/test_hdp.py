@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from scipy import integrate
 from scipy.optimize import approx_fprime
 from scipy.special import gammaln, psi
-from sklearn.base import clone
+from sklearn.base import BaseEstimator, clone
 from sklearn.model_selection import GridSearchCV
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -573,6 +573,83 @@ def test_init_estimator_starts_from_its_counts():
         HDPTopicModel(init=StochasticEMLDA(n_components=4), **kw).fit(X)
 
 
+def test_default_init_is_stochastic_em_on_counts_and_kmeanspp_on_weights():
+    # init='auto': 300 stochastic EM sweeps for memoized training on integer counts (the same
+    # fit as init='sem'), k-means++ for fractional weights, which the sweeps would round,
+    # and for stochastic training
+    X, _, _ = hdp_corpus(7, K=4, V=40, D=60, length=20)
+    kw = dict(max_components=6, max_iter=2, tol=0, random_state=3)
+    auto = HDPTopicModel(**kw).fit(X)
+    sem = HDPTopicModel(init="sem", **kw).fit(X)
+    km = HDPTopicModel(init="kmeans++", **kw).fit(X)
+    np.testing.assert_array_equal(auto.components_, sem.components_)
+    assert auto.components_.shape != km.components_.shape or not np.allclose(
+        auto.components_, km.components_)
+    Xw = X * 0.37
+    np.testing.assert_array_equal(HDPTopicModel(**kw).fit(Xw).components_,
+                                  HDPTopicModel(init="kmeans++", **kw).fit(Xw).components_)
+    # stochastic training and partial_fit start from k-means++ on the first minibatch
+    st = dict(kw, algorithm="stochastic", batch_size=20)
+    np.testing.assert_array_equal(HDPTopicModel(**st).fit(X).components_,
+                                  HDPTopicModel(init="kmeans++", **st).fit(X).components_)
+    np.testing.assert_array_equal(
+        HDPTopicModel(**kw).partial_fit(X[:30]).components_,
+        HDPTopicModel(init="kmeans++", **kw).partial_fit(X[:30]).components_)
+    assert not np.allclose(HDPTopicModel(init="sem", **kw).partial_fit(X[:30]).components_,
+                           HDPTopicModel(**kw).partial_fit(X[:30]).components_)
+
+    # 'sem' is init=StochasticEMLDA(max_components, max_iter=300) with the model's seed
+    from sparseclust.topics._hdp import SEM_INIT_SWEEPS
+    est = HDPTopicModel(init=StochasticEMLDA(6, max_iter=SEM_INIT_SWEEPS), **kw).fit(X)
+    np.testing.assert_array_equal(est.components_, sem.components_)
+
+
+class _FixedTopics(BaseEstimator):
+    """A stand-in topic model whose fit returns given topic-word counts (for init=)."""
+
+    def __init__(self, n_components=3, doc_topic_prior=None, topic_word_prior=0.1,
+                 counts=None):
+        self.n_components = n_components
+        self.doc_topic_prior = doc_topic_prior
+        self.topic_word_prior = topic_word_prior
+        self.counts = counts
+
+    def fit(self, X, y=None):
+        self.components_ = np.asarray(self.counts, dtype=float) + self.topic_word_prior
+        return self
+
+
+def test_duplicate_topics_that_split_the_documents_are_merged():
+    # two block topics; the initial topics split block A in two by documents, so the halves
+    # are never used together (negative co-usage) and only their shared words can propose
+    # their merge
+    rng = np.random.RandomState(0)
+    V, D, n = 20, 200, 30
+    rows = np.zeros((D, V))
+    for d in range(D):
+        lo = 0 if d < D // 2 else V // 2
+        rows[d] = np.bincount(rng.randint(lo, lo + V // 2, n), minlength=V)
+    X = sp.csr_array(rows)
+    counts = np.vstack([rows[:50].sum(0), rows[50:100].sum(0), rows[100:].sum(0)])
+    kw = dict(max_components=3, moves="merge", L=None, max_iter=6, tol=0, random_state=0,
+              init=_FixedTopics(3, counts=counts))
+    words = HDPTopicModel(**kw).fit(X)
+    assert words.n_components_ == 2
+    assert sum(e["merges_accepted"] for e in words.trace_) == 1
+    # the merged topic is block A: half of the corpus, on words 0..9
+    phi = words.topic_word_distribution_
+    block_a = phi[:, :10].sum(axis=1)
+    assert sorted(np.round(block_a).tolist()) == [0.0, 1.0] and np.all(abs(block_a - 0.5) > 0.45)
+    np.testing.assert_allclose(words.topic_weights_[0], words.topic_weights_[1], rtol=0.2)
+
+    class CoUsageOnly(HDPTopicModel):
+        _move_opts = {"word_pairs_per_topic": 0}
+
+    usage = CoUsageOnly(**kw).fit(X)
+    assert usage.n_components_ == 3
+    assert sum(e["merges_accepted"] for e in usage.trace_) == 0
+
+
 def test_bad_input():
     X, _, _ = hdp_corpus(4, K=4, V=40, D=60, length=20)
     with pytest.raises(ValueError, match="Negative"):
@@ -686,6 +763,34 @@ def test_planted_number_of_topics_is_recovered_from_a_larger_truncation():
         m = HDPTopicModel(max_components=100, max_iter=20, tol=0, random_state=seed).fit(X)
         hits.append(abs(m.n_components_ - 20) <= 3)
     assert sum(hits) >= 4, hits
+
+
+def test_top_weight_cosine_and_pair_union_match_dense_formulas():
+    from sparseclust._moves import merge_pair_union, top_weight_cosine
+
+    rng = np.random.RandomState(5)
+    W = rng.gamma(0.3, 1.0, (7, 40))
+    W[3] = 0.0  # an empty topic scores 0 with every other
+    n = 6
+    cut = np.zeros_like(W)
+    for k in range(W.shape[0]):
+        top = np.argsort(-W[k], kind="stable")[:n]
+        cut[k, top] = W[k, top]
+    norms = np.linalg.norm(cut, axis=1)
+    ref = cut @ cut.T / np.outer(np.where(norms > 0, norms, 1), np.where(norms > 0, norms, 1))
+    np.fill_diagonal(ref, 0.0)
+    sim = top_weight_cosine(W, n_top=n)
+    np.testing.assert_allclose(sim, ref, rtol=1e-12, atol=1e-15)
+    assert np.all(sim[3] == 0) and sim.max() <= 1 + 1e-12
+    # with n_top >= V the cut keeps every entry: the plain cosine
+    full = W @ W.T / np.outer(np.maximum(np.linalg.norm(W, axis=1), 1e-300),
+                              np.maximum(np.linalg.norm(W, axis=1), 1e-300))
+    np.fill_diagonal(full, 0.0)
+    np.testing.assert_allclose(top_weight_cosine(W, n_top=100), full, rtol=1e-12, atol=1e-15)
+
+    u = merge_pair_union([[0, 1], [2, 5]], [[1, 0], [3, 4], [2, 5], [0, 6]], max_pairs=3)
+    np.testing.assert_array_equal(u, [[0, 1], [2, 5], [3, 4]])
+    assert merge_pair_union(np.zeros((0, 2)), max_pairs=5).shape == (0, 2)
 
 
 def test_adaptive_delete_budget_halves_on_rejection_and_recovers_on_acceptance():

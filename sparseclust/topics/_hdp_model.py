@@ -48,9 +48,11 @@ from .._moves import (
     MoveRound,  # batch -> dict(PT, PG, PH, PA, alpha, D, targets)
     RoundLog,
     compaction,
+    merge_pair_union,
     pair_lookup,
     select_deletes,
     select_merge_pairs,
+    top_weight_cosine,
     usage_correlation,
 )
 from .._stickbreak import (
@@ -321,7 +323,9 @@ class HDPModel(MoveBook, VariationalModel):
     move_opts : dict
         ``start`` (first pass whose end runs moves, >= 2), ``delete_start`` (first pass
         whose end may run deletes; None: ``start``), ``max_pairs``,
-        ``pairs_per_topic``, ``min_corr``, ``delete_docs`` (budget of documents to revisit
+        ``pairs_per_topic``, ``min_corr`` (pairs by co-usage), ``word_pairs_per_topic``,
+        ``min_word_cos``, ``word_top`` (pairs by the cosine of the topics' ``word_top``
+        largest counts; 0 pairs turns them off), ``delete_docs`` (budget of documents to revisit
         per pass), ``max_deletes`` (the most delete proposals per round; a round that
         accepted none halves the next round's number, see :class:`AdaptiveBudget`).
     """
@@ -340,7 +344,8 @@ class HDPModel(MoveBook, VariationalModel):
         self.n_threads = n_threads
         self.moves = tuple(moves)
         opts = dict(start=2, delete_start=None, max_pairs=400, pairs_per_topic=4,
-                    min_corr=0.05, delete_docs=500, max_deletes=20, cooldown=3)
+                    min_corr=0.05, word_pairs_per_topic=2, min_word_cos=0.3, word_top=50,
+                    delete_docs=500, max_deletes=20, cooldown=3)
         opts.update(move_opts or {})
         self.move_opts = opts
         self.rho = None
@@ -587,6 +592,16 @@ class HDPModel(MoveBook, VariationalModel):
                 corr, max_per_component=self.move_opts["pairs_per_topic"],
                 max_pairs=self.move_opts["max_pairs"], min_score=self.move_opts["min_corr"],
             )
+            if self.move_opts["word_pairs_per_topic"] > 0:
+                # duplicates that split the documents between them have no co-usage; they
+                # share their frequent words
+                sim = top_weight_cosine(params.lam - self.tau, self.move_opts["word_top"])
+                self.block_rejected_pairs(sim)
+                wpairs, _ = select_merge_pairs(
+                    sim, max_per_component=self.move_opts["word_pairs_per_topic"],
+                    max_pairs=self.move_opts["max_pairs"],
+                    min_score=self.move_opts["min_word_cos"])
+                pairs = merge_pair_union(pairs, wpairs, max_pairs=self.move_opts["max_pairs"])
         dels = np.zeros(0, dtype=np.int64)
         delete_start = self.move_opts["delete_start"]
         if ("delete" in self.moves and K > 1 and self.L is not None and self.L < K
