@@ -98,25 +98,30 @@ def usage_correlation(sum_p, sum_pp, n_items):
     return corr
 
 
-def top_weight_cosine(W, n_top=50):
-    """Cosine similarity of the rows of W (K, V), each row cut to its ``n_top`` largest
-    entries (the rest set to 0), so that the cost is O(K V + K^2 n_top) rather than
-    O(K^2 V).
+def top_weight_cosine(W, n_top=50, shift=0.0, block=64):
+    """Cosine similarity of the rows of W - shift (W: (K, V)), each row cut to its ``n_top``
+    largest entries (the rest set to 0), so that the cost is O(K V + K^2 n_top) rather than
+    O(K^2 V). The rows are cut ``block`` at a time, so the extra memory is O(block V + K n_top)
+    and no (K, V) temporary is made.
 
-    For topics, W = the topic-word counts lambda - tau: two topics that share their most
-    frequent words score near 1 however the documents are split between them.
+    For topics, W = lambda and shift = tau (the topic-word counts): two topics that share their
+    most frequent words score near 1 however the documents are split between them.
 
     Returns
     -------
-    sim : ndarray (K, K), zero diagonal, entries in [0, 1] for non-negative W.
+    sim : ndarray (K, K), zero diagonal, entries in [0, 1] when W >= shift.
     """
-    W = np.asarray(W, dtype=float)
+    W = np.asarray(W)
     K, V = W.shape
     n = int(min(max(n_top, 1), V))
     if K < 2:
         return np.zeros((K, K))
-    idx = np.argpartition(-W, n - 1, axis=1)[:, :n] if n < V else np.tile(np.arange(V), (K, 1))
-    vals = np.maximum(np.take_along_axis(W, idx, axis=1), 0.0)
+    idx = np.empty((K, n), dtype=np.int64)
+    for lo in range(0, K, block):
+        rows = W[lo:lo + block]
+        idx[lo:lo + block] = (np.argpartition(-rows, n - 1, axis=1)[:, :n] if n < V
+                              else np.arange(V))
+    vals = np.maximum(np.take_along_axis(W, idx, axis=1).astype(float) - shift, 0.0)
     norm = np.sqrt((vals * vals).sum(axis=1))
     norm[norm == 0] = 1.0
     vals /= norm[:, None]

@@ -317,12 +317,12 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     def _init_stats(self, X, rng, minibatch=False):
         K, V = self.max_components, X.shape[1]
         init = self.init
-        if isinstance(init, str) and init == "auto":
+        if init == "auto":
             data = X.data if sp.issparse(X) else np.asarray(X)
             counts = np.array_equal(data, np.rint(data))
             memoized = self.algorithm != "stochastic" and not minibatch
             init = "sem" if counts and memoized else "kmeans++"
-        if isinstance(init, str) and init == "sem":
+        if init == "sem":
             init = StochasticEMLDA(K, max_iter=SEM_INIT_SWEEPS)
         if hasattr(init, "fit"):
             S = init_counts_from_estimator(init, X, K, self.alpha / K,

@@ -595,7 +595,7 @@ class HDPModel(MoveBook, VariationalModel):
             if self.move_opts["word_pairs_per_topic"] > 0:
                 # duplicates that split the documents between them have no co-usage; they
                 # share their frequent words
-                sim = top_weight_cosine(params.lam - self.tau, self.move_opts["word_top"])
+                sim = top_weight_cosine(params.lam, self.move_opts["word_top"], self.tau)
                 self.block_rejected_pairs(sim)
                 wpairs, _ = select_merge_pairs(
                     sim, max_per_component=self.move_opts["word_pairs_per_topic"],
