@@ -158,6 +158,30 @@ def test_objective_gradient_matches_finite_differences():
         np.testing.assert_allclose(g, num, rtol=2e-5, atol=1e-5 * np.abs(g).max())
 
 
+def test_compiled_objective_equals_the_numpy_statement():
+    # the optimizer's compiled loop against hdp_objective, sticks near 0 and 1 included
+    from sparseclust._kernels._sticks import hdp_objective_grad, trigamma
+
+    rng = np.random.default_rng(5)
+    for K in (1, 3, 50, 300):
+        T = -rng.gamma(2.0, 500.0, K + 1)
+        x = np.concatenate([rng.normal(scale=4.0, size=K), rng.normal(2.0, 3.0, size=K)])
+        x[0], x[K - 1] = 39.0, -39.0
+        x_in = x.copy()
+        f, g = hdp_objective(x, 3000.0, T, 0.5, 1.3, 1e-4)
+        g2 = np.full(2 * K, np.nan)
+        f2 = hdp_objective_grad(x, 3000.0, T, 0.5, 1.3, 1e-4, g2)
+        assert f2 == pytest.approx(f, rel=1e-13)
+        np.testing.assert_allclose(g2, g, rtol=1e-11, atol=1e-13 * np.abs(g).max())
+        np.testing.assert_array_equal(x, x_in)
+    with pytest.raises(ValueError, match="2 \\(T.size - 1\\)"):
+        hdp_objective_grad(np.zeros(4), 1.0, np.zeros(4), 0.5, 1.0, 1.0, np.zeros(4))
+    from scipy.special import polygamma
+
+    z = np.concatenate([np.logspace(-12, 12, 400), rng.uniform(0, 20, 200)])
+    np.testing.assert_allclose(trigamma(z), polygamma(1, z), rtol=1e-13)
+
+
 def test_objective_is_the_sum_of_its_definitions():
     # L_G + D K log alpha + K c_B(1, gamma) = L_u + D * surrogate + alpha E[beta] . T
     rng = np.random.default_rng(1)
@@ -507,6 +531,41 @@ def test_delete_start_option_delays_deletes_only():
     assert sum(e["deletes_tried"] for e in tr[5:]) > 0
     np.testing.assert_array_equal(np.asarray(late.lower_bounds_[:5]),
                                   np.asarray(no_delete.lower_bounds_[:5]))
+
+
+def test_merge_screen_skips_stick_optimizations_without_changing_the_fit(monkeypatch):
+    """A merge proposal far below the current objective at its warm-start sticks is rejected
+    without optimizing them (``merge_screen``); the fit is the same as one that optimizes
+    every proposal, with fewer stick optimizations. A screen of -inf nats rejects every
+    merge."""
+    from sparseclust.topics import _hdp_model
+
+    calls = []
+    real = _hdp_model.optimize_hdp_sticks
+
+    def counting(*args, **kw):
+        calls.append(args[1])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(_hdp_model, "optimize_hdp_sticks", counting)
+    X = planted_hdp_corpus(1, D=400)
+    kw = dict(max_components=60, max_iter=8, tol=0, random_state=1, init="kmeans++")
+    fits, n_calls = {}, {}
+    for screen in (0.05, None, -np.inf):
+        calls.clear()
+        m = HDPTopicModel(**kw)
+        m._move_opts = {"merge_screen": screen}
+        fits[screen] = m.fit(X)
+        n_calls[screen] = len(calls)
+    screened, full = fits[0.05], fits[None]
+    assert sum(e["merges_accepted"] for e in full.trace_) > 0
+    assert n_calls[0.05] < n_calls[None]
+    np.testing.assert_array_equal(screened.components_, full.components_)
+    np.testing.assert_array_equal(screened.lower_bounds_, full.lower_bounds_)
+    assert [e["merges_accepted"] for e in screened.trace_] == [
+        e["merges_accepted"] for e in full.trace_]
+    assert sum(e["merges_accepted"] for e in fits[-np.inf].trace_) == 0
+    assert sum(e["merges_tried"] for e in fits[-np.inf].trace_) > 0
 
 
 def test_live_topics_sorted_and_transform_rows_sum_to_one():

@@ -327,7 +327,12 @@ class HDPModel(MoveBook, VariationalModel):
         ``min_word_cos``, ``word_top`` (pairs by the cosine of the topics' ``word_top``
         largest counts; 0 pairs turns them off), ``delete_docs`` (budget of documents to revisit
         per pass), ``max_deletes`` (the most delete proposals per round; a round that
-        accepted none halves the next round's number, see :class:`AdaptiveBudget`).
+        accepted none halves the next round's number, see :class:`AdaptiveBudget`),
+        ``merge_screen`` (nats per document: a merge whose objective at the warm-start sticks
+        is more than ``merge_screen * D`` below the current one is rejected without
+        optimizing its sticks; None optimizes every proposal), ``merge_log`` (a list, for
+        studies: each optimized merge proposal appends its gains at the warm-start and at the
+        optimized sticks).
     """
 
     def __init__(self, alpha, gamma, tau, L, local_opts, n_threads, moves=(), move_opts=None,
@@ -345,7 +350,8 @@ class HDPModel(MoveBook, VariationalModel):
         self.moves = tuple(moves)
         opts = dict(start=2, delete_start=None, max_pairs=400, pairs_per_topic=4,
                     min_corr=0.05, word_pairs_per_topic=2, min_word_cos=0.3, word_top=50,
-                    delete_docs=500, max_deletes=20, cooldown=3)
+                    delete_docs=500, max_deletes=20, cooldown=3, merge_screen=0.05,
+                    merge_log=None)
         opts.update(move_opts or {})
         self.move_opts = opts
         self.rho = None
@@ -918,14 +924,20 @@ class _Workspace:
         out += stick_value(D, st["T"][full], m.alpha, m.gamma, rho, omega)
         return out
 
-    def _sticks(self, st, alive, beta_full):
-        """Re-optimized sticks for the topics ``alive`` from a start with E[beta] = beta_full
-        (indexed like the original topics plus the remainder) and the current omega."""
+    def _stick_start(self, alive, beta_full):
+        """Sticks for the topics ``alive`` with E[beta] = beta_full (indexed like the
+        original topics plus the remainder) and the current omega."""
         full = np.concatenate([np.flatnonzero(alive), [self.K]])
         beta = beta_full[full]
         om = np.zeros(self.K)
         om[self.alive] = self.omega
-        rho0, omega0 = sticks_from_weights(beta / beta.sum(), np.maximum(om[alive], 1e-3))
+        return sticks_from_weights(beta / beta.sum(), np.maximum(om[alive], 1e-3))
+
+    def _sticks(self, st, alive, beta_full, start=None):
+        """Re-optimized sticks for the topics ``alive`` from :meth:`_stick_start` (or from
+        ``start``)."""
+        full = np.concatenate([np.flatnonzero(alive), [self.K]])
+        rho0, omega0 = start if start is not None else self._stick_start(alive, beta_full)
         rho, omega, _ = optimize_hdp_sticks(float(st["D"]), st["T"][full], self.m.alpha,
                                             self.m.gamma, rho0, omega0, maxiter=100)
         return rho, omega
@@ -953,8 +965,20 @@ class _Workspace:
         tterm[a] = tt_ab
         beta = self._beta_full()
         beta[a] += beta[b]
-        rho, omega = self._sticks(prop, alive, beta)
+        start = self._stick_start(alive, beta)
+        screen = self.m.move_opts["merge_screen"]
+        study = self.m.move_opts["merge_log"]
+        if screen is not None or study is not None:
+            # the merged objective at the warm-start sticks (a + b's weight on a); optimizing
+            # the sticks from there adds a few nats (at most 2e-3 D measured), so a shortfall
+            # of more than ``merge_screen`` D cannot be made up: reject without optimizing
+            start_value = self._value(prop, alive, tterm, *start)
+            if screen is not None and start_value < self.value - screen * float(st["D"]):
+                return False
+        rho, omega = self._sticks(prop, alive, beta, start)
         value = self._value(prop, alive, tterm, rho, omega)
+        if study is not None:
+            study.append((start_value - self.value, value - self.value))
         if not value > self.value + ACCEPT_RTOL * abs(self.value):
             return False
         st["S"][a] = S_ab
