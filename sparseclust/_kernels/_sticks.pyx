@@ -13,7 +13,8 @@ to x >= 8, then the asymptotic series
 
     psi_1(x) ~ 1/x + 1/(2 x^2) + sum_{n>=1} B_2n / x^(2n+1)
 
-through B_14 (Abramowitz & Stegun 1964, 6.4.12; relative error below 1e-14 at x = 8).
+through B_14 (Abramowitz & Stegun 1964, 6.4.6 and 6.4.12; within 1e-13 relative of
+``scipy.special.polygamma(1, x)`` from 1e-12 to 1e12, a test).
 """
 
 from libc.math cimport exp
