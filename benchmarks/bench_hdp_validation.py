@@ -17,7 +17,9 @@ Usage::
     python benchmarks/bench_hdp_validation.py --no-lda --init-sweeps 300 --word-cos 0.3 0.5
 
 ``--init-sweeps N`` starts the HDP from N stochastic EM sweeps (``init=StochasticEMLDA(
-truncation, max_iter=N, random_state=seed)``, inside the clock) instead of k-means++.
+truncation, max_iter=N, random_state=seed)``, inside the clock) instead of the model's
+default ``init`` (``'auto'``: 300 stochastic EM sweeps seeded from the model's generator; it
+was k-means++ before, and the earlier results files were made with that).
 ``--word-pairs`` and ``--word-cos`` set the merge pairs proposed by topic-word similarity
 (HDPModel ``move_opts['word_pairs_per_topic']`` and ``['min_word_cos']``; 0 pairs: co-usage
 pairs only, as before they existed).
@@ -67,7 +69,8 @@ def main(argv=None):
                    help="least topic-word cosine of those pairs (move_opts['min_word_cos'])")
     p.add_argument("--no-lda", action="store_true")
     p.add_argument("--init-sweeps", type=int, default=None,
-                   help="start from this many stochastic EM sweeps (default: k-means++)")
+                   help="start from this many stochastic EM sweeps (default: the model's "
+                   "init, 'auto')")
     p.add_argument("--out", default=str(RESULTS / "hdp_validation.json"))
     args = p.parse_args(argv)
     extra = {}

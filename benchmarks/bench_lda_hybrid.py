@@ -5,7 +5,8 @@ variational local step and tomotopy's collapsed Gibbs sampler.
 Two experiments, one thread each, CPU time of this process (``time.process_time``):
 
 ``heldout``
-    20 Newsgroups (the split of ``bench_lda_heldout.py``), K in ``--ks``: SparseLDA with the
+    20 Newsgroups (the split of ``bench_lda_heldout.py``) or IMDB (``--corpus imdb``, the
+    split of ``_common.imdb_heldout_split``: 1,000 test reviews), K in ``--ks``: SparseLDA with the
     variational local step (memoized), the Gibbs local step (memoized and stochastic) and
     tomotopy ``LDAModel`` (collapsed Gibbs, ``optim_interval = 0``), all with alpha = 0.5 / K
     and topic-word prior 0.1, scored by held-out document completion
@@ -15,6 +16,20 @@ Two experiments, one thread each, CPU time of this process (``time.process_time`
     scoring outside. Also ``sem-variational`` (the variational step from ``--init-sweeps``
     stochastic EM sweeps, ``SparseLDA(init=StochasticEMLDA(...))``) and ``sem``
     (StochasticEMLDA alone, its Rao-Blackwellized topics scored).
+    With ``--left-to-right R``, the checkpoints from ``--l2r-from`` seconds on (and always the
+    last one) are also scored by the left-to-right estimator
+    (:func:`sparseclust.metrics.left_to_right_score`, Wallach et al. 2009, the estimator Mimno,
+    Hoffman & Blei 2012 report) with R particles, on the same test documents, with the same
+    alpha and particle streams for every method: the run's ``l2r_curve`` holds
+    ``(seconds, score, standard error)`` and its ``left_to_right`` the last checkpoint's
+    estimate with the per-document log-likelihoods, so that ``compare`` can difference two
+    methods document by document.
+``compare``
+    Left-to-right and document completion of the runs of several results files (``--files``,
+    e.g. one per method run side by side) at the same K and seed: each method's last
+    checkpoint, and each pair's difference with its standard error from the per-document
+    differences (the documents and particle streams are the same, so the pair's error is
+    smaller than either score's). Written to ``--out``.
 ``validation``
     Memoized Gibbs with each batch's chain kept between visits (``gibbs-memoized-chains``,
     ``SparseLDA._gibbs_chains``) against restarted chains (``gibbs-memoized-restart``, the
@@ -54,6 +69,9 @@ until its budget is spent). Usage::
         --val-methods gibbs-stochastic --batch-size 4096 --n-burnin 5 --n-samples 5 \
         --suffix @b4096-B5S5
     python benchmarks/bench_lda_hybrid.py step_cost --step-corpus imdb
+    python benchmarks/bench_lda_hybrid.py heldout --ks 400 --budgets 400 \
+        --methods tomotopy --left-to-right 3 --out tomotopy_l2r.json
+    python benchmarks/bench_lda_hybrid.py compare --files a.json b.json --out cmp.json
     python benchmarks/bench_lda_hybrid.py plot
 """
 
@@ -72,6 +90,7 @@ from _common import (  # noqa: E402
     RESULTS,
     Stopwatch,
     environment,
+    imdb_heldout_split,
     load_imdb,
     newsgroups_heldout_split,
     vectorize,
@@ -86,11 +105,13 @@ from bench_lda_heldout import (  # noqa: E402
 )
 from bench_lda_stochastic import load as load_validation  # noqa: E402
 
+from sparseclust.metrics import left_to_right_score  # noqa: E402
 from sparseclust.topics import SparseLDA, StochasticEMLDA  # noqa: E402
 from sparseclust.topics._gibbs import gibbs_local_step  # noqa: E402
 from sparseclust.topics._sparse_lda import SuffStats, _GibbsLDAModel  # noqa: E402
 
 OUT = RESULTS / "lda_hybrid.json"
+CORPUS_NAMES = {"20ng": "20 Newsgroups", "imdb": "IMDB"}
 
 METHODS = {
     "variational-memoized": dict(local_step="variational", algorithm="memoized"),
@@ -208,29 +229,75 @@ def run_tomotopy(X, K, seed, recorder, budget):
     return t
 
 
+class _LeftToRight:
+    """Left-to-right scores of a run's checkpoints (outside the clock): those at or after
+    ``start`` seconds and the last one; every method is scored on the same documents with the
+    same alpha, particles and seed."""
+
+    def __init__(self, X_test, K, seed, n_particles, start, n_threads):
+        self.X_test, self.alpha, self.seed = X_test, doc_topic_prior(K), seed
+        self.n_particles, self.start, self.n_threads = n_particles, start, n_threads
+        self.curve = []     # (seconds, score, standard error)
+        self.last = None    # the last scored checkpoint, with its per-document estimates
+        self.seconds = 0.0
+
+    def __call__(self, t, topic_word, final=False):
+        if not self.n_particles or (t < self.start and not final):
+            return
+        if self.curve and self.curve[-1][0] == t:
+            return
+        t0 = time.perf_counter()
+        score, se, det = left_to_right_score(
+            topic_word, self.X_test, doc_topic_prior=self.alpha,
+            n_particles=self.n_particles, random_state=self.seed, n_threads=self.n_threads,
+            return_std=True, return_details=True)
+        self.seconds += time.perf_counter() - t0
+        self.curve.append((float(t), float(score), float(se)))
+        self.last = dict(seconds=float(t), score=float(score), std_error=float(se),
+                         n_particles=self.n_particles, n_docs=int(self.X_test.shape[0]),
+                         doc_loglik=[float(v) for v in det["doc_loglik"]],
+                         doc_tokens=[int(v) for v in det["doc_tokens"]])
+        print(f"    t={t:8.2f}s  left-to-right={score: .5f} +- {se:.5f} "
+              f"({self.n_particles} particles)", flush=True)
+
+
+class _KeepTopics(Scorer):
+    """The benchmark's document-completion scorer, also keeping the topics it last scored."""
+
+    def __call__(self, topic_word):
+        self.topics = np.array(topic_word, dtype=np.float64)
+        return super().__call__(topic_word)
+
+
 def heldout(opts):
     res = _load(opts.out)
-    X, X_test, _ = newsgroups_heldout_split(seed=opts.seed)
-    print(f"20 Newsgroups: train {X.shape}, test {X_test.shape}", flush=True)
+    split = imdb_heldout_split if opts.corpus == "imdb" else newsgroups_heldout_split
+    X, X_test, _ = split(seed=opts.seed)
+    print(f"{CORPUS_NAMES[opts.corpus]}: train {X.shape}, test {X_test.shape}", flush=True)
     res["settings"] = {
-        "seed": opts.seed, "n_batches": opts.n_batches, "batch_size": opts.batch_size,
+        "corpus": opts.corpus, "seed": opts.seed, "n_batches": opts.n_batches,
+        "batch_size": opts.batch_size,
         "clock": "process_time (CPU seconds, one thread)",
         "alpha": "0.5 / K", "topic_word_prior": TOPIC_WORD_PRIOR,
         "gibbs": _gibbs_settings(opts),
         "kappa": _kappa(opts),
         "init_sweeps": opts.init_sweeps,
+        "left_to_right": ({"n_particles": opts.left_to_right, "from_seconds": opts.l2r_from,
+                           "documents": "all test documents"} if opts.left_to_right else None),
         "note": opts.note,
     }
     for K, budget in zip(opts.ks, opts.budgets, strict=True):
         runs = res["heldout"].setdefault(str(K), {})
         for name in opts.methods:
             print(f"K={K} {name} (budget {budget} s CPU)", flush=True)
-            scorer = Scorer(X_test, K, opts.seed, opts.score_threads)
+            scorer = _KeepTopics(X_test, K, opts.seed, opts.score_threads)
             rec = Recorder(scorer, budget, first=2.0, growth=opts.growth,
                            log=lambda m: print(m, flush=True))
+            l2r = _LeftToRight(X_test, K, opts.seed, opts.left_to_right, opts.l2r_from,
+                               opts.score_threads)
 
-            def entry(t, rec=rec, budget=budget, done=True):
-                return {
+            def entry(t, rec=rec, budget=budget, done=True, l2r=l2r):
+                out = {
                     "budget_cpu_seconds": budget,
                     "train_cpu_seconds": t,
                     "curve": [list(c) for c in rec.curve],
@@ -238,10 +305,17 @@ def heldout(opts):
                     "loadavg": os.getloadavg(),
                     "complete": done,
                 }
+                if l2r.n_particles:
+                    out["l2r_curve"] = [list(c) for c in l2r.curve]
+                    out["left_to_right"] = l2r.last
+                    out["l2r_seconds"] = l2r.seconds
+                return out
 
-            def checkpoint(rec=rec, runs=runs, name=name, entry=entry):
+            def checkpoint(rec=rec, runs=runs, name=name, entry=entry, l2r=l2r,
+                           scorer=scorer):
                 # the curve so far is saved at every checkpoint ("complete": False until the
                 # budget is spent), so a run stopped early keeps what it measured
+                l2r(rec.curve[-1][0], scorer.topics)
                 runs[name] = entry(rec.curve[-1][0], done=False)
                 _save(opts.out, res)
 
@@ -254,6 +328,7 @@ def heldout(opts):
                 else:
                     t = run_sparselda(X, K, _spec(name), opts.seed, rec, budget, opts,
                                       cls=_VALIDATION_CLASSES.get(name, SparseLDA))
+            l2r(rec.curve[-1][0], scorer.topics, final=True)
             runs[name] = entry(t)
             _save(opts.out, res)
 
@@ -457,6 +532,62 @@ def step_cost(opts):
     _save(opts.out, res)
 
 
+def _paired(a, b):
+    """Difference of two left-to-right estimates on the same documents, and its standard
+    error from the per-document differences (ratio estimator, as the score's own)."""
+    La, Lb = np.asarray(a["doc_loglik"]), np.asarray(b["doc_loglik"])
+    N = np.asarray(a["doc_tokens"], dtype=np.float64)
+    if not np.array_equal(N, np.asarray(b["doc_tokens"], dtype=np.float64)):
+        raise ValueError("the two estimates are not on the same documents")
+    m = N > 0
+    d, N = (La - Lb)[m], N[m]
+    diff = d.sum() / N.sum()
+    se = np.sqrt(m.sum() / (m.sum() - 1) * np.sum((d - diff * N) ** 2)) / N.sum()
+    return float(diff), float(se)
+
+
+def compare(opts):
+    """Each method's last left-to-right and document-completion scores across ``--files``,
+    grouped by (seed, K), and every pair's paired difference."""
+    groups = {}
+    for f in opts.files:
+        res = json.loads(Path(f).read_text())
+        seed = res["settings"]["seed"]
+        corpus = CORPUS_NAMES[res["settings"].get("corpus", "20ng")]
+        for K, runs in res["heldout"].items():
+            for name, run in runs.items():
+                if run.get("left_to_right") and run.get("complete"):
+                    groups.setdefault(f"{corpus}, seed {seed}, K = {K}", {})[name] = dict(
+                        run, file=Path(f).name)
+    out = {}
+    for key, runs in groups.items():
+        names = sorted(runs)
+        rows = {n: dict(file=r["file"], train_cpu_seconds=r["train_cpu_seconds"],
+                        document_completion=r["final_score"],
+                        left_to_right=r["left_to_right"]["score"],
+                        left_to_right_se=r["left_to_right"]["std_error"],
+                        n_particles=r["left_to_right"]["n_particles"])
+                for n, r in runs.items()}
+        pairs = {}
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                diff, se = _paired(runs[a]["left_to_right"], runs[b]["left_to_right"])
+                pairs[f"{a} - {b}"] = dict(
+                    left_to_right=diff, se=se,
+                    document_completion=runs[a]["final_score"] - runs[b]["final_score"])
+        out[key] = dict(methods=rows, pairs=pairs)
+        print(key)
+        for n in names:
+            r = rows[n]
+            print(f"  {n:24s} completion {r['document_completion']: .4f}  left-to-right "
+                  f"{r['left_to_right']: .4f} +- {r['left_to_right_se']:.4f}")
+        for k, v in pairs.items():
+            print(f"  {k:48s} left-to-right {v['left_to_right']:+.4f} +- {v['se']:.4f}  "
+                  f"completion {v['document_completion']:+.4f}")
+    write_json(opts.out, dict(environment=environment(), files=[Path(f).name for f in opts.files],
+                              comparisons=out))
+
+
 def plot(opts):
     import matplotlib
 
@@ -465,23 +596,37 @@ def plot(opts):
 
     res = _load(opts.out)
     Ks = sorted(res["heldout"], key=int)
-    fig, axes = plt.subplots(1, len(Ks), figsize=(5.5 * len(Ks), 4), squeeze=False)
-    for ax, K in zip(axes[0], Ks, strict=True):
+    corpus = CORPUS_NAMES[res.get("settings", {}).get("corpus", "20ng")]
+    # a second row with the left-to-right curves if any run has one
+    l2r = any(run.get("l2r_curve") for K in Ks for run in res["heldout"][K].values())
+    fig, axes = plt.subplots(1 + l2r, len(Ks), figsize=(5.5 * len(Ks), 4 * (1 + l2r)),
+                             squeeze=False)
+    for j, K in enumerate(Ks):
+        ax = axes[0, j]
         for name, run in res["heldout"][K].items():
             c = np.asarray([(t, s) for t, s, _ in run["curve"]])
             ax.plot(c[:, 0], c[:, 1], marker="o", ms=3, label=name)
-        ax.set_xscale("log")
-        ax.set_xlabel("training CPU seconds (one thread)")
+            if l2r and run.get("l2r_curve"):
+                c = np.asarray(run["l2r_curve"])
+                # no error bars: the documents' spread, which every method shares, would hide
+                # the differences (``compare`` gives each pair's paired standard error)
+                axes[1, j].plot(c[:, 0], c[:, 1], marker="o", ms=3, label=name)
         ax.set_ylabel("held-out document completion (nats/token)")
-        ax.set_title(f"20 Newsgroups, K = {K}")
-        ax.legend(fontsize=8)
+        ax.set_title(f"{corpus}, K = {K}")
+        for a in axes[:, j]:
+            a.set_xscale("log")
+            a.set_xlabel("training CPU seconds (one thread)")
+            a.legend(fontsize=8)
+        if l2r:
+            axes[1, j].set_ylabel("held-out left-to-right (nats/token)")
+            axes[1, j].set_title(f"{corpus}, K = {K}: left-to-right")
     fig.tight_layout()
     fig.savefig(Path(opts.out).with_suffix(".png"), dpi=110)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("what", choices=["heldout", "validation", "step_cost", "plot"])
+    p.add_argument("what", choices=["heldout", "validation", "step_cost", "plot", "compare"])
     p.add_argument("--ks", type=int, nargs="+", default=[100, 400])
     p.add_argument("--budgets", type=float, nargs="+", default=[400.0, 400.0])
     p.add_argument("--methods", nargs="+",
@@ -513,6 +658,16 @@ def main():
                    help="stochastic minibatch size (default: SparseLDA's, batch_size=None)")
     p.add_argument("--growth", type=float, default=1.5)
     p.add_argument("--score-threads", type=int, default=1)
+    p.add_argument("--left-to-right", type=int, default=0, metavar="R",
+                   help="heldout: also score checkpoints by the left-to-right estimator with R "
+                        "particles (0: off)")
+    p.add_argument("--l2r-from", type=float, default=50.0,
+                   help="heldout: the first training second whose checkpoints are scored by "
+                        "left-to-right (the last checkpoint always is)")
+    p.add_argument("--files", nargs="+", default=[],
+                   help="compare: results files of heldout runs with --left-to-right")
+    p.add_argument("--corpus", choices=["20ng", "imdb"], default="20ng",
+                   help="heldout: the corpus (20 Newsgroups or IMDB)")
     p.add_argument("--step-corpus", choices=["imdb", "20ng"], default="imdb")
     p.add_argument("--step-docs", type=int, default=10240)
     p.add_argument("--step-init", choices=["random", "kmeans++"], default="random",
@@ -524,7 +679,7 @@ def main():
     p.add_argument("--out", default=str(OUT))
     opts = p.parse_args()
     {"heldout": heldout, "validation": validation, "step_cost": step_cost,
-     "plot": plot}[opts.what](opts)
+     "plot": plot, "compare": compare}[opts.what](opts)
 
 
 if __name__ == "__main__":
