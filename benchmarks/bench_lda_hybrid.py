@@ -30,6 +30,11 @@ Two experiments, one thread each, CPU time of this process (``time.process_time`
     checkpoint, and each pair's difference with its standard error from the per-document
     differences (the documents and particle streams are the same, so the pair's error is
     smaller than either score's). Written to ``--out``.
+``particles``
+    The left-to-right estimator's dependence on its number of particles: each method of
+    ``--methods`` is trained for ``--budgets`` CPU seconds (one checkpoint, at the end) and its
+    final topics are scored with every R of ``--particles``; each pair's paired difference is
+    reported per R, so one can see whether a ranking at R = 3 holds with more particles.
 ``validation``
     Memoized Gibbs with each batch's chain kept between visits (``gibbs-memoized-chains``,
     ``SparseLDA._gibbs_chains``) against restarted chains (``gibbs-memoized-restart``, the
@@ -72,6 +77,8 @@ until its budget is spent). Usage::
     python benchmarks/bench_lda_hybrid.py heldout --ks 400 --budgets 400 \
         --methods tomotopy --left-to-right 3 --out tomotopy_l2r.json
     python benchmarks/bench_lda_hybrid.py compare --files a.json b.json --out cmp.json
+    python benchmarks/bench_lda_hybrid.py particles --ks 100 --budgets 60 \
+        --methods gibbs-stochastic variational-memoized --particles 1 3 10 --out p.json
     python benchmarks/bench_lda_hybrid.py plot
 """
 
@@ -588,6 +595,47 @@ def compare(opts):
                               comparisons=out))
 
 
+def particles(opts):
+    """Left-to-right of each method's final topics with several particle counts (see the
+    module docstring)."""
+    split = imdb_heldout_split if opts.corpus == "imdb" else newsgroups_heldout_split
+    X, X_test, _ = split(seed=opts.seed)
+    res = {"settings": {"corpus": opts.corpus, "seed": opts.seed, "particles": opts.particles,
+                        "gibbs": _gibbs_settings(opts), "kappa": _kappa(opts),
+                        "alpha": "0.5 / K", "topic_word_prior": TOPIC_WORD_PRIOR,
+                        "note": opts.note},
+           "runs": {}, "pairs": {}}
+    for K, budget in zip(opts.ks, opts.budgets, strict=True):
+        runs = res["runs"].setdefault(str(K), {})
+        for name in opts.methods:
+            print(f"K={K} {name} (budget {budget} s CPU)", flush=True)
+            scorer = _KeepTopics(X_test, K, opts.seed, opts.score_threads)
+            rec = Recorder(scorer, budget, first=budget, log=lambda m: print(m, flush=True))
+            with threadpool_limits(1):
+                if name == "tomotopy":
+                    t = run_tomotopy(X, K, opts.seed, rec, budget)
+                else:
+                    t = run_sparselda(X, K, _spec(name), opts.seed, rec, budget, opts)
+            runs[name] = {"train_cpu_seconds": t, "document_completion": rec.curve[-1][1],
+                          "left_to_right": {}}
+            for R in opts.particles:
+                l2r = _LeftToRight(X_test, K, opts.seed, R, 0.0, opts.score_threads)
+                l2r(t, scorer.topics, final=True)
+                runs[name]["left_to_right"][str(R)] = l2r.last
+            _save(opts.out, res)
+        names = sorted(runs)
+        pairs = res["pairs"].setdefault(str(K), {})
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                pairs[f"{a} - {b}"] = {}
+                for R in opts.particles:
+                    diff, se = _paired(runs[a]["left_to_right"][str(R)],
+                                       runs[b]["left_to_right"][str(R)])
+                    pairs[f"{a} - {b}"][str(R)] = {"left_to_right": diff, "se": se}
+                    print(f"K={K} R={R:3d} {a} - {b}: {diff:+.4f} +- {se:.4f}", flush=True)
+        _save(opts.out, res)
+
+
 def plot(opts):
     import matplotlib
 
@@ -626,7 +674,8 @@ def plot(opts):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("what", choices=["heldout", "validation", "step_cost", "plot", "compare"])
+    p.add_argument("what", choices=["heldout", "validation", "step_cost", "plot", "compare",
+                                     "particles"])
     p.add_argument("--ks", type=int, nargs="+", default=[100, 400])
     p.add_argument("--budgets", type=float, nargs="+", default=[400.0, 400.0])
     p.add_argument("--methods", nargs="+",
@@ -664,6 +713,8 @@ def main():
     p.add_argument("--l2r-from", type=float, default=50.0,
                    help="heldout: the first training second whose checkpoints are scored by "
                         "left-to-right (the last checkpoint always is)")
+    p.add_argument("--particles", type=int, nargs="+", default=[1, 3, 10],
+                   help="particles: the particle counts R to score the final topics with")
     p.add_argument("--files", nargs="+", default=[],
                    help="compare: results files of heldout runs with --left-to-right")
     p.add_argument("--corpus", choices=["20ng", "imdb"], default="20ng",
@@ -679,7 +730,7 @@ def main():
     p.add_argument("--out", default=str(OUT))
     opts = p.parse_args()
     {"heldout": heldout, "validation": validation, "step_cost": step_cost,
-     "plot": plot, "compare": compare}[opts.what](opts)
+     "plot": plot, "compare": compare, "particles": particles}[opts.what](opts)
 
 
 if __name__ == "__main__":
