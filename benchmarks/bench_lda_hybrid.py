@@ -268,6 +268,24 @@ class _LeftToRight:
               f"({self.n_particles} particles)", flush=True)
 
 
+def _split(opts):
+    """The train/test split of ``--corpus`` for ``--seed``."""
+    split = imdb_heldout_split if opts.corpus == "imdb" else newsgroups_heldout_split
+    return split(seed=opts.seed)
+
+
+def _run(name, X, K, rec, budget, opts):
+    """Train method ``name`` for ``budget`` CPU seconds, checkpoints by ``rec``; returns the
+    training CPU seconds."""
+    with threadpool_limits(1):
+        if name == "tomotopy":
+            return run_tomotopy(X, K, opts.seed, rec, budget)
+        if name == "sem":
+            return run_sem(X, K, opts.seed, rec, budget)
+        return run_sparselda(X, K, _spec(name), opts.seed, rec, budget, opts,
+                             cls=_VALIDATION_CLASSES.get(name, SparseLDA))
+
+
 class _KeepTopics(Scorer):
     """The benchmark's document-completion scorer, also keeping the topics it last scored."""
 
@@ -278,8 +296,7 @@ class _KeepTopics(Scorer):
 
 def heldout(opts):
     res = _load(opts.out)
-    split = imdb_heldout_split if opts.corpus == "imdb" else newsgroups_heldout_split
-    X, X_test, _ = split(seed=opts.seed)
+    X, X_test, _ = _split(opts)
     print(f"{CORPUS_NAMES[opts.corpus]}: train {X.shape}, test {X_test.shape}", flush=True)
     res["settings"] = {
         "corpus": opts.corpus, "seed": opts.seed, "n_batches": opts.n_batches,
@@ -327,14 +344,7 @@ def heldout(opts):
                 _save(opts.out, res)
 
             rec.on_record = checkpoint
-            with threadpool_limits(1):
-                if name == "tomotopy":
-                    t = run_tomotopy(X, K, opts.seed, rec, budget)
-                elif name == "sem":
-                    t = run_sem(X, K, opts.seed, rec, budget)
-                else:
-                    t = run_sparselda(X, K, _spec(name), opts.seed, rec, budget, opts,
-                                      cls=_VALIDATION_CLASSES.get(name, SparseLDA))
+            t = _run(name, X, K, rec, budget, opts)
             l2r(rec.curve[-1][0], scorer.topics, final=True)
             runs[name] = entry(t)
             _save(opts.out, res)
@@ -553,6 +563,14 @@ def _paired(a, b):
     return float(diff), float(se)
 
 
+def _pairs(estimates):
+    """``{(a, b): (a minus b, standard error)}`` for every pair of names a < b of
+    ``estimates``, a dict name -> left-to-right estimate with per-document values."""
+    names = sorted(estimates)
+    return {(a, b): _paired(estimates[a], estimates[b])
+            for i, a in enumerate(names) for b in names[i + 1:]}
+
+
 def compare(opts):
     """Each method's last left-to-right and document-completion scores across ``--files``,
     grouped by (seed, K), and every pair's paired difference."""
@@ -576,12 +594,10 @@ def compare(opts):
                         n_particles=r["left_to_right"]["n_particles"])
                 for n, r in runs.items()}
         pairs = {}
-        for i, a in enumerate(names):
-            for b in names[i + 1:]:
-                diff, se = _paired(runs[a]["left_to_right"], runs[b]["left_to_right"])
-                pairs[f"{a} - {b}"] = dict(
-                    left_to_right=diff, se=se,
-                    document_completion=runs[a]["final_score"] - runs[b]["final_score"])
+        for (a, b), (diff, se) in _pairs({n: r["left_to_right"] for n, r in runs.items()}).items():
+            pairs[f"{a} - {b}"] = dict(
+                left_to_right=diff, se=se,
+                document_completion=runs[a]["final_score"] - runs[b]["final_score"])
         out[key] = dict(methods=rows, pairs=pairs)
         print(key)
         for n in names:
@@ -598,8 +614,7 @@ def compare(opts):
 def particles(opts):
     """Left-to-right of each method's final topics with several particle counts (see the
     module docstring)."""
-    split = imdb_heldout_split if opts.corpus == "imdb" else newsgroups_heldout_split
-    X, X_test, _ = split(seed=opts.seed)
+    X, X_test, _ = _split(opts)
     res = {"settings": {"corpus": opts.corpus, "seed": opts.seed, "particles": opts.particles,
                         "gibbs": _gibbs_settings(opts), "kappa": _kappa(opts),
                         "alpha": "0.5 / K", "topic_word_prior": TOPIC_WORD_PRIOR,
@@ -611,11 +626,7 @@ def particles(opts):
             print(f"K={K} {name} (budget {budget} s CPU)", flush=True)
             scorer = _KeepTopics(X_test, K, opts.seed, opts.score_threads)
             rec = Recorder(scorer, budget, first=budget, log=lambda m: print(m, flush=True))
-            with threadpool_limits(1):
-                if name == "tomotopy":
-                    t = run_tomotopy(X, K, opts.seed, rec, budget)
-                else:
-                    t = run_sparselda(X, K, _spec(name), opts.seed, rec, budget, opts)
+            t = _run(name, X, K, rec, budget, opts)
             runs[name] = {"train_cpu_seconds": t, "document_completion": rec.curve[-1][1],
                           "left_to_right": {}}
             for R in opts.particles:
@@ -623,16 +634,12 @@ def particles(opts):
                 l2r(t, scorer.topics, final=True)
                 runs[name]["left_to_right"][str(R)] = l2r.last
             _save(opts.out, res)
-        names = sorted(runs)
         pairs = res["pairs"].setdefault(str(K), {})
-        for i, a in enumerate(names):
-            for b in names[i + 1:]:
-                pairs[f"{a} - {b}"] = {}
-                for R in opts.particles:
-                    diff, se = _paired(runs[a]["left_to_right"][str(R)],
-                                       runs[b]["left_to_right"][str(R)])
-                    pairs[f"{a} - {b}"][str(R)] = {"left_to_right": diff, "se": se}
-                    print(f"K={K} R={R:3d} {a} - {b}: {diff:+.4f} +- {se:.4f}", flush=True)
+        for R in opts.particles:
+            by_r = {n: r["left_to_right"][str(R)] for n, r in runs.items()}
+            for (a, b), (diff, se) in _pairs(by_r).items():
+                pairs.setdefault(f"{a} - {b}", {})[str(R)] = {"left_to_right": diff, "se": se}
+                print(f"K={K} R={R:3d} {a} - {b}: {diff:+.4f} +- {se:.4f}", flush=True)
         _save(opts.out, res)
 
 
