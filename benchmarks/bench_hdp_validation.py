@@ -15,11 +15,15 @@ Usage::
     python benchmarks/bench_hdp_validation.py --delete-start 2 15 --no-lda --seeds 0 1 2
     python benchmarks/bench_hdp_validation.py --corpus 20ng --no-lda --init-sweeps 300
     python benchmarks/bench_hdp_validation.py --no-lda --init-sweeps 300 --word-cos 0.3 0.5
+    python benchmarks/bench_hdp_validation.py --sem-sweeps 100 200 300 --seeds 0 1 2 3 4
 
 ``--init-sweeps N`` starts the HDP from N stochastic EM sweeps (``init=StochasticEMLDA(
 truncation, max_iter=N, random_state=seed)``, inside the clock) instead of the model's
 default ``init`` (``'auto'``: 300 stochastic EM sweeps seeded from the model's generator; it
 was k-means++ before, and the earlier results files were made with that).
+``--sem-sweeps N [N ...]`` starts as the default does (``init='auto'``: the sweeps' seed drawn
+from the model's ``random_state``), with N sweeps instead of the default's 300; N = 300
+reproduces the default fit.
 ``--word-pairs`` and ``--word-cos`` set the merge pairs proposed by topic-word similarity
 (HDPModel ``move_opts['word_pairs_per_topic']`` and ``['min_word_cos']``; 0 pairs: co-usage
 pairs only, as before they existed).
@@ -48,6 +52,35 @@ def validation_split(corpus, seed=12345):
     return X[np.sort(perm[n_val:])], X[np.sort(perm[:n_val])]
 
 
+def replay_stop(curve, tol):
+    """Where HDPTopicModel's stopping rule (see its ``tol``) would have stopped this fit with
+    ``tol``: the first pass whose progress is below tol and which accepted no merge or
+    delete. Memoized training is deterministic, so the fit stopped there equals this fit's
+    state after that pass."""
+    i = 0
+    for i, c in enumerate(curve):  # noqa: B007 (the pass it stops at)
+        p = c["progress"]
+        below = p is not None and np.isfinite(p) and p < tol
+        if below and not (c["merges"] or c["deletes"]):
+            break
+    c = curve[i]
+    return dict(passes=i + 1, seconds=c["seconds"], n_live=c["n_live"],
+                score_uniform_prior=c["score_uniform_prior"])
+
+
+def replay(path):
+    """Recompute the ``stops`` of a stored ``--curve`` run with :func:`replay_stop`."""
+    import json
+
+    with open(path) as f:
+        d = json.load(f)
+    for row in d["runs"]:
+        row["stops"] = [dict(tol=tol, **replay_stop(row["curve"], tol))
+                        for tol in d["args"]["tols"]]
+    d["stops_replayed_with"] = environment()["commit"]
+    write_json(path, d)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--corpus", default="kos", choices=["kos", "20ng"])
@@ -71,8 +104,23 @@ def main(argv=None):
     p.add_argument("--init-sweeps", type=int, default=None,
                    help="start from this many stochastic EM sweeps (default: the model's "
                    "init, 'auto')")
+    p.add_argument("--sem-sweeps", type=int, nargs="+", default=[None],
+                   help="start as init='auto' does (sweeps seeded from the model's "
+                   "random_state) with these many stochastic EM sweeps")
+    p.add_argument("--curve", action="store_true",
+                   help="score the validation documents after every pass (uniform prior "
+                   "alpha / K over the live topics, outside the clock) and replay the "
+                   "stopping rule for every --tols value")
+    p.add_argument("--tols", type=float, nargs="+", default=[1e-4, 3e-4, 1e-3, 3e-3],
+                   help="tol values the stopping rule is replayed for (with --curve; the "
+                   "fit itself runs with the model's tol, which must be the smallest)")
+    p.add_argument("--replay", metavar="FILE",
+                   help="only recompute the stops of a stored --curve run with the current "
+                   "stopping rule, in place")
     p.add_argument("--out", default=str(RESULTS / "hdp_validation.json"))
     args = p.parse_args(argv)
+    if args.replay:
+        return replay(args.replay)
     extra = {}
     for kv in filter(None, args.extra.split(",")):
         k, v = kv.split("=")
@@ -80,11 +128,13 @@ def main(argv=None):
             is not None else int(v)
     X, X_val = validation_split(args.corpus)
     runs = []
-    for gamma, start, dstart, wpairs, wcos, seed in itertools.product(
+    for gamma, start, dstart, wpairs, wcos, sweeps, seed in itertools.product(
             args.gammas, args.move_start, args.delete_start, args.word_pairs, args.word_cos,
-            args.seeds):
+            args.sem_sweeps, args.seeds):
         init = {}
-        if args.init_sweeps:
+        if sweeps is not None:
+            init["init"] = StochasticEMLDA(args.truncation, max_iter=sweeps)
+        elif args.init_sweeps:
             init["init"] = StochasticEMLDA(args.truncation, max_iter=args.init_sweeps,
                                            random_state=seed, n_threads=1)
         m = HDPTopicModel(args.truncation, alpha=ALPHA, gamma=gamma, topic_word_prior=TAU,
@@ -95,17 +145,36 @@ def main(argv=None):
                 if v is not None}
         if opts:
             m._move_opts = opts
+        curve, off = [], [0.0]
         t0 = time.process_time()
-        m.fit(X)
-        sec = time.process_time() - t0
+
+        def per_pass(info):
+            t1 = time.process_time()
+            lam = info["components"]
+            live = lam.sum(axis=1) - TAU * lam.shape[1] >= 1.0
+            phi = lam[live] / lam[live].sum(axis=1, keepdims=True)
+            score = document_completion_score(phi, X_val, random_state=0,
+                                              doc_topic_prior=ALPHA / live.sum(), n_threads=1)
+            curve.append(dict(seconds=t1 - t0 - off[0], n_live=int(live.sum()),
+                              score_uniform_prior=score))
+            off[0] += time.process_time() - t1
+
+        m.fit(X, callback=per_pass if args.curve else None)
+        sec = time.process_time() - t0 - off[0]
         K = m.n_components_
         own = document_completion_score(m, X_val, random_state=0, n_threads=1)
         uni = document_completion_score(m.topic_word_distribution_, X_val, random_state=0,
                                         doc_topic_prior=ALPHA / K, n_threads=1)
         row = dict(gamma=gamma, move_start=start, delete_start=dstart, word_pairs=wpairs,
-                   word_cos=wcos, seed=seed,
+                   word_cos=wcos, sem_sweeps=sweeps, seed=seed,
                    extra=extra, init_sweeps=args.init_sweeps, n_live=K,
                    passes=m.n_iter_, seconds=sec, score=own, score_uniform_prior=uni)
+        if args.curve:
+            for c, tr in zip(curve, m.trace_, strict=True):
+                c.update(progress=tr["progress"], merges=tr["merges_accepted"],
+                         deletes=tr["deletes_accepted"])
+            row["curve"] = curve
+            row["stops"] = [dict(tol=tol, **replay_stop(curve, tol)) for tol in args.tols]
         if not args.no_lda:
             lda = SparseLDA(K, L=8, doc_topic_prior=ALPHA / K, topic_word_prior=TAU,
                             max_iter=args.max_iter, random_state=seed, n_threads=1)
@@ -116,7 +185,7 @@ def main(argv=None):
             row["lda_score"] = document_completion_score(lda, X_val, random_state=0,
                                                          doc_topic_prior=ALPHA / K,
                                                          n_threads=1)
-        print(row, flush=True)
+        print({k: v for k, v in row.items() if k != "curve"}, flush=True)
         runs.append(row)
         write_json(args.out, dict(environment=environment(), args=vars(args),
                                   n_fit=X.shape[0], n_val=X_val.shape[0], runs=runs))

@@ -754,7 +754,8 @@ def test_partial_fit_after_fit_continues_from_the_fitted_model():
     weights. (With S alone, D = 0 restarted the sticks from the topic sizes and the blended
     statistics counted a fraction of the documents: E[beta] moved by about 0.1 on KOS.)"""
     X, _, _ = hdp_corpus(7, K=5, V=60, D=300, length=40)
-    m = HDPTopicModel(max_components=10, max_iter=30, random_state=0).fit(X)
+    # a fit near its fixed point (tol='auto' would stop after the moves, a few passes in)
+    m = HDPTopicModel(max_components=10, max_iter=30, tol=1e-4, random_state=0).fit(X)
     st = m._fitted_stats
     assert st["D"] == 300
     model = m._model(m._params.K)
@@ -814,14 +815,38 @@ def planted_hdp_corpus(seed, K=20, V=200, D=1000, length=50):
     return sp.csr_array(np.asarray(rows, dtype=np.float64))
 
 
-def test_planted_number_of_topics_is_recovered_from_a_larger_truncation():
-    # true K = 20, truncation 100; seeds 0..4, all of them reported (not hand-picked)
+@pytest.mark.parametrize("stop", ["fixed passes", "default stopping rule"])
+def test_planted_number_of_topics_is_recovered_from_a_larger_truncation(stop):
+    # true K = 20, truncation 100; seeds 0..4, all of them reported (not hand-picked). With
+    # the defaults (tol='auto': 1e-2 after the stochastic EM start) the fit must not stop
+    # while the moves are still removing topics
+    kw = dict(max_iter=20, tol=0) if stop == "fixed passes" else {}
     hits = []
     for seed in range(5):
         X = planted_hdp_corpus(seed)
-        m = HDPTopicModel(max_components=100, max_iter=20, tol=0, random_state=seed).fit(X)
+        m = HDPTopicModel(max_components=100, random_state=seed, **kw).fit(X)
         hits.append(abs(m.n_components_ - 20) <= 3)
+        if stop != "fixed passes":
+            assert m.converged_ and m.n_iter_ < m.max_iter
     assert sum(hits) >= 4, hits
+
+
+def test_auto_tol_is_large_after_the_sampler_start_only():
+    from sparseclust.topics._hdp import DEFAULT_TOL, SEM_START_TOL
+
+    X = planted_hdp_corpus(0, D=60)
+    kw = dict(max_components=8, max_iter=2, random_state=0)
+    assert SEM_START_TOL > DEFAULT_TOL
+    for init, algorithm, tol in [("auto", "memoized", SEM_START_TOL),
+                                 ("sem", "batch", SEM_START_TOL),
+                                 (StochasticEMLDA(8, max_iter=5), "memoized", SEM_START_TOL),
+                                 ("kmeans++", "memoized", DEFAULT_TOL),
+                                 ("auto", "stochastic", DEFAULT_TOL)]:
+        m = HDPTopicModel(init=init, algorithm=algorithm, **kw).fit(X)
+        assert m._tol == tol and m.tol == "auto"
+    assert HDPTopicModel(tol=3e-3, **kw).fit(X)._tol == 3e-3
+    # tf-idf-like weights: 'auto' starts from k-means++, so the small tol
+    assert HDPTopicModel(**kw).fit(X * 0.5)._tol == DEFAULT_TOL
 
 
 def test_top_weight_cosine_and_pair_union_match_dense_formulas():
@@ -934,12 +959,16 @@ def test_stopping_rule_excludes_the_jump_of_accepted_moves():
         return len(script), est._converged, [s["progress"] for s in snaps]
 
     # converged local/global steps (0.5 nat per pass) with a merge accepted in every pass
-    # (a jump of 50 nats): stops at the second pass in a row below tol; a sort never blocks
+    # (a jump of 50 nats): the progress excludes the jumps, but no pass stops while a move
+    # is accepted (the number of topics is still being learned)
     script = [(-1000.0, -900.0, 1), (-880.0, -800.0, 1), (-799.5, -749.5, 1),
               (-749.0, -699.0, 1), (-698.5, -648.5, 1)]
     n, conv, prog = passes_run(script)
+    assert (n, conv) == (5, False)
+    np.testing.assert_allclose(prog[1:], [0.02, 0.0005, 0.0005, 0.0005])
+    # ... and the first pass below tol without a move stops (a sort never blocks)
+    n, conv, prog = passes_run(script[:3] + [(-749.0, -749.0, 0), (-748.5, -748.5, 0)])
     assert (n, conv) == (4, True)
-    np.testing.assert_allclose(prog[1:], [0.02, 0.0005, 0.0005])
     # without a move, the first pass below tol stops
     script = [(-1000.0, -1000.0, 0), (-900.0, -900.0, 0), (-899.5, -899.5, 0)]
     assert passes_run(script)[:2] == (3, True)
