@@ -7,8 +7,10 @@ Methods (one thread each, topic-word prior 0.1, document concentration alpha = 0
 
 * ``hdp``: HDPTopicModel from a truncation of ``--truncation`` topics (default 200), memoized
   training with merge/delete/sort moves, L = 8, its default initialization and stopping rule
-  (``init='auto'``: 300 stochastic EM sweeps, seeded from the model's ``random_state``; the
-  runs stored before it, ``hdp.json`` and ``hdp_more_seeds.json``, started from k-means++);
+  (``init='auto'``: 800 stochastic EM sweeps, 300 before 30a831f, seeded from the model's
+  ``random_state``; ``tol='auto'``, 1e-2 after the sweeps since 30a831f, 1e-4 before; the
+  runs stored before the sweeps, ``hdp.json`` and ``hdp_more_seeds.json``, started from
+  k-means++);
   several seeds;
 * ``lda-K``: SparseLDA at K in ``--ks`` (memoized, L = 8, alpha = 0.5 / K per topic, i.e. the
   same total prior mass), its default stopping rule; plus one SparseLDA at the K the HDP

@@ -19,11 +19,14 @@ Usage::
 
 ``--init-sweeps N`` starts the HDP from N stochastic EM sweeps (``init=StochasticEMLDA(
 truncation, max_iter=N, random_state=seed)``, inside the clock) instead of the model's
-default ``init`` (``'auto'``: 300 stochastic EM sweeps seeded from the model's generator; it
-was k-means++ before, and the earlier results files were made with that).
+default ``init`` (``'auto'``: stochastic EM sweeps seeded from the model's generator, 300
+before 30a831f and 800 since; it was k-means++ before that, and the earlier results files were
+made with that).
 ``--sem-sweeps N [N ...]`` starts as the default does (``init='auto'``: the sweeps' seed drawn
-from the model's ``random_state``), with N sweeps instead of the default's 300; N = 300
-reproduces the default fit.
+from the model's ``random_state``), with N sweeps. ``--curve`` scores the validation documents
+after every pass and replays the stopping rule for every ``--tols`` value; the fit itself runs
+with ``tol='auto'`` unless ``--extra tol=...`` is given, so pass ``--extra tol=0.0001``
+(or 0) to replay tols below the default. ``--replay FILE`` recomputes a stored run's stops.
 ``--word-pairs`` and ``--word-cos`` set the merge pairs proposed by topic-word similarity
 (HDPModel ``move_opts['word_pairs_per_topic']`` and ``['min_word_cos']``; 0 pairs: co-usage
 pairs only, as before they existed).
@@ -124,8 +127,14 @@ def main(argv=None):
     extra = {}
     for kv in filter(None, args.extra.split(",")):
         k, v = kv.split("=")
-        extra[k] = type(getattr(HDPTopicModel(), k))(v) if getattr(HDPTopicModel(), k) \
-            is not None else int(v)
+        default = getattr(HDPTopicModel(), k)
+        if default is None or isinstance(default, str):  # e.g. tol='auto': a number or a word
+            try:
+                extra[k] = float(v) if any(c in v for c in ".e") else int(v)
+            except ValueError:
+                extra[k] = v
+        else:
+            extra[k] = type(default)(v)
     X, X_val = validation_split(args.corpus)
     runs = []
     for gamma, start, dstart, wpairs, wcos, sweeps, seed in itertools.product(

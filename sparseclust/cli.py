@@ -453,7 +453,7 @@ def _convergence_summary(model, args):
     """Whether and why training stopped, from the fitted model's trace."""
     trace = getattr(model, "trace_", None) or []
     n_iter = int(getattr(model, "n_iter_", len(trace)))
-    tol = float(model.tol)
+    tol = float(getattr(model, "tol_", model.tol))  # HDPTopicModel's tol='auto' resolved
     if type(model).__name__ == "StochasticEMLDA":
         return _sem_convergence_summary(model, trace, n_iter, tol)
     last = trace[-1].get("elbo_change") if trace else None

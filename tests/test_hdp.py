@@ -843,10 +843,10 @@ def test_auto_tol_is_large_after_the_sampler_start_only():
                                  ("kmeans++", "memoized", DEFAULT_TOL),
                                  ("auto", "stochastic", DEFAULT_TOL)]:
         m = HDPTopicModel(init=init, algorithm=algorithm, **kw).fit(X)
-        assert m._tol == tol and m.tol == "auto"
-    assert HDPTopicModel(tol=3e-3, **kw).fit(X)._tol == 3e-3
+        assert m.tol_ == tol and m.tol == "auto"
+    assert HDPTopicModel(tol=3e-3, **kw).fit(X).tol_ == 3e-3
     # tf-idf-like weights: 'auto' starts from k-means++, so the small tol
-    assert HDPTopicModel(**kw).fit(X * 0.5)._tol == DEFAULT_TOL
+    assert HDPTopicModel(**kw).fit(X * 0.5).tol_ == DEFAULT_TOL
 
 
 def test_top_weight_cosine_and_pair_union_match_dense_formulas():

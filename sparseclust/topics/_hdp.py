@@ -134,14 +134,15 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         no merge or delete. The trace's ``progress`` is this change. Stochastic training
         compares window means of the objective instead. 0 runs ``max_iter`` passes.
         'auto' is 1e-2 for memoized and batch training from stochastic EM sweeps (``init``
-        'auto' on counts, 'sem', or a :class:`StochasticEMLDA`), else 1e-4. After the sweeps
-        the held-out score is highest after the first pass or two and then falls slowly
-        while the objective still rises, so the passes after the moves' work is done cost
-        time and lose a little: on validation documents of KOS and 20 Newsgroups (disjoint
-        from those reported), from 800 sweeps, 1e-2 stopped after 4-6 passes instead of
-        22-30 with 1e-4, in 0.64-0.73 of the CPU time, and scored +0.005 and +0.006 nats
-        per token higher on average (5 and 2 seeds), with the same number of topics
-        (``benchmarks/README.md``, "HDPTopicModel: more sweeps, fewer passes").
+        'auto' on counts, 'sem', or a :class:`StochasticEMLDA`), else 1e-4. After 800
+        sweeps the held-out score was highest after the first pass on six of seven
+        validation fits and then fell while the objective still rose, so the passes after
+        the moves' work is done cost time and lose a little: on validation documents of KOS
+        and 20 Newsgroups (disjoint from those reported), from 800 sweeps, 1e-2 stopped
+        after 4-7 passes instead of 22-30 with 1e-4, in 0.59 (KOS) and 0.50 (20 Newsgroups)
+        of the CPU time, and scored +0.005 and +0.006 nats per token higher on average (5
+        and 2 seeds), with the same topics left within one (``benchmarks/README.md``,
+        "HDPTopicModel: more sweeps, fewer passes").
     local_max_iter, local_tol : int, float, default=100, 0.05
         Local step limits (iterations; max_k |Delta N_dk|).
     restarts : int, default=0
@@ -158,7 +159,7 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
           merge and delete moves start from topics worth keeping. On validation documents of
           20 Newsgroups and KOS (disjoint from those reported) 300 sweeps scored -0.004 to
           +0.055 nats per token against 'kmeans++' and kept 20-50 more topics; 800 sweeps
-          scored +0.018 (20 Newsgroups, 2 seeds) and +0.029 (KOS, 5 seeds) above 300 on
+          scored +0.018 (20 Newsgroups, 2 seeds) and +0.030 (KOS, 5 seeds) above 300 on
           average, every fit higher, the later passes then fewer (``benchmarks/README.md``,
           "HDPTopicModel from stochastic EM" and "HDPTopicModel: more sweeps, fewer
           passes"). The sweeps read X's counts rounded to integers.
@@ -205,6 +206,8 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     n_batch_iter_ : int
         Stochastic steps taken (stochastic training and partial_fit).
     converged_ : bool
+    tol_ : float
+        The ``tol`` the last ``fit`` stopped by ('auto' resolved).
     lower_bound_ : float
     lower_bounds_ : list of float
     trace_ : list of dict
@@ -474,6 +477,7 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         self.lower_bound_ = result.lower_bound
         self.n_iter_ = result.n_iter
         self.converged_ = bool(self._converged)
+        self.tol_ = self._tol
         self._n_samples_fit = n_docs
         self._set_fitted(result.params)
         if self.algorithm == "stochastic":
@@ -512,8 +516,9 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         of an accepted merge or delete is not progress towards a fixed point. Training stops
         at the first pass whose progress is below ``tol`` and which accepted no merge or
         delete: while moves are still accepted the number of topics is still being learned,
-        however small the steps' progress (on a planted corpus, stopping at the second pass
-        below a tol of 1e-3 or more left 47-74 of 100 topics where 20-25 were needed). A sort
+        however small the steps' progress (on a planted corpus, also stopping at the second
+        pass in a row below a tol of 1e-2 left 64-74 of 100 topics where 20-25 were needed;
+        benchmarks/results/hdp_stopping_planted.json). A sort
         never blocks stopping. Stochastic training uses the engine's windowed change instead.
         """
         self._converged = False
