@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, environment, write_json  # noqa: E402
@@ -47,9 +48,16 @@ from bench_hdp import ALPHA, TAU, load  # noqa: E402
 from sparseclust import HDPTopicModel, SparseLDA, StochasticEMLDA  # noqa: E402
 from sparseclust.metrics import document_completion_score  # noqa: E402
 
+IMDB_DOCS = 10_000
+
 
 def validation_split(corpus, seed=12345):
-    X, _ = load(corpus, 0)  # bench_hdp's training documents; its test documents are unused
+    if corpus == "imdb":  # a corpus no HDP default was chosen on: 10,000 training reviews
+        from _common import imdb_heldout_split
+
+        X = sp.csr_array(imdb_heldout_split(0, n_train=IMDB_DOCS)[0])
+    else:
+        X, _ = load(corpus, 0)  # bench_hdp's training documents; its test documents unused
     perm = np.random.RandomState(seed).permutation(X.shape[0])
     n_val = int(round(0.1 * X.shape[0]))
     return X[np.sort(perm[n_val:])], X[np.sort(perm[:n_val])]
@@ -86,7 +94,9 @@ def replay(path):
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--corpus", default="kos", choices=["kos", "20ng"])
+    p.add_argument("--corpus", default="kos", choices=["kos", "20ng", "imdb"],
+                   help="imdb: 10,000 reviews of the IMDB training set (imdb_heldout_split, "
+                   "seed 0), a check on a corpus the defaults were not chosen on")
     p.add_argument("--gammas", type=float, nargs="+", default=[1.0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     p.add_argument("--truncation", type=int, default=200)

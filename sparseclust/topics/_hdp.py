@@ -518,8 +518,8 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         delete: while moves are still accepted the number of topics is still being learned,
         however small the steps' progress (on a planted corpus, also stopping at the second
         pass in a row below a tol of 1e-2 left 64-74 of 100 topics where 20-25 were needed;
-        benchmarks/results/hdp_stopping_planted.json). A sort
-        never blocks stopping. Stochastic training uses the engine's windowed change instead.
+        benchmarks/results/hdp_stopping_planted.json). A sort never blocks stopping.
+        Stochastic training uses the engine's windowed change instead.
         """
         self._converged = False
         self._user_stopped = False
