@@ -23,28 +23,14 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "tests"))
 from _common import RESULTS, environment, write_json  # noqa: E402
+from bench_hdp_validation import stop_pass  # noqa: E402
 from test_hdp import planted_hdp_corpus  # noqa: E402
 
 from sparseclust import HDPTopicModel  # noqa: E402
-
-
-def replay(trace, tol, rule):
-    """0-based index of the pass the rule stops at (the last pass if none)."""
-    prev_below = False
-    for i, t in enumerate(trace):
-        p = t["progress"]
-        below = p is not None and np.isfinite(p) and p < tol
-        moved = bool(t["merges"] or t["deletes"])
-        if below and (not moved or (rule == "second_below" and prev_below)):
-            return i
-        prev_below = below
-    return len(trace) - 1
 
 
 def main(argv=None):
@@ -65,7 +51,7 @@ def main(argv=None):
         stops = []
         for rule in ("second_below", "no_move"):
             for tol in args.tols:
-                i = replay(trace, tol, rule)
+                i = stop_pass(trace, tol, rule)
                 stops.append(dict(rule=rule, tol=tol, passes=i + 1, n_live=trace[i]["n_live"]))
         row = dict(seed=seed, true_K=20, seconds=time.process_time() - t0, trace=trace,
                    stops=stops)

@@ -47,6 +47,7 @@ from bench_hdp import ALPHA, TAU, load  # noqa: E402
 
 from sparseclust import HDPTopicModel, SparseLDA, StochasticEMLDA  # noqa: E402
 from sparseclust.metrics import document_completion_score  # noqa: E402
+from sparseclust.topics._hdp import LIVE_MIN_TOKENS  # noqa: E402
 
 IMDB_DOCS = 10_000
 
@@ -63,23 +64,36 @@ def validation_split(corpus, seed=12345):
     return X[np.sort(perm[n_val:])], X[np.sort(perm[:n_val])]
 
 
-def replay_stop(curve, tol):
-    """Where HDPTopicModel's stopping rule (see its ``tol``) would have stopped this fit with
-    ``tol``: the first pass whose progress is below tol and which accepted no merge or
-    delete. Memoized training is deterministic, so the fit stopped there equals this fit's
-    state after that pass."""
-    i = 0
-    for i, c in enumerate(curve):  # noqa: B007 (the pass it stops at)
+def stop_pass(trace, tol, rule="no_move"):
+    """0-based index of the pass a stopping rule stops at on a stored trace (dicts with
+    ``progress``, ``merges``, ``deletes``; the last pass if it never stops). Memoized training
+    is deterministic, so a fit stopped there equals the traced fit's state after that pass.
+
+    ``'no_move'``: HDPTopicModel's rule (see its ``tol``): the first pass whose progress is
+    below tol and which accepted no merge or delete. ``'second_below'``: the rule before
+    30a831f, which also stopped at the second pass in a row below tol whatever the moves.
+    """
+    prev_below = False
+    for i, c in enumerate(trace):
         p = c["progress"]
         below = p is not None and np.isfinite(p) and p < tol
-        if below and not (c["merges"] or c["deletes"]):
-            break
+        moved = bool(c["merges"] or c["deletes"])
+        if below and (not moved or (rule == "second_below" and prev_below)):
+            return i
+        prev_below = below
+    return len(trace) - 1
+
+
+def replay_stop(curve, tol):
+    """Where HDPTopicModel's stopping rule would have stopped this ``--curve`` fit with
+    ``tol`` (:func:`stop_pass`), and its state there."""
+    i = stop_pass(curve, tol)
     c = curve[i]
     return dict(passes=i + 1, seconds=c["seconds"], n_live=c["n_live"],
                 score_uniform_prior=c["score_uniform_prior"])
 
 
-def replay(path):
+def replay_file(path):
     """Recompute the ``stops`` of a stored ``--curve`` run with :func:`replay_stop`."""
     import json
 
@@ -133,7 +147,7 @@ def main(argv=None):
     p.add_argument("--out", default=str(RESULTS / "hdp_validation.json"))
     args = p.parse_args(argv)
     if args.replay:
-        return replay(args.replay)
+        return replay_file(args.replay)
     extra = {}
     for kv in filter(None, args.extra.split(",")):
         k, v = kv.split("=")
@@ -170,7 +184,7 @@ def main(argv=None):
         def per_pass(info):
             t1 = time.process_time()
             lam = info["components"]
-            live = lam.sum(axis=1) - TAU * lam.shape[1] >= 1.0
+            live = lam.sum(axis=1) - TAU * lam.shape[1] >= LIVE_MIN_TOKENS
             phi = lam[live] / lam[live].sum(axis=1, keepdims=True)
             score = document_completion_score(phi, X_val, random_state=0,
                                               doc_topic_prior=ALPHA / live.sum(), n_threads=1)
