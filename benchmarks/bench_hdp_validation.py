@@ -29,7 +29,9 @@ with ``tol='auto'`` unless ``--extra tol=...`` is given, so pass ``--extra tol=0
 (or 0) to replay tols below the default. ``--replay FILE`` recomputes a stored run's stops.
 ``--word-pairs`` and ``--word-cos`` set the merge pairs proposed by topic-word similarity
 (HDPModel ``move_opts['word_pairs_per_topic']`` and ``['min_word_cos']``; 0 pairs: co-usage
-pairs only, as before they existed).
+pairs only, as before they existed). ``--delete-budget grow follow`` compares the rules of
+the number of delete proposals per round (``move_opts['delete_budget']``, 'follow' the default
+since it was added; :class:`sparseclust._moves.AdaptiveBudget`).
 """
 
 import argparse
@@ -127,6 +129,8 @@ def main(argv=None):
                    "['word_pairs_per_topic']; default: the model's)")
     p.add_argument("--word-cos", type=float, nargs="+", default=[None],
                    help="least topic-word cosine of those pairs (move_opts['min_word_cos'])")
+    p.add_argument("--delete-budget", nargs="+", default=[None], choices=["grow", "follow"],
+                   help="HDPModel move_opts['delete_budget'] values (default: the model's)")
     p.add_argument("--no-lda", action="store_true")
     p.add_argument("--init-sweeps", type=int, default=None,
                    help="start from this many stochastic EM sweeps (default: the model's "
@@ -161,9 +165,9 @@ def main(argv=None):
             extra[k] = type(default)(v)
     X, X_val = validation_split(args.corpus)
     runs = []
-    for gamma, start, dstart, wpairs, wcos, sweeps, seed in itertools.product(
+    for gamma, start, dstart, wpairs, wcos, dbudget, sweeps, seed in itertools.product(
             args.gammas, args.move_start, args.delete_start, args.word_pairs, args.word_cos,
-            args.sem_sweeps, args.seeds):
+            args.delete_budget, args.sem_sweeps, args.seeds):
         init = {}
         if sweeps is not None:
             init["init"] = StochasticEMLDA(args.truncation, max_iter=sweeps)
@@ -174,7 +178,8 @@ def main(argv=None):
                           L=8, max_iter=args.max_iter, random_state=seed, n_threads=1,
                           **extra, **init)
         opts = {k: v for k, v in (("start", start), ("delete_start", dstart),
-                                  ("word_pairs_per_topic", wpairs), ("min_word_cos", wcos))
+                                  ("word_pairs_per_topic", wpairs), ("min_word_cos", wcos),
+                                  ("delete_budget", dbudget))
                 if v is not None}
         if opts:
             m._move_opts = opts
@@ -199,7 +204,7 @@ def main(argv=None):
         uni = document_completion_score(m.topic_word_distribution_, X_val, random_state=0,
                                         doc_topic_prior=ALPHA / K, n_threads=1)
         row = dict(gamma=gamma, move_start=start, delete_start=dstart, word_pairs=wpairs,
-                   word_cos=wcos, sem_sweeps=sweeps, seed=seed,
+                   word_cos=wcos, delete_budget=dbudget, sem_sweeps=sweeps, seed=seed,
                    extra=extra, init_sweeps=args.init_sweeps, n_live=K,
                    passes=m.n_iter_, seconds=sec, score=own, score_uniform_prior=uni)
         if args.curve:
@@ -218,6 +223,9 @@ def main(argv=None):
             row["lda_score"] = document_completion_score(lda, X_val, random_state=0,
                                                          doc_topic_prior=ALPHA / K,
                                                          n_threads=1)
+        row["deletes_tried"] = int(sum(e["deletes_tried"] for e in m.trace_))
+        row["deletes_accepted"] = int(sum(e["deletes_accepted"] for e in m.trace_))
+        row["pass_seconds_moves"] = [float(e["time_moves"]) for e in m.trace_]
         print({k: v for k, v in row.items() if k != "curve"}, flush=True)
         runs.append(row)
         write_json(args.out, dict(environment=environment(), args=vars(args),

@@ -254,25 +254,43 @@ class AdaptiveBudget:
     """How many proposals of one kind a move round makes, adapted to how many were accepted.
 
     After a round that tried proposals and accepted none the budget halves (down to ``low``);
-    after a round that accepted some it grows to at least twice the number accepted and at
-    least doubles (up to ``high``). A model whose small components are all needed then pays
-    for about ``low`` rejected proposals per pass instead of ``high``, while a round of
-    accepted proposals restores the full budget within a few passes. Which proposals are
-    made is unchanged: only their number is.
+    after a round that accepted all it tried it grows to at least twice the number accepted
+    and at least doubles (up to ``high``). A round that accepted some but not all follows
+    ``rule``:
+
+    - ``"grow"``: as a round that accepted all;
+    - ``"follow"``: twice the number accepted, but at least half the current budget, i.e.
+      the budget tracks twice the demand the last round showed and falls by at most half per
+      round. One cheap acceptance among many rejections (an empty component) then no longer
+      restores the full budget.
+
+    A model whose small components are all needed then pays for about ``low`` rejected
+    proposals per pass instead of ``high``, while a round of accepted proposals restores the
+    full budget within a few passes. Which proposals are made is unchanged: only their
+    number is.
     """
 
-    def __init__(self, high, low=1):
+    RULES = ("grow", "follow")
+
+    def __init__(self, high, low=1, rule="grow"):
+        if rule not in self.RULES:
+            raise ValueError(f"rule must be one of {self.RULES}, got {rule!r}")
         self.high = max(int(high), 0)
         self.low = min(max(int(low), 0), self.high)
+        self.rule = rule
         self.value = self.high
 
     def update(self, tried, accepted):
         if tried <= 0:
             return
+        accepted = int(accepted)
         if accepted <= 0:
-            self.value = max(self.low, self.value // 2)
+            value = self.value // 2
+        elif accepted >= tried or self.rule == "grow":
+            value = max(2 * self.value, 2 * accepted)
         else:
-            self.value = min(self.high, max(2 * self.value, 2 * int(accepted)))
+            value = max(self.value // 2, 2 * accepted)
+        self.value = min(self.high, max(self.low, value))
 
 
 def compaction(alive):
@@ -357,7 +375,8 @@ class MoveBook:
       ``cooldown * 2 ** (n - 1)`` passes (:meth:`due`, :meth:`end_kind`; an accepted proposal
       clears it), so that a model no such proposal improves stops paying for one every pass;
     - ``delete_budget``: how many delete proposals the next round may make
-      (:class:`AdaptiveBudget` up to ``max_deletes``; the host passes its ``value`` to
+      (:class:`AdaptiveBudget` up to ``max_deletes``, with the rule ``delete_budget`` of
+      ``move_opts``, 'grow' when absent; the host passes its ``value`` to
       :func:`select_deletes` and reports each round through :meth:`end_deletes`);
     - ``round``: the candidates of the current pass; ``round_logs``: one dict per pass.
     """
@@ -375,7 +394,8 @@ class MoveBook:
         self.rejected_births = {}
         self.round_waits = {}
         # delete proposals per round (at most ``max_deletes``): fewer while they are rejected
-        self.delete_budget = AdaptiveBudget(self.move_opts["max_deletes"])
+        self.delete_budget = AdaptiveBudget(self.move_opts["max_deletes"],
+                                           rule=self.move_opts.get("delete_budget", "grow"))
 
     def begin_pass(self, pass_, K):
         """Start pass ``pass_`` over ``K`` components: forget the last round, give the

@@ -897,6 +897,33 @@ def test_adaptive_delete_budget_halves_on_rejection_and_recovers_on_acceptance()
     b.update(tried=4, accepted=4)
     assert b.value == 20
     assert AdaptiveBudget(0).value == 0 and AdaptiveBudget(3, low=5).low == 3
+    with pytest.raises(ValueError, match="rule"):
+        AdaptiveBudget(20, rule="shrink")
+
+
+@pytest.mark.parametrize("rule", ["grow", "follow"])
+def test_adaptive_budget_rules_differ_only_on_partly_accepted_rounds(rule):
+    from sparseclust._moves import AdaptiveBudget
+
+    def run(rounds):
+        b = AdaptiveBudget(20, rule=rule)
+        out = []
+        for tried, accepted in rounds:
+            b.update(tried=tried, accepted=accepted)
+            out.append(b.value)
+        return out
+
+    # all rejected, all accepted, nothing tried: the same under both rules
+    assert run([(20, 0), (10, 0), (5, 5), (10, 10), (0, 0)]) == [10, 5, 10, 20, 20]
+    # one cheap acceptance among many rejections, then rejections
+    partly = run([(18, 1), (20, 0), (3, 2)])
+    if rule == "grow":
+        assert partly == [20, 10, 20]
+    else:  # twice the number accepted, but at least half the budget
+        assert partly == [10, 5, 4]
+    b = AdaptiveBudget(20, rule=rule)
+    b.update(tried=20, accepted=15)  # a large demand is met either way
+    assert b.value == 20
 
 
 def test_rounds_of_a_kind_wait_after_rejections_and_resume_after_an_acceptance():
@@ -937,8 +964,13 @@ def test_rejected_delete_rounds_shrink_the_next_rounds():
     assert any(t > 0 and a == 0 for t, a in zip(tried, accepted, strict=True))
     for t, a in zip(tried, accepted, strict=True):
         assert t <= budget
-        if t > 0:
-            budget = max(1, budget // 2) if a == 0 else min(20, max(2 * budget, 2 * a))
+        if t > 0:  # HDPModel's rule, 'follow' (see AdaptiveBudget)
+            if a == 0:
+                budget = max(1, budget // 2)
+            elif a >= t:
+                budget = min(20, max(2 * budget, 2 * a))
+            else:
+                budget = min(20, max(1, budget // 2, 2 * a))
 
 
 def test_stopping_rule_excludes_the_jump_of_accepted_moves():

@@ -96,9 +96,18 @@ def _row_parts(S, lam, tau):
     """Per-topic sums over the given word types from which :func:`topic_terms` is assembled:
     Q_k = sum_v [(S + tau - lambda)_kv psi(lambda_kv) + log Gamma(lambda_kv)],
     E_k = sum_v (S + tau - lambda)_kv and Lambda_k = sum_v lambda_kv. Additive over word
-    types, so a change confined to a few columns updates them in O(K x columns)."""
+    types, so a change confined to a few columns updates them in O(K x columns).
+
+    Where lambda = tau + S (every entry the global step wrote) the weight S + tau - lambda
+    is exactly 0, so psi is evaluated only at the other entries; the sums are the same bits
+    as evaluating it everywhere.
+    """
     d = S + tau - lam
-    return (d * psi(lam) + gammaln(lam)).sum(axis=1), d.sum(axis=1), lam.sum(axis=1)
+    q = gammaln(lam)
+    off = d != 0.0
+    if off.any():
+        q[off] += d[off] * psi(lam[off])
+    return q.sum(axis=1), d.sum(axis=1), lam.sum(axis=1)
 
 
 def _terms_from_parts(Q, E, Lam, V, tau):
@@ -327,7 +336,10 @@ class HDPModel(MoveBook, VariationalModel):
         ``min_word_cos``, ``word_top`` (pairs by the cosine of the topics' ``word_top``
         largest counts; 0 pairs turns them off), ``delete_docs`` (budget of documents to revisit
         per pass), ``max_deletes`` (the most delete proposals per round; a round that
-        accepted none halves the next round's number, see :class:`AdaptiveBudget`),
+        accepted none halves the next round's number), ``delete_budget`` (the rule of
+        that number after a round that accepted some but not all: 'follow', twice the number
+        accepted but at least half the last number, or 'grow', at least double; see
+        :class:`AdaptiveBudget`),
         ``merge_screen`` (nats per document: a merge whose objective at the warm-start sticks
         is more than ``merge_screen * D`` below the current one is rejected without
         optimizing its sticks; None optimizes every proposal), ``merge_log`` (a list, for
@@ -350,7 +362,8 @@ class HDPModel(MoveBook, VariationalModel):
         self.moves = tuple(moves)
         opts = dict(start=2, delete_start=None, max_pairs=400, pairs_per_topic=4,
                     min_corr=0.05, word_pairs_per_topic=2, min_word_cos=0.3, word_top=50,
-                    delete_docs=500, max_deletes=20, cooldown=3, merge_screen=0.05,
+                    delete_docs=500, max_deletes=20, delete_budget="follow", cooldown=3,
+                    merge_screen=0.05,
                     merge_log=None)
         opts.update(move_opts or {})
         self.move_opts = opts
