@@ -973,6 +973,25 @@ def test_rejected_delete_rounds_shrink_the_next_rounds():
                 budget = min(20, max(1, budget // 2, 2 * a))
 
 
+def test_local_iters_count_the_pass_and_delete_iters_the_reinference():
+    # the delete proposals re-run the local step on their documents after the pass; the
+    # trace keeps those iterations apart, so a pass's local_iters is the same with and
+    # without deletes (the passes before the first accepted move are the same fits)
+    rng = np.random.default_rng(0)
+    phi = rng.dirichlet(np.full(80, 0.05), size=8)
+    theta = rng.dirichlet(np.full(8, 0.3), size=300)
+    X = sp.csr_array(np.vstack([rng.multinomial(60, t @ phi) for t in theta]).astype(float))
+    kw = dict(L=4, max_iter=2, tol=0, random_state=0, n_threads=1, init="kmeans++")
+    with_del = HDPTopicModel(40, moves="delete", **kw).fit(X)
+    without = HDPTopicModel(40, moves="none", **kw).fit(X)
+    assert with_del.trace_[1]["deletes_tried"] > 0
+    assert ([e["local_iters"] for e in with_del.trace_]
+            == [e["local_iters"] for e in without.trace_])
+    assert all(e["local_iters"] > 0 and e["delete_local_iters"] == 0 for e in without.trace_)
+    assert with_del.trace_[0]["delete_local_iters"] == 0
+    assert with_del.trace_[1]["delete_local_iters"] > 0
+
+
 def test_stopping_rule_excludes_the_jump_of_accepted_moves():
     # the rule on a scripted sequence of passes: (objective before the moves, after them,
     # merges accepted); 1000 tokens, tol = 1e-3 nats per token, i.e. 1 nat

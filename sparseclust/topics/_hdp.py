@@ -214,7 +214,10 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         Per pass: pass, elapsed, elbo, ``progress`` (the stopping rule's change, see ``tol``),
         time_local/global/moves, ``n_topics`` (topics in the
         truncation), ``n_live``, ``merges_tried/accepted``, ``deletes_tried/accepted``,
-        ``sorted``.
+        ``sorted``, and the local step's counters: ``local_iters`` (document iterations of
+        the pass's local step, as in :attr:`SparseLDA.trace_`), ``restarts_tried/accepted``
+        and ``delete_local_iters`` (iterations re-inferring the documents of delete
+        proposals, part of ``time_moves``).
     n_features_in_ : int
     feature_names_in_ : ndarray of str
 

@@ -373,7 +373,10 @@ class HDPModel(MoveBook, VariationalModel):
         self.pre_move_elbo = None
         # topic identities, rejected-proposal memo with its cool-down, co-usage, round logs
         self.init_book()
-        self.counters = {"restarts_tried": 0, "restarts_accepted": 0, "local_iters": 0}
+        # the local step of the passes; delete_local_iters: that of the delete proposals'
+        # re-inferred documents (kept apart so local_iters compares with SparseLDA's)
+        self.counters = {"restarts_tried": 0, "restarts_accepted": 0, "local_iters": 0,
+                         "delete_local_iters": 0}
 
     # ---------------------------------------------------------------------------------
     # local step
@@ -536,12 +539,15 @@ class HDPModel(MoveBook, VariationalModel):
         if run is not None and rows:
             res = run(reinfer_rows, rows, (self.worker_model(), cols, params0.for_local()))
             for bb, (stats, doc_topic, counters) in res.items():
-                for k, v in counters.items():
-                    self.counters[k] = self.counters.get(k, 0) + v
+                self.counters["delete_local_iters"] += counters.get("local_iters", 0)
                 out[bb] = (stats, doc_topic)
             return out
         for bb, sel in rows.items():
-            stats, doc_topic, _ = reinfer_rows(batches[bb][sel], self, cols, params0)
+            stats, doc_topic, counters = reinfer_rows(batches[bb][sel], self, cols, params0)
+            # reinfer_rows ran this model's local step, which counted as a pass's: move it
+            for k, v in counters.items():
+                self.counters[k] -= v
+            self.counters["delete_local_iters"] += counters.get("local_iters", 0)
             out[bb] = (stats, doc_topic)
         return out
 
