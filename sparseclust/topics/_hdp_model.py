@@ -190,7 +190,8 @@ def combine_sides(a, b):
 def reinfer_rows(X, model, cols, params):
     """Local step of the documents X restricted to the word types ``cols`` (all their words
     are there) under ``params`` (defined on ``cols``): (statistics, doc-topic counts,
-    counter increments) as :meth:`HDPModel.reinfer` uses them."""
+    counter increments) as :meth:`HDPModel.reinfer` uses them. ``model.counters`` are left
+    as they were (they count the passes' local steps)."""
     X = sp.csr_array(X)
     used = X.indices[X.data != 0]
     if used.size and not np.isin(used, cols).all():
@@ -198,6 +199,7 @@ def reinfer_rows(X, model, cols, params):
     before = dict(model.counters)
     stats, acc = model._local(X[:, cols], params, return_doc_topic=True)
     counters = {k: v - before.get(k, 0) for k, v in model.counters.items()}
+    model.counters.update(before)  # a re-inference is not a pass's local step
     return stats, acc["doc_topic"], counters
 
 
@@ -538,16 +540,11 @@ class HDPModel(MoveBook, VariationalModel):
         out = {}
         if run is not None and rows:
             res = run(reinfer_rows, rows, (self.worker_model(), cols, params0.for_local()))
-            for bb, (stats, doc_topic, counters) in res.items():
-                self.counters["delete_local_iters"] += counters.get("local_iters", 0)
-                out[bb] = (stats, doc_topic)
-            return out
-        for bb, sel in rows.items():
-            stats, doc_topic, counters = reinfer_rows(batches[bb][sel], self, cols, params0)
-            # reinfer_rows ran this model's local step, which counted as a pass's: move it
-            for k, v in counters.items():
-                self.counters[k] -= v
-            self.counters["delete_local_iters"] += counters.get("local_iters", 0)
+        else:
+            res = {bb: reinfer_rows(batches[bb][sel], self, cols, params0)
+                   for bb, sel in rows.items()}
+        for bb, (stats, doc_topic, counters) in res.items():
+            self.counters["delete_local_iters"] += counters["local_iters"]
             out[bb] = (stats, doc_topic)
         return out
 
