@@ -351,22 +351,28 @@ def heldout(opts):
 
 
 class _RestartLDA(SparseLDA):
-    """The Gibbs local step restarting every visit from the sequential initialisation."""
+    """The Gibbs local step restarting every visit from the sequential initialisation, with
+    exp(E[log phi]) (the default before the collapsed chains)."""
 
     _gibbs_chains = False
 
 
 class _RaoBlackwellLDA(SparseLDA):
     """The Gibbs local step with Rao-Blackwellized statistics: every saved sweep's tokens
-    contribute their conditionals instead of their draws."""
+    contribute their conditionals instead of their draws (memoized: restarted every visit,
+    as when it was measured)."""
 
     _gibbs_rao_blackwell = True
+    _gibbs_chains = False
 
 
 class _ChainsLDA(SparseLDA):
-    """The Gibbs local step continuing every batch's chain between memoized visits."""
+    """The Gibbs local step continuing every batch's chain between memoized visits, with
+    exp(E[log phi]) of the other batches' statistics (the collapsed chains of the default
+    sample with their posterior mean)."""
 
     _gibbs_chains = True
+    _gibbs_weights = "expected_log"
 
 
 class _WeightsModel(_GibbsLDAModel):

@@ -88,6 +88,8 @@ GRIDS = {
     },
     # the estimator's defaults (whatever they are in the installed version)
     "defaults": {"defaults": {}},
+    # saved sweeps per stochastic step of the Gibbs local step (--local-step gibbs)
+    "sweeps": {"defaults": {}, "S=10": dict(n_samples=10), "S=20": dict(n_samples=20)},
 }
 
 TOPIC_WORD_PRIOR = 0.1

@@ -627,17 +627,30 @@ def test_default_minibatch_size_depends_on_the_local_step():
         SparseLDA(batch_size=0).fit(X)
 
 
-def test_default_sweeps_are_five_burnin_and_five_saved():
-    """n_burnin=5, n_samples=5 by default: every visit runs 1 + 5 + 5 sweeps per document
-    (the trace's local_iters), and the fit equals one with the explicit values but not one
-    with (2, 3)."""
+def test_default_sweeps_are_five_burnin_and_twenty_saved_per_memoized_visit():
+    """n_burnin=5, n_samples=None: a memoized fit's first visit of a batch runs 1 + 5 + 20
+    sweeps per document and a revisit continues the chain for 20 (the trace's local_iters);
+    a stochastic fit's step runs 1 + 5 + 5. Each fit equals one with the explicit values
+    but not one with (2, 3)."""
     X = _corpus(D=60)
     kw = dict(n_components=4, local_step="gibbs", n_batches=2, max_iter=2, tol=0,
               random_state=0)
     m = SparseLDA(**kw).fit(X)
+    assert [e["local_iters"] for e in m.trace_] == [60 * 26, 60 * 20]
+    ref = SparseLDA(n_burnin=5, n_samples=20, **kw).fit(X)
+    np.testing.assert_array_equal(m.components_, ref.components_)
+    other = SparseLDA(n_burnin=2, n_samples=3, **kw).fit(X)
+    assert [e["local_iters"] for e in other.trace_] == [60 * 6, 60 * 3]
+    assert not np.array_equal(m.components_, other.components_)
+    kw.update(algorithm="stochastic", batch_size=30)
+    m = SparseLDA(**kw).fit(X)
     assert [e["local_iters"] for e in m.trace_] == [60 * 11] * 2
     ref = SparseLDA(n_burnin=5, n_samples=5, **kw).fit(X)
     np.testing.assert_array_equal(m.components_, ref.components_)
-    other = SparseLDA(n_burnin=2, n_samples=3, **kw).fit(X)
-    assert [e["local_iters"] for e in other.trace_] == [60 * 6] * 2
-    assert not np.array_equal(m.components_, other.components_)
+    # partial_fit and transform: 5 saved sweeps
+    pf = SparseLDA(**kw).partial_fit(X)
+    pf5 = SparseLDA(n_samples=5, **kw).partial_fit(X)
+    np.testing.assert_array_equal(pf.components_, pf5.components_)
+    np.testing.assert_array_equal(pf.transform(X), pf5.transform(X))
+    assert not np.array_equal(pf.transform(X), SparseLDA(n_samples=20, **kw).partial_fit(X)
+                              .transform(X))

@@ -6,7 +6,7 @@ import itertools
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from scipy.special import gammaln
+from scipy.special import gammaln, psi
 
 from sparseclust import SparseLDA
 from sparseclust._kernels import _sampler
@@ -16,7 +16,7 @@ from sparseclust.topics._gibbs import gibbs_local_step
 from .test_gibbs import _corpus
 
 
-class _ChainLDA(SparseLDA):
+class _ChainLDA(SparseLDA):  # the default; kept explicit for these tests
     _gibbs_chains = True
 
 
@@ -160,9 +160,20 @@ def test_fit_continues_each_batch_chain(monkeypatch, algorithm):
     assert local == [90 * 5, 90 * 2, 90 * 2]
 
 
-def test_revisit_weights_exclude_the_batch_own_statistics(monkeypatch):
-    # a revisited batch samples with E[log phi] of lambda^{-b} = tau + S - S_b (dense
-    # reference: the parameters of the statistics without the batch)
+def _log_weights_reference(S, tau, mean):
+    """Dense (V, K) log word weights of lambda = tau + max(S, 0): psi(lambda) - psi(sum) or,
+    with ``mean``, log(lambda / sum)."""
+    lam = np.maximum(S, 0.0) + tau
+    if mean:
+        return (np.log(lam) - np.log(lam.sum(axis=1, keepdims=True))).T
+    return (psi(lam) - psi(lam.sum(axis=1, keepdims=True))).T
+
+
+@pytest.mark.parametrize("weights", ["mean", "expected_log"])
+def test_revisit_weights_exclude_the_batch_own_statistics(monkeypatch, weights):
+    # a revisited batch samples with the weights of lambda^{-b} = tau + S - S_b (dense
+    # reference from the statistics without the batch): the posterior mean (the default) or
+    # exp(E[log phi]); a first visit with E[log phi] of all statistics
     X = _corpus(D=60)
     tau = 0.1
     captured = []
@@ -177,26 +188,76 @@ def test_revisit_weights_exclude_the_batch_own_statistics(monkeypatch):
     monkeypatch.setattr(_sparse_lda, "gibbs_local_step", spy)
     totals = []
     engine_step = _sparse_lda._GibbsLDAModel.global_step
+    engine_init = _sparse_lda._GibbsLDAModel.initial_params
+
+    def keep(S):
+        totals.append(np.array(S.toarray() if sp.issparse(S) else S))
 
     def keep_total(self, stats):
-        totals.append(np.array(stats["S"].toarray() if sp.issparse(stats["S"])
-                               else stats["S"]))
+        keep(stats["S"])
         return engine_step(self, stats)
 
+    def keep_init(self, stats):
+        keep(stats["S"])
+        return engine_init(self, stats)
+
     monkeypatch.setattr(_sparse_lda._GibbsLDAModel, "global_step", keep_total)
-    _ChainLDA(3, local_step="gibbs", algorithm="memoized", n_batches=2, max_iter=2, tol=0,
-              topic_word_prior=tau, random_state=0).fit(X)
-    # visits: pass 1 batches 0, 1 (global steps 0, 1), pass 2 batch 0 reads total 1
+    monkeypatch.setattr(_sparse_lda._GibbsLDAModel, "initial_params", keep_init)
+    cls = type("_W", (SparseLDA,), {"_gibbs_weights": weights})
+    cls(3, local_step="gibbs", algorithm="memoized", n_batches=2, max_iter=2, tol=0,
+        topic_word_prior=tau, random_state=0).fit(X)
+    # statistics: totals[0] the initial ones, totals[1] after pass 1 (the batch algorithm's
+    # one global step), totals[2] after pass 2's visit of batch 0
+    # first visits (pass 1): E[log phi] of the initial statistics
+    for cols, lw, _ in captured[:2]:
+        np.testing.assert_allclose(lw, _log_weights_reference(totals[0], tau, False)[cols],
+                                   rtol=1e-10, atol=1e-10)
+    # pass 2, batch 0: the statistics after pass 1 without the batch's own
+    mean = weights == "mean"
     cols, lw, _ = captured[2]
-    S_minus_b = totals[1] - captured[0][2]
-    ref = _sparse_lda._LDAParams.from_stats(S_minus_b, tau).tables.CT[cols]
+    ref = _log_weights_reference(totals[1] - captured[0][2], tau, mean)[cols]
     np.testing.assert_allclose(lw, ref, rtol=1e-10, atol=1e-10)
     # ... and not those of the whole statistics
-    full = _sparse_lda._LDAParams.from_stats(totals[1], tau).tables.CT[cols]
-    assert np.abs(lw - full).max() > 0.1
+    assert np.abs(lw - _log_weights_reference(totals[1], tau, mean)[cols]).max() > 0.1
+    # pass 2, batch 1: the statistics after batch 0's revisit, without batch 1's pass-1 ones
+    cols, lw, _ = captured[3]
+    ref = _log_weights_reference(totals[2] - captured[1][2], tau, mean)[cols]
+    np.testing.assert_allclose(lw, ref, rtol=1e-10, atol=1e-10)
 
 
-def test_default_restarts_every_visit(monkeypatch):
+def test_count_params_log_weights_match_dense_formulas():
+    rng = np.random.RandomState(4)
+    K, V, tau = 4, 30, 0.2
+    S = rng.gamma(0.3, 2.0, size=(K, V)) * (rng.rand(K, V) < 0.5)
+    cols = np.array([1, 4, 5, 17, 29])
+    old = np.zeros((K, V))
+    old[:, cols] = S[:, cols] * rng.rand(K, cols.size)  # part of S, on cols only
+    for S_in in (S, sp.csr_array(S)):
+        params = _sparse_lda._CountParams.from_stats(S_in, tau)
+        for mean in (False, True):
+            np.testing.assert_allclose(params.log_weights(cols, mean=mean),
+                                       _log_weights_reference(S, tau, mean)[cols],
+                                       rtol=1e-12, atol=1e-12)
+            np.testing.assert_allclose(
+                params.log_weights(cols, exclude=sp.csr_array(old), mean=mean),
+                _log_weights_reference(S - old, tau, mean)[cols], rtol=1e-12, atol=1e-12)
+        # the E[log phi] table is built on first use, from the same statistics
+        np.testing.assert_allclose(params.Elogphi, _log_weights_reference(S, tau, False).T,
+                                   rtol=1e-12, atol=1e-12)
+    # statistics outside the word types cannot be excluded from their weights
+    bad = np.zeros((K, V))
+    bad[0, 2] = 1.0
+    with pytest.raises(ValueError, match="outside"):
+        params.log_weights(cols, exclude=sp.csr_array(bad))
+    # lambda stored in the statistics' memory (the end of a fit): the same weights
+    params = _sparse_lda._CountParams.from_stats(S.copy(), tau)
+    params.materialize(overwrite_stats=True)
+    np.testing.assert_allclose(params.log_weights(cols, exclude=sp.csr_array(old), mean=True),
+                               _log_weights_reference(S - old, tau, True)[cols],
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_restart_without_chains(monkeypatch):
     X = _corpus(D=60)
     calls = []
     orig = _sparse_lda.gibbs_local_step
@@ -206,8 +267,14 @@ def test_default_restarts_every_visit(monkeypatch):
         return orig(*args, z_init=z_init, **kw)
 
     monkeypatch.setattr(_sparse_lda, "gibbs_local_step", spy)
-    m = SparseLDA(3, local_step="gibbs", n_batches=2, max_iter=2, tol=0, random_state=0)
+    cls = type("_R", (SparseLDA,), {"_gibbs_chains": False})
+    m = cls(3, local_step="gibbs", n_batches=2, max_iter=2, tol=0, random_state=0)
     m.fit(X)
     assert calls == [True] * 4
     # every visit restarts: 1 + n_burnin + n_samples = 1 + 5 + 5 sweeps per document
     assert [e["local_iters"] for e in m.trace_] == [60 * 11, 60 * 11]
+
+
+def test_bad_weights_option():
+    with pytest.raises(ValueError, match="weights"):
+        _sparse_lda._GibbsLDAModel(0.1, 0.1, 1, 1, 0, 1, weights="median")

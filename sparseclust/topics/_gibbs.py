@@ -39,10 +39,9 @@ Counts are rounded to whole tokens (half up), as by the stochastic-EM estimator.
 
 A chain can be continued (``z_init``, the ``z`` returned by an earlier call on the same
 documents with ``return_z``): the sweeps then start from those assignments, with no
-initialising sweep and no burn-in. On 20 Newsgroups (K = 400, alpha = 0.5 / K) memoized
-training with continued chains scored below restarted ones (benchmarks/README.md): with so
-small an alpha a document's chain rarely leaves the topics it holds, and restarting from the
-sequential draw under the current topics moves faster.
+initialising sweep and no burn-in. Memoized training continues each batch's chain with the
+log weights of the posterior mean of the other batches' topics (a collapsed sampler's
+conditional; ``SparseLDA``'s ``_GibbsLDAModel``), which any ``log_weights`` can express.
 """
 
 from dataclasses import dataclass

@@ -51,6 +51,11 @@ __all__ = ["SparseLDA"]
 _BATCH_SIZE = {"variational": 256, "gibbs": 4096}
 #: the nominal minibatch size of ``partial_fit`` for ``batch_size=None`` (either local step)
 _PARTIAL_FIT_BATCH_SIZE = 256
+#: saved sweeps per visit of the Gibbs local step for ``n_samples=None``: a visit of a kept
+#: chain in memoized and batch training, and a restarted chain (stochastic steps,
+#: ``partial_fit``, ``transform``). Chosen on 20 Newsgroups validation documents at K = 400
+#: (``benchmarks/README.md``, "Hybrid SVI-Gibbs local step")
+_N_SAMPLES = {"chains": 20, "restart": 5}
 #: Bregman k-means iterations after the k-means++ seeding of init='kmeans++'
 _KMEANS_ITERS = 20
 
@@ -164,6 +169,89 @@ class _LDAParams:
         return self.lam_rows(0, self._S.shape[0])
 
 
+class _CountParams(_LDAParams):
+    """lambda = tau + max(S, 0) of the statistics S, for the Gibbs local step.
+
+    The sampler reads only the columns of a batch's word types (:meth:`log_weights`), so no
+    K x V table is built per global step; the E[log phi] table (``tables``, ``Elogphi``: the
+    objective and the fitted attributes) is built on first use. The statistics S are kept
+    (one K x V array, the size of the table they replace) and must not change while the
+    parameters are in use.
+    """
+
+    @classmethod
+    def from_stats(cls, S, tau):
+        self = cls.__new__(cls)
+        self._lam = None
+        self._S, self._tau = S, float(tau)
+        self._tables = None
+        self._lamsum = None
+        return self
+
+    def _set_table(self, CT):
+        self._tables = TopicTables.from_transposed(CT)
+
+    @property
+    def tables(self):
+        if self._tables is None:
+            K, V = self.shape
+            CT = np.empty((V, K))
+            for a, b in _row_blocks(K, V):
+                lam = self.lam_rows(a, b)
+                psi(lam.T, out=CT[:, a:b])
+                CT[:, a:b] -= psi(lam.sum(axis=1))[None, :]
+            self._set_table(CT)
+        return self._tables
+
+    @property
+    def Elogphi(self):
+        return self.tables.CT.T
+
+    @property
+    def shape(self):
+        return (self._lam if self._lam is not None else self._S).shape
+
+    def release(self):
+        self._tables = None
+
+    def log_weights(self, cols, exclude=None, mean=False):
+        """Log word weights of the word types ``cols``, (len(cols), K), of
+        lambda^{-b} = tau + max(S - S_b, 0), S_b the (K, V) statistics ``exclude`` (None: none
+        excluded; their entries must lie in ``cols``): E[log phi_kv] = psi(lambda_kv) -
+        psi(sum_u lambda_ku), or with ``mean`` the log posterior mean
+        log E[phi_kv] = log lambda_kv - log sum_u lambda_ku."""
+        cols = np.asarray(cols, dtype=np.int64)
+        K, V = self.shape
+        if self._lam is not None:
+            Sc = self._lam[:, cols] - self._tau
+            lamsum = self._lam.sum(axis=1)
+        else:
+            Sc = self._S[:, cols]  # a new array (fancy indexing)
+            Sc = Sc.toarray() if sp.issparse(Sc) else np.asarray(Sc, dtype=np.float64)
+            if self._lamsum is None:
+                S = self._S
+                pos = S.maximum(0.0) if sp.issparse(S) else np.maximum(S, 0.0)
+                self._lamsum = np.asarray(pos.sum(axis=1)).ravel() + V * self._tau
+            lamsum = self._lamsum
+        if exclude is not None:
+            ex = sp.coo_array(exclude)
+            pos = np.searchsorted(cols, ex.col)
+            pos[pos == cols.size] = 0
+            if not np.array_equal(cols[pos], ex.col):
+                raise ValueError("the excluded statistics lie outside the word types")
+            Sc[ex.row, pos] -= ex.data
+            # sum_v max(S - S_b, 0) = sum_v S - sum_v S_b where S >= S_b (up to rounding)
+            lamsum = np.maximum(lamsum - np.bincount(ex.row, weights=ex.data, minlength=K),
+                                V * self._tau)
+        np.maximum(Sc, 0.0, out=Sc)
+        Sc += self._tau
+        lam = Sc
+        f = np.log if mean else psi
+        out = f(lam.T)
+        out -= f(lamsum)[None, :]
+        return out
+
+
 class _LDAModel(VariationalModel):
     """LDA as local step + global step over additive statistics.
 
@@ -251,21 +339,41 @@ class _GibbsLDAModel(_LDAModel):
     sparse, lazily scaled update of Mimno, Hoffman & Blei 2012, App. A) and the local step
     reads E[log phi] of the minibatch's word types only (:class:`LazyParams`).
 
-    With ``chains`` (off in :class:`SparseLDA`, see ``SparseLDA._gibbs_chains``), memoized
-    training with two or more fixed batches keeps every batch's token assignments
-    (``chains[b]``, 2 bytes per token for K <= 65535) between visits: a revisit continues the
-    batch's chain, its ``n_samples`` sweeps all saved (burn-in on the first visit only), and
-    samples with the topics of the other batches' statistics, lambda^{-b} = tau + S - S_b
+    With ``chains`` (on in :class:`SparseLDA`, see ``SparseLDA._gibbs_chains``), memoized and
+    batch training with two or more fixed batches keep every batch's token assignments
+    (``chains[b]``, 1 or 2 bytes per token) between visits: a revisit continues the batch's
+    chain, its ``n_samples`` sweeps all saved (burn-in on the first visit only), and samples
+    with the topics of the other batches' statistics, lambda^{-b} = tau + max(S - S_b, 0)
     (the batch's own previous statistics excluded, as a collapsed sampler excludes the token
-    it draws; with them included a continued chain reinforces its own assignments). Without
-    ``chains``, and for a single batch or stochastic steps, every visit starts afresh.
+    it draws; with them included a continued chain reinforces its own assignments). With
+    ``weights='mean'`` (the default) these visits sample with the posterior mean of the
+    topics instead of exp(E[log phi]):
+
+        p(z_dn = k)  propto  (alpha_k + N_dk^{-dn}) lambda^{-b}_kv / sum_u lambda^{-b}_ku,
+
+    the collapsed Gibbs conditional (Griffiths & Steyvers 2004) with the other batches'
+    word-topic counts of their latest visit, each the average of its saved sweeps: a pass is
+    one blocked sweep of the approximate distributed sampler of Newman et al. (2009), with a
+    batch as the block. The posterior mean is the predictive probability of a word under
+    q(phi_k) = Dir(lambda^{-b}_k); exp(E[log phi]) = exp(psi(lambda)) / exp(psi(sum lambda)),
+    about (lambda - 1/2) / (sum lambda - 1/2), acts as a topic-word prior smaller by 1/2
+    (Asuncion et al. 2009), which at tau = 0.1 suppresses a word in every topic where it has
+    no count. ``weights='expected_log'`` keeps exp(E[log phi]) there as well. A batch's first
+    visit starts its chain from the sequential draw under exp(E[log phi]) of all statistics
+    (the initial ones may hold the batch's own documents: k-means' do). Without
+    ``chains``, and for a single batch or stochastic steps, every visit starts afresh from
+    the sequential draw under exp(E[log phi]) of all statistics (Mimno, Hoffman & Blei 2012).
     """
 
     def __init__(self, alpha, tau, n_burnin, n_samples, seed, n_threads, first_call=0,
-                 stats_format="sparse", lazy=False, chains=True, rao_blackwell=False):
+                 stats_format="sparse", lazy=False, chains=True, rao_blackwell=False,
+                 weights="mean"):
         super().__init__(alpha, tau, None, {}, n_threads, stats_format)
         self.rao_blackwell = bool(rao_blackwell)
         self.keep_chains = bool(chains)
+        if weights not in ("mean", "expected_log"):
+            raise ValueError(f"weights must be 'mean' or 'expected_log', got {weights!r}")
+        self.mean_weights = weights == "mean"
         if lazy:
             self.stochastic_update = self._lazy_update
         self.n_burnin = int(n_burnin)
@@ -288,39 +396,22 @@ class _GibbsLDAModel(_LDAModel):
             return self._sample(X, params, None)
         return self._sample(X, params, batch)
 
-    def _excluding(self, params, old):
-        """E[log phi] without the batch's own previous statistics ``old`` (K, V CSR):
-        ``cols -> psi(lambda^{-b}) - psi(sum_v lambda^{-b})`` at the word types cols, with
-        lambda^{-b} = tau + max(S - S_b, 0)."""
-        S = params._S
-        tau = self.tau
-        lamsum = getattr(params, "_lamsum", None)
-        if lamsum is None:
-            K, V = S.shape
-            lamsum = params._lamsum = np.asarray(
-                np.maximum(S, 0.0).sum(axis=1)).ravel() + V * tau
-        old = sp.csr_array(old)
-        norm = psi(np.maximum(lamsum - np.asarray(old.sum(axis=1)).ravel(), tau))
-
-        def log_weights(cols):
-            Sc = S[:, cols]
-            Sc = Sc.toarray() if sp.issparse(Sc) else np.array(Sc)
-            Sc -= old[:, cols].toarray()
-            np.maximum(Sc, 0.0, out=Sc)
-            Sc += tau
-            out = psi(Sc.T)
-            out -= norm[None, :]
-            return out
-
-        return log_weights
-
     def _sample(self, X, params, batch):
         z0 = None if batch is None else self.chains.get(batch)
         old = None if batch is None else self.last_stats.get(batch)
-        # lazily scaled parameters give the sampler's weights directly (a kernel pass)
-        log_weights = params if isinstance(params, LazyParams) else params.log_weights
-        if old is not None and getattr(params, "_S", None) is not None:
-            log_weights = self._excluding(params, old)
+        if isinstance(params, LazyParams):
+            # lazily scaled parameters give the sampler's weights directly (a kernel pass)
+            log_weights = params
+        elif isinstance(params, _CountParams):
+            # a revisit of a chain: the other batches' statistics (the posterior mean with
+            # mean_weights); a first visit: E[log phi] of all statistics, which may hold the
+            # batch's own documents (the k-means initialisation does)
+            mean = self.mean_weights and old is not None
+
+            def log_weights(cols):
+                return params.log_weights(cols, exclude=old, mean=mean)
+        else:
+            log_weights = params.log_weights
         res = gibbs_local_step(X, log_weights, self.alpha, n_burnin=self.n_burnin,
                                n_samples=self.n_saved, seed=self.seed, sweep=self.calls,
                                n_threads=self.n_threads, z_init=z0,
@@ -343,7 +434,12 @@ class _GibbsLDAModel(_LDAModel):
     def global_step(self, stats):
         if isinstance(stats, LazyTopicStats):
             return LazyParams(stats, self.tau)
-        return super().global_step(stats)
+        return _CountParams.from_stats(stats["S"], self.tau)
+
+    def initial_params(self, init_stats):
+        # the statistics are kept instead of the E[log phi] table they would give (the same
+        # size): the sampler reads the columns of a batch's word types from them
+        return _CountParams.from_stats(init_stats["S"], self.tau)
 
 
 def _mean_doc_tokens(X):
@@ -575,6 +671,11 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         proportional to (alpha + N_dk^{-dn}) exp(E[log phi_k,v_dn]); the chain starts from a
         sequential draw, discards ``n_burnin`` sweeps and the statistics are the topic-word
         counts averaged over ``n_samples`` saved sweeps (sparse: only sampled (k, v) pairs).
+        In memoized and batch training with ``n_batches >= 2`` each batch's chain is kept
+        (1-2 bytes per token) and continued on every later visit with the collapsed
+        conditional (alpha + N_dk^{-dn}) E[phi_k,v_dn] under lambda^{-b} = tau + S - S_b, the
+        topics of the other batches' statistics (Griffiths & Steyvers 2004; Newman et al.
+        2009 with a batch per processor).
         ``L``, ``local_max_iter``, ``local_tol`` and ``restarts`` do not apply to it, and
         counts are rounded to whole tokens. Its training objective (``lower_bound_``,
         ``trace_``) is a Monte Carlo estimate of E_q[log p(x, z, phi)] - E_q[log q(phi)]
@@ -582,13 +683,16 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         ELBO; ``score`` is the same held-out bound for both steps. See ``doc/sparse_lda.md``.
     n_burnin : int, default=5
         Gibbs local step: sweeps discarded after the initialising sweep.
-    n_samples : int, default=5
-        Gibbs local step: saved sweeps averaged into the statistics. Mimno, Hoffman & Blei
-        (2012, Sec. 4) found (B, S) = (5, 5) best in held-out probability, not significantly
-        below (10, 10) and (20, 20), and 3-5 sweeps in total sufficient for coherence. On
-        20 Newsgroups validation documents (K = 400) (5, 5) scored 0.004-0.007 nats per
-        token above (2, 3) in memoized and stochastic training, at 1.2x the CPU per pass,
-        and level with (10, 10) (``benchmarks/README.md``).
+    n_samples : int or None, default=None
+        Gibbs local step: saved sweeps averaged into the statistics (per visit of a kept
+        chain, all of its sweeps). None means 20 in a memoized or batch ``fit`` and 5 for
+        stochastic steps, ``partial_fit`` and ``transform``. Mimno, Hoffman & Blei (2012,
+        Sec. 4) found (B, S) = (5, 5) best in held-out probability for stochastic steps, not
+        significantly below (10, 10) and (20, 20), and 3-5 sweeps in total sufficient for
+        coherence. On 20 Newsgroups validation documents (K = 400) (5, 5) scored 0.004-0.007
+        nats per token above (2, 3) in stochastic training and level with (10, 10); kept
+        chains with 20 sweeps per visit scored above 10 until the last checkpoints of a
+        400 CPU-second fit, where the two were level (``benchmarks/README.md``).
     init : {'kmeans++', 'random'}, array-like of shape (n_components, n_features) or \
             estimator, default='kmeans++'
         'kmeans++': Bregman (KL) k-means++ seeding on documents (Hughes & Sudderth 2016, Sec. 6),
@@ -683,7 +787,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         "restarts": [Interval(numbers.Integral, 0, None, closed="left")],
         "local_step": [StrOptions({"variational", "gibbs"})],
         "n_burnin": [Interval(numbers.Integral, 0, None, closed="left")],
-        "n_samples": [Interval(numbers.Integral, 1, None, closed="left")],
+        "n_samples": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "init": [StrOptions({"kmeans++", "random"}), "array-like", HasMethods(["fit"])],
         "random_state": ["random_state"],
         "n_threads": [numbers.Integral, None],
@@ -710,7 +814,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         restarts=0,
         local_step="variational",
         n_burnin=5,
-        n_samples=5,
+        n_samples=None,
         init="kmeans++",
         random_state=None,
         n_threads=None,
@@ -786,11 +890,16 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     _lazy_updates = True
 
     #: True: memoized training with the Gibbs local step keeps every batch's chain between
-    #: visits (continued with the batch's own statistics excluded from the topics it samples
-    #: with, see _GibbsLDAModel). Off: on 20 Newsgroups (K = 400, validation documents) it
-    #: scored below restarting every visit from the sequential draw at equal CPU time
-    #: (benchmarks/README.md, "Hybrid SVI-Gibbs local step")
-    _gibbs_chains = False
+    #: visits, continued with the batch's own statistics excluded from the topics it samples
+    #: with (see _GibbsLDAModel); False restarts every visit from the sequential draw
+    _gibbs_chains = True
+
+    #: word weights of the chains' visits: 'mean' (the posterior mean, a collapsed sampler's
+    #: conditional) or 'expected_log' (exp(E[log phi]), the hybrid step's). With
+    #: 'expected_log', kept chains scored below restarted ones on 20 Newsgroups (K = 400,
+    #: validation documents); with 'mean' they scored above both and above the variational
+    #: step (benchmarks/README.md, "Hybrid SVI-Gibbs local step")
+    _gibbs_weights = "mean"
 
     #: True: the Gibbs local step's statistics are the Rao-Blackwellized counts of its saved
     #: sweeps (gibbs_local_step(rao_blackwell=True)). Off: on 20 Newsgroups at K = 400 it
@@ -800,14 +909,24 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     #: stochastic one (benchmarks/README.md, "Hybrid SVI-Gibbs local step")
     _gibbs_rao_blackwell = False
 
-    def _model(self):
+    def _n_samples(self, fitting=False):
+        """Saved sweeps per visit: ``n_samples``, or for None 20 in a memoized or batch
+        ``fit`` (kept chains) and 5 otherwise (stochastic steps, ``partial_fit``,
+        ``transform``); see :data:`_N_SAMPLES`."""
+        if self.n_samples is not None:
+            return int(self.n_samples)
+        chains = fitting and self.algorithm != "stochastic" and self._gibbs_chains
+        return _N_SAMPLES["chains" if chains else "restart"]
+
+    def _model(self, fitting=True):
         if self.local_step == "gibbs":
             return _GibbsLDAModel(self._alpha(), self.topic_word_prior, self.n_burnin,
-                                  self.n_samples, self._gibbs_seed,
+                                  self._n_samples(fitting), self._gibbs_seed,
                                   self.n_threads, getattr(self, "_gibbs_calls", 0),
                                   self._stats_format, lazy=self._lazy_updates,
                                   chains=self._gibbs_chains,
-                                  rao_blackwell=self._gibbs_rao_blackwell)
+                                  rao_blackwell=self._gibbs_rao_blackwell,
+                                  weights=self._gibbs_weights)
         L = self.L if (self.L is not None and self.L < self.n_components) else None
         opts = dict(max_iter=self.local_max_iter, tol=self.local_tol, restarts=self.restarts)
         return _LDAModel(self._alpha(), self.topic_word_prior, L, opts, self.n_threads,
@@ -1050,7 +1169,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         if self.local_step == "gibbs" and getattr(self, "_gibbs_seed", None) is None:
             # fitted with the variational step, continued with the sampled one
             self._new_gibbs_seed(check_random_state(self.random_state))
-        model = self._model()
+        model = self._model(fitting=False)
         state = self._svi_state
         if self.total_samples is not None:
             total = self.total_samples
@@ -1125,7 +1244,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                 seed = _seed(check_random_state(self.random_state))
             lay_keys = _content_keys(X)
             res = gibbs_local_step(X, self._tables().CT, self.doc_topic_prior_,
-                                   n_burnin=self.n_burnin, n_samples=self.n_samples,
+                                   n_burnin=self.n_burnin, n_samples=self._n_samples(),
                                    seed=seed, sweep=_TRANSFORM_SWEEP, keys=lay_keys,
                                    return_doc_topic=True, n_threads=self.n_threads)
         else:
