@@ -105,14 +105,17 @@ class _LDAParams:
         self = cls.__new__(cls)
         self._lam = None
         self._S, self._tau = S, float(tau)
-        K, V = S.shape
+        self._set_table(self._table_by_rows(*S.shape))
+        return self
+
+    def _table_by_rows(self, K, V):
+        """The (V, K) table of E[log phi], from lambda by blocks of topics."""
         CT = np.empty((V, K))
         for a, b in _row_blocks(K, V):
             lam = self.lam_rows(a, b)
             psi(lam.T, out=CT[:, a:b])
             CT[:, a:b] -= psi(lam.sum(axis=1))[None, :]
-        self._set_table(CT)
-        return self
+        return CT
 
     def _set_table(self, CT):
         self.tables = TopicTables.from_transposed(CT)
@@ -194,13 +197,7 @@ class _CountParams(_LDAParams):
     @property
     def tables(self):
         if self._tables is None:
-            K, V = self.shape
-            CT = np.empty((V, K))
-            for a, b in _row_blocks(K, V):
-                lam = self.lam_rows(a, b)
-                psi(lam.T, out=CT[:, a:b])
-                CT[:, a:b] -= psi(lam.sum(axis=1))[None, :]
-            self._set_table(CT)
+            self._set_table(self._table_by_rows(*self.shape))
         return self._tables
 
     @property
