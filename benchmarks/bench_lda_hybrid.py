@@ -430,9 +430,9 @@ def _weights_variant(mean, exclude):
     model_cls = type("_Model", (_WeightsModel,), {"mean": mean, "exclude": exclude})
 
     class _VariantLDA(SparseLDA):
-        def _model(self):
+        def _model(self, chains=False):
             return model_cls(self._alpha(), self.topic_word_prior, self.n_burnin,
-                             self.n_samples, self._gibbs_seed, self.n_threads,
+                             self._n_samples(), self._gibbs_seed, self.n_threads,
                              getattr(self, "_gibbs_calls", 0), self._stats_format,
                              lazy=self._lazy_updates, chains=False)
 

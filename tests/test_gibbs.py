@@ -642,6 +642,14 @@ def test_default_sweeps_are_five_burnin_and_twenty_saved_per_memoized_visit():
     other = SparseLDA(n_burnin=2, n_samples=3, **kw).fit(X)
     assert [e["local_iters"] for e in other.trace_] == [60 * 6, 60 * 3]
     assert not np.array_equal(m.components_, other.components_)
+    # transform after a memoized fit restarts a chain per document: 5 saved sweeps
+    m20 = SparseLDA(n_samples=20, **kw).fit(X)
+    np.testing.assert_array_equal(m.transform(X), m20.set_params(n_samples=5).transform(X))
+    assert not np.array_equal(m.transform(X), m20.set_params(n_samples=20).transform(X))
+    # batch training (one batch) and a single memoized batch restart every visit: 5 saved
+    for other_kw in (dict(algorithm="batch"), dict(n_batches=1)):
+        b = SparseLDA(**dict(kw, **other_kw)).fit(X)
+        assert [e["local_iters"] for e in b.trace_] == [60 * 11] * 2
     kw.update(algorithm="stochastic", batch_size=30)
     m = SparseLDA(**kw).fit(X)
     assert [e["local_iters"] for e in m.trace_] == [60 * 11] * 2

@@ -278,3 +278,25 @@ def test_restart_without_chains(monkeypatch):
 def test_bad_weights_option():
     with pytest.raises(ValueError, match="weights"):
         _sparse_lda._GibbsLDAModel(0.1, 0.1, 1, 1, 0, 1, weights="median")
+
+
+def test_stream_fit_keeps_no_chains(monkeypatch):
+    # a CorpusStream's fit caches only its minibatches' statistics: every visit restarts,
+    # with 5 saved sweeps
+    from sparseclust.datasets import CorpusStream
+
+    X = _corpus(D=60)
+    calls = []
+    orig = _sparse_lda.gibbs_local_step
+
+    def spy(*args, z_init=None, **kw):
+        calls.append(z_init is None and not kw.get("return_z"))
+        return orig(*args, z_init=z_init, **kw)
+
+    monkeypatch.setattr(_sparse_lda, "gibbs_local_step", spy)
+    parts = [X[lo:lo + 20] for lo in range(0, 60, 20)]
+    stream = CorpusStream(lambda: iter(parts), n_features=X.shape[1], n_documents=60,
+                          batch_size=20, feature_names=None, source="memory")
+    m = SparseLDA(3, local_step="gibbs", max_iter=2, tol=0, random_state=0).fit(stream)
+    assert calls == [True] * 6
+    assert [e["local_iters"] for e in m.trace_] == [60 * 11, 60 * 11]

@@ -52,9 +52,10 @@ _BATCH_SIZE = {"variational": 256, "gibbs": 4096}
 #: the nominal minibatch size of ``partial_fit`` for ``batch_size=None`` (either local step)
 _PARTIAL_FIT_BATCH_SIZE = 256
 #: saved sweeps per visit of the Gibbs local step for ``n_samples=None``: a visit of a kept
-#: chain in memoized and batch training, and a restarted chain (stochastic steps,
-#: ``partial_fit``, ``transform``). Chosen on 20 Newsgroups validation documents at K = 400
-#: (``benchmarks/README.md``, "Hybrid SVI-Gibbs local step")
+#: chain (memoized ``fit`` with two or more batches of a matrix), and a restarted chain
+#: (stochastic steps, batch training, ``partial_fit``, ``transform``, streams). Chosen on
+#: 20 Newsgroups validation documents at K = 400 (``benchmarks/README.md``, "Hybrid SVI-Gibbs
+#: local step")
 _N_SAMPLES = {"chains": 20, "restart": 5}
 #: Bregman k-means iterations after the k-means++ seeding of init='kmeans++'
 _KMEANS_ITERS = 20
@@ -226,9 +227,12 @@ class _CountParams(_LDAParams):
             Sc = self._S[:, cols]  # a new array (fancy indexing)
             Sc = Sc.toarray() if sp.issparse(Sc) else np.asarray(Sc, dtype=np.float64)
             if self._lamsum is None:
-                S = self._S
-                pos = S.maximum(0.0) if sp.issparse(S) else np.maximum(S, 0.0)
-                self._lamsum = np.asarray(pos.sum(axis=1)).ravel() + V * self._tau
+                # sum_v max(S, 0) by blocks of topics (no K x V temporary)
+                self._lamsum = np.empty(K)
+                for a, b in _row_blocks(K, V):
+                    rows = self._S[a:b]
+                    rows = rows.toarray() if sp.issparse(rows) else rows
+                    self._lamsum[a:b] = np.maximum(rows, 0.0).sum(axis=1) + V * self._tau
             lamsum = self._lamsum
         if exclude is not None:
             ex = sp.coo_array(exclude)
@@ -336,8 +340,9 @@ class _GibbsLDAModel(_LDAModel):
     sparse, lazily scaled update of Mimno, Hoffman & Blei 2012, App. A) and the local step
     reads E[log phi] of the minibatch's word types only (:class:`LazyParams`).
 
-    With ``chains`` (on in :class:`SparseLDA`, see ``SparseLDA._gibbs_chains``), memoized and
-    batch training with two or more fixed batches keep every batch's token assignments
+    With ``chains`` (on in a memoized :class:`SparseLDA` fit of a matrix, see
+    ``SparseLDA._keeps_chains``), training with two or more fixed batches keeps every batch's
+    token assignments
     (``chains[b]``, 1 or 2 bytes per token) between visits: a revisit continues the batch's
     chain, its ``n_samples`` sweeps all saved (burn-in on the first visit only), and samples
     with the topics of the other batches' statistics, lambda^{-b} = tau + max(S - S_b, 0)
@@ -668,7 +673,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         proportional to (alpha + N_dk^{-dn}) exp(E[log phi_k,v_dn]); the chain starts from a
         sequential draw, discards ``n_burnin`` sweeps and the statistics are the topic-word
         counts averaged over ``n_samples`` saved sweeps (sparse: only sampled (k, v) pairs).
-        In memoized and batch training with ``n_batches >= 2`` each batch's chain is kept
+        In memoized training of a matrix with ``n_batches >= 2`` each batch's chain is kept
         (1-2 bytes per token) and continued on every later visit with the collapsed
         conditional (alpha + N_dk^{-dn}) E[phi_k,v_dn] under lambda^{-b} = tau + S - S_b, the
         topics of the other batches' statistics (Griffiths & Steyvers 2004; Newman et al.
@@ -682,11 +687,12 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Gibbs local step: sweeps discarded after the initialising sweep.
     n_samples : int or None, default=None
         Gibbs local step: saved sweeps averaged into the statistics (per visit of a kept
-        chain, all of its sweeps). None means 20 in a memoized or batch ``fit`` and 5 for
-        stochastic steps, ``partial_fit`` and ``transform``. Mimno, Hoffman & Blei (2012,
-        Sec. 4) found (B, S) = (5, 5) best in held-out probability for stochastic steps, not
-        significantly below (10, 10) and (20, 20), and 3-5 sweeps in total sufficient for
-        coherence. On 20 Newsgroups validation documents (K = 400) (5, 5) scored 0.004-0.007
+        chain, all of its sweeps). None means 20 where ``fit`` keeps the chains (memoized
+        training of a matrix with ``n_batches >= 2``) and 5 elsewhere (stochastic steps,
+        batch training, a ``CorpusStream``, ``partial_fit``, ``transform``). Mimno,
+        Hoffman & Blei (2012, Sec. 4) found (B, S) = (5, 5) best in held-out probability for
+        stochastic steps, not significantly below (10, 10) and (20, 20), and 3-5 sweeps in
+        total sufficient for coherence. On 20 Newsgroups validation documents (K = 400) (5, 5) scored 0.004-0.007
         nats per token above (2, 3) in stochastic training and level with (10, 10); kept
         chains with 20 sweeps per visit scored above 10 until the last checkpoints of a
         400 CPU-second fit, where the two were level (``benchmarks/README.md``).
@@ -906,22 +912,27 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     #: stochastic one (benchmarks/README.md, "Hybrid SVI-Gibbs local step")
     _gibbs_rao_blackwell = False
 
-    def _n_samples(self, fitting=False):
-        """Saved sweeps per visit: ``n_samples``, or for None 20 in a memoized or batch
-        ``fit`` (kept chains) and 5 otherwise (stochastic steps, ``partial_fit``,
-        ``transform``); see :data:`_N_SAMPLES`."""
+    def _keeps_chains(self, stream=False):
+        """Whether ``fit`` keeps the Gibbs step's chains between visits: memoized training
+        of a matrix with two or more batches (batch training has one; a stream's fit keeps
+        only its minibatches' statistics, not 1-2 bytes per token)."""
+        return (self._gibbs_chains and self.algorithm == "memoized" and self.n_batches >= 2
+                and not stream)
+
+    def _n_samples(self, chains=False):
+        """Saved sweeps per visit: ``n_samples``, or for None :data:`_N_SAMPLES` of kept
+        chains (``chains``) or of restarted ones."""
         if self.n_samples is not None:
             return int(self.n_samples)
-        chains = fitting and self.algorithm != "stochastic" and self._gibbs_chains
         return _N_SAMPLES["chains" if chains else "restart"]
 
-    def _model(self, fitting=True):
+    def _model(self, chains=False):
         if self.local_step == "gibbs":
             return _GibbsLDAModel(self._alpha(), self.topic_word_prior, self.n_burnin,
-                                  self._n_samples(fitting), self._gibbs_seed,
+                                  self._n_samples(chains), self._gibbs_seed,
                                   self.n_threads, getattr(self, "_gibbs_calls", 0),
                                   self._stats_format, lazy=self._lazy_updates,
-                                  chains=self._gibbs_chains,
+                                  chains=chains,
                                   rao_blackwell=self._gibbs_rao_blackwell,
                                   weights=self._gibbs_weights)
         L = self.L if (self.L is not None and self.L < self.n_components) else None
@@ -1005,7 +1016,8 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         """
         self._validate_params()
         wrap = None
-        if isinstance(X, CorpusStream):
+        stream = isinstance(X, CorpusStream)
+        if stream:
             rng = check_random_state(self.random_state)
             X, init, n_docs, n_tokens = self._prepare_stream(X, rng)
         elif is_dask_collection(X):
@@ -1025,7 +1037,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             init = self._init_stats(X, rng)
             n_docs, n_tokens = X.shape[0], float(X.sum())
         self._new_gibbs_seed(rng)
-        model = self._model()
+        model = self._model(chains=self._keeps_chains(stream))
         engine_model = model if wrap is None else wrap(model)
         snapshots = []
 
@@ -1166,7 +1178,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         if self.local_step == "gibbs" and getattr(self, "_gibbs_seed", None) is None:
             # fitted with the variational step, continued with the sampled one
             self._new_gibbs_seed(check_random_state(self.random_state))
-        model = self._model(fitting=False)
+        model = self._model()
         state = self._svi_state
         if self.total_samples is not None:
             total = self.total_samples
