@@ -692,10 +692,11 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         batch training, a ``CorpusStream``, ``partial_fit``, ``transform``). Mimno,
         Hoffman & Blei (2012, Sec. 4) found (B, S) = (5, 5) best in held-out probability for
         stochastic steps, not significantly below (10, 10) and (20, 20), and 3-5 sweeps in
-        total sufficient for coherence. On 20 Newsgroups validation documents (K = 400) (5, 5) scored 0.004-0.007
-        nats per token above (2, 3) in stochastic training and level with (10, 10); kept
-        chains with 20 sweeps per visit scored above 10 until the last checkpoints of a
-        400 CPU-second fit, where the two were level (``benchmarks/README.md``).
+        total sufficient for coherence. On 20 Newsgroups validation documents (K = 400)
+        (5, 5) scored 0.004-0.007 nats per token above (2, 3) in stochastic training and
+        level with (10, 10); kept chains with 20 sweeps per visit scored above 10 until the
+        last checkpoints of a 400 CPU-second fit, where the two were level
+        (``benchmarks/README.md``).
     init : {'kmeans++', 'random'}, array-like of shape (n_components, n_features) or \
             estimator, default='kmeans++'
         'kmeans++': Bregman (KL) k-means++ seeding on documents (Hughes & Sudderth 2016, Sec. 6),
