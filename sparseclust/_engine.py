@@ -242,6 +242,10 @@ class VariationalModel:
         candidates whose terms the pass gathers). ``stats`` is None before the first pass.
         Does nothing by default."""
 
+    #: True for a model whose objective is a Monte Carlo estimate (e.g. from a sampled local
+    #: step): batch/memoized training then compares window means, as stochastic training does
+    noisy_objective = False
+
     def can_stop(self):
         """Whether batch/memoized training may stop at a pass that meets ``tol`` (a model
         with moves still at work returns False). True by default."""
@@ -505,7 +509,8 @@ def fit_engine(
         ``elbo_change``. Stochastic training evaluates its objective on the blended
         statistics, a noisy estimate, and compares window means instead of single passes:
         the change is that between the mean objective of the last ``window`` passes and that
-        of the ``window`` passes before them, so it runs at least ``2 * window`` passes.
+        of the ``window`` passes before them, so it runs at least ``2 * window`` passes. So
+        does batch/memoized training of a model with ``noisy_objective``.
     n_batches : int
         Number of fixed batches for ``memoized``.
     batch_size : int
@@ -726,7 +731,10 @@ def fit_engine(
         elbo = float(model.elbo(total, params))
         lower_bounds.append(elbo)
         n_iter = it + 1
-        change = _elbo_change(elbo, prev, tol_scale)
+        if getattr(model, "noisy_objective", False):
+            change = _windowed_change(lower_bounds, window, tol_scale)
+        else:
+            change = _elbo_change(elbo, prev, tol_scale)
         entry = {
             "pass": n_iter,
             "step": n_global,

@@ -662,3 +662,21 @@ def test_default_sweeps_are_five_burnin_and_twenty_saved_per_memoized_visit():
     np.testing.assert_array_equal(pf.transform(X), pf5.transform(X))
     assert not np.array_equal(pf.transform(X), SparseLDA(n_samples=20, **kw).partial_fit(X)
                               .transform(X))
+
+
+def test_memoized_gibbs_stops_on_window_means_of_its_noisy_objective():
+    # the Gibbs step's objective is a Monte Carlo estimate: memoized training compares the
+    # mean of the last 3 passes with the 3 before them (no stop before pass 6), as stochastic
+    # training does; the variational step compares single passes
+    from sparseclust._engine import _windowed_change
+
+    X = _corpus(D=60)
+    kw = dict(n_components=3, n_batches=2, max_iter=20, tol=1e6, random_state=0)
+    g = SparseLDA(local_step="gibbs", **kw).fit(X)
+    assert g.n_iter_ == 6 and g.converged_
+    lb = [e["elbo"] for e in g.trace_]
+    n_tokens = float(X.sum())
+    for t, e in enumerate(g.trace_):
+        np.testing.assert_allclose(e["elbo_change"], _windowed_change(lb[:t + 1], 3, n_tokens))
+    v = SparseLDA(**kw).fit(X)
+    assert v.n_iter_ == 2 and v.converged_

@@ -367,6 +367,10 @@ class _GibbsLDAModel(_LDAModel):
     the sequential draw under exp(E[log phi]) of all statistics (Mimno, Hoffman & Blei 2012).
     """
 
+    #: the objective is a Monte Carlo estimate: memoized training's stopping rule compares
+    #: means over windows of passes (a single pass-to-pass change can be small by chance)
+    noisy_objective = True
+
     def __init__(self, alpha, tau, n_burnin, n_samples, seed, n_threads, first_call=0,
                  stats_format="sparse", lazy=False, chains=True, rao_blackwell=False,
                  weights="mean"):
@@ -655,7 +659,8 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         blended statistics) is a noisy estimate, and two consecutive passes can agree to
         within ``tol`` long before it levels off; it compares the mean objective of the last
         3 passes with the mean of the 3 passes before them instead, so it runs at least 6
-        passes (``doc/engine.md``).
+        passes (``doc/engine.md``). So does memoized training with ``local_step='gibbs'``,
+        whose objective is a Monte Carlo estimate.
     local_max_iter : int, default=100
         Maximum local iterations per document.
     local_tol : float, default=0.05
