@@ -257,8 +257,9 @@ def test_count_params_log_weights_match_dense_formulas():
                                rtol=1e-12, atol=1e-12)
 
 
-def test_restart_without_chains(monkeypatch):
-    X = _corpus(D=60)
+def _record_restarts(monkeypatch):
+    """Spy on the Gibbs local step: one entry per call, True for a restarted chain (no
+    z_init given and none kept)."""
     calls = []
     orig = _sparse_lda.gibbs_local_step
 
@@ -267,6 +268,12 @@ def test_restart_without_chains(monkeypatch):
         return orig(*args, z_init=z_init, **kw)
 
     monkeypatch.setattr(_sparse_lda, "gibbs_local_step", spy)
+    return calls
+
+
+def test_restart_without_chains(monkeypatch):
+    X = _corpus(D=60)
+    calls = _record_restarts(monkeypatch)
     cls = type("_R", (SparseLDA,), {"_gibbs_chains": False})
     m = cls(3, local_step="gibbs", n_batches=2, max_iter=2, tol=0, random_state=0)
     m.fit(X)
@@ -286,14 +293,7 @@ def test_stream_fit_keeps_no_chains(monkeypatch):
     from sparseclust.datasets import CorpusStream
 
     X = _corpus(D=60)
-    calls = []
-    orig = _sparse_lda.gibbs_local_step
-
-    def spy(*args, z_init=None, **kw):
-        calls.append(z_init is None and not kw.get("return_z"))
-        return orig(*args, z_init=z_init, **kw)
-
-    monkeypatch.setattr(_sparse_lda, "gibbs_local_step", spy)
+    calls = _record_restarts(monkeypatch)
     parts = [X[lo:lo + 20] for lo in range(0, 60, 20)]
     stream = CorpusStream(lambda: iter(parts), n_features=X.shape[1], n_documents=60,
                           batch_size=20, feature_names=None, source="memory")
