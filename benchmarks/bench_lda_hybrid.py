@@ -390,29 +390,12 @@ class _WeightsModel(_GibbsLDAModel):
         return self._weighted(X, params, None)
 
     def _weighted(self, X, params, batch):
-        import scipy.sparse as sp
-        from scipy.special import psi
+        # the weights of _CountParams (SparseLDA's Gibbs parameters) with this variant's
+        # exclusion and weighting, for every visit
+        old = self.last_stats.get(batch) if self.exclude and batch is not None else None
 
-        S = params._S  # None for the first pass's initial parameters: E[log phi] only
-        log_weights = params.log_weights
-        if S is not None:
-            V = S.shape[1]
-            old = self.last_stats.get(batch) if self.exclude and batch is not None else None
-            tot = np.asarray(np.maximum(S, 0).sum(axis=1)).ravel()
-            if old is not None:
-                old = sp.csr_array(old)
-                tot = tot - np.asarray(old.sum(axis=1)).ravel()
-            f = np.log if self.mean else psi
-            norm = f(np.maximum(tot, 0) + V * self.tau)
-
-            def log_weights(cols):
-                Sc = S[:, cols]
-                Sc = Sc.toarray() if sp.issparse(Sc) else np.array(Sc)
-                if old is not None:
-                    Sc -= old[:, cols].toarray()
-                np.maximum(Sc, 0, out=Sc)
-                Sc += self.tau
-                return (f(Sc) - norm[:, None]).T
+        def log_weights(cols):
+            return params.log_weights(cols, exclude=old, mean=self.mean)
 
         res = gibbs_local_step(X, log_weights, self.alpha, n_burnin=self.n_burnin,
                                n_samples=self.n_saved, seed=self.seed, sweep=self.calls,
