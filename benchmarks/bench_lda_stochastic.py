@@ -55,6 +55,7 @@ from _common import (  # noqa: E402
 
 from sparseclust import HDPTopicModel, SparseLDA  # noqa: E402
 from sparseclust.metrics import document_completion_score  # noqa: E402
+from sparseclust.topics._sparse_lda import _BATCH_SIZE  # noqa: E402
 
 #: stochastic settings of the sweep; ``delta_per_pass`` sets delta = that many passes' worth
 #: of minibatches (delta = c * ceil(n_documents / batch_size)) instead of an absolute delta
@@ -90,6 +91,18 @@ GRIDS = {
     "defaults": {"defaults": {}},
     # saved sweeps per stochastic step of the Gibbs local step (--local-step gibbs)
     "sweeps": {"defaults": {}, "S=10": dict(n_samples=10), "S=20": dict(n_samples=20)},
+    # the Gibbs local step's document chains in stochastic fit (--local-step gibbs): kept
+    # (the default) or restarted at every visit, their sweeps, weights and the delay. Keys
+    # starting with "_" set SparseLDA's private switches
+    "gibbs_chains": {
+        "defaults": {},
+        "restart": dict(_gibbs_chains=False),
+        "S=5": dict(n_samples=5),
+        "S=10": dict(n_samples=10),
+        "weights=expected_log": dict(_gibbs_weights="expected_log"),
+        "delta=1pass": dict(delta_per_pass=1.0),
+        "delta=2pass": dict(delta_per_pass=2.0),
+    },
 }
 
 TOPIC_WORD_PRIOR = 0.1
@@ -137,13 +150,17 @@ def fit_and_score(X, X_test, K, seed, params, score_at, passes, model_name="spar
             scoring[0] += time.process_time() - t0
         return False
 
+    private = {k: v for k, v in params.items() if k.startswith("_")}
+    public = {k: v for k, v in params.items() if not k.startswith("_")}
     if model_name == "hdp":
         model = HDPTopicModel(K, alpha=HDP_ALPHA, topic_word_prior=TOPIC_WORD_PRIOR,
                               max_iter=passes, tol=0, random_state=seed, n_threads=1,
-                              **params)
+                              **public)
     else:
-        model = SparseLDA(n_components=K, topic_word_prior=TOPIC_WORD_PRIOR, max_iter=passes,
-                          tol=0, random_state=seed, n_threads=1, **params)
+        # a subclass carries the private switches (class attributes of SparseLDA)
+        cls = type("SparseLDA", (SparseLDA,), private) if private else SparseLDA
+        model = cls(n_components=K, topic_word_prior=TOPIC_WORD_PRIOR, max_iter=passes,
+                    tol=0, random_state=seed, n_threads=1, **public)
     t0 = time.process_time()
     model.fit(X, callback=callback)
     cpu = time.process_time() - t0 - scoring[0]
@@ -153,7 +170,7 @@ def fit_and_score(X, X_test, K, seed, params, score_at, passes, model_name="spar
     return {
         "model": model_name,
         "n_components_learned": int(model.n_components_) if model_name == "hdp" else K,
-        "params": {k: (float(v) if isinstance(v, (int, float)) else v)
+        "params": {k: (float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
                    for k, v in params.items()},
         "cpu_seconds": cpu,
         "n_iter": model.n_iter_,
@@ -164,11 +181,12 @@ def fit_and_score(X, X_test, K, seed, params, score_at, passes, model_name="spar
     }
 
 
-def resolve(cfg, n_docs):
+def resolve(cfg, n_docs, local_step="variational"):
     cfg = dict(cfg)
     c = cfg.pop("delta_per_pass", None)
     if c is not None:
-        cfg["delta"] = float(c * math.ceil(n_docs / cfg.get("batch_size", 256)))
+        batch = cfg.get("batch_size", _BATCH_SIZE[local_step])
+        cfg["delta"] = float(c * math.ceil(n_docs / batch))
     return cfg
 
 
@@ -288,7 +306,7 @@ def main(argv=None):
                     write_json(out, payload)
                 for name in names:
                     params = ({"algorithm": "stochastic", **step}
-                              | resolve(grid[name], n_docs))
+                              | resolve(grid[name], n_docs, args.local_step))
                     r = fit_and_score(X, X_test, K, seed, params, score_at, args.passes,
                                       args.model)
                     r.update(method="stochastic", config=name, K=K, seed=seed)

@@ -242,6 +242,19 @@ class VariationalModel:
         candidates whose terms the pass gathers). ``stats`` is None before the first pass.
         Does nothing by default."""
 
+    def before_step(self, X, rows):
+        """Hook run by stochastic training before the local step of every minibatch of
+        ``fit_engine``: ``X`` is the training data and ``rows`` the minibatch's sample
+        indices in it (sorted), or both None for a minibatch of a partitioned collection (for
+        per-sample state such as a sampler's chains). Not run by a bare
+        :func:`stochastic_step` (e.g. ``partial_fit``), whose minibatches have no index in a
+        fixed data set. Does nothing by default."""
+
+    def after_step(self, rho, scale):
+        """Hook run by :func:`stochastic_step` after every step, with its step size ``rho``
+        and the minibatch's scale (statistics S <- (1 - rho) S + rho * scale * S_batch).
+        Does nothing by default."""
+
     #: True for a model whose objective is a Monte Carlo estimate (e.g. from a sampled local
     #: step): batch/memoized training then compares window means, as stochastic training does
     noisy_objective = False
@@ -352,6 +365,7 @@ def stochastic_step(model, state, X_batch, *, kappa, delta, total_samples, timin
         state.stats = (1.0 - rho) * state.stats + rho * _scale(batch_stats,
                                                                float(total_samples) / n)
         params = state.params = model.global_step(state.stats)
+    model.after_step(rho, float(total_samples) / n)
     state.rho = rho
     if timings is not None:
         timings["local"] = timings.get("local", 0.0) + (tc - tb)
@@ -609,13 +623,17 @@ def fit_engine(
 
         def _minibatches():
             if partitioned:
-                yield from X.minibatches(rng, batch_size)
+                for X_mb in X.minibatches(rng, batch_size):
+                    model.before_step(None, None)
+                    yield X_mb
                 return
             perm = rng.permutation(n)
             for s in range(steps_per_pass):
                 idx = np.sort(perm[s * batch_size : (s + 1) * batch_size])
                 if idx.size:
-                    yield model.take(X, idx)
+                    X_mb = model.take(X, idx)
+                    model.before_step(X, idx)
+                    yield X_mb
 
         for it in range(max_iter):
             timings = {}

@@ -629,9 +629,9 @@ def test_default_minibatch_size_depends_on_the_local_step():
 
 def test_default_sweeps_are_five_burnin_and_twenty_saved_per_memoized_visit():
     """n_burnin=5, n_samples=None: a memoized fit's first visit of a batch runs 1 + 5 + 20
-    sweeps per document and a revisit continues the chain for 20 (the trace's local_iters);
-    a stochastic fit's step runs 1 + 5 + 5. Each fit equals one with the explicit values
-    but not one with (2, 3)."""
+    sweeps per document and a revisit continues the chain for 20 (the trace's local_iters),
+    and so does a stochastic fit of a matrix; a stochastic fit with one minibatch runs
+    1 + 5 + 5. Each fit equals one with the explicit values but not one with (2, 3)."""
     X = _corpus(D=60)
     kw = dict(n_components=4, local_step="gibbs", n_batches=2, max_iter=2, tol=0,
               random_state=0)
@@ -652,9 +652,13 @@ def test_default_sweeps_are_five_burnin_and_twenty_saved_per_memoized_visit():
         assert [e["local_iters"] for e in b.trace_] == [60 * 11] * 2
     kw.update(algorithm="stochastic", batch_size=30)
     m = SparseLDA(**kw).fit(X)
-    assert [e["local_iters"] for e in m.trace_] == [60 * 11] * 2
-    ref = SparseLDA(n_burnin=5, n_samples=5, **kw).fit(X)
+    assert [e["local_iters"] for e in m.trace_] == [60 * 26, 60 * 20]
+    ref = SparseLDA(n_burnin=5, n_samples=20, **kw).fit(X)
     np.testing.assert_array_equal(m.components_, ref.components_)
+    one = SparseLDA(**dict(kw, batch_size=60)).fit(X)
+    assert [e["local_iters"] for e in one.trace_] == [60 * 11] * 2
+    ref = SparseLDA(n_burnin=5, n_samples=5, **dict(kw, batch_size=60)).fit(X)
+    np.testing.assert_array_equal(one.components_, ref.components_)
     # partial_fit and transform: 5 saved sweeps
     pf = SparseLDA(**kw).partial_fit(X)
     pf5 = SparseLDA(n_samples=5, **kw).partial_fit(X)

@@ -67,7 +67,7 @@ from cython.parallel cimport parallel, prange
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free
 from libc.string cimport memset
-from libc.math cimport INFINITY, exp
+from libc.math cimport INFINITY, exp, log
 from libc.math cimport floor as libc_floor
 from scipy.special.cython_special cimport gammaln
 from scipy.special.cython_special cimport psi as sc_psi
@@ -1249,6 +1249,10 @@ def split_word_tables(
     const double[::1] alpha,       # IN (K,)
     const int32_t[::1] nnz,        # IN (n,) set bits of the rows (bit_counts)
     int n_threads,
+    bint mean=False,               # IN log posterior mean instead of E[log phi]
+    const int64_t[::1] ex_ptr=None,  # IN (n + 1,) word i's excluded statistics are
+    const int32_t[::1] ex_top=None,  # IN   ex_val[ex_ptr[i]:ex_ptr[i + 1]] of the topics
+    const double[::1] ex_val=None,   # IN   ex_top[...] (S units, >= 0), or None
 ):
     """The split word tables (:class:`SplitTables`) of the sampled local step from lazily
     scaled statistics, in O(K / 64 + listed topics) per word (no O(K) pass).
@@ -1262,14 +1266,24 @@ def split_word_tables(
     only. The prior's shares are stored scaled by c = max_k log e0_k, e0_k = exp(psi(tau) -
     norm_k - c) <= 1 (and s_v <= 1), so a small tau (psi(tau) is about -1 / tau) neither
     underflows the shared table nor overflows s_v; s_v is 0 only where the prior's share is
-    negligible against the word's listed topics."""
+    negligible against the word's listed topics.
+
+    With ``mean``, log E[phi_kv] = log(tau + S_kv) - norm_k (norm_k = log(V tau + T_k)) takes
+    the place of E[log phi_kv] (and log tau that of psi(tau)): the posterior mean, which is
+    exactly e0_k + x_vk with x_vk = S_kv / (V tau + T_k). With the excluded statistics
+    (``ex_ptr``, ``ex_top``, ``ex_val``), S_kv = max(pi UT[v, k] - ex_kv, 0) (the caller
+    gives ``norm`` of the totals with the same exclusion); an excluded entry lies in the
+    word's bit set or is ignored (its statistics are then 0 already)."""
     cdef Py_ssize_t n = cols.shape[0], i
     cdef int K = <int> UT.shape[1], nw = <int> bits.shape[1], k, j, ln, fails = 0
-    cdef int64_t v, off
+    cdef int64_t v, off, e
     cdef uint64_t b
-    cdef double psi_tau = sc_psi(tau), lmax0 = -INFINITY, l, m, q, x, sv_i
+    cdef double psi_tau = log(tau) if mean else sc_psi(tau), lmax0 = -INFINITY, l, m, q, x
+    cdef double sv_i, u
+    cdef bint has_ex = ex_ptr is not None
     cdef double* p
     cdef double* sc
+    cdef double* exd
     cdef int32_t* small
     cdef int32_t* large
     cdef int32_t* al
@@ -1277,6 +1291,14 @@ def split_word_tables(
             or nw != (K + 63) // 64 or nnz.shape[0] != n):
         raise ValueError("inconsistent shapes")
     _check_word_types(cols, UT.shape[0])
+    if has_ex:
+        if ex_top is None or ex_val is None or ex_ptr.shape[0] != n + 1:
+            raise ValueError("inconsistent shapes")
+        if (ex_ptr[0] != 0 or ex_top.shape[0] != ex_ptr[n] or ex_val.shape[0] != ex_ptr[n]
+                or np.any(np.diff(ex_ptr) < 0)):
+            raise ValueError("inconsistent exclusion lists")
+        if ex_top.shape[0] and (np.min(ex_top) < 0 or np.max(ex_top) >= K):
+            raise ValueError("excluded topic out of range")
     for k in range(K):
         if psi_tau - norm[k] > lmax0:
             lmax0 = psi_tau - norm[k]
@@ -1309,10 +1331,17 @@ def split_word_tables(
             small = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
             large = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
             al = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
+            exd = <double*> sc_thread_malloc(K * sizeof(double)) if has_ex else NULL
+            if exd != NULL:
+                memset(exd, 0, K * sizeof(double))
             for i in prange(n, schedule="static"):
-                if p == NULL or sc == NULL or small == NULL or large == NULL or al == NULL:
+                if (p == NULL or sc == NULL or small == NULL or large == NULL or al == NULL
+                        or (has_ex and exd == NULL)):
                     fails += 1
                     continue
+                if has_ex:
+                    for e in range(ex_ptr[i], ex_ptr[i + 1]):
+                        exd[ex_top[e]] = exd[ex_top[e]] + ex_val[e]
                 v = cols[i]
                 off = wptr[i]
                 ln = 0
@@ -1330,7 +1359,13 @@ def split_word_tables(
                         ln = ln + 1
                 for j in range(ln):
                     k = wtop[off + j]
-                    l = sc_digamma(tau + pi * max(UT[v, k], 0.0)) - norm[k]
+                    u = pi * max(UT[v, k], 0.0)
+                    if has_ex:
+                        u = max(u - exd[k], 0.0)
+                    if mean:
+                        l = log(tau + u) - norm[k]
+                    else:
+                        l = sc_digamma(tau + u) - norm[k]
                     p[j] = l
                     if l > m:
                         m = l
@@ -1355,11 +1390,15 @@ def split_word_tables(
                     for j in range(ln):
                         wprob[off + j] = 1.0
                         walias[off + j] = wtop[off + j]
+                if has_ex:
+                    for e in range(ex_ptr[i], ex_ptr[i + 1]):
+                        exd[ex_top[e]] = 0.0
             free(p)
             free(sc)
             free(small)
             free(large)
             free(al)
+            free(exd)
     if fails:
         raise MemoryError("could not allocate the split-table scratch space")
     if np.any(wlen_ != np.asarray(nnz)):

@@ -65,7 +65,7 @@ from ._sem import (
     token_layout,
 )
 
-__all__ = ["GibbsResult", "LazyParams", "LazyTopicStats", "gibbs_local_step"]
+__all__ = ["DocumentChains", "GibbsResult", "LazyParams", "LazyTopicStats", "gibbs_local_step"]
 
 
 @dataclass
@@ -371,6 +371,11 @@ class LazyParams:
     and the fitted attributes).
     """
 
+    #: the weights are the log posterior mean of the topics instead of E[log phi]
+    mean = False
+    #: (K, V) CSR statistics subtracted from S where the weights are read (see excluding)
+    excluded = None
+
     def __init__(self, stats, tau):
         self.stats = stats
         self.tau = float(tau)
@@ -378,13 +383,45 @@ class LazyParams:
         self._norm = psi(V * self.tau + np.maximum(stats.totals, 0.0))
         self._El = None
 
+    def excluding(self, exclude, mean=True):
+        """The weights of lambda^{-b} = tau + max(S - S_b, 0) with S_b the (K, V) statistics
+        ``exclude`` (sparse, >= 0), as the log posterior mean log(lambda^{-b}_kv) -
+        log(sum_u lambda^{-b}_ku) with ``mean`` (else E[log phi]): a read-only view for
+        :func:`gibbs_local_step`, whose word types must include those of ``exclude``. The
+        statistics and the fitted parameters are unchanged."""
+        view = object.__new__(type(self))
+        view.stats, view.tau, view._El = self.stats, self.tau, None
+        ex = sp.csr_array(exclude, dtype=np.float64)
+        ex.sum_duplicates()
+        K, V = self.stats.shape
+        if ex.shape != (K, V):
+            raise ValueError(f"the excluded statistics have shape {ex.shape}; expected {(K, V)}")
+        view.excluded = ex
+        view.mean = bool(mean)
+        tot = np.maximum(self.stats.totals - np.asarray(ex.sum(axis=1)).ravel(), 0.0)
+        view._norm = (np.log if view.mean else psi)(V * self.tau + tot)
+        return view
+
+    def _excluded_cols(self, cols):
+        """The excluded statistics of the word types ``cols`` (sorted) as word lists:
+        ``(ptr, topics, values)`` with word i's at ptr[i]:ptr[i + 1]."""
+        ET = self.excluded.T.tocsr()[cols]
+        ET.sort_indices()
+        return (np.ascontiguousarray(ET.indptr, dtype=np.int64),
+                np.ascontiguousarray(ET.indices, dtype=np.int32),
+                np.ascontiguousarray(ET.data, dtype=np.float64))
+
     def log_weights(self, cols):
         S = self.stats.columns_t(cols)
+        if self.excluded is not None:
+            S -= self.excluded[:, cols].toarray().T
+            np.maximum(S, 0.0, out=S)
+        f = np.log if self.mean else psi
         # psi only where S > 0: elsewhere lambda = tau (most entries, the statistics being
         # sampled counts)
         nz = S > 0
-        out = np.full(S.shape, psi(self.tau))
-        out[nz] = psi(S[nz] + self.tau)
+        out = np.full(S.shape, f(self.tau))
+        out[nz] = f(S[nz] + self.tau)
         out -= self._norm[None, :]
         return out
 
@@ -392,9 +429,14 @@ class LazyParams:
         """exp(E[log phi]) of the word types ``cols`` as float32 (len(cols), K), every row
         scaled by exp(-its maximum exponent): the weights :func:`gibbs_local_step` samples
         with, from ``log_weights(cols)`` in one pass over each word's row of the statistics
-        (:func:`~sparseclust._kernels._sampler.variational_word_weights`)."""
+        (:func:`~sparseclust._kernels._sampler.variational_word_weights`; for a view of
+        :meth:`excluding`, from :meth:`log_weights`)."""
         cols = np.ascontiguousarray(cols, dtype=np.int64)
         K = self.stats.shape[0]
+        if self.excluded is not None or self.mean:
+            lw = self.log_weights(cols)
+            lw -= lw.max(axis=1, keepdims=True) if lw.size else 0.0
+            return np.exp(lw).astype(np.float32)
         w = np.empty((cols.size, K), np.float32)
         _sampler.variational_word_weights(self.stats.UT, cols, float(self.stats.pi), self.tau,
                                           self._norm, w,
@@ -423,11 +465,18 @@ class LazyParams:
         _sampler.bit_counts(self.stats.bits, cols, nnz)
         if nnz.sum() > SPLIT_MAX_FILL * cols.size * K:
             return self.word_weights(cols, n_threads), None
+        ex = {} if self.excluded is None else dict(
+            zip(("ex_ptr", "ex_top", "ex_val"), self._excluded_cols(cols), strict=True))
         split = _sampler.split_word_tables(
             self.stats.UT, self.stats.bits, cols, float(self.stats.pi), self.tau, self._norm,
             np.ascontiguousarray(alpha_v, dtype=np.float64), nnz,
-            _threads_for(int(nnz.sum()) + cols.size * K // 64, n_threads))
+            _threads_for(int(nnz.sum()) + cols.size * K // 64, n_threads), mean=self.mean,
+            **ex)
         return None, split
+
+    @property
+    def shape(self):
+        return self.stats.shape
 
     def lam_rows(self, a, b):
         lam = np.maximum(self.stats.rows(a, b), 0.0)
@@ -447,3 +496,76 @@ class LazyParams:
 
     def release(self):
         self._El = None
+
+
+class DocumentChains:
+    """The sampled local step's chains of every document of a training matrix, for
+    stochastic training, with each document's share of the stochastic statistics.
+
+    ``z`` holds every token's topic after the document's last visit (token order of
+    :func:`~sparseclust.topics._sem.token_layout` of the training matrix, 1-2 bytes per
+    token). The step S_t = (1 - rho_t) S_{t-1} + rho_t c B_t adds a minibatch's statistics
+    with weight rho_t c and shrinks every earlier one by (1 - rho_t), so document d's visits
+    weigh a_d = sum over its visits s of rho_s c prod_{s < r <= t} (1 - rho_r) in S_t. They
+    are kept lazily as a_d = pi A_d (pi the product of the (1 - rho_r), renormalised below
+    :data:`RESCALE_BELOW`), so a step updates the minibatch's documents only, and
+    :meth:`own_statistics` estimates the documents' share of S_t by their current
+    assignments, sum_d a_d n_d (n_d the word-topic counts of the document's last sweep; the
+    step added the average over the saved sweeps).
+    """
+
+    def __init__(self, X):
+        lay = token_layout(X)
+        self.tokptr = lay.tokptr
+        self.z = None
+        self.seen = np.zeros(X.shape[0], dtype=bool)
+        self.A = np.zeros(X.shape[0])
+        self.pi = 1.0
+
+    @property
+    def n_documents(self):
+        return self.seen.size
+
+    def positions(self, rows):
+        """Positions in ``z`` of the tokens of the documents ``rows``, in their order."""
+        starts = self.tokptr[rows]
+        lens = self.tokptr[rows + 1] - starts
+        before = np.cumsum(lens) - lens
+        return np.arange(int(lens.sum()), dtype=np.int64) + np.repeat(starts - before, lens)
+
+    def continues(self, rows):
+        """Whether a visit of ``rows`` continues their chains: all were visited before, and
+        they are not all the documents (whose shares would leave only the initial
+        statistics)."""
+        return (self.z is not None and rows.size < self.n_documents
+                and bool(self.seen[rows].all()))
+
+    def store(self, rows, pos, z):
+        if self.z is None:
+            self.z = np.zeros(int(self.tokptr[-1]), dtype=z.dtype)
+        self.z[pos] = z
+        self.seen[rows] = True
+
+    def own_statistics(self, X, rows, z, shape):
+        """sum_d a_d n_d over the documents ``rows`` (the minibatch X, assignments ``z``):
+        their share of the stochastic statistics, (K, V) CSR."""
+        lay = token_layout(X)
+        words = np.repeat(lay.indices, lay.cnt)
+        weight = np.repeat(self.pi * self.A[rows], np.diff(lay.tokptr))
+        E = sp.coo_array((weight, (z.astype(np.int64), words)), shape=shape).tocsr()
+        E.sum_duplicates()
+        return E
+
+    def step(self, rows, rho, scale):
+        """Account for the stochastic step that added the documents ``rows`` (None: other
+        documents) with step size ``rho`` and scale ``scale``."""
+        if rho >= 1.0:
+            self.A.fill(0.0)
+            self.pi = 1.0
+        else:
+            self.pi *= 1.0 - rho
+            if self.pi < RESCALE_BELOW:
+                self.A *= self.pi
+                self.pi = 1.0
+        if rows is not None:
+            self.A[rows] += rho * scale / self.pi

@@ -40,7 +40,7 @@ from .._engine import (
 )
 from .._kernels import _sampler
 from ..datasets._stream import CorpusStream
-from ._gibbs import LazyParams, LazyTopicStats, gibbs_local_step
+from ._gibbs import DocumentChains, LazyParams, LazyTopicStats, gibbs_local_step
 from ._local import TopicTables, check_counts, local_step
 from ._sem import _seed, token_layout
 
@@ -362,9 +362,21 @@ class _GibbsLDAModel(_LDAModel):
     (Asuncion et al. 2009), which at tau = 0.1 suppresses a word in every topic where it has
     no count. ``weights='expected_log'`` keeps exp(E[log phi]) there as well. A batch's first
     visit starts its chain from the sequential draw under exp(E[log phi]) of all statistics
-    (the initial ones may hold the batch's own documents: k-means' do). Without
-    ``chains``, and for a single batch or stochastic steps, every visit starts afresh from
-    the sequential draw under exp(E[log phi]) of all statistics (Mimno, Hoffman & Blei 2012).
+    (the initial ones may hold the batch's own documents: k-means' do).
+
+    In stochastic training of a matrix with ``chains`` (``fit_engine`` names every
+    minibatch's rows through :meth:`before_step`), every *document* keeps its chain
+    (:class:`~sparseclust.topics._gibbs.DocumentChains`): the minibatches are redrawn every
+    pass, and a document's visit continues its chain with the topics of the stochastic
+    statistics without the minibatch's own share, lambda^{-b} = tau + max(S_t - sum_{d in b}
+    a_d n_d, 0), where a_d is the weight the step blend left on document d's earlier visits
+    and n_d its word-topic counts at its last sweep (the posterior mean with
+    ``weights='mean'``). A document's first visit starts from the sequential draw under
+    exp(E[log phi]) of all statistics, as above.
+
+    Without ``chains``, and for a single batch, a minibatch that holds every document, or
+    steps that name no rows (``partial_fit``), every visit starts afresh from the sequential
+    draw under exp(E[log phi]) of all statistics (Mimno, Hoffman & Blei 2012).
     """
 
     #: the objective is a Monte Carlo estimate: memoized training's stopping rule compares
@@ -389,9 +401,49 @@ class _GibbsLDAModel(_LDAModel):
         self.chains = {}
         self.last_stats = {}
         self.n_fixed = 0
+        self._rows = self._stepped = self._doc_chains = None
 
     def local_step(self, X, params):
-        return self._sample(X, params, None)
+        rows, self._rows = self._rows, None
+        if rows is None or not self.keep_chains:
+            return self._sample(X, params, None)
+        return self._sample_documents(X, params, rows)
+
+    def before_step(self, X, rows):
+        if rows is not None and self.keep_chains and self._doc_chains is None:
+            self._doc_chains = DocumentChains(X)
+        self._rows = rows
+
+    def after_step(self, rho, scale):
+        if self._doc_chains is not None:
+            self._doc_chains.step(self._stepped, rho, scale)
+        self._stepped = None
+
+    def _sample_documents(self, X, params, rows):
+        """Stochastic local step of the documents ``rows`` of the training data, continuing
+        their chains (see the class docstring)."""
+        ch = self._doc_chains
+        pos = ch.positions(rows)
+        z0 = ch.z[pos] if ch.continues(rows) else None
+        if z0 is None:
+            log_weights = params if isinstance(params, LazyParams) else params.log_weights
+        else:
+            E = ch.own_statistics(X, rows, z0, params.shape)
+            if isinstance(params, LazyParams):
+                log_weights = params.excluding(E, mean=self.mean_weights)
+            else:
+                def log_weights(cols):
+                    return params.log_weights(cols, exclude=E, mean=self.mean_weights)
+        res = gibbs_local_step(X, log_weights, self.alpha, n_burnin=self.n_burnin,
+                               n_samples=self.n_saved, seed=self.seed, sweep=self.calls,
+                               n_threads=self.n_threads, z_init=z0, return_z=True)
+        ch.store(rows, pos, res.z)
+        self._stepped = rows
+        self.calls += 1
+        n_sweeps = self.n_saved + (0 if z0 is not None else 1 + self.n_burnin)
+        self.counters["local_iters"] += n_sweeps * X.shape[0]
+        S = res.topic_word_csr if self.stats_format == "sparse" else res.topic_word_csr.toarray()
+        return SuffStats(S=S, elbo_local=res.elbo_local)
 
     def before_pass(self, stats, params, state):
         # chains and batch exclusion need more than one fixed batch (see visit)
@@ -682,7 +734,9 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         (1-2 bytes per token) and continued on every later visit with the collapsed
         conditional (alpha + N_dk^{-dn}) E[phi_k,v_dn] under lambda^{-b} = tau + S - S_b, the
         topics of the other batches' statistics (Griffiths & Steyvers 2004; Newman et al.
-        2009 with a batch per processor).
+        2009 with a batch per processor). In stochastic ``fit`` of a matrix with more than
+        one minibatch per pass each document's chain is kept the same way, and continued
+        with the stochastic topics less the minibatch's own decayed share of them.
         ``L``, ``local_max_iter``, ``local_tol`` and ``restarts`` do not apply to it, and
         counts are rounded to whole tokens. Its training objective (``lower_bound_``,
         ``trace_``) is a Monte Carlo estimate of E_q[log p(x, z, phi)] - E_q[log q(phi)]
@@ -693,14 +747,16 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     n_samples : int or None, default=None
         Gibbs local step: saved sweeps averaged into the statistics (per visit of a kept
         chain, all of its sweeps). None means 20 where ``fit`` keeps the chains (memoized
-        training of a matrix with ``n_batches >= 2``) and 5 elsewhere (stochastic steps,
-        batch training, a ``CorpusStream``, ``partial_fit``, ``transform``). Mimno,
+        training of a matrix with ``n_batches >= 2``, stochastic training of a matrix with
+        ``batch_size`` below its number of documents) and 5 elsewhere (batch training, a
+        ``CorpusStream``, ``partial_fit``, ``transform``). Mimno,
         Hoffman & Blei (2012, Sec. 4) found (B, S) = (5, 5) best in held-out probability for
         stochastic steps, not significantly below (10, 10) and (20, 20), and 3-5 sweeps in
         total sufficient for coherence. On 20 Newsgroups validation documents (K = 400)
         (5, 5) scored 0.004-0.007 nats per token above (2, 3) in stochastic training and
         level with (10, 10); kept chains with 20 sweeps per visit scored above 10 until the
-        last checkpoints of a 400 CPU-second fit, where the two were level
+        last checkpoints of a 400 CPU-second fit, where the two were level, and in 10
+        stochastic passes 20 scored above 5 and 10 at K = 100 and 400
         (``benchmarks/README.md``).
     init : {'kmeans++', 'random'}, array-like of shape (n_components, n_features) or \
             estimator, default='kmeans++'
@@ -918,12 +974,15 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     #: stochastic one (benchmarks/README.md, "Hybrid SVI-Gibbs local step")
     _gibbs_rao_blackwell = False
 
-    def _keeps_chains(self, stream=False):
-        """Whether ``fit`` keeps the Gibbs step's chains between visits: memoized training
-        of a matrix with two or more batches (batch training has one; a stream's fit keeps
-        only its minibatches' statistics, not 1-2 bytes per token)."""
-        return (self._gibbs_chains and self.algorithm == "memoized" and self.n_batches >= 2
-                and not stream)
+    def _keeps_chains(self, n_docs, stream=False):
+        """Whether ``fit`` keeps the Gibbs step's chains between visits: training of a
+        matrix with two or more batches, memoized (batch training has one) or stochastic (a
+        stream's fit keeps only its minibatches' statistics, not 1-2 bytes per token)."""
+        if not self._gibbs_chains or stream:
+            return False
+        if self.algorithm == "stochastic":
+            return self._batch_size() < n_docs
+        return self.algorithm == "memoized" and min(self.n_batches, n_docs) >= 2
 
     def _n_samples(self, chains=False):
         """Saved sweeps per visit: ``n_samples``, or for None :data:`_N_SAMPLES` of kept
@@ -1043,7 +1102,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             init = self._init_stats(X, rng)
             n_docs, n_tokens = X.shape[0], float(X.sum())
         self._new_gibbs_seed(rng)
-        model = self._model(chains=self._keeps_chains(stream))
+        model = self._model(chains=self._keeps_chains(n_docs, stream))
         engine_model = model if wrap is None else wrap(model)
         snapshots = []
 
