@@ -546,6 +546,13 @@ class _DistributedModel(VariationalModel):
     def after_pass(self, stats, params, state):
         return self.model.after_pass(stats, params, state)
 
+    def before_step(self, X, rows):
+        # a partition's rows have no index the wrapped model knows
+        return self.model.before_step(None, None)
+
+    def after_step(self, rho, scale):
+        return self.model.after_step(rho, scale)
+
 
 def _ship_lda(params):
     """What SparseLDA's local step reads: the E[log phi] table alone (not lambda, not S)."""

@@ -29,13 +29,11 @@ def _excluded(params, cols, seed):
 
 
 def _reference_log_weights(S, E, tau, mean):
-    """Dense (V, K) log weights of lambda = tau + max(S - E, 0), normalised by tau V + the
-    topic totals of the same clipped statistics' total minus E's (the sum over all words)."""
-    K, V = S.shape
-    tot = np.maximum(S.sum(axis=1) - E.sum(axis=1), 0.0) + V * tau
+    """Dense (V, K) log weights of lambda = tau + max(S - E, 0): log(lambda / sum_v lambda)
+    or psi(lambda) - psi(sum_v lambda)."""
     lam = np.maximum(S - E, 0.0) + tau
     f = np.log if mean else psi
-    return (f(lam) - f(tot)[:, None]).T
+    return (f(lam) - f(lam.sum(axis=1))[:, None]).T
 
 
 @pytest.mark.parametrize("mean", [True, False])
@@ -62,6 +60,10 @@ def test_excluded_weights_match_dense_reference(mean):
         full = split.sv[i] * split.e0 + x
         np.testing.assert_allclose(full / full.max(), w[i], rtol=1e-5, atol=1e-7)
         np.testing.assert_allclose(split.Qw[i], np.sum(alpha * x), rtol=1e-5)
+    bad = E.copy()
+    bad[0, cols[0]] = -1.0
+    with pytest.raises(ValueError, match=">= 0"):
+        params.excluding(sp.csr_array(bad))
     # the statistics and the parameters they came from are unchanged
     np.testing.assert_array_equal(params.stats.dense(), S)
     np.testing.assert_array_equal(params.log_weights(cols), before)
@@ -183,14 +185,18 @@ def _per_document(X, z):
     return np.split(np.asarray(z), token_layout(X).tokptr[1:-1])
 
 
-def test_stochastic_fit_continues_every_document_chain(monkeypatch):
+@pytest.mark.parametrize("delta", [2.0, 0.0])
+def test_stochastic_fit_continues_every_document_chain(monkeypatch, delta):
+    # delta = 0: the first step (rho = 1) forgets the initial statistics
     X = _corpus(D=90)
     K, V, tau = 60, X.shape[1], 0.1
     calls, steps = _spy(monkeypatch)
     m = SparseLDA(K, local_step="gibbs", algorithm="stochastic", batch_size=30, max_iter=3,
-                  tol=0, topic_word_prior=tau, kappa=0.6, delta=2.0, random_state=0,
+                  tol=0, topic_word_prior=tau, kappa=0.6, delta=delta, random_state=0,
                   n_burnin=2, n_samples=3).fit(X)
     assert len(calls) == 9 and len(steps) == 9
+    assert (steps[0][1] == 1.0) == (delta == 0.0)
+    assert np.all(np.isfinite(m.components_))
     last = {}
     for i, c in enumerate(calls):
         rows = c["rows"]
@@ -222,18 +228,30 @@ def test_stochastic_fit_continues_every_document_chain(monkeypatch):
     assert [e["local_iters"] for e in m.trace_] == [90 * 6, 90 * 3, 90 * 3]
 
 
-def test_stochastic_chains_default_sweeps_and_reproducibility(monkeypatch):
-    X = _corpus(D=60)
-    kw = dict(n_components=5, local_step="gibbs", algorithm="stochastic", batch_size=20,
+def test_stochastic_chains_default_sweeps_and_reproducibility():
+    # enough tokens per minibatch (about 4,000, times 20 sweeps) that n_threads=2 runs two
+    # threads
+    X = _corpus(D=400, V=60, doc_len=40)
+    X[5] = 0.0  # an empty document
+    X = sp.csr_array(X)
+    X.eliminate_zeros()
+    Xc = X.copy()
+    kw = dict(n_components=70, local_step="gibbs", algorithm="stochastic", batch_size=100,
               max_iter=2, tol=0, random_state=3)
-    a = SparseLDA(**kw).fit(X)
+    a = SparseLDA(**kw, n_threads=1).fit(X)
     # n_samples=None: 20 saved sweeps per visit of a kept chain (and 5 burn-in sweeps first)
-    assert [e["local_iters"] for e in a.trace_] == [60 * 26, 60 * 20]
+    assert [e["local_iters"] for e in a.trace_] == [400 * 26, 400 * 20]
+    assert np.all(np.isfinite(a.components_))
     b = SparseLDA(**kw, n_threads=2).fit(X)
     np.testing.assert_array_equal(a.components_, b.components_)
-    Xc = X.copy()
-    SparseLDA(**kw).fit(X)
+    c = SparseLDA(**kw, n_threads=1).fit(X)
+    np.testing.assert_array_equal(a.components_, c.components_)
+    d = SparseLDA(**dict(kw, random_state=4), n_threads=1).fit(X)
+    assert not np.array_equal(a.components_, d.components_)
     np.testing.assert_array_equal(X.toarray(), Xc.toarray())
+    import pickle
+
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(a)).transform(X), a.transform(X))
 
 
 @pytest.mark.parametrize("case", ["one_minibatch", "no_chains", "partial_fit"])
@@ -251,6 +269,7 @@ def test_stochastic_restarts(monkeypatch, case):
             for lo in range(0, 60, 20):
                 m.partial_fit(X[lo:lo + 20])
         assert len(calls) == 6
+        assert m.trace_[-1]["local_iters"] == 20 * 11
     else:
         m.fit(X)
         assert len(calls) == (3 if case == "one_minibatch" else 9)

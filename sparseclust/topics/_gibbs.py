@@ -396,9 +396,16 @@ class LazyParams:
         K, V = self.stats.shape
         if ex.shape != (K, V):
             raise ValueError(f"the excluded statistics have shape {ex.shape}; expected {(K, V)}")
+        if ex.nnz and not (np.all(np.isfinite(ex.data)) and ex.data.min() >= 0.0):
+            raise ValueError("the excluded statistics must be finite and >= 0")
         view.excluded = ex
         view.mean = bool(mean)
-        tot = np.maximum(self.stats.totals - np.asarray(ex.sum(axis=1)).ravel(), 0.0)
+        # sum_v max(S - S_b, 0) = T - sum over S_b's entries of min(S_b, S) (S >= 0 after
+        # clipping), exact where S_b exceeds S
+        coo = ex.tocoo()
+        S_at = np.maximum(self.stats.UT[coo.col, coo.row], 0.0) * self.stats.pi
+        removed = np.bincount(coo.row, weights=np.minimum(coo.data, S_at), minlength=K)
+        tot = np.maximum(np.maximum(self.stats.totals, 0.0) - removed, 0.0)
         view._norm = (np.log if view.mean else psi)(V * self.tau + tot)
         return view
 

@@ -236,13 +236,16 @@ class _CountParams(_LDAParams):
             lamsum = self._lamsum
         if exclude is not None:
             ex = sp.coo_array(exclude)
+            ex.sum_duplicates()
             pos = np.searchsorted(cols, ex.col)
             pos[pos == cols.size] = 0
             if not np.array_equal(cols[pos], ex.col):
                 raise ValueError("the excluded statistics lie outside the word types")
+            # sum_v max(S - S_b, 0) = sum_v max(S, 0) - sum over S_b's entries of
+            # min(S_b, max(S, 0)) (S_b >= 0)
+            removed = np.minimum(ex.data, np.maximum(Sc[ex.row, pos], 0.0))
             Sc[ex.row, pos] -= ex.data
-            # sum_v max(S - S_b, 0) = sum_v S - sum_v S_b where S >= S_b (up to rounding)
-            lamsum = np.maximum(lamsum - np.bincount(ex.row, weights=ex.data, minlength=K),
+            lamsum = np.maximum(lamsum - np.bincount(ex.row, weights=removed, minlength=K),
                                 V * self._tau)
         np.maximum(Sc, 0.0, out=Sc)
         Sc += self._tau
