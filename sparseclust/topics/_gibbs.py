@@ -251,6 +251,15 @@ RESCALE_BELOW = 1e-100
 SPLIT_MAX_FILL = 0.5
 
 
+def excluded_mass(topics, excluded, held, K):
+    """Per topic, sum_v max(S_kv, 0) - sum_v max(S_kv - E_kv, 0) for statistics E >= 0 given
+    by their entries (``topics``, ``excluded``) and S at those entries (``held``): the sum of
+    min(E_kv, max(S_kv, 0)), so that the totals of max(S - E, 0) are exact where E exceeds
+    S."""
+    return np.bincount(topics, weights=np.minimum(excluded, np.maximum(held, 0.0)),
+                       minlength=K)
+
+
 class LazyTopicStats:
     """Stochastic-step topic-word statistics with lazy scaling (Mimno, Hoffman & Blei 2012,
     App. A).
@@ -400,11 +409,9 @@ class LazyParams:
             raise ValueError("the excluded statistics must be finite and >= 0")
         view.excluded = ex
         view.mean = bool(mean)
-        # sum_v max(S - S_b, 0) = T - sum over S_b's entries of min(S_b, S) (S >= 0 after
-        # clipping), exact where S_b exceeds S
         coo = ex.tocoo()
-        S_at = np.maximum(self.stats.UT[coo.col, coo.row], 0.0) * self.stats.pi
-        removed = np.bincount(coo.row, weights=np.minimum(coo.data, S_at), minlength=K)
+        removed = excluded_mass(coo.row, coo.data, self.stats.UT[coo.col, coo.row]
+                                * self.stats.pi, K)
         tot = np.maximum(np.maximum(self.stats.totals, 0.0) - removed, 0.0)
         view._norm = (np.log if view.mean else psi)(V * self.tau + tot)
         return view

@@ -40,7 +40,13 @@ from .._engine import (
 )
 from .._kernels import _sampler
 from ..datasets._stream import CorpusStream
-from ._gibbs import DocumentChains, LazyParams, LazyTopicStats, gibbs_local_step
+from ._gibbs import (
+    DocumentChains,
+    LazyParams,
+    LazyTopicStats,
+    excluded_mass,
+    gibbs_local_step,
+)
 from ._local import TopicTables, check_counts, local_step
 from ._sem import _seed, token_layout
 
@@ -241,12 +247,9 @@ class _CountParams(_LDAParams):
             pos[pos == cols.size] = 0
             if not np.array_equal(cols[pos], ex.col):
                 raise ValueError("the excluded statistics lie outside the word types")
-            # sum_v max(S - S_b, 0) = sum_v max(S, 0) - sum over S_b's entries of
-            # min(S_b, max(S, 0)) (S_b >= 0)
-            removed = np.minimum(ex.data, np.maximum(Sc[ex.row, pos], 0.0))
+            removed = excluded_mass(ex.row, ex.data, Sc[ex.row, pos], K)
             Sc[ex.row, pos] -= ex.data
-            lamsum = np.maximum(lamsum - np.bincount(ex.row, weights=removed, minlength=K),
-                                V * self._tau)
+            lamsum = np.maximum(lamsum - removed, V * self._tau)
         np.maximum(Sc, 0.0, out=Sc)
         Sc += self._tau
         lam = Sc
@@ -428,25 +431,40 @@ class _GibbsLDAModel(_LDAModel):
         ch = self._doc_chains
         pos = ch.positions(rows)
         z0 = ch.z[pos] if ch.continues(rows) else None
-        if z0 is None:
-            log_weights = params if isinstance(params, LazyParams) else params.log_weights
-        else:
-            E = ch.own_statistics(X, rows, z0, params.shape)
-            if isinstance(params, LazyParams):
-                log_weights = params.excluding(E, mean=self.mean_weights)
-            else:
-                def log_weights(cols):
-                    return params.log_weights(cols, exclude=E, mean=self.mean_weights)
-        res = gibbs_local_step(X, log_weights, self.alpha, n_burnin=self.n_burnin,
-                               n_samples=self.n_saved, seed=self.seed, sweep=self.calls,
-                               n_threads=self.n_threads, z_init=z0, return_z=True)
+        own = None if z0 is None else ch.own_statistics(X, rows, z0, params.shape)
+        res, stats = self._run(X, self._weights(params, own), z0, True)
         ch.store(rows, pos, res.z)
         self._stepped = rows
+        return stats
+
+    def _weights(self, params, own):
+        """The sampler's word weights: for a revisit, those of lambda^{-b} = tau + max(S -
+        own, 0) (the posterior mean with ``mean_weights``); for a first visit (``own`` None),
+        E[log phi] of all statistics, which may hold the batch's own documents (the k-means
+        initialisation does)."""
+        if own is None:
+            # lazily scaled parameters give the sampler's weights directly (a kernel pass)
+            return params if isinstance(params, LazyParams) else params.log_weights
+        if isinstance(params, LazyParams):
+            return params.excluding(own, mean=self.mean_weights)
+
+        def log_weights(cols):
+            return params.log_weights(cols, exclude=own, mean=self.mean_weights)
+
+        return log_weights
+
+    def _run(self, X, log_weights, z0, return_z):
+        """One call of the sampled local step (local step number ``calls``), continuing the
+        chain ``z0`` (None: a new one); returns its result and its statistics."""
+        res = gibbs_local_step(X, log_weights, self.alpha, n_burnin=self.n_burnin,
+                               n_samples=self.n_saved, seed=self.seed, sweep=self.calls,
+                               n_threads=self.n_threads, z_init=z0, return_z=return_z,
+                               rao_blackwell=self.rao_blackwell)
         self.calls += 1
         n_sweeps = self.n_saved + (0 if z0 is not None else 1 + self.n_burnin)
         self.counters["local_iters"] += n_sweeps * X.shape[0]
         S = res.topic_word_csr if self.stats_format == "sparse" else res.topic_word_csr.toarray()
-        return SuffStats(S=S, elbo_local=res.elbo_local)
+        return res, SuffStats(S=S, elbo_local=res.elbo_local)
 
     def before_pass(self, stats, params, state):
         # chains and batch exclusion need more than one fixed batch (see visit)
@@ -460,31 +478,11 @@ class _GibbsLDAModel(_LDAModel):
     def _sample(self, X, params, batch):
         z0 = None if batch is None else self.chains.get(batch)
         old = None if batch is None else self.last_stats.get(batch)
-        if isinstance(params, LazyParams):
-            # lazily scaled parameters give the sampler's weights directly (a kernel pass)
-            log_weights = params
-        elif isinstance(params, _CountParams):
-            # a revisit of a chain: the other batches' statistics (the posterior mean with
-            # mean_weights); a first visit: E[log phi] of all statistics, which may hold the
-            # batch's own documents (the k-means initialisation does)
-            mean = self.mean_weights and old is not None
-
-            def log_weights(cols):
-                return params.log_weights(cols, exclude=old, mean=mean)
-        else:
-            log_weights = params.log_weights
-        res = gibbs_local_step(X, log_weights, self.alpha, n_burnin=self.n_burnin,
-                               n_samples=self.n_saved, seed=self.seed, sweep=self.calls,
-                               n_threads=self.n_threads, z_init=z0,
-                               return_z=batch is not None, rao_blackwell=self.rao_blackwell)
+        res, stats = self._run(X, self._weights(params, old), z0, batch is not None)
         if batch is not None:
             self.chains[batch] = res.z
             self.last_stats[batch] = res.topic_word_csr
-        self.calls += 1
-        n_sweeps = self.n_saved + (0 if z0 is not None else 1 + self.n_burnin)
-        self.counters["local_iters"] += n_sweeps * X.shape[0]
-        S = res.topic_word_csr if self.stats_format == "sparse" else res.topic_word_csr.toarray()
-        return SuffStats(S=S, elbo_local=res.elbo_local)
+        return stats
 
     def _lazy_update(self, state, batch_stats, rho, scale):
         if not isinstance(state.stats, LazyTopicStats):
