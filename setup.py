@@ -25,6 +25,8 @@ Switches (environment variables):
     comma-separated module stems (``_topl,_stats``) to build only those.
 ``SPARSECLUST_DEBUG=1``
     turn Cython's bounds/wraparound/initialized checks back on.
+``SPARSECLUST_BUILD_JOBS``
+    how many modules to translate and compile at once (default: the number of CPUs).
 """
 
 import os
@@ -95,7 +97,20 @@ def _compiles(compiler, cflags, lflags, inc, lib):
         return res.returncode == 0
 
 
+def _jobs():
+    """Modules translated and compiled at once: ``SPARSECLUST_BUILD_JOBS`` or the CPU count."""
+    value = os.environ.get("SPARSECLUST_BUILD_JOBS", "").strip()
+    if value:
+        return max(1, int(value))
+    return os.cpu_count() or 1
+
+
 class BuildExt(build_ext):
+    def finalize_options(self):
+        super().finalize_options()
+        if not self.parallel:
+            self.parallel = _jobs()
+
     def build_extensions(self):
         msvc = self.compiler.compiler_type == "msvc"
         omp = None
@@ -121,6 +136,8 @@ class BuildExt(build_ext):
                 ext.extra_link_args += lflags
                 ext.include_dirs += inc
                 ext.library_dirs += lib
+        # the largest translation unit first, so that parallel jobs end together
+        self.extensions.sort(key=lambda e: -os.path.getsize(e.sources[0]))
         super().build_extensions()
 
 
@@ -152,7 +169,7 @@ def extensions():
         "nonecheck": False,
         "cpow": True,
     }
-    return cythonize(exts, compiler_directives=directives, nthreads=0)
+    return cythonize(exts, compiler_directives=directives, nthreads=_jobs())
 
 
 setup(ext_modules=extensions(), cmdclass={"build_ext": BuildExt})
