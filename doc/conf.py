@@ -75,6 +75,10 @@ sphinx_gallery_conf = {
     "doc_module": ("sparseclust",),
     "backreferences_dir": "generated/backreferences",
     "within_subsection_order": "FileNameSortKey",
+    # matplotlib's state, and a time cap per example (SPARSECLUST_EXAMPLE_TIMEOUT, see
+    # doc/_gallery_timeout.py); doc/ is on sys.path (below)
+    "reset_modules": ("matplotlib", "_gallery_timeout.reset"),
+    "reset_modules_order": "both",
 }
 
 

@@ -25,7 +25,7 @@ def test_version_is_defined_once():
     project, text = _project_table()
     # no static version in [project]: setuptools reads sparseclust.__version__
     assert re.search(r"^version\s*=", project, re.M) is None
-    assert re.search(r'^dynamic\s*=\s*\["version"\]', project, re.M)
+    assert re.search(r'^dynamic\s*=\s*\["version", "optional-dependencies"\]', project, re.M)
     assert 'version = { attr = "sparseclust.__version__" }' in text
     assert re.fullmatch(r"\d+\.\d+\.\d+(\.dev\d+)?", sparseclust.__version__)
     init = (ROOT / "sparseclust" / "__init__.py").read_text()
@@ -47,6 +47,26 @@ def test_licence_metadata():
     assert (ROOT / "LICENSE").read_text().startswith("BSD 3-Clause License")
     # no licence classifier beside the SPDX expression (PEP 639)
     assert "License ::" not in project
+
+
+def test_extras_are_the_requirements_files():
+    """Each extra is read from requirements/<name>.txt (so the test and doc dependencies can be
+    installed without building the package again), and every such file is an extra."""
+    _, text = _project_table()
+    table = text[text.index("[tool.setuptools.dynamic.optional-dependencies]"):]
+    listed = dict(re.findall(r'^(\w+) = \{ file = \["requirements/(\w+)\.txt"\] \}', table, re.M))
+    files = {p.stem for p in (ROOT / "requirements").glob("*.txt")}
+    assert listed and all(k == v for k, v in listed.items()), listed
+    assert set(listed) == files
+    try:
+        requires = metadata.requires("sparseclust") or []
+    except metadata.PackageNotFoundError:
+        return
+    # the installed metadata lists the test file's requirements under the extra
+    test = [ln.split("#")[0].strip() for ln in (ROOT / "requirements" / "test.txt").open()]
+    names = {re.split(r"[\[<>=;]", r)[0].strip().lower() for r in test if r}
+    extra = {re.split(r"[\[<>=; ]", r)[0].lower() for r in requires if 'extra == "test"' in r}
+    assert names <= extra, names - extra
 
 
 def test_build_reports_its_configuration():
