@@ -75,6 +75,7 @@ def _reference(X, Elogphi_T, alpha, B, S, seed, sweep):
     return out / S
 
 
+@pytest.mark.kernels
 def test_statistics_equal_numpy_reference_with_the_same_streams():
     X = _corpus(D=12, V=15, K=3, doc_len=9)
     rng = np.random.RandomState(1)
@@ -125,6 +126,7 @@ def test_expected_counts_converge_to_exact_collapsed_posterior(dense):
     assert np.abs(est - exact).max() > 0  # a sampled estimate, not the exact values
 
 
+@pytest.mark.kernels
 def test_thread_count_invariance_sparse_and_dense_paths():
     X = _corpus(D=200, V=40, K=3)
     rng = np.random.RandomState(5)
@@ -139,6 +141,8 @@ def test_thread_count_invariance_sparse_and_dense_paths():
             assert r.elbo_local == out[0].elbo_local
 
 
+@pytest.mark.contract
+@pytest.mark.kernels
 def test_gibbs_fit_deterministic_threads_and_pickle():
     X = _corpus()
     kw = dict(n_components=4, local_step="gibbs", max_iter=4, tol=0, random_state=0)
@@ -216,6 +220,7 @@ def test_gibbs_partial_fit_stream_and_after_fit():
     assert np.abs(v.components_ - before).max() < np.abs(before).max()
 
 
+@pytest.mark.contract
 def test_gridsearch_over_L_and_local_step():
     X = _corpus(D=90)
     gs = GridSearchCV(SparseLDA(3, max_iter=3, tol=0, random_state=0),
@@ -240,6 +245,7 @@ def test_gibbs_empty_documents_float32_and_bad_params():
         SparseLDA(3, local_step="gibs").fit(X)
 
 
+@pytest.mark.contract
 @parametrize_with_checks([SparseLDA(3, local_step="gibbs", max_iter=5, random_state=0)])
 def test_sklearn_compatible_gibbs(estimator, check):
     check(estimator)
@@ -276,6 +282,7 @@ def test_lazy_update_equals_dense_update(monkeypatch, rescale_below):
     np.testing.assert_allclose(params.Elogphi, ref.Elogphi, rtol=1e-10)
 
 
+@pytest.mark.kernels
 @pytest.mark.parametrize("n_threads", [1, 3])
 def test_lazy_word_weights_equal_the_scaled_exp_of_log_weights(n_threads):
     """LazyParams.word_weights (one kernel pass per word row, psi only where the statistics
@@ -301,6 +308,7 @@ def test_lazy_word_weights_equal_the_scaled_exp_of_log_weights(n_threads):
         params.word_weights(np.array([V]))
 
 
+@pytest.mark.kernels
 def test_stochastic_gibbs_step_reads_the_kernel_weights_as_the_log_weights():
     """The sampled local step draws the same topics from LazyParams (kernel weights) as from
     its log_weights callable (the numpy path), up to float32 rounding of the weights."""
@@ -495,6 +503,7 @@ def test_lazy_statistics_bits_follow_the_positive_entries():
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(lazy)).bits, lazy.bits)
 
 
+@pytest.mark.kernels
 def test_count_word_topics_equals_numpy_counts():
     rng = np.random.RandomState(2)
     n_words, K, S = 9, 300, 3
@@ -533,6 +542,7 @@ def test_one_saved_sweep_counts_are_the_returned_assignments(split):
     assert res.topic_word_csr.has_sorted_indices
 
 
+@pytest.mark.kernels
 def test_split_word_tables_thread_invariant():
     K, V = 70, 40
     params = _split_params(K, V, 2)

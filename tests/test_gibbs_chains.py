@@ -55,6 +55,7 @@ def _continue_reference(X, Elogphi_T, alpha, z0, S, seed, sweep):
     return out / S, z_all
 
 
+@pytest.mark.kernels
 def test_continued_chain_equals_numpy_reference_with_the_same_streams():
     X = _corpus(D=12, V=15, doc_len=9)
     K = 4
@@ -225,6 +226,7 @@ def test_revisit_weights_exclude_the_batch_own_statistics(monkeypatch, weights):
     np.testing.assert_allclose(lw, ref, rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.kernels
 def test_count_params_log_weights_match_dense_formulas():
     rng = np.random.RandomState(4)
     K, V, tau = 4, 30, 0.2

@@ -36,6 +36,7 @@ def _reference_log_weights(S, E, tau, mean):
     return (f(lam) - f(lam.sum(axis=1))[:, None]).T
 
 
+@pytest.mark.kernels
 @pytest.mark.parametrize("mean", [True, False])
 def test_excluded_weights_match_dense_reference(mean):
     K, V, tau = 70, 20, 0.1
@@ -228,6 +229,7 @@ def test_stochastic_fit_continues_every_document_chain(monkeypatch, delta):
     assert [e["local_iters"] for e in m.trace_] == [90 * 6, 90 * 3, 90 * 3]
 
 
+@pytest.mark.kernels
 def test_stochastic_chains_default_sweeps_and_reproducibility():
     # enough tokens per minibatch (about 4,000, times 20 sweeps) that n_threads=2 runs two
     # threads

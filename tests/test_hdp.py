@@ -158,6 +158,7 @@ def test_objective_gradient_matches_finite_differences():
         np.testing.assert_allclose(g, num, rtol=2e-5, atol=1e-5 * np.abs(g).max())
 
 
+@pytest.mark.kernels
 def test_compiled_objective_equals_the_numpy_statement():
     # the optimizer's compiled loop against hdp_objective, sticks near 0 and 1 included
     from sparseclust._kernels._sticks import hdp_objective_grad, trigamma
@@ -249,6 +250,7 @@ def test_stick_helpers():
 # local step and statistics
 
 
+@pytest.mark.kernels
 def test_local_step_matches_numpy_reference_with_remainder_and_beta_start():
     X, lam, rho, omega = small_problem()
     params = HDPParams(lam, rho, omega, 0.7)
@@ -410,6 +412,7 @@ def test_fold_of_an_unused_topic_into_the_remainder_is_exact():
     assert m.elbo(st, p2) == pytest.approx(want, rel=1e-8)
 
 
+@pytest.mark.kernels
 def test_numpy_bundle_equals_kernel_statistics_of_the_same_documents():
     X, lam, rho, omega = small_problem(seed=5, K=6, D=40)
     params = HDPParams(lam, rho, omega, 0.7)
@@ -582,6 +585,7 @@ def test_live_topics_sorted_and_transform_rows_sum_to_one():
     assert np.all(m.doc_topic_prior_ > 0)
 
 
+@pytest.mark.kernels
 def test_threads_bit_identical():
     X, _, _ = hdp_corpus(2, K=6, V=60, D=300, length=50)
     kw = dict(max_components=12, max_iter=6, tol=0, random_state=0, n_batches=3)
@@ -591,6 +595,7 @@ def test_threads_bit_identical():
     assert a.lower_bounds_ == b.lower_bounds_
 
 
+@pytest.mark.contract
 def test_same_random_state_same_fit_pickle_and_empty_documents():
     X, _, _ = hdp_corpus(3, K=5, V=50, D=120, length=30)
     X = sp.vstack([X, sp.csr_array((2, X.shape[1]))]).tocsr()
@@ -731,6 +736,7 @@ def test_bad_input():
     assert (X0 != X).nnz == 0
 
 
+@pytest.mark.contract
 def test_partial_fit_stream_and_gridsearch():
     X, _, _ = hdp_corpus(5, K=5, V=50, D=300, length=40)
     m = HDPTopicModel(max_components=10, random_state=0, total_samples=300)
@@ -791,6 +797,7 @@ def test_stochastic_default_delay_is_four_passes_of_minibatches():
     np.testing.assert_array_equal(pf.components_, pf_explicit.components_)
 
 
+@pytest.mark.contract
 @parametrize_with_checks([HDPTopicModel(max_components=4, max_iter=3, random_state=0)])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
@@ -849,6 +856,7 @@ def test_auto_tol_is_large_after_the_sampler_start_only():
     assert HDPTopicModel(**kw).fit(X * 0.5).tol_ == DEFAULT_TOL
 
 
+@pytest.mark.kernels
 def test_top_weight_cosine_and_pair_union_match_dense_formulas():
     from sparseclust._moves import merge_pair_union, top_weight_cosine
 

@@ -24,6 +24,8 @@ from sparseclust._kernels import _gmm_weights, _lda_local, _stats, _topl
 from sparseclust.topics._local import TopicTables, _columns, local_step
 from sparseclust.utils import openmp_enabled
 
+pytestmark = pytest.mark.kernels
+
 INT32_MAX = np.iinfo(np.int32).max
 
 

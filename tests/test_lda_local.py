@@ -10,6 +10,8 @@ from sparseclust._kernels._lda_local import digamma
 
 from sparseclust.topics._local import EPS_REL, TopicTables, infer_doc_topics, local_step
 
+pytestmark = pytest.mark.kernels
+
 # ---------------------------------------------------------------------------------------------
 # numpy references: one document at a time, straight from the paper's formulas
 

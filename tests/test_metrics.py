@@ -148,6 +148,7 @@ def test_split_does_not_modify_input():
 # document completion
 
 
+@pytest.mark.kernels
 @pytest.mark.parametrize("alpha", [0.1, 0.7])
 def test_document_completion_matches_reference(alpha):
     X, phi_true = planted_corpus(n_docs=30, seed=2)
@@ -195,6 +196,7 @@ def test_document_completion_deterministic_and_seed_dependent():
     assert s1 != s3
 
 
+@pytest.mark.kernels
 def test_document_completion_threads_agree():
     X, phi = planted_corpus(n_docs=60, seed=6)
     s1 = document_completion_score(phi, X, random_state=1, n_threads=1)
@@ -202,6 +204,7 @@ def test_document_completion_threads_agree():
     assert s1 == pytest.approx(s2, rel=1e-10)
 
 
+@pytest.mark.contract
 def test_document_completion_accepts_fitted_sklearn_model_and_normalizes_rows():
     X, _ = planted_corpus(n_docs=80, seed=8)
     lda = LatentDirichletAllocation(
@@ -453,6 +456,7 @@ def test_left_to_right_planted_topics_beat_random_topics():
     assert good > bad + 0.5
 
 
+@pytest.mark.kernels
 def test_left_to_right_deterministic_threads_and_float32():
     X, phi = planted_corpus(n_docs=40, doc_len=25)
     kw = dict(doc_topic_prior=0.2, n_particles=4)

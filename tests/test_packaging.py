@@ -11,6 +11,8 @@ import sparseclust
 from sparseclust._kernels import _topl
 from sparseclust.utils import effective_n_threads, openmp_enabled
 
+pytestmark = pytest.mark.kernels
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -18,6 +18,8 @@ from sparseclust import (
 )
 from sparseclust._persist import FORMAT_VERSION, read_header
 
+pytestmark = pytest.mark.contract
+
 
 def _counts(seed=0, D=40, V=30):
     rng = np.random.default_rng(seed)

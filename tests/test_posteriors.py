@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 from sparseclust import _reference as ref
 from sparseclust import posteriors as P
 
+pytestmark = pytest.mark.kernels
+
 METHODS = ["select", "scan", "auto"]
 RTOL = {np.float32: 1e-5, np.float64: 1e-12}
 # absolute floor: exp of very negative weights underflows to subnormals in either code

@@ -13,6 +13,8 @@ from scipy.stats import chisquare
 from sparseclust._kernels import _sampler
 from sparseclust.topics._sem import token_layout
 
+pytestmark = pytest.mark.kernels
+
 FROZEN, LIVE = _sampler.FROZEN, _sampler.LIVE
 EMPTY2F = np.zeros((0, 0), np.float32)
 EMPTY2I = np.zeros((0, 0), np.int32)

@@ -45,6 +45,7 @@ def hellinger_matching(phi, topics):
     return H[r, c]
 
 
+@pytest.mark.contract
 @parametrize_with_checks([StochasticEMLDA(n_components=3, max_iter=5, n_fold_in=4)])
 def test_sklearn_compatible(estimator, check):
     check(estimator)
@@ -78,6 +79,7 @@ def test_log_joint_rises_and_trace_entries():
     assert np.isfinite(ll).all()
 
 
+@pytest.mark.kernels
 @pytest.mark.parametrize("big", [False, True])
 def test_log_joint_matches_numpy_formula(big):
     # recompute log p(x, z) with numpy from the final sweep's assignments; ``big`` puts counts
@@ -149,6 +151,7 @@ def test_fitted_state_is_the_int32_counts():
         _ = StochasticEMLDA(5).components_
 
 
+@pytest.mark.kernels
 @pytest.mark.parametrize("doc_counts", ["live", "frozen"])
 def test_bit_identical_for_any_thread_count(monkeypatch, doc_counts):
     monkeypatch.setattr(_sem, "_MIN_WORK_PER_THREAD", 1)  # use every thread on small data
@@ -214,6 +217,7 @@ def _live_fit_reference(X, K, alpha, beta, random_state, sweeps, entry=True):
     return W
 
 
+@pytest.mark.kernels
 def test_live_fit_equals_numpy_reference():
     # the default sweep (doc_counts='live') on the dense path, against a numpy replay of the
     # kernel's random streams: identical counts after three sweeps; the paper's fully
@@ -233,6 +237,7 @@ def test_live_fit_equals_numpy_reference():
     assert not np.array_equal(_live_fit_reference(X, 4, 0.3, 0.1, 7, 3, entry=False), ref)
 
 
+@pytest.mark.kernels
 def test_live_fit_equals_numpy_reference_many_topics():
     # K > 256: the sweep prefetches the document's topics' counts instead of whole rows (and
     # on the dense path must not touch the sparse tables, which it does not build)
@@ -279,6 +284,7 @@ def _fold_in_reference(m, X):
     return out
 
 
+@pytest.mark.kernels
 def test_fold_in_equals_numpy_reference():
     X, _ = planted_corpus(seed=4, K=4, block=5, D=40, length=20)
     X[3] = 0.0
@@ -307,6 +313,7 @@ def test_transform_deterministic_and_row_independent():
     assert m.transform(X.astype(np.float32)).dtype == np.float32
 
 
+@pytest.mark.contract
 def test_score_is_sparse_lda_score_with_the_same_topics_and_grid_search():
     X, _ = planted_corpus(seed=7, K=5, block=8, D=120, length=40, noise=0.05)
     sem = StochasticEMLDA(5, max_iter=30, random_state=0).fit(X)
@@ -494,6 +501,7 @@ def test_fit_on_both_sides_of_the_uint8_boundary(K):
     assert int(z.max()) == K - 1 and int(z.min()) == 0
 
 
+@pytest.mark.contract
 def test_pickle_pipeline_and_fractional_counts():
     X, _ = planted_corpus(seed=10, K=3, block=6, D=60, length=20)
     y = np.arange(60) % 2
@@ -509,6 +517,7 @@ def test_pickle_pipeline_and_fractional_counts():
     assert lay.tokptr[-1] == 4
 
 
+@pytest.mark.contract
 def test_grid_search_over_kappa_delta_with_online_fit():
     X, _ = planted_corpus(seed=11, K=4, block=6, D=120, length=30)
     gs = GridSearchCV(

@@ -95,6 +95,7 @@ ATTRS = [
 
 
 # ----------------------------------------------------------------------------- sklearn parity
+@pytest.mark.contract
 def test_full_matches_sklearn_bayesian_mixture():
     X, _ = _blobs()
     K = 4
@@ -109,6 +110,7 @@ def test_full_matches_sklearn_bayesian_mixture():
     np.testing.assert_allclose(diff, diff[0], rtol=1e-9)
 
 
+@pytest.mark.contract
 def test_diag_global_step_matches_sklearn():
     # the diag global step equals scikit-learn's 'diag' M-step from the same responsibilities
     X, _ = _blobs(D=4)
@@ -133,6 +135,7 @@ def test_diag_global_step_matches_sklearn():
         np.testing.assert_allclose(getattr(est, a), getattr(sk, a), rtol=1e-6, err_msg=a)
 
 
+@pytest.mark.contract
 @pytest.mark.parametrize("ct", ["full", "diag"])
 def test_one_dimension_matches_sklearn_iterations(ct):
     # with D = 1 the Normal-Gamma and the Normal-Wishart coincide, so whole fits must agree
@@ -624,12 +627,14 @@ def test_dp_model_with_dense_responsibilities_stays_dense_as_k_changes():
         ),
     ]
 )
+@pytest.mark.contract
 def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
         check(estimator)
 
 
+@pytest.mark.contract
 def test_grid_search_selects_by_heldout_score():
     X, _ = _blobs(n_per=100, D=4, n_clusters=4, sep=3.0)
     K = 6
@@ -741,6 +746,7 @@ def test_float32_in_float32_out(ct, zero_mean):
     np.testing.assert_allclose(e32.score(X.astype(np.float32)), e64.score(X), rtol=1e-4)
 
 
+@pytest.mark.contract
 def test_pickle_determinism_and_input_untouched():
     X, _ = _blobs(n_per=100)
     X.setflags(write=False)  # read-only input must work and stay untouched
@@ -759,6 +765,7 @@ def test_pickle_determinism_and_input_untouched():
     assert not np.array_equal(d.lower_bounds_, a.lower_bounds_)
 
 
+@pytest.mark.contract
 def test_warm_start_and_n_init():
     X, _ = _blobs(n_per=80)
     est = _ours(X, n_components=3, max_iter=2, tol=0, random_state=0, warm_start=True)
@@ -789,6 +796,7 @@ def test_warm_start_and_n_init():
     np.testing.assert_array_equal(best.weight_concentration_, runs[kept].params.theta)
 
 
+@pytest.mark.kernels
 @pytest.mark.parametrize("algorithm", ["batch", "memoized", "stochastic"])
 @pytest.mark.parametrize("ct,zero_mean", ALL_CASES)
 def test_threads_give_identical_results(algorithm, ct, zero_mean):
@@ -814,6 +822,7 @@ def test_threads_give_identical_results(algorithm, ct, zero_mean):
 
 
 # ----------------------------------------------------------------------------- weight kernel
+@pytest.mark.kernels
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_weight_kernels_match_numpy(dtype, n_threads):
@@ -846,6 +855,7 @@ def _check_weight_kernels(X, C, off, dtype, n_threads):
         np.testing.assert_allclose(out, ref, rtol=rtol)
 
 
+@pytest.mark.kernels
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_scale_factors_kernel_against_numpy(n_threads):
     # the global step's factors of the posterior scale matrices against numpy's Cholesky and
@@ -890,6 +900,7 @@ def test_scale_factors_kernel_against_numpy(n_threads):
     np.testing.assert_array_equal(status, [0, 1, 1])
 
 
+@pytest.mark.kernels
 @pytest.mark.parametrize("n_threads", [1, 2])
 def test_factor_kernels_flag_each_matrix_on_its_own(n_threads):
     # LAPACK's ``info`` is per thread: with good and non-positive-definite matrices
@@ -949,6 +960,7 @@ def test_float32_weights_accurate_for_nearly_singular_covariance():
     np.testing.assert_allclose(W32, W64, rtol=1e-4, atol=1e-3 * np.abs(W64).mean())
 
 
+@pytest.mark.contract
 def test_feature_names_out_and_partial_fit_after_fit():
     X, _ = _blobs(n_per=60)
     est = _ours(X, n_components=3, random_state=0)
@@ -1343,6 +1355,7 @@ def _dense_idx(n, K):
 
 
 # ----------------------------------------------------------------------------- the prior
+@pytest.mark.contract
 @pytest.mark.parametrize("gamma", [None, 0.3, 2.5])
 def test_dp_global_step_matches_sklearn(gamma):
     # one M-step from the same responsibilities: sticks, E[log pi], weights
@@ -1366,6 +1379,7 @@ def test_dp_global_step_matches_sklearn(gamma):
     np.testing.assert_allclose(est.weights_, sk.weights_, rtol=1e-10)
 
 
+@pytest.mark.contract
 def test_dp_fit_matches_sklearn_iterations():
     # exact dense batch coordinate ascent = scikit-learn's variational EM with its DP prior
     X, _ = _blobs()
@@ -1437,6 +1451,7 @@ def _dense_dp_elbo(X, R, prior, params):
     return _direct_elbo(X, R, prior, params) - dir_alloc + dp
 
 
+@pytest.mark.kernels
 def test_dp_elbo_matches_dense_formula():
     X, _ = _blobs(n_per=15, D=3)
     K = 4
@@ -1596,6 +1611,7 @@ def test_block_pair_entropy_sums_in_chunks_with_bounded_memory(monkeypatch):
     assert peak < 40e6
 
 
+@pytest.mark.kernels
 @pytest.mark.parametrize("dp", [True, False])
 def test_merge_allocation_gain_equals_recomputed_terms(dp):
     # the closed-form change of the allocation terms equals the terms recomputed on the
@@ -1724,6 +1740,7 @@ def test_pooled_component_terms_are_bitwise_the_one_by_one_merge_terms(zero_mean
         assert got[p] == _gaussian.optimal_component_terms(pooled, prior)[0]
 
 
+@pytest.mark.kernels
 @pytest.mark.parametrize("reg", [0.0, 1e-3])
 def test_pooled_logdet_kernel_matches_numpy(reg):
     # the merge candidates' log-determinants, built and factored in the kernel's buffer:

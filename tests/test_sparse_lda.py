@@ -50,6 +50,7 @@ def hellinger_matching(phi, topics):
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.contract
 def test_transform_matches_sklearn_with_same_topics():
     X, _ = planted_corpus(seed=1, K=6, block=8, D=120, length=40, noise=0.1)
     X[5] = 0.0
@@ -160,6 +161,7 @@ def test_planted_topics_recovered_with_L8(algorithm, restarts):
     assert complete >= 3, rates
 
 
+@pytest.mark.kernels
 def test_sparse_local_step_L_equal_K_and_threads():
     X, _ = planted_corpus(seed=5, K=8, block=6, D=300, length=30, noise=0.2)
     m = SparseLDA(n_components=8, L=8, max_iter=3, random_state=0).fit(X)
@@ -175,6 +177,7 @@ def test_sparse_local_step_L_equal_K_and_threads():
     assert a.lower_bounds_ == b.lower_bounds_
 
 
+@pytest.mark.contract
 def test_same_random_state_same_fit_and_pickle():
     X, _ = planted_corpus(seed=6, D=100)
     a = SparseLDA(n_components=5, random_state=3, max_iter=5).fit(X)
@@ -251,6 +254,7 @@ def test_empty_documents_and_float32():
     assert np.array_equal(X, Xc)
 
 
+@pytest.mark.contract
 def test_score_perplexity_and_feature_names():
     X, _ = planted_corpus(seed=10, D=200)
     good = SparseLDA(n_components=10, max_iter=20, random_state=0).fit(X)
@@ -261,6 +265,7 @@ def test_score_perplexity_and_feature_names():
     assert list(names) == [f"sparselda{i}" for i in range(10)]
 
 
+@pytest.mark.contract
 def test_gridsearch_stochastic():
     X, _ = planted_corpus(seed=11, D=120, length=30)
     grid = GridSearchCV(
@@ -286,6 +291,7 @@ def test_gridsearch_stochastic():
     ]
 
 
+@pytest.mark.contract
 def test_pipeline_text_classification():
     rng = np.random.default_rng(12)
     vocab = [f"w{i}" for i in range(60)]
@@ -308,6 +314,7 @@ def test_pipeline_text_classification():
     assert acc > 0.9
 
 
+@pytest.mark.contract
 @parametrize_with_checks(
     [SparseLDA(n_components=3, max_iter=5, random_state=0)],
 )
@@ -393,6 +400,7 @@ def test_stochastic_fit_does_not_stop_before_two_windows_of_passes():
     assert all(np.isinf(e["elbo_change"]) for e in m.trace_[:5])
 
 
+@pytest.mark.contract
 def test_fit_transform_forwards_fit_parameters():
     X, _ = planted_corpus(seed=13, D=80)
     seen = []
@@ -402,6 +410,7 @@ def test_fit_transform_forwards_fit_parameters():
     np.testing.assert_array_equal(theta, SparseLDA(**kw).fit(X).transform(X))
 
 
+@pytest.mark.contract
 def test_score_and_perplexity_relate_to_sklearn():
     # scikit-learn's LatentDirichletAllocation.score is the *total* ELBO of X including the
     # topics' term E[log p(phi) - log q(phi)], which does not depend on X; ours is per token
@@ -483,6 +492,7 @@ def test_partial_fit_after_fit_adjusts_rather_than_replaces(delta):
     )
 
 
+@pytest.mark.contract
 def test_partial_fit_validates_parameters_on_every_call():
     X = sp.csr_array(np.random.RandomState(0).poisson(0.5, size=(50, 20)).astype(float))
     lda = SparseLDA(n_components=4, random_state=0).partial_fit(X)

@@ -20,7 +20,10 @@ from sparseclust.topics._sparse_lda import _LDAModel
 
 from .test_hdp import hdp_corpus
 
-pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+pytestmark = [
+    pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning"),
+    pytest.mark.kernels,
+]
 
 
 @pytest.fixture(scope="module")
