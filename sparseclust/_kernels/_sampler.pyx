@@ -1947,9 +1947,11 @@ def count_words(
             if T != NULL:
                 tb = <int64_t*> sc_thread_malloc(K * sizeof(int64_t))
                 if tb == NULL:
+                    # no scratch for the block's totals: its rows are neither cleared nor
+                    # counted (MemoryError after the loop), not counted without their totals
                     fails += 1
-                else:
-                    memset(tb, 0, K * sizeof(int64_t))
+                    continue
+                memset(tb, 0, K * sizeof(int64_t))
             if zero and hi > lo:
                 memset(&Wout[lo, 0], 0, (<size_t> (hi - lo)) * K * sizeof(int32_t))
             if sorted_words:
