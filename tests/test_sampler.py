@@ -983,3 +983,67 @@ def test_sample_sweep_counts_rejects_word_ids_and_topics_out_of_range(path):
         with pytest.raises(ValueError, match="^topic out of range$"):
             _sweep_counts_any(path, lay, z, keys, W)
         assert z[2] == bad and np.array_equal(np.delete(z, 2), np.delete(z0, 2))
+
+
+def _seq_init_reference(lay, keys, w, alpha, n_inner, seed):
+    """The topics after the dense LIVE sweeps with seq_init, in numpy from the documented
+    streams: the first sweep draws every token given the new topics of the tokens before it
+    (no previous topic), the next ones take the token's topic out first; one uniform per
+    token, inverse CDF over the topics in order."""
+    K = alpha.size
+    z = np.full(int(lay.tokptr[-1]), -1, np.int64)
+    for d in range(keys.size):
+        t0, t1 = lay.tokptr[d], lay.tokptr[d + 1]
+        u = iter(_sampler.uniform_stream(seed, 1, int(keys[d]), n_inner * (t1 - t0)))
+        nd = np.zeros(K, np.int64)
+        for it in range(n_inner):
+            t = t0
+            for j in range(lay.indptr[d], lay.indptr[d + 1]):
+                for _ in range(lay.cnt[j]):
+                    if it > 0:
+                        nd[z[t]] -= 1
+                    cum = np.cumsum((nd + alpha) * w[lay.indices[j]].astype(np.float64))
+                    k = min(int(np.searchsorted(cum, next(u) * cum[-1], side="right")), K - 1)
+                    nd[k] += 1
+                    z[t] = k
+                    t += 1
+    return z
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("path", ["live-dense", "live-sparse", "live-split"])
+@pytest.mark.parametrize("n_inner", [1, 2])
+def test_seq_init_does_not_read_the_initial_topics(path, n_inner):
+    # with seq_init z is not read on entry: z full of anything (topics, values >= K up to the
+    # largest of the dtype, random bytes) gives the same draws, outputs and changed count.
+    # The first sweep reads no previous topic, so every token counts as changed there.
+    V, K = 6, 5
+    w, alpha = _problem(K=K, V=V, seed=8)
+    lay, keys = _small_corpus()
+    n = int(lay.tokptr[-1])
+    rng = np.random.default_rng(0)
+    results = []
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        top = np.iinfo(dtype).max
+        for z in (np.zeros(n, dtype), np.full(n, 3, dtype), np.full(n, K + 5, dtype),
+                  np.full(n, top, dtype), rng.integers(0, top, n, dtype=dtype,
+                                                       endpoint=True)):
+            acc = np.zeros((keys.size, K))
+            ll = np.zeros(keys.size)
+            zsave = np.empty((n_inner, n), np.int32)
+            changed = _sweep_any(path, lay, z, keys, w, alpha, n_inner=n_inner, seq_init=True,
+                                 acc=acc, ll=ll, zsave=zsave, seed=3)
+            results.append((z.astype(np.int64), acc, ll, zsave, changed))
+    z, acc, ll, zsave, changed = results[0]
+    for other in results[1:]:
+        for a, b in zip(results[0], other, strict=True):
+            np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(zsave[-1], z)
+    assert z.max() < K
+    if n_inner == 1:
+        assert changed == n  # every token, whatever z held
+    else:
+        assert changed == np.count_nonzero(zsave[1] != zsave[0])
+    if path == "live-dense":
+        # the draws themselves against a numpy reference of the sequential initialisation
+        np.testing.assert_array_equal(z, _seq_init_reference(lay, keys, w, alpha, n_inner, 3))

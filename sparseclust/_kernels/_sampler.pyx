@@ -558,7 +558,9 @@ cdef inline bint _frozen_keep(const _Args* a, const int32_t* nd, const int32_t* 
 cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t* nd,
                   int32_t* act, int32_t* pos, double* cum, int32_t* itop) noexcept nogil:
     """Process document d (n_inner sweeps over its tokens); returns the number of tokens whose
-    topic changed in the last inner sweep.  nd must be all zero on entry and is on exit."""
+    topic changed in the last inner sweep (with ``seq_init`` the first sweep reads no previous
+    topic: every token counts as changed there).  nd must be all zero on entry and is on
+    exit."""
     cdef int64_t t0 = a.tokptr[d], t1 = a.tokptr[d + 1], t, j, changed = 0
     cdef int64_t j0 = a.indptr[d], j1 = a.indptr[d + 1]
     cdef int K = a.K, na = 0, it, k, i, v, c, r, old
@@ -644,10 +646,13 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
                 continue
             if a.mode == 1:  # LIVE: n_dk without the token, updated token by token
                 for r in range(c):
-                    old = z[t]
                     if it > 0 or not a.seq_init:
+                        old = z[t]
                         _nd_remove(nd, act, pos, &na, old)
-                    # else: sequential initialisation, the token is not counted yet
+                    else:
+                        # sequential initialisation: the token has no topic yet (z[t] is not
+                        # read, it may hold anything), is not counted, and counts as changed
+                        old = -1
                     k = _draw_one(a, nd, act, na, cum, v, &state)
                     _nd_add(nd, act, pos, &na, k)
                     if k != old and it == a.n_inner - 1:
@@ -886,6 +891,9 @@ def sample_sweep(
     token given the topics of the tokens before it in the document, p(z_dn = k) propto
     (alpha_k + sum_{m < n} [z_dm = k]) w_vk (the initialisation of Mimno, Hoffman & Blei 2012,
     Sec. 4), and counts as the first of the ``n_inner`` sweeps (so ``n_burn >= 1`` discards it).
+    z's contents on entry (which need not be topics) then change nothing, the returned count
+    included: a token has no previous topic in that sweep, so with ``n_inner == 1`` every
+    token counts as changed.
 
     Checked before the sweep (ValueError): every entry's word id is a row of the weights
     (``w``, or the words of ``split``), also for entries with no tokens; without ``seq_init``
