@@ -13,15 +13,18 @@ the few pages a test writes become real memory.
 """
 
 import mmap
+import re
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
 from sparseclust import posteriors
-from sparseclust._kernels import _gmm_weights, _lda_local, _stats, _topl
+from sparseclust._kernels import _gmm_weights, _lda_local, _sampler, _stats, _topl
 from sparseclust.topics._local import TopicTables, _columns, local_step
+from sparseclust.topics._sem import token_layout
 from sparseclust.utils import openmp_enabled
 
 pytestmark = pytest.mark.kernels
@@ -296,3 +299,342 @@ def test_left_to_right_allocation_failure_raises():
         lambda: left_to_right_score(phi, X, n_particles=3, random_state=0, n_threads=2),
         lambda a, b: np.testing.assert_array_equal(a, b),
     )
+
+
+# ----------------------------------------------------------------------------- sampler kernels
+# Every def of _sampler.pyx that allocates per-thread scratch (sc_thread_malloc, directly or
+# through the document sweep _run_docs) and the message of its MemoryError.
+_SAMPLER_MESSAGES = {
+    "sample_sweep": "could not allocate the sampler scratch space",
+    "sample_sweep_counts": "could not allocate the sampler scratch space",
+    "build_alias": "could not allocate the alias-table scratch space",
+    "build_word_tables": "could not allocate the alias-table scratch space",
+    "variational_word_weights": "could not allocate the word-weight scratch space",
+    "split_word_tables": "could not allocate the split-table scratch space",
+    "count_words": "could not allocate the counting scratch space",
+    "rb_doc_part": "could not allocate the Rao-Blackwellization scratch space",
+}
+_E2F, _E2I, _E2D, _E1 = (np.zeros((0, 0), np.float32), np.zeros((0, 0), np.int32),
+                         np.zeros((0, 0)), np.zeros(0))
+
+
+@pytest.fixture
+def sampler_failures():
+    """The _sampler module's allocation failures, switched off again (-1) after the test
+    however it ends."""
+    try:
+        yield
+    finally:
+        _sampler._fail_thread_allocations(-1)
+
+
+def _check_sampler_failures(kernel, make, run, untouched):
+    """Allocation failures of one _sampler kernel. ``make()`` gives fresh inputs and outputs (a
+    dict of arrays), ``run(bufs)`` calls the kernel on them and returns what it computed.
+
+    - Every thread's buffers fail: MemoryError with the kernel's message, and the outputs
+      named in ``untouched`` keep their contents (the work is skipped, not done in part).
+    - One thread's buffers fail (thread 0, and with OpenMP thread 1): the same MemoryError,
+      or exactly the normal result (when that thread got no work).
+    - After the reset (-1): the same call on the same arrays as the failed one (INOUT
+      arrays included) gives exactly the result of a call that never failed.
+    """
+    message = _SAMPLER_MESSAGES[kernel]
+    expected = run(make())
+    bufs = make()
+    before = {name: bufs[name].copy() for name in untouched}
+    _sampler._fail_thread_allocations(-2)
+    with pytest.raises(MemoryError, match=f"^{re.escape(message)}$"):
+        run(bufs)
+    _sampler._fail_thread_allocations(-1)
+    for name in untouched:
+        np.testing.assert_array_equal(bufs[name], before[name], err_msg=f"{kernel}: {name}")
+    for thread in sorted({0, _one_thread_fails()}):
+        _sampler._fail_thread_allocations(thread)
+        try:
+            got = run(make())
+        except MemoryError as exc:
+            assert str(exc) == message
+        else:
+            _assert_equal_tuples(got, expected)
+        finally:
+            _sampler._fail_thread_allocations(-1)
+    _assert_equal_tuples(run(bufs), expected)
+    _assert_equal_tuples(run(make()), expected)
+
+
+def _sampler_corpus(D=40, V=20, K=6, seed=0):
+    """A small corpus (an empty document, entries of zero tokens), its token layout and
+    uniform initial topics (uint8)."""
+    rng = np.random.default_rng(seed)
+    counts = rng.poisson(0.7, (D, V)).astype(np.float64)
+    counts[3] = 0.0
+    X = sp.csr_array(counts)
+    X.data[::9] = 0.0  # entries of zero tokens
+    lay = token_layout(X)
+    keys = np.arange(D, dtype=np.uint64)
+    z0 = np.zeros(int(lay.tokptr[-1]), np.uint8)
+    _sampler.random_assign(lay.tokptr, z0, keys, 4, K, 1)
+    return lay, keys, z0
+
+
+def _split_inputs(V_all, K, seed, *, excluded=False):
+    """Arguments of split_word_tables over sparse statistics (every word holds some topic)."""
+    rng = np.random.default_rng(seed)
+    UT = rng.gamma(1.0, 2.0, (V_all, K)) * (rng.random((V_all, K)) < 0.3)
+    UT[:, 0] += 0.5
+    bits = np.empty((V_all, (K + 63) // 64), np.uint64)
+    _sampler.positive_bits(UT, bits, 1)
+    cols = np.arange(V_all, dtype=np.int64)
+    nnz = np.empty(V_all, np.int32)
+    _sampler.bit_counts(bits, cols, nnz)
+    tau, pi = 0.1, 1.5
+    norm = _sampler.digamma(V_all * tau + pi * UT.sum(axis=0))
+    alpha = rng.uniform(0.1, 0.5, K)
+    kw = {}
+    if excluded:  # word i's excluded statistics on its first listed topic (topic 0)
+        kw = dict(ex_ptr=np.arange(V_all + 1, dtype=np.int64),
+                  ex_top=np.zeros(V_all, np.int32), ex_val=np.full(V_all, 0.25))
+    return (UT, bits, cols, pi, tau, norm, alpha, nnz), kw
+
+
+def _split_fields(split):
+    return tuple(np.asarray(f) for f in split)
+
+
+_SWEEP_PATHS = ["frozen-dense", "frozen-sparse", "live-dense", "live-sparse", "live-seq-init",
+                "live-split"]
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("path", _SWEEP_PATHS)
+def test_sample_sweep_allocation_failure(path, sampler_failures):
+    K, V = 6, 20
+    lay, keys, z0 = _sampler_corpus(V=V, K=K)
+    D = keys.size
+    rng = np.random.default_rng(1)
+    alpha = np.full(K, 0.3)
+    mode = _sampler.FROZEN if path.startswith("frozen") else _sampler.LIVE
+    dense = path.endswith("dense")
+    split = None
+    w = rng.uniform(0.05, 1.0, (V, K)).astype(np.float32)
+    prob, alias, Q = _E2F, _E2I, _E1
+    if path == "live-split":
+        args, _ = _split_inputs(V, K, 2)
+        split = _sampler.split_word_tables(*args[:6], alpha, args[7], 1)
+        w = np.zeros((0, K), np.float32)
+    elif not dense:
+        prob, alias, Q = np.empty((V, K), np.float32), np.empty((V, K), np.int32), np.empty(V)
+        _sampler.build_alias(w, alpha, prob, alias, Q, 1)
+    n_inner, n_burn = 2, 1
+
+    def make():
+        return dict(z=z0.copy(), acc=np.zeros((D, K)), Wout=np.zeros((V, K), np.int32),
+                    ll=np.full(D, -7.0), zsave=np.full((n_inner - n_burn, z0.size), -1, np.int32))
+
+    def run(b):
+        changed = _sampler.sample_sweep(
+            lay.indptr, lay.indices, lay.cnt, lay.tokptr, b["z"], keys, w, alpha, prob, alias,
+            Q, mode, dense, n_inner, n_burn, 5, 2, b["acc"], b["Wout"], b["ll"], 2,
+            seq_init=path == "live-seq-init", split=split, zsave=b["zsave"])
+        return b["z"], b["acc"], b["Wout"], b["ll"], b["zsave"], np.array([changed])
+
+    _check_sampler_failures("sample_sweep", make, run, ["z", "acc", "Wout", "ll", "zsave"])
+    # the normal result is a real sweep: the saved counts are those of the tokens' topics
+    b = make()
+    run(b)
+    assert b["Wout"].sum() == z0.size and np.all(b["ll"][lay.tokptr[1:] > lay.tokptr[:-1]] < 0)
+
+
+def _word_tables(W, beta, alpha, tab):
+    V, K = W.shape
+    inv_tot = 1.0 / (W.sum(axis=0) + V * beta)
+    wptr = np.zeros(V + 1, np.int64)
+    np.cumsum(np.count_nonzero(W, axis=1) + 1, out=wptr[1:])  # one spare slot per word
+    n = int(wptr[-1])
+
+    def make():
+        return dict(wlen=np.full(V, -1, np.int32), wtop=np.full(n, 77, tab),
+                    wprob=np.full(n, -1.0, np.float32), walias=np.full(n, 77, tab),
+                    Qw=np.full(V, -1.0), sprob=np.full(K, -1.0, np.float32),
+                    salias=np.full(K, -1, np.int32), word_ll=np.full(V, -1.0))
+
+    def run(b):
+        Qs = _sampler.build_word_tables(W, inv_tot, beta, alpha, wptr, b["wlen"], b["wtop"],
+                                        b["wprob"], b["walias"], b["Qw"], b["sprob"],
+                                        b["salias"], b["word_ll"], 2)
+        return (*b.values(), np.array([Qs]))
+
+    return inv_tot, wptr, make, run
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("tab", [np.uint16, np.int32])
+def test_build_word_tables_allocation_failure(tab, sampler_failures):
+    rng = np.random.default_rng(3)
+    W = (rng.integers(0, 4, (30, 7)) * (rng.random((30, 7)) < 0.4)).astype(np.int32)
+    W[5] = 0
+    _, _, make, run = _word_tables(W, 0.1, rng.uniform(0.1, 0.5, 7), tab)
+    # (the shared smoothing table sprob / salias is built before the per-word loop)
+    _check_sampler_failures("build_word_tables", make, run,
+                            ["wlen", "wtop", "wprob", "walias", "Qw", "word_ll"])
+    b = make()
+    run(b)
+    np.testing.assert_array_equal(b["wlen"], np.count_nonzero(W, axis=1))
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("path", ["frozen-sparse", "frozen-dense", "live-exclude-own",
+                                  "live-entry", "live-dense"])
+def test_sample_sweep_counts_allocation_failure(path, sampler_failures):
+    K, V = 6, 20
+    lay, keys, z0 = _sampler_corpus(V=V, K=K, seed=5)
+    D = keys.size
+    W = np.zeros((V, K), np.int32)
+    _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, W, 1)
+    beta, alpha = 0.1, np.full(K, 0.25)
+    inv_tot, wptr, make_tables, run_tables = _word_tables(W, beta, alpha, np.uint16)
+    t = make_tables()
+    Qs = float(run_tables(t)[-1][0])
+    mode = _sampler.FROZEN if path.startswith("frozen") else _sampler.LIVE
+    dense = path.endswith("dense")
+    exclude_own = path in ("live-exclude-own", "live-entry")
+    n_inner = 1 if exclude_own else 2
+
+    def make():
+        return dict(z=z0.copy(), acc=np.zeros((D, K)), Wout=np.zeros((V, K), np.int32),
+                    ll=np.full(D, -7.0))
+
+    def run(b):
+        changed = _sampler.sample_sweep_counts(
+            lay.indptr, lay.indices, lay.cnt, lay.tokptr, b["z"], keys, W, inv_tot, beta,
+            alpha, wptr, t["wlen"], t["wtop"], t["wprob"], t["walias"], t["Qw"], t["sprob"],
+            t["salias"], Qs, n_inner, 0, 5, 2, b["acc"], b["Wout"], b["ll"], 2, dense=dense,
+            mode=mode, exclude_own=exclude_own, live_entry=path == "live-entry")
+        return b["z"], b["acc"], b["Wout"], b["ll"], np.array([changed])
+
+    _check_sampler_failures("sample_sweep_counts", make, run, ["z", "acc", "Wout", "ll"])
+    b = make()
+    run(b)
+    assert b["Wout"].sum() == n_inner * z0.size
+
+
+@pytest.mark.kernels
+def test_build_alias_allocation_failure(sampler_failures):
+    rng = np.random.default_rng(6)
+    V, K = 30, 9
+    w = rng.uniform(0.0, 1.0, (V, K)).astype(np.float32)
+    alpha = rng.uniform(0.1, 0.5, K)
+
+    def make():
+        return dict(prob=np.full((V, K), -1.0, np.float32), alias=np.full((V, K), -1, np.int32),
+                    Q=np.full(V, -1.0))
+
+    def run(b):
+        _sampler.build_alias(w, alpha, b["prob"], b["alias"], b["Q"], 2)
+        return b["prob"], b["alias"], b["Q"]
+
+    _check_sampler_failures("build_alias", make, run, ["prob", "alias", "Q"])
+    np.testing.assert_allclose(run(make())[2], (alpha * w.astype(np.float64)).sum(axis=1),
+                               rtol=1e-12)
+
+
+@pytest.mark.kernels
+def test_variational_word_weights_allocation_failure(sampler_failures):
+    (UT, _, _, pi, tau, norm, _, _), _ = _split_inputs(25, 8, 7)
+    cols = np.array([3, 0, 24, 3, 11], np.int64)
+
+    def make():
+        return dict(w=np.full((cols.size, 8), -1.0, np.float32))
+
+    def run(b):
+        _sampler.variational_word_weights(UT, cols, pi, tau, norm, b["w"], 2)
+        return (b["w"],)
+
+    _check_sampler_failures("variational_word_weights", make, run, ["w"])
+    # each row is exp(E[log phi] - its maximum): its largest weight is 1
+    np.testing.assert_allclose(run(make())[0].max(axis=1), 1.0, rtol=1e-6)
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("excluded", [False, True])
+def test_split_word_tables_allocation_failure(excluded, sampler_failures):
+    args, kw = _split_inputs(25, 70, 8, excluded=excluded)
+
+    def run(_):
+        return _split_fields(_sampler.split_word_tables(*args, 2, **kw))
+
+    _check_sampler_failures("split_word_tables", dict, run, [])
+    np.testing.assert_array_equal(run(None)[1], args[7])  # wlen: the words' listed topics
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("sorted_words", [False, True])
+@pytest.mark.parametrize("zero", [False, True])
+def test_count_words_allocation_failure(zero, sorted_words, sampler_failures):
+    # the per-thread scratch is the topic totals' (T_out)
+    K, V = 6, 20
+    lay, _, z0 = _sampler_corpus(V=V, K=K, seed=9)
+
+    def make():
+        return dict(W=np.full((V, K), 3, np.int32), T=np.full(K, 5, np.int64))
+
+    def run(b):
+        _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, b["W"], 2,
+                             b["T"], zero=zero, sorted_words=sorted_words)
+        return b["W"], b["T"]
+
+    _check_sampler_failures("count_words", make, run, ["W", "T"])
+    ref = np.zeros((V, K), np.int64)
+    np.add.at(ref, (np.repeat(lay.indices, lay.cnt), z0.astype(np.int64)), 1)
+    W, T = run(make())
+    np.testing.assert_array_equal(W, ref + (0 if zero else 3))
+    np.testing.assert_array_equal(T, ref.sum(axis=0) + 5)
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("counts", [True, False])
+def test_rb_doc_part_allocation_failure(counts, sampler_failures):
+    K, V = 6, 20
+    lay, _, z0 = _sampler_corpus(V=V, K=K, seed=10)
+    beta, alpha = 0.1, np.full(K, 0.3)
+    if counts:
+        W = np.zeros((V, K), np.int32)
+        _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, W, 1)
+        w, inv = _E2F, 1.0 / (W.sum(axis=0) + V * beta)
+    else:
+        W, inv = _E2I, _E1
+        w = np.random.default_rng(11).uniform(0.05, 1.0, (V, K)).astype(np.float32)
+    A = np.empty(V)
+    _sampler.rb_word_mass(W, w, inv, beta, alpha, A, 1)
+    v0, n = 2, 15
+
+    def make():
+        return dict(out=np.full((n, K), 0.5), s=np.full(n, 0.25))
+
+    def run(b):
+        _sampler.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, W, w, inv, beta,
+                             alpha, A, b["out"], b["s"], v0, 2)
+        return b["out"], b["s"]
+
+    _check_sampler_failures("rb_doc_part", make, run, ["out", "s"])
+    # with the prior part, every token of the words v0 .. v0 + n - 1 adds one distribution
+    out, s = run(make())
+    _sampler.rb_smooth_part(W, w, inv, beta, alpha, s - 0.25, out, v0, 1)
+    tokens = np.bincount(lay.indices, weights=lay.cnt, minlength=V)[v0:v0 + n]
+    np.testing.assert_allclose(out.sum(axis=1) - 0.5 * K, tokens, rtol=1e-9)
+
+
+@pytest.mark.kernels
+def test_sampler_allocation_failure_tests_cover_every_allocating_kernel():
+    # the defs of _sampler.pyx that allocate per-thread scratch, directly or through the
+    # document sweep: each has a test above (a new one needs its own)
+    src = (Path(__file__).resolve().parents[1] / "sparseclust" / "_kernels"
+           / "_sampler.pyx").read_text()
+    blocks = re.split(r"^(?=(?:def|cdef|cpdef) )", src, flags=re.M)
+    allocating = set()
+    for block in blocks:
+        m = re.match(r"def (\w+)\(", block)
+        if m and ("sc_thread_malloc(" in block or "_run_docs(" in block):
+            allocating.add(m.group(1))
+    assert allocating == set(_SAMPLER_MESSAGES)

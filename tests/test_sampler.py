@@ -831,3 +831,221 @@ def test_kernel_digamma_equals_scipy():
     got = _sampler.digamma(x)
     ref = psi(x)
     assert np.all(np.abs(got - ref) <= 1e-13 * np.maximum(1.0, np.abs(ref)))
+
+
+# ---------------------------------------------------------------------------------------
+# input checks at the Python boundary (word ids, topics read on entry) and seq_init
+
+
+def _split_tables_for(V, K, seed=0):
+    """Split word tables (sample_sweep's LIVE sparse path) for V word types, built from
+    sparse statistics by split_word_tables."""
+    rng = np.random.default_rng(seed)
+    UT = rng.gamma(1.0, 2.0, (V, K)) * (rng.random((V, K)) < 0.3)
+    UT[:, 0] += 0.5
+    bits = np.empty((V, (K + 63) // 64), np.uint64)
+    _sampler.positive_bits(UT, bits, 1)
+    cols = np.arange(V, dtype=np.int64)
+    nnz = np.empty(V, np.int32)
+    _sampler.bit_counts(bits, cols, nnz)
+    norm = _sampler.digamma(V * 0.1 + UT.sum(axis=0))
+    return _sampler.split_word_tables(UT, bits, cols, 1.0, 0.1, norm, np.full(K, 0.3), nnz, 1)
+
+
+def _sweep_any(path, lay, z, keys, w, alpha, *, n_inner=1, n_burn=0, seq_init=False,
+               acc=None, ll=None, zsave=None, n_threads=1, seed=1):
+    """sample_sweep on one of its paths: frozen/live x dense/sparse, or live-split (the split
+    tables of w's shape)."""
+    V, K = w.shape
+    mode = FROZEN if path.startswith("frozen") else LIVE
+    dense = path.endswith("dense")
+    split = None
+    if path == "live-split":
+        split = _split_tables_for(V, K)
+        w = np.zeros((0, K), np.float32)
+        prob, alias, Q = EMPTY2F, EMPTY2I, EMPTY1
+    else:
+        prob, alias, Q = (EMPTY2F, EMPTY2I, EMPTY1) if dense else _tables(w, alpha)
+    return _sampler.sample_sweep(
+        lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, w, alpha, prob, alias, Q, mode,
+        dense, n_inner, n_burn, seed, 1, EMPTY2D if acc is None else acc, EMPTY2I,
+        EMPTY1 if ll is None else ll, n_threads, seq_init=seq_init, split=split, zsave=zsave)
+
+
+_PATHS = ["frozen-dense", "frozen-sparse", "live-dense", "live-sparse", "live-split"]
+
+
+def _small_corpus(zero_entry=False):
+    """Four documents over six words (one empty), their token layout and keys; with
+    ``zero_entry`` entry 4 (word 1 of document 2) is stored with no tokens."""
+    X = sp.csr_array(np.array([[2, 0, 1, 3, 0, 0], [0, 0, 0, 0, 0, 0], [0, 4, 0, 0, 1, 2],
+                               [1, 1, 1, 0, 0, 1]], dtype=np.float64))
+    if zero_entry:
+        X.data[4] = 0.0
+    lay = token_layout(X)
+    return lay, np.arange(X.shape[0], dtype=np.uint64)
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("path", _PATHS)
+def test_sample_sweep_rejects_word_ids_out_of_range(path):
+    # word ids index the rows of the weights (w, or the split tables' words): V or more, or
+    # negative, is a ValueError before anything is written, also on an entry of no tokens
+    V, K = 6, 5
+    w, alpha = _problem(K=K, V=V, seed=4)
+    lay, keys = _small_corpus()
+    z0 = np.zeros(lay.tokptr[-1], np.uint8)
+    _sampler.random_assign(lay.tokptr, z0, keys, 2, K, 1)
+    z = z0.copy()
+    _sweep_any(path, lay, z, keys, w, alpha)  # valid ids (V - 1 included) are accepted
+    assert lay.indices.max() == V - 1
+    lay0, _ = _small_corpus(zero_entry=True)
+    assert lay0.cnt[4] == 0
+    for j, bad, base in ((0, V, lay), (5, -1, lay), (7, 2**31 - 1, lay), (4, V, lay0)):
+        indices = base.indices.copy()
+        indices[j] = bad
+        bad_lay = base._replace(indices=indices)
+        z = np.zeros(bad_lay.tokptr[-1], np.uint8)
+        ll = np.full(keys.size, 3.0)
+        with pytest.raises(ValueError, match="^word id out of range$"):
+            _sweep_any(path, bad_lay, z, keys, w, alpha, ll=ll)
+        assert not z.any() and np.all(ll == 3.0)
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("path", _PATHS)
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32])
+def test_sample_sweep_rejects_topics_out_of_range_read_on_entry(path, dtype):
+    # without seq_init z is read on entry (the document counts: FROZEN, and LIVE before each
+    # token is taken out): a topic K or more is a ValueError before anything is written
+    V, K = 6, 5
+    w, alpha = _problem(K=K, V=V, seed=4)
+    lay, keys = _small_corpus()
+    z0 = np.zeros(lay.tokptr[-1], dtype)
+    _sampler.random_assign(lay.tokptr, z0, keys, 2, K, 1)
+    z = z0.copy()
+    z[-1] = K - 1
+    _sweep_any(path, lay, z, keys, w, alpha)  # K - 1 is a topic
+    for bad in (K, np.iinfo(dtype).max):
+        z = z0.copy()
+        z[3] = bad
+        acc = np.zeros((keys.size, K))
+        with pytest.raises(ValueError, match="^topic out of range$"):
+            _sweep_any(path, lay, z, keys, w, alpha, acc=acc)
+        assert z[3] == bad and np.array_equal(np.delete(z, 3), np.delete(z0, 3))
+        assert not acc.any()
+
+
+def _sweep_counts_any(path, lay, z, keys, W, *, ll=None):
+    beta, K = 0.1, W.shape[1]
+    alpha = np.full(K, 0.2)
+    inv_tot, tables, Qs, _ = _count_tables(W, beta, alpha)
+    mode = FROZEN if path.startswith("frozen") else LIVE
+    exclude_own = path == "live-exclude-own"
+    return _sampler.sample_sweep_counts(
+        lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, W, inv_tot, beta, alpha,
+        *tables, Qs, 1, 0, 1, 1, EMPTY2D, EMPTY2I, EMPTY1 if ll is None else ll, 1,
+        dense=path.endswith("dense"), mode=mode, exclude_own=exclude_own)
+
+
+_COUNT_PATHS = ["frozen-sparse", "frozen-dense", "live-sparse", "live-dense",
+                "live-exclude-own"]
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("path", _COUNT_PATHS)
+def test_sample_sweep_counts_rejects_word_ids_and_topics_out_of_range(path):
+    # word ids index the rows of W (also those of entries with no tokens: the live path
+    # reads ahead at the next entry's word); z is read on entry in both modes
+    V, K = 6, 5
+    lay, keys = _small_corpus()
+    z0 = np.zeros(lay.tokptr[-1], np.uint16)
+    _sampler.random_assign(lay.tokptr, z0, keys, 2, K, 1)
+    W = np.zeros((V, K), np.int32)
+    _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, W, 1)
+    z = z0.copy()
+    _sweep_counts_any(path, lay, z, keys, W)  # valid input is accepted
+    for j, bad in ((0, V), (5, -1), (7, 2**31 - 1)):
+        indices = lay.indices.copy()
+        indices[j] = bad
+        z = z0.copy()
+        ll = np.full(keys.size, 3.0)
+        with pytest.raises(ValueError, match="^word id out of range$"):
+            _sweep_counts_any(path, lay._replace(indices=indices), z, keys, W, ll=ll)
+        assert np.array_equal(z, z0) and np.all(ll == 3.0)
+    lay0, _ = _small_corpus(zero_entry=True)  # an entry of no tokens, its word id V
+    indices = lay0.indices.copy()
+    indices[4] = V
+    with pytest.raises(ValueError, match="^word id out of range$"):
+        _sweep_counts_any(path, lay0._replace(indices=indices),
+                          np.zeros(lay0.tokptr[-1], np.uint16), keys, W)
+    for bad in (K, 65535):
+        z = z0.copy()
+        z[2] = bad
+        with pytest.raises(ValueError, match="^topic out of range$"):
+            _sweep_counts_any(path, lay, z, keys, W)
+        assert z[2] == bad and np.array_equal(np.delete(z, 2), np.delete(z0, 2))
+
+
+def _seq_init_reference(lay, keys, w, alpha, n_inner, seed):
+    """The topics after the dense LIVE sweeps with seq_init, in numpy from the documented
+    streams: the first sweep draws every token given the new topics of the tokens before it
+    (no previous topic), the next ones take the token's topic out first; one uniform per
+    token, inverse CDF over the topics in order."""
+    K = alpha.size
+    z = np.full(int(lay.tokptr[-1]), -1, np.int64)
+    for d in range(keys.size):
+        t0, t1 = lay.tokptr[d], lay.tokptr[d + 1]
+        u = iter(_sampler.uniform_stream(seed, 1, int(keys[d]), n_inner * (t1 - t0)))
+        nd = np.zeros(K, np.int64)
+        for it in range(n_inner):
+            t = t0
+            for j in range(lay.indptr[d], lay.indptr[d + 1]):
+                for _ in range(lay.cnt[j]):
+                    if it > 0:
+                        nd[z[t]] -= 1
+                    cum = np.cumsum((nd + alpha) * w[lay.indices[j]].astype(np.float64))
+                    k = min(int(np.searchsorted(cum, next(u) * cum[-1], side="right")), K - 1)
+                    nd[k] += 1
+                    z[t] = k
+                    t += 1
+    return z
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("path", ["live-dense", "live-sparse", "live-split"])
+@pytest.mark.parametrize("n_inner", [1, 2])
+def test_seq_init_does_not_read_the_initial_topics(path, n_inner):
+    # with seq_init z is not read on entry: z full of anything (topics, values >= K up to the
+    # largest of the dtype, random bytes) gives the same draws, outputs and changed count.
+    # The first sweep reads no previous topic, so every token counts as changed there.
+    V, K = 6, 5
+    w, alpha = _problem(K=K, V=V, seed=8)
+    lay, keys = _small_corpus()
+    n = int(lay.tokptr[-1])
+    rng = np.random.default_rng(0)
+    results = []
+    for dtype in (np.uint8, np.uint16, np.uint32):
+        top = np.iinfo(dtype).max
+        for z in (np.zeros(n, dtype), np.full(n, 3, dtype), np.full(n, K + 5, dtype),
+                  np.full(n, top, dtype), rng.integers(0, top, n, dtype=dtype,
+                                                       endpoint=True)):
+            acc = np.zeros((keys.size, K))
+            ll = np.zeros(keys.size)
+            zsave = np.empty((n_inner, n), np.int32)
+            changed = _sweep_any(path, lay, z, keys, w, alpha, n_inner=n_inner, seq_init=True,
+                                 acc=acc, ll=ll, zsave=zsave, seed=3)
+            results.append((z.astype(np.int64), acc, ll, zsave, changed))
+    z, acc, ll, zsave, changed = results[0]
+    for other in results[1:]:
+        for a, b in zip(results[0], other, strict=True):
+            np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(zsave[-1], z)
+    assert z.max() < K
+    if n_inner == 1:
+        assert changed == n  # every token, whatever z held
+    else:
+        assert changed == np.count_nonzero(zsave[1] != zsave[0])
+    if path == "live-dense":
+        # the draws themselves against a numpy reference of the sequential initialisation
+        np.testing.assert_array_equal(z, _seq_init_reference(lay, keys, w, alpha, n_inner, 3))

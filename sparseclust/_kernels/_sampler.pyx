@@ -558,7 +558,9 @@ cdef inline bint _frozen_keep(const _Args* a, const int32_t* nd, const int32_t* 
 cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t* nd,
                   int32_t* act, int32_t* pos, double* cum, int32_t* itop) noexcept nogil:
     """Process document d (n_inner sweeps over its tokens); returns the number of tokens whose
-    topic changed in the last inner sweep.  nd must be all zero on entry and is on exit."""
+    topic changed in the last inner sweep (with ``seq_init`` the first sweep reads no previous
+    topic: every token counts as changed there).  nd must be all zero on entry and is on
+    exit."""
     cdef int64_t t0 = a.tokptr[d], t1 = a.tokptr[d + 1], t, j, changed = 0
     cdef int64_t j0 = a.indptr[d], j1 = a.indptr[d + 1]
     cdef int K = a.K, na = 0, it, k, i, v, c, r, old
@@ -644,10 +646,13 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
                 continue
             if a.mode == 1:  # LIVE: n_dk without the token, updated token by token
                 for r in range(c):
-                    old = z[t]
                     if it > 0 or not a.seq_init:
+                        old = z[t]
                         _nd_remove(nd, act, pos, &na, old)
-                    # else: sequential initialisation, the token is not counted yet
+                    else:
+                        # sequential initialisation: the token has no topic yet (z[t] is not
+                        # read, it may hold anything), is not counted, and counts as changed
+                        old = -1
                     k = _draw_one(a, nd, act, na, cum, v, &state)
                     _nd_add(nd, act, pos, &na, k)
                     if k != old and it == a.n_inner - 1:
@@ -785,6 +790,32 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
     return changed
 
 
+cdef int _check_word_ids(const int32_t[::1] indices, int64_t V) except -1:
+    """ValueError unless every word id of ``indices`` is in [0, V), a row of the (V, K) weight
+    or count table: every entry's, also of entries with no tokens (the sweep reads ahead at
+    the next entry's row)."""
+    cdef Py_ssize_t j
+    cdef int bad = 0
+    with nogil:
+        for j in range(indices.shape[0]):
+            bad = bad | (indices[j] < 0) | (indices[j] >= V)
+    if bad:
+        raise ValueError("word id out of range")
+    return 0
+
+
+cdef int _check_topics(const zint_t[::1] z, int K) except -1:
+    """ValueError unless every topic of ``z`` is < K (z read on entry: the counts n_dk)."""
+    cdef Py_ssize_t t
+    cdef int bad = 0
+    with nogil:
+        for t in range(z.shape[0]):
+            bad = bad | (<int64_t> z[t] >= K)
+    if bad:
+        raise ValueError("topic out of range")
+    return 0
+
+
 cdef object _run_docs(_Args* a, zint_t[::1] z, const uint64_t[::1] keys, int n_threads):
     """The sweep over the documents, parallel over documents; returns the number of changed
     tokens."""
@@ -860,6 +891,13 @@ def sample_sweep(
     token given the topics of the tokens before it in the document, p(z_dn = k) propto
     (alpha_k + sum_{m < n} [z_dm = k]) w_vk (the initialisation of Mimno, Hoffman & Blei 2012,
     Sec. 4), and counts as the first of the ``n_inner`` sweeps (so ``n_burn >= 1`` discards it).
+    z's contents on entry (which need not be topics) then change nothing, the returned count
+    included: a token has no previous topic in that sweep, so with ``n_inner == 1`` every
+    token counts as changed.
+
+    Checked before the sweep (ValueError): every entry's word id is a row of the weights
+    (``w``, or the words of ``split``), also for entries with no tokens; without ``seq_init``
+    (z is read on entry, FROZEN or LIVE) every z is a topic < K.
 
     ``split`` (LIVE sparse path), the :class:`SplitTables` of :func:`split_word_tables`: the
     weights are w_vk = s_v e_k + x_vk with x_vk > 0 only on word v's listed topics, the
@@ -931,6 +969,9 @@ def sample_sweep(
         raise ValueError("Wout must have shape (V, K)")
     if ll_doc.shape[0] > 0 and ll_doc.shape[0] != D:
         raise ValueError("ll_doc must have shape (D,)")
+    _check_word_ids(indices, V)
+    if not seq_init:
+        _check_topics(z, K)  # z is read on entry
     a.zsave = NULL
     a.n_tok = z.shape[0]
     if zsave is not None:
@@ -1547,6 +1588,9 @@ def sample_sweep_counts(
     thread, so the draws stay bit-identical for any number of threads.  ``dense`` evaluates
     all K topics per token (FROZEN: per entry) from W directly.
 
+    Checked before the sweep (ValueError): every entry's word id is a row of W (also for
+    entries with no tokens) and every z is a topic < K (z is read on entry in both modes).
+
     Returns the number of tokens whose topic changed in the last inner sweep.
     """
     cdef Py_ssize_t D = indptr.shape[0] - 1
@@ -1580,6 +1624,8 @@ def sample_sweep_counts(
         raise ValueError("ll_doc must have shape (D,)")
     if K == 0 or not (dense or Qs > 0):
         raise ValueError("the smoothing mass must be positive")
+    _check_word_ids(indices, V)
+    _check_topics(z, K)  # z is read on entry
     lg = np.ascontiguousarray(_sps.gammaln(np.asarray(alpha, dtype=np.float64)))
     cdef const double[::1] lg_alpha = lg
     lgt = np.empty(_LG_TAB)
@@ -1947,9 +1993,11 @@ def count_words(
             if T != NULL:
                 tb = <int64_t*> sc_thread_malloc(K * sizeof(int64_t))
                 if tb == NULL:
+                    # no scratch for the block's totals: its rows are neither cleared nor
+                    # counted (MemoryError after the loop), not counted without their totals
                     fails += 1
-                else:
-                    memset(tb, 0, K * sizeof(int64_t))
+                    continue
+                memset(tb, 0, K * sizeof(int64_t))
             if zero and hi > lo:
                 memset(&Wout[lo, 0], 0, (<size_t> (hi - lo)) * K * sizeof(int32_t))
             if sorted_words:
