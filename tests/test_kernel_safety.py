@@ -406,7 +406,6 @@ _SWEEP_PATHS = ["frozen-dense", "frozen-sparse", "live-dense", "live-sparse", "l
                 "live-split"]
 
 
-@pytest.mark.kernels
 @pytest.mark.parametrize("path", _SWEEP_PATHS)
 def test_sample_sweep_allocation_failure(path, sampler_failures):
     K, V = 6, 20
@@ -468,7 +467,6 @@ def _word_tables(W, beta, alpha, tab):
     return inv_tot, wptr, make, run
 
 
-@pytest.mark.kernels
 @pytest.mark.parametrize("tab", [np.uint16, np.int32])
 def test_build_word_tables_allocation_failure(tab, sampler_failures):
     rng = np.random.default_rng(3)
@@ -483,7 +481,6 @@ def test_build_word_tables_allocation_failure(tab, sampler_failures):
     np.testing.assert_array_equal(b["wlen"], np.count_nonzero(W, axis=1))
 
 
-@pytest.mark.kernels
 @pytest.mark.parametrize("path", ["frozen-sparse", "frozen-dense", "live-exclude-own",
                                   "live-entry", "live-dense"])
 def test_sample_sweep_counts_allocation_failure(path, sampler_failures):
@@ -519,7 +516,6 @@ def test_sample_sweep_counts_allocation_failure(path, sampler_failures):
     assert b["Wout"].sum() == n_inner * z0.size
 
 
-@pytest.mark.kernels
 def test_build_alias_allocation_failure(sampler_failures):
     rng = np.random.default_rng(6)
     V, K = 30, 9
@@ -539,7 +535,6 @@ def test_build_alias_allocation_failure(sampler_failures):
                                rtol=1e-12)
 
 
-@pytest.mark.kernels
 def test_variational_word_weights_allocation_failure(sampler_failures):
     (UT, _, _, pi, tau, norm, _, _), _ = _split_inputs(25, 8, 7)
     cols = np.array([3, 0, 24, 3, 11], np.int64)
@@ -556,7 +551,6 @@ def test_variational_word_weights_allocation_failure(sampler_failures):
     np.testing.assert_allclose(run(make())[0].max(axis=1), 1.0, rtol=1e-6)
 
 
-@pytest.mark.kernels
 @pytest.mark.parametrize("excluded", [False, True])
 def test_split_word_tables_allocation_failure(excluded, sampler_failures):
     args, kw = _split_inputs(25, 70, 8, excluded=excluded)
@@ -568,7 +562,6 @@ def test_split_word_tables_allocation_failure(excluded, sampler_failures):
     np.testing.assert_array_equal(run(None)[1], args[7])  # wlen: the words' listed topics
 
 
-@pytest.mark.kernels
 @pytest.mark.parametrize("sorted_words", [False, True])
 @pytest.mark.parametrize("zero", [False, True])
 def test_count_words_allocation_failure(zero, sorted_words, sampler_failures):
@@ -592,7 +585,6 @@ def test_count_words_allocation_failure(zero, sorted_words, sampler_failures):
     np.testing.assert_array_equal(T, ref.sum(axis=0) + 5)
 
 
-@pytest.mark.kernels
 @pytest.mark.parametrize("counts", [True, False])
 def test_rb_doc_part_allocation_failure(counts, sampler_failures):
     K, V = 6, 20
@@ -625,7 +617,6 @@ def test_rb_doc_part_allocation_failure(counts, sampler_failures):
     np.testing.assert_allclose(out.sum(axis=1) - 0.5 * K, tokens, rtol=1e-9)
 
 
-@pytest.mark.kernels
 def test_sampler_allocation_failure_tests_cover_every_allocating_kernel():
     # the defs of _sampler.pyx that allocate per-thread scratch, directly or through the
     # document sweep: each has a test above (a new one needs its own)

@@ -886,7 +886,6 @@ def _small_corpus(zero_entry=False):
     return lay, np.arange(X.shape[0], dtype=np.uint64)
 
 
-@pytest.mark.kernels
 @pytest.mark.parametrize("path", _PATHS)
 def test_sample_sweep_rejects_word_ids_out_of_range(path):
     # word ids index the rows of the weights (w, or the split tables' words): V or more, or
@@ -912,7 +911,6 @@ def test_sample_sweep_rejects_word_ids_out_of_range(path):
         assert not z.any() and np.all(ll == 3.0)
 
 
-@pytest.mark.kernels
 @pytest.mark.parametrize("path", _PATHS)
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32])
 def test_sample_sweep_rejects_topics_out_of_range_read_on_entry(path, dtype):
@@ -952,7 +950,6 @@ _COUNT_PATHS = ["frozen-sparse", "frozen-dense", "live-sparse", "live-dense",
                 "live-exclude-own"]
 
 
-@pytest.mark.kernels
 @pytest.mark.parametrize("path", _COUNT_PATHS)
 def test_sample_sweep_counts_rejects_word_ids_and_topics_out_of_range(path):
     # word ids index the rows of W (also those of entries with no tokens: the live path
@@ -1012,7 +1009,6 @@ def _seq_init_reference(lay, keys, w, alpha, n_inner, seed):
     return z
 
 
-@pytest.mark.kernels
 @pytest.mark.parametrize("path", ["live-dense", "live-sparse", "live-split"])
 @pytest.mark.parametrize("n_inner", [1, 2])
 def test_seq_init_does_not_read_the_initial_topics(path, n_inner):
