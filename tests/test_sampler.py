@@ -3,6 +3,8 @@
 alias tables, thread-count bit-identity, counts consistent with the assignments."""
 
 import itertools
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -1045,3 +1047,223 @@ def test_seq_init_does_not_read_the_initial_topics(path, n_inner):
     if path == "live-dense":
         # the draws themselves against a numpy reference of the sequential initialisation
         np.testing.assert_array_equal(z, _seq_init_reference(lay, keys, w, alpha, n_inner, 3))
+
+
+# ---------------------------------------------------------------------------------------
+# count_words and rb_doc_part: topics; every kernel that walks the tokens: the token layout
+
+
+def _rb_call(lay, z, K, counts, *, out=None, s=None):
+    """rb_doc_part over all words of _small_corpus in counts mode (W the counts of z, or of
+    topics 0 when z holds values >= K) or weights mode."""
+    V = 6
+    alpha = np.full(K, 0.3)
+    if counts:
+        W = np.zeros((V, K), np.int32)
+        W[:, 0] = 5
+        w, inv = EMPTY2F, 1.0 / (W.sum(0) + V * 0.1)
+    else:
+        W, inv = EMPTY2I, EMPTY1
+        w = _problem(K=K, V=V, seed=2)[0]
+    A = np.empty(V)
+    _sampler.rb_word_mass(W, w, inv, 0.1, alpha, A, 1)
+    out = np.zeros((V, K)) if out is None else out
+    s = np.zeros(V) if s is None else s
+    _sampler.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, w, inv, 0.1,
+                         alpha, A, out, s, 0, 1)
+    return out, s
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32])
+@pytest.mark.parametrize("sorted_words", [False, True])
+@pytest.mark.parametrize("zero", [False, True])
+def test_count_words_rejects_topics_out_of_range(dtype, sorted_words, zero):
+    # z indexes the columns of Wout's rows (and of the totals): a topic K or more is a
+    # ValueError before anything is written (zero=True clears no row either)
+    V, K = 6, 5
+    lay, keys = _small_corpus()
+    z0 = np.zeros(lay.tokptr[-1], dtype)
+    _sampler.random_assign(lay.tokptr, z0, keys, 2, K, 1)
+    z0[-1] = K - 1  # the largest topic is accepted
+    W = np.zeros((V, K), np.int32)
+    T = np.zeros(K, np.int64)
+    _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, W, 2, T_out=T,
+                         zero=zero, sorted_words=sorted_words)
+    assert W.sum() == z0.size and np.array_equal(T, np.bincount(z0, minlength=K))
+    for bad in (K, np.iinfo(dtype).max):
+        z = z0.copy()
+        z[4] = bad
+        W = np.full((V, K), 7, np.int32)
+        T = np.full(K, 7, np.int64)
+        with pytest.raises(ValueError, match="^topic out of range$"):
+            _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, 2,
+                                 T_out=T, zero=zero, sorted_words=sorted_words)
+        assert np.all(W == 7) and np.all(T == 7)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32])
+@pytest.mark.parametrize("counts", [True, False])
+def test_rb_doc_part_rejects_topics_out_of_range(dtype, counts):
+    # z indexes n_dk, alpha_k and the columns of W, w and out: a topic K or more is a
+    # ValueError before anything is written
+    K = 5
+    lay, keys = _small_corpus()
+    z0 = np.zeros(lay.tokptr[-1], dtype)
+    _sampler.random_assign(lay.tokptr, z0, keys, 2, K, 1)
+    z0[-1] = K - 1  # the largest topic is accepted
+    out, s = _rb_call(lay, z0, K, counts)
+    assert np.all(np.isfinite(out)) and np.all(s > 0)
+    for bad in (K, np.iinfo(dtype).max):
+        z = z0.copy()
+        z[0] = bad
+        out = np.full((6, K), 3.0)
+        s = np.full(6, 3.0)
+        with pytest.raises(ValueError, match="^topic out of range$"):
+            _rb_call(lay, z, K, counts, out=out, s=s)
+        assert np.all(out == 3.0) and np.all(s == 3.0)
+
+
+_LAYOUT = "^inconsistent token layout$"
+_COUNTS = r"^token counts must be >= 0$"
+_INDPTR = r"^indptr must be non-decreasing within \[0, nnz\]$"
+
+
+def _bad_layouts():
+    """Layouts of _small_corpus (indptr [0, 3, 3, 6, 10], tokptr [0, 6, 6, 13, 17]) broken in
+    one array each, tokptr[-1] still the number of tokens: (name, layout, message, whether
+    tokptr alone is broken: non-decreasing from 0, random_assign's check)."""
+    lay, _ = _small_corpus()
+    assert list(lay.indptr) == [0, 3, 3, 6, 10] and list(lay.tokptr) == [0, 6, 6, 13, 17]
+
+    def tok(*t):
+        return lay._replace(tokptr=np.array(t, np.int64))
+
+    def cnt(**kv):
+        c = lay.cnt.copy()
+        for j, v in kv.items():
+            c[int(j[1:])] = v
+        return lay._replace(cnt=c)
+
+    def ptr(*p):
+        return lay._replace(indptr=np.array(p, np.int64))
+
+    return [
+        ("tokptr[0] = 1", tok(1, 6, 6, 13, 17), _LAYOUT, True),
+        ("tokptr[0] < 0", tok(-2**40, 6, 6, 13, 17), _LAYOUT, True),
+        ("decreasing tokptr", tok(0, 6, 2, 13, 17), _LAYOUT, True),
+        ("tokptr beyond z", tok(0, 2**40, 2**40, 13, 17), _LAYOUT, True),
+        ("document boundary moved", tok(0, 5, 6, 13, 17), _LAYOUT, False),
+        ("tokens of an empty document", tok(0, 6, 8, 13, 17), _LAYOUT, False),
+        ("cnt one more", cnt(j0=3), _LAYOUT, False),
+        ("negative cnt, sums kept", cnt(j0=-1, j1=4), _COUNTS, False),
+        ("negative cnt", cnt(j6=-1), _COUNTS, False),
+        ("cnt -2**31", cnt(j9=-2**31), _COUNTS, False),
+        ("decreasing indptr", ptr(0, 3, 2, 6, 10), _INDPTR, False),
+        ("indptr past nnz", ptr(0, 3, 3, 6, 11), _INDPTR, False),
+        ("negative indptr", ptr(-1, 3, 3, 6, 10), _INDPTR, False),
+    ]
+
+
+_LAYOUT_IDS = [b[0] for b in _bad_layouts()]
+
+
+def _layout_kernels():
+    """Every def that walks the tokens through tokptr: {name: run(lay, z, outs)}, run writing
+    nothing but z and the output arrays it appends to ``outs`` (all 3 on entry)."""
+    V, K = 6, 5
+    w, alpha = _problem(K=K, V=V, seed=4)
+    lay0, keys = _small_corpus()
+    zt = np.zeros(lay0.tokptr[-1], np.uint16)
+    _sampler.random_assign(lay0.tokptr, zt, keys, 2, K, 1)
+    W = np.zeros((V, K), np.int32)
+    _sampler.count_words(lay0.indptr, lay0.indices, lay0.cnt, lay0.tokptr, zt, W, 1)
+
+    def new(outs, *arrays):
+        outs.extend(arrays)
+        return arrays
+
+    kernels = {}
+    for path in _PATHS:
+        def run(lay, z, outs, path=path):
+            acc, ll = new(outs, np.full((keys.size, K), 3.0), np.full(keys.size, 3.0))
+            _sweep_any(path, lay, z, keys, w, alpha, n_inner=2, n_burn=1, acc=acc, ll=ll)
+        kernels["sample_sweep " + path] = run
+    for path in ("live-dense", "live-sparse", "live-split"):
+        def run(lay, z, outs, path=path):
+            (ll,) = new(outs, np.full(keys.size, 3.0))
+            _sweep_any(path, lay, z, keys, w, alpha, seq_init=True, ll=ll)
+        kernels["sample_sweep seq_init " + path] = run
+    for path in _COUNT_PATHS:
+        def run(lay, z, outs, path=path):
+            (ll,) = new(outs, np.full(keys.size, 3.0))
+            _sweep_counts_any(path, lay, z, keys, W, ll=ll)
+        kernels["sample_sweep_counts " + path] = run
+    for zero, sw in itertools.product((False, True), (False, True)):
+        def run(lay, z, outs, zero=zero, sw=sw):
+            Wc, T = new(outs, np.full((V, K), 3, np.int32), np.full(K, 3, np.int64))
+            _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, Wc, 2,
+                                 T_out=T, zero=zero, sorted_words=sw)
+        kernels[f"count_words zero={zero} sorted_words={sw}"] = run
+    for counts in (True, False):
+        def run(lay, z, outs, counts=counts):
+            out, s = new(outs, np.full((V, K), 3.0), np.full(V, 3.0))
+            _rb_call(lay, z, K, counts, out=out, s=s)
+        kernels[f"rb_doc_part counts={counts}"] = run
+    return zt, kernels
+
+
+def test_layout_tests_cover_every_def_walking_tokptr():
+    # every def of the kernel source that indexes tokptr (token_counts builds it) is among
+    # the kernels of the layout tests (random_assign: its own check, below)
+    pyx = Path(_sampler.__file__).with_name("_sampler.pyx")
+    if not pyx.exists():
+        pytest.skip("the kernel source is not next to the module")
+    blocks = re.split(r"\n(?=[A-Za-z_@])", pyx.read_text())  # the top-level statements
+    defs = {b[4:].split("(", 1)[0] for b in blocks if b.startswith("def ") and "tokptr[" in b}
+    _, kernels = _layout_kernels()
+    covered = {name.split()[0] for name in kernels} | {"random_assign", "token_counts"}
+    assert defs and defs <= covered, defs - covered
+
+
+@pytest.mark.parametrize("case", range(len(_LAYOUT_IDS)), ids=_LAYOUT_IDS)
+def test_kernels_reject_inconsistent_token_layouts(case):
+    # the layout of token_counts (tokptr[0] == 0, tokptr[d + 1] - tokptr[d] the sum of the
+    # document's counts, counts >= 0, indptr non-decreasing within [0, nnz]) is checked
+    # before the tokens are walked: a ValueError with the exact message and nothing written
+    _, lay, message, tokptr_only = _bad_layouts()[case]
+    zt, kernels = _layout_kernels()
+    for name, run in kernels.items():
+        z, outs = zt.copy(), []
+        with pytest.raises(ValueError, match=message):
+            run(lay, z, outs)
+        assert np.array_equal(z, zt) and all(np.all(o == 3) for o in outs), name
+    z = np.full(zt.size, 9, np.uint16)
+    if tokptr_only:  # random_assign reads tokptr alone: non-decreasing from 0
+        with pytest.raises(ValueError, match=_LAYOUT):
+            _sampler.random_assign(lay.tokptr, z, np.arange(4, dtype=np.uint64), 2, 5, 1)
+        assert np.all(z == 9)
+
+
+def test_kernels_accept_valid_token_layouts():
+    # the edge cases of valid layouts: an entry of no tokens, empty first and last documents
+    # (tokptr[D - 1] == tokptr[D] == len(z)), no documents at all
+    zt, kernels = _layout_kernels()
+    lay0, _ = _small_corpus(zero_entry=True)
+    assert lay0.cnt[4] == 0
+    z0 = np.minimum(zt[:lay0.tokptr[-1]], 4)
+    for name, run in kernels.items():
+        run(lay0, z0.copy(), [])
+        if name.startswith(("count_words", "rb_doc_part")):
+            # the same counts with empty documents around (the sweeps' keys are per document)
+            X = sp.csr_array(np.array([[0, 0, 0, 0, 0, 0], [2, 0, 1, 3, 0, 0],
+                                       [0, 0, 0, 0, 0, 0]], dtype=np.float64))
+            lay = token_layout(X)
+            assert list(lay.tokptr) == [0, 0, 6, 6]
+            run(lay, z0[:6].copy(), [])
+            empty = token_layout(sp.csr_array((0, 6)))
+            run(empty, np.zeros(0, np.uint16), [])
+    for lay in (lay0, token_layout(sp.csr_array((0, 6)))):
+        z = np.full(lay.tokptr[-1], 9, np.uint16)
+        _sampler.random_assign(lay.tokptr, z, np.arange(lay.tokptr.size - 1, dtype=np.uint64),
+                               2, 5, 1)
+        assert np.all(z < 5)

@@ -805,7 +805,8 @@ cdef int _check_word_ids(const int32_t[::1] indices, int64_t V) except -1:
 
 
 cdef int _check_topics(const zint_t[::1] z, int K) except -1:
-    """ValueError unless every topic of ``z`` is < K (z read on entry: the counts n_dk)."""
+    """ValueError unless every topic of ``z`` is < K (z read as topics: the counts n_dk, the
+    rows' columns of count_words and rb_doc_part)."""
     cdef Py_ssize_t t
     cdef int bad = 0
     with nogil:
@@ -813,6 +814,48 @@ cdef int _check_topics(const zint_t[::1] z, int K) except -1:
             bad = bad | (<int64_t> z[t] >= K)
     if bad:
         raise ValueError("topic out of range")
+    return 0
+
+
+cdef int _check_layout(const int64_t[::1] indptr, const int32_t[::1] cnt,
+                       const int64_t[::1] tokptr, Py_ssize_t n_tok) except -1:
+    """ValueError unless (indptr, cnt, tokptr) is a token layout as :func:`token_counts` builds
+    it for ``n_tok`` tokens, the invariant every kernel walking the tokens through tokptr
+    relies on: indptr non-decreasing within [0, nnz] ("indptr must be non-decreasing within
+    [0, nnz]"), the documents' entries' counts >= 0 ("token counts must be >= 0"), and
+    tokptr[0] == 0, tokptr[d + 1] - tokptr[d] the sum of document d's counts, tokptr[D] ==
+    n_tok ("inconsistent token layout").  One O(D + nnz) scan."""
+    cdef Py_ssize_t D = indptr.shape[0] - 1, d
+    cdef int64_t nnz = cnt.shape[0], j, tot
+    cdef int bad = 0
+    if D < 0 or tokptr.shape[0] != D + 1:
+        raise ValueError("inconsistent token layout")
+    with nogil:
+        if indptr[0] < 0 or indptr[D] > nnz:
+            bad = 1
+        for d in range(D):
+            if indptr[d + 1] < indptr[d]:
+                bad = 1
+                break
+        if not bad:
+            if tokptr[0] != 0 or tokptr[D] != n_tok:
+                bad = 3
+            for d in range(D):
+                tot = 0
+                for j in range(indptr[d], indptr[d + 1]):
+                    if cnt[j] < 0:
+                        bad = 2
+                    tot += cnt[j]
+                if bad == 2:
+                    break
+                if tokptr[d + 1] - tokptr[d] != tot:
+                    bad = 3
+    if bad == 1:
+        raise ValueError("indptr must be non-decreasing within [0, nnz]")
+    if bad == 2:
+        raise ValueError("token counts must be >= 0")
+    if bad == 3:
+        raise ValueError("inconsistent token layout")
     return 0
 
 
@@ -895,9 +938,11 @@ def sample_sweep(
     included: a token has no previous topic in that sweep, so with ``n_inner == 1`` every
     token counts as changed.
 
-    Checked before the sweep (ValueError): every entry's word id is a row of the weights
-    (``w``, or the words of ``split``), also for entries with no tokens; without ``seq_init``
-    (z is read on entry, FROZEN or LIVE) every z is a topic < K.
+    Checked before the sweep (ValueError): the token layout is that of :func:`token_counts`
+    (``_check_layout``: indptr non-decreasing within [0, nnz], counts >= 0, tokptr[0] == 0 and
+    tokptr[d + 1] - tokptr[d] the sum of document d's counts); every entry's word id is a row
+    of the weights (``w``, or the words of ``split``), also for entries with no tokens; without
+    ``seq_init`` (z is read on entry, FROZEN or LIVE) every z is a topic < K.
 
     ``split`` (LIVE sparse path), the :class:`SplitTables` of :func:`split_word_tables`: the
     weights are w_vk = s_v e_k + x_vk with x_vk > 0 only on word v's listed topics, the
@@ -969,6 +1014,7 @@ def sample_sweep(
         raise ValueError("Wout must have shape (V, K)")
     if ll_doc.shape[0] > 0 and ll_doc.shape[0] != D:
         raise ValueError("ll_doc must have shape (D,)")
+    _check_layout(indptr, cnt, tokptr, z.shape[0])
     _check_word_ids(indices, V)
     if not seq_init:
         _check_topics(z, K)  # z is read on entry
@@ -1588,8 +1634,9 @@ def sample_sweep_counts(
     thread, so the draws stay bit-identical for any number of threads.  ``dense`` evaluates
     all K topics per token (FROZEN: per entry) from W directly.
 
-    Checked before the sweep (ValueError): every entry's word id is a row of W (also for
-    entries with no tokens) and every z is a topic < K (z is read on entry in both modes).
+    Checked before the sweep (ValueError): the token layout is that of :func:`token_counts`
+    (as in :func:`sample_sweep`), every entry's word id is a row of W (also for entries with
+    no tokens) and every z is a topic < K (z is read on entry in both modes).
 
     Returns the number of tokens whose topic changed in the last inner sweep.
     """
@@ -1624,6 +1671,7 @@ def sample_sweep_counts(
         raise ValueError("ll_doc must have shape (D,)")
     if K == 0 or not (dense or Qs > 0):
         raise ValueError("the smoothing mass must be positive")
+    _check_layout(indptr, cnt, tokptr, z.shape[0])
     _check_word_ids(indices, V)
     _check_topics(z, K)  # z is read on entry
     lg = np.ascontiguousarray(_sps.gammaln(np.asarray(alpha, dtype=np.float64)))
@@ -1885,12 +1933,21 @@ def random_assign(
     int K,
     int n_threads,
 ):
-    """z uniform over the K topics, from the stream (seed, 0, key[d]) of each document."""
+    """z uniform over the K topics, from the stream (seed, 0, key[d]) of each document.
+    ValueError unless tokptr is non-decreasing from tokptr[0] == 0 ("inconsistent token
+    layout"), the offsets of :func:`token_counts`."""
     cdef Py_ssize_t D = tokptr.shape[0] - 1, d
     cdef int64_t t
     cdef uint64_t state
-    if keys.shape[0] != D or tokptr[D] != z.shape[0]:
+    cdef int bad = 0
+    if D < 0 or keys.shape[0] != D or tokptr[D] != z.shape[0]:
         raise ValueError("inconsistent shapes")
+    with nogil:
+        bad = tokptr[0] != 0
+        for d in range(D):
+            bad = bad | (tokptr[d + 1] < tokptr[d])
+    if bad:
+        raise ValueError("inconsistent token layout")
     if z.shape[0] == 0:
         return
     with nogil:
@@ -1964,20 +2021,26 @@ def count_words(
     words' tokens: no two threads write the same row, so no atomic increments are needed
     (the rows of frequent words are contended: with atomics the 2-thread speed-up of a
     sweep on IMDB at K = 100 was 1.63x, without them 1.86x, benchmarks/README.md).  Integer
-    sums: the same for any number of threads."""
+    sums: the same for any number of threads.
+
+    Checked first (ValueError, nothing written): the token layout is that of
+    :func:`token_counts` (see :func:`sample_sweep`) and every z is a topic < K."""
     cdef Py_ssize_t D = indptr.shape[0] - 1
     cdef int K = <int> Wout.shape[1], V = <int> Wout.shape[0], r, b, nb, lo, hi, v, k, fails = 0
     cdef int64_t j, t, j0, j1, jlo, jhi, tq
     cdef Py_ssize_t d
     cdef int64_t* tb
     cdef int64_t* T = NULL
-    if tokptr[D] != z.shape[0]:
+    if D < 0 or tokptr.shape[0] != D + 1 or indices.shape[0] != cnt.shape[0] \
+            or tokptr[D] != z.shape[0]:
         raise ValueError("inconsistent shapes")
     if T_out is not None:
         if T_out.shape[0] != K:
             raise ValueError("T_out must have shape (K,)")
         if K > 0:
             T = &T_out[0]
+    _check_layout(indptr, cnt, tokptr, z.shape[0])
+    _check_topics(z, K)  # the columns of Wout's rows
     if V == 0 or K == 0:
         return
     if z.shape[0] == 0:
@@ -2160,6 +2223,9 @@ def rb_doc_part(
     scans all documents for the entries of its words).  The sums are float64 (a float32 sum
     over a frequent word's documents drifts and stops growing at 2**24).  In counts mode W
     must hold the counts of z (in the rows of v0 .. v0 + n - 1) and inv_tot their totals'.
+
+    Checked first (ValueError, nothing written): the token layout is that of
+    :func:`token_counts` (see :func:`sample_sweep`) and every z is a topic < K.
     """
     cdef _RB r
     cdef Py_ssize_t D = indptr.shape[0] - 1, d
@@ -2172,8 +2238,11 @@ def rb_doc_part(
     cdef double z0, zz, ssum, qo, qo1, ao
     if out.shape[1] != K or A.shape[0] != V or s.shape[0] != n or v0 < 0 or v0 + n > V:
         raise ValueError("inconsistent shapes")
-    if indices.shape[0] != cnt.shape[0] or tokptr.shape[0] != D + 1 or tokptr[D] != z.shape[0]:
+    if indices.shape[0] != cnt.shape[0] or D < 0 or tokptr.shape[0] != D + 1 \
+            or tokptr[D] != z.shape[0]:
         raise ValueError("inconsistent token layout")
+    _check_layout(indptr, cnt, tokptr, z.shape[0])
+    _check_topics(z, K)  # n_dk, alpha_k and the columns of W, w and out
     if n == 0 or K == 0 or z.shape[0] == 0:
         return
     nb = max(1, min(n_threads, n))
