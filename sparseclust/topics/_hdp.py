@@ -396,7 +396,11 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features) or CorpusStream
-            Non-negative word counts, or a corpus on disk as a
+            Non-negative word counts or fractional weights (the local step is variational;
+            ``init='auto'`` starts fractional weights from k-means++), not text (vectorize
+            documents first, e.g. with ``CountVectorizer``), with at least one document and
+            one token (an all-zero corpus raises ValueError, in :meth:`partial_fit` too;
+            empty documents among others are fine), or a corpus on disk as a
             :class:`~sparseclust.datasets.CorpusStream`: memoized training only, as in
             :meth:`SparseLDA.fit` (its minibatches are the fixed batches, read again every
             pass; a delete move re-reads the minibatches of the documents it re-infers).

@@ -631,7 +631,15 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Non-negative word counts (rounded to integers).
+            Non-negative word counts, not text (vectorize documents first, e.g. with
+            ``CountVectorizer``), with at least one document and one token (an all-zero
+            corpus raises ValueError; empty documents among others are fine). The sampler
+            draws one topic per token, so it needs whole-number counts: non-integer counts
+            are rounded half up to whole tokens with a ``NonIntegerCountsWarning``, and a
+            ValueError is raised instead when the rounded tokens keep less than half of X's
+            total weight (as for tf-idf or row-normalised rows; use :class:`SparseLDA` with
+            local_step='variational' for those). The same rules hold in :meth:`partial_fit`;
+            :meth:`transform` rounds with the warning.
         y : ignored
         callback : callable or None, default=None
             Called after every sweep as ``callback(info)``: the sweep's trace entry plus

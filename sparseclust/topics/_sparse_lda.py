@@ -741,7 +741,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         one minibatch per pass each document's chain is kept the same way, and continued
         with the stochastic topics less the minibatch's own decayed share of them.
         ``L``, ``local_max_iter``, ``local_tol`` and ``restarts`` do not apply to it, and
-        counts are rounded to whole tokens. Its training objective (``lower_bound_``,
+        counts are rounded to whole tokens (see ``fit``). Its training objective (``lower_bound_``,
         ``trace_``) is a Monte Carlo estimate of E_q[log p(x, z, phi)] - E_q[log q(phi)]
         without the entropy of q(z): not a bound, and not comparable with the variational
         ELBO; ``score`` is the same held-out bound for both steps. See ``doc/sparse_lda.md``.
@@ -1070,7 +1070,14 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features) or CorpusStream
-            Non-negative word counts (float counts allowed). A
+            Non-negative word counts, not text (vectorize documents first, e.g. with
+            ``CountVectorizer``); at least one document and one token (an all-zero corpus
+            raises ValueError; empty documents among others are fine). With
+            local_step='variational' fractional weights (e.g. tf-idf) are used as they are.
+            With local_step='gibbs' the sampler needs whole tokens: non-integer counts are
+            rounded half up with a ``NonIntegerCountsWarning``, and a ValueError is raised
+            instead when the rounded tokens keep less than half of X's total weight (as for
+            tf-idf or row-normalised rows). The same rules hold in :meth:`partial_fit`. A
             :class:`~sparseclust.datasets.CorpusStream` (e.g. from
             :func:`~sparseclust.datasets.stream_uci_bow`) trains on a corpus on disk:
             memoized training only, its minibatches (in file order) are the fixed batches
