@@ -34,6 +34,7 @@ from .._engine import (
     is_dask_collection,
     stochastic_step,
 )
+from .._input import check_output_support, reject_text
 from .._moves import parse_moves
 from ..utils import effective_n_threads
 from . import _gaussian
@@ -1235,6 +1236,7 @@ class SparseGaussianMixture(
         recorded as ``trace_[i]['heldout']``, excluded from ``elapsed``) and a per-pass
         ``callback(info)`` (see :func:`sparseclust._engine.fit_engine`)."""
         self._validate_params()
+        check_output_support(self, "SparseGaussianMixture.fit")
         warm = self.warm_start and hasattr(self, "_stats")
         dist = is_dask_collection(X)
         if dist:
@@ -1244,6 +1246,7 @@ class SparseGaussianMixture(
                 raise TypeError("held-out scoring takes in-memory data, not a Dask collection")
             X = DaskRows(self, X, "SparseGaussianMixture.fit", reset=not warm)
         else:
+            reject_text(X, "SparseGaussianMixture.fit", counts=False)
             X = validate_data(
                 self,
                 X,
@@ -1402,6 +1405,7 @@ class SparseGaussianMixture(
         self._validate_params()
         _refuse_dask(X, "SparseGaussianMixture.partial_fit")
         first = not hasattr(self, "_svi_state")
+        reject_text(X, "SparseGaussianMixture.partial_fit", counts=False)
         X = validate_data(
             self,
             X,
@@ -1499,6 +1503,7 @@ class SparseGaussianMixture(
     def _validate_predict(self, X):
         check_is_fitted(self)
         _refuse_dask(X, "SparseGaussianMixture")
+        reject_text(X, "SparseGaussianMixture", counts=False)
         X = validate_data(self, X, dtype=[np.float64, np.float32], reset=False, order="C")
         return X
 

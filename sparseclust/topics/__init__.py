@@ -3,7 +3,8 @@
 stochastic-EM LDA."""
 
 from ._hdp import HDPTopicModel
+from ._local import NonIntegerCountsWarning
 from ._sem import StochasticEMLDA
 from ._sparse_lda import SparseLDA
 
-__all__ = ["HDPTopicModel", "SparseLDA", "StochasticEMLDA"]
+__all__ = ["HDPTopicModel", "NonIntegerCountsWarning", "SparseLDA", "StochasticEMLDA"]

@@ -21,10 +21,11 @@ from .._engine import (
     is_dask_collection,
     stochastic_step,
 )
+from .._input import check_output_support
 from .._moves import parse_moves
 from ..datasets._stream import CorpusStream
 from ._hdp_model import HDPModel, empty_stats
-from ._local import check_counts, local_step
+from ._local import check_counts, local_step, require_tokens
 from ._sem import StochasticEMLDA
 from ._sparse_lda import (
     _KMEANS_ITERS,
@@ -317,8 +318,8 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     # -----------------------------------------------------------------------------------
     # helpers
 
-    def _check_X(self, X, *, reset, whom):
-        return check_counts(self, X, reset=reset, whom=whom)
+    def _check_X(self, X, *, reset, whom, fitting=False):
+        return check_counts(self, X, reset=reset, whom=whom, fitting=fitting)
 
     #: storage of the per-batch topic-word statistics ('sparse' or 'dense'; same results)
     _stats_format = "sparse"
@@ -395,7 +396,11 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features) or CorpusStream
-            Non-negative word counts, or a corpus on disk as a
+            Non-negative word counts or fractional weights (the local step is variational;
+            ``init='auto'`` starts fractional weights from k-means++), not text (vectorize
+            documents first, e.g. with ``CountVectorizer``), with at least one document and
+            one token (an all-zero corpus raises ValueError, in :meth:`partial_fit` too;
+            empty documents among others are fine), or a corpus on disk as a
             :class:`~sparseclust.datasets.CorpusStream`: memoized training only, as in
             :meth:`SparseLDA.fit` (its minibatches are the fixed batches, read again every
             pass; a delete move re-reads the minibatches of the documents it re-infers).
@@ -419,6 +424,7 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         """
         self._validate_params()
         _parse_moves(self.moves)
+        check_output_support(self, "HDPTopicModel.fit")
         wrap = None
         if isinstance(X, CorpusStream):
             rng = check_random_state(self.random_state)
@@ -429,8 +435,9 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             rng = check_random_state(self.random_state)
             X, init, n_docs, n_tokens, wrap = prepare_lda(self, X, rng, "HDPTopicModel.fit",
                                                           ship=_ship_hdp)
+            require_tokens("HDPTopicModel.fit", n_tokens)
         else:
-            X = self._check_X(X, reset=True, whom="HDPTopicModel.fit")
+            X = self._check_X(X, reset=True, whom="HDPTopicModel.fit", fitting=True)
             rng = check_random_state(self.random_state)
             init = self._init_stats(X, rng)
             n_docs, n_tokens = X.shape[0], float(X.sum())
@@ -572,7 +579,7 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         self._validate_params()
         _parse_moves(self.moves)
         first = not hasattr(self, "components_")
-        X = self._check_X(X, reset=first, whom="HDPTopicModel.partial_fit")
+        X = self._check_X(X, reset=first, whom="HDPTopicModel.partial_fit", fitting=True)
         if first:
             rng = check_random_state(self.random_state)
             self._svi_state = StochasticState(stats=self._init_stats(X, rng, minibatch=True), t=0)

@@ -699,6 +699,8 @@ class HDPModel(MoveBook, VariationalModel):
                   for bb in rnd.batch}
         for j in rnd.deletes:
             j = int(j)
+            if np.count_nonzero(work.alive) < 2:
+                break  # the last live topic: no other topic can take its documents
             if not work.alive[j] or j in log.touched:
                 continue
             # target documents of j in every batch, from the rows saved during the pass

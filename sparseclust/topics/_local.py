@@ -21,6 +21,7 @@ forbidden, up to ``restart_max_iter`` iterations are run, and the proposal is ke
 document ELBO increases.
 """
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -483,14 +484,26 @@ def infer_doc_topics(
     return res.doc_topic
 
 
-def check_counts(estimator, X, *, reset, whom):
-    """Validate a document-word count matrix for a topic-model estimator: scikit-learn's
-    ``validate_data`` (sets or checks ``n_features_in_`` / ``feature_names_in_``), float32 or
+class NonIntegerCountsWarning(UserWarning):
+    """X given to a sampled step (one topic per token) holds non-integer counts, which it
+    rounds to whole tokens (half up)."""
+
+
+def check_counts(estimator, X, *, reset, whom, fitting=False):
+    """Validate a document-word count matrix for a topic-model estimator: not text (a
+    ValueError that says to vectorize first), scikit-learn's ``validate_data`` (sets or
+    checks ``n_features_in_`` / ``feature_names_in_``), at least one document, float32 or
     float64, non-negative; returned as CSR with duplicate (document, word) entries summed on a
-    copy, so results never depend on how the caller's CSR matrix is stored."""
+    copy, so results never depend on how the caller's CSR matrix is stored.
+
+    ``fitting=True`` (``fit`` and ``partial_fit`` on a matrix) also refuses a matrix without
+    tokens (:func:`require_tokens`). Empty documents among non-empty ones are valid."""
     from sklearn.utils.validation import check_non_negative, validate_data
 
     from .._engine import is_dask_collection
+    from .._input import reject_text
+
+    reject_text(X, whom)
 
     if is_dask_collection(X):
         # only the fit methods distribute (sparseclust._dask): anything else would silently
@@ -508,12 +521,65 @@ def check_counts(estimator, X, *, reset, whom):
             "memoized training); iterate the stream and pass each minibatch."
         )
     X = validate_data(
-        estimator, X, reset=reset, accept_sparse="csr", dtype=[np.float64, np.float32]
+        estimator, X, reset=reset, accept_sparse="csr", dtype=[np.float64, np.float32],
+        ensure_min_samples=0,
     )
+    if X.shape[0] == 0:
+        raise ValueError(
+            f"{whom}: the corpus has no documents (X has shape {X.shape}); "
+            + ("there is nothing to fit." if fitting else "pass at least one document.")
+        )
     check_non_negative(X, whom)
     if not sp.issparse(X):
         X = sp.csr_array(X)
     elif not X.has_canonical_format:
         X = X.copy()
         X.sum_duplicates()
+    if fitting:
+        require_tokens(whom, X.data.sum(dtype=np.float64))
     return X
+
+
+def require_tokens(whom, n_tokens):
+    """Refuse to fit a corpus without tokens (every count 0): a fit would return the prior,
+    with ``score`` 0.0 and ``perplexity`` 1, and learn nothing."""
+    if not n_tokens > 0:
+        raise ValueError(
+            f"{whom}: the corpus has no tokens (every count is 0); there is nothing to fit."
+        )
+
+
+def check_whole_counts(X, whom, *, why, instead, fitting):
+    """The rule for a step that samples one topic per token (StochasticEMLDA, the Gibbs
+    local step of SparseLDA) on the validated CSR matrix X: whole-number counts pass
+    unchanged. Non-integer counts are rounded half up to whole tokens, as the samplers
+    always did (``floor(c + 0.5)``; scikit-learn's estimator checks train every estimator on
+    uniform fractional data, so they cannot be refused outright), with a
+    :class:`NonIntegerCountsWarning`, and when ``fitting``, a ValueError instead if the
+    rounded tokens keep less than half of X's total weight (in particular none at all):
+    the fate of tf-idf or row-normalised weights, nearly all below 0.5, which would
+    otherwise fit the prior or a handful of tokens. ``why`` says why the estimator needs
+    whole tokens, ``instead`` what accepts fractional weights."""
+    data = X.data
+    frac = data != np.floor(data)
+    if not frac.any():
+        return
+    i = int(np.argmax(frac))
+    row = int(np.searchsorted(X.indptr, i, side="right")) - 1
+    total = float(data.sum(dtype=np.float64))
+    kept = float(np.floor(data.astype(np.float64) + 0.5).sum())
+    head = (f"{whom}: {why} and needs whole-number counts; got non-integer values "
+            f"(e.g. {data[i]:.4g} at row {row}, column {int(X.indices[i])})")
+    advice = (" Pass raw counts (e.g. sklearn.feature_extraction.text.CountVectorizer), "
+              f"or use {instead}, which accepts fractional weights.")
+    if fitting and not kept >= 0.5 * total:
+        raise ValueError(
+            f"{head}. Rounded half up to whole tokens they keep {kept:.6g} of the total "
+            f"weight {total:.6g} (less than half), so the fit would lose most of X." + advice
+        )
+    warnings.warn(
+        f"{head}; they are rounded half up to whole tokens (total weight {total:.6g} -> "
+        f"{kept:.6g} tokens)." + advice,
+        NonIntegerCountsWarning,
+        stacklevel=4,
+    )

@@ -40,9 +40,10 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from .._engine import is_dask_collection
+from .._input import check_output_support
 from .._kernels import _sampler
 from ..utils._threads import effective_n_threads
-from ._local import TopicTables, check_counts, local_step
+from ._local import TopicTables, check_counts, check_whole_counts, local_step
 
 __all__ = ["StochasticEMLDA", "token_layout"]
 
@@ -558,8 +559,14 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     # -----------------------------------------------------------------------------------
     # helpers
 
-    def _check_X(self, X, *, reset, whom):
-        return check_counts(self, X, reset=reset, whom=whom)
+    def _check_X(self, X, *, reset, whom, fitting=False):
+        X = check_counts(self, X, reset=reset, whom=whom, fitting=fitting)
+        if not whom.endswith(".score"):  # fit, partial_fit, transform sample; score does not
+            check_whole_counts(
+                X, whom, fitting=fitting,
+                why="StochasticEMLDA samples one topic per token",
+                instead="SparseLDA with local_step='variational'")
+        return X
 
     def _alpha(self):
         if self.doc_topic_prior is None:
@@ -624,7 +631,15 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Non-negative word counts (rounded to integers).
+            Non-negative word counts, not text (vectorize documents first, e.g. with
+            ``CountVectorizer``), with at least one document and one token (an all-zero
+            corpus raises ValueError; empty documents among others are fine). The sampler
+            draws one topic per token, so it needs whole-number counts: non-integer counts
+            are rounded half up to whole tokens with a ``NonIntegerCountsWarning``, and a
+            ValueError is raised instead when the rounded tokens keep less than half of X's
+            total weight (as for tf-idf or row-normalised rows; use :class:`SparseLDA` with
+            local_step='variational' for those). The same rules hold in :meth:`partial_fit`;
+            :meth:`transform` rounds with the warning.
         y : ignored
         callback : callable or None, default=None
             Called after every sweep as ``callback(info)``: the sweep's trace entry plus
@@ -645,6 +660,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         self
         """
         self._validate_params()
+        check_output_support(self, "StochasticEMLDA.fit")
         if is_dask_collection(X):
             if self.algorithm != "batch":
                 raise ValueError("StochasticEMLDA fits a Dask collection with "
@@ -652,7 +668,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             from .._dask import fit_sem
 
             return fit_sem(self, X, callback)
-        X = self._check_X(X, reset=True, whom="StochasticEMLDA.fit")
+        X = self._check_X(X, reset=True, whom="StochasticEMLDA.fit", fitting=True)
         if self.algorithm == "online":
             return self._fit_online(X, callback)
         rng = check_random_state(self.random_state)
@@ -795,7 +811,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         """
         self._validate_params()
         first = not hasattr(self, "_word_topic")
-        X = self._check_X(X, reset=first, whom="StochasticEMLDA.partial_fit")
+        X = self._check_X(X, reset=first, whom="StochasticEMLDA.partial_fit", fitting=True)
         if not first and self._word_topic.shape[1] != self.n_components:
             raise ValueError(
                 f"n_components={self.n_components} differs from the "

@@ -38,6 +38,7 @@ from .._engine import (
     is_dask_collection,
     stochastic_step,
 )
+from .._input import check_output_support
 from .._kernels import _sampler
 from ..datasets._stream import CorpusStream
 from ._gibbs import (
@@ -47,7 +48,7 @@ from ._gibbs import (
     excluded_mass,
     gibbs_local_step,
 )
-from ._local import TopicTables, check_counts, local_step
+from ._local import TopicTables, check_counts, check_whole_counts, local_step, require_tokens
 from ._sem import _seed, token_layout
 
 __all__ = ["SparseLDA"]
@@ -631,6 +632,7 @@ def _prepare_stream(est, stream, rng, whom):
         n_tokens += float(Xb.sum())
     if first is None or n_docs == 0:
         raise ValueError("cannot fit on an empty dataset: the stream has no documents.")
+    require_tokens(whom, n_tokens)
     init = est._init_stats(first, rng)
 
     def checked():
@@ -739,7 +741,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         one minibatch per pass each document's chain is kept the same way, and continued
         with the stochastic topics less the minibatch's own decayed share of them.
         ``L``, ``local_max_iter``, ``local_tol`` and ``restarts`` do not apply to it, and
-        counts are rounded to whole tokens. Its training objective (``lower_bound_``,
+        counts are rounded to whole tokens (see ``fit``). Its training objective (``lower_bound_``,
         ``trace_``) is a Monte Carlo estimate of E_q[log p(x, z, phi)] - E_q[log q(phi)]
         without the entropy of q(z): not a bound, and not comparable with the variational
         ELBO; ``score`` is the same held-out bound for both steps. See ``doc/sparse_lda.md``.
@@ -919,8 +921,15 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     # -----------------------------------------------------------------------------------
     # helpers
 
-    def _check_X(self, X, *, reset, whom):
-        return check_counts(self, X, reset=reset, whom=whom)
+    def _check_X(self, X, *, reset, whom, fitting=False):
+        X = check_counts(self, X, reset=reset, whom=whom, fitting=fitting)
+        if self.local_step == "gibbs" and not whom.endswith(".score"):
+            # the sampled local step (fit, partial_fit, transform); score is variational
+            check_whole_counts(
+                X, whom, fitting=fitting,
+                why="SparseLDA with local_step='gibbs' samples one topic per token",
+                instead="local_step='variational'")
+        return X
 
     def _prepare_stream(self, stream, rng):
         return _prepare_stream(self, stream, rng, "SparseLDA.fit")
@@ -1061,7 +1070,14 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features) or CorpusStream
-            Non-negative word counts (float counts allowed). A
+            Non-negative word counts, not text (vectorize documents first, e.g. with
+            ``CountVectorizer``); at least one document and one token (an all-zero corpus
+            raises ValueError; empty documents among others are fine). With
+            local_step='variational' fractional weights (e.g. tf-idf) are used as they are.
+            With local_step='gibbs' the sampler needs whole tokens: non-integer counts are
+            rounded half up with a ``NonIntegerCountsWarning``, and a ValueError is raised
+            instead when the rounded tokens keep less than half of X's total weight (as for
+            tf-idf or row-normalised rows). The same rules hold in :meth:`partial_fit`. A
             :class:`~sparseclust.datasets.CorpusStream` (e.g. from
             :func:`~sparseclust.datasets.stream_uci_bow`) trains on a corpus on disk:
             memoized training only, its minibatches (in file order) are the fixed batches
@@ -1081,6 +1097,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self
         """
         self._validate_params()
+        check_output_support(self, "SparseLDA.fit")
         wrap = None
         stream = isinstance(X, CorpusStream)
         if stream:
@@ -1097,8 +1114,9 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
 
             rng = check_random_state(self.random_state)
             X, init, n_docs, n_tokens, wrap = prepare_lda(self, X, rng, "SparseLDA.fit")
+            require_tokens("SparseLDA.fit", n_tokens)
         else:
-            X = self._check_X(X, reset=True, whom="SparseLDA.fit")
+            X = self._check_X(X, reset=True, whom="SparseLDA.fit", fitting=True)
             rng = check_random_state(self.random_state)
             init = self._init_stats(X, rng)
             n_docs, n_tokens = X.shape[0], float(X.sum())
@@ -1210,7 +1228,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         """
         self._validate_params()
         first = not hasattr(self, "components_")
-        X = self._check_X(X, reset=first, whom="SparseLDA.partial_fit")
+        X = self._check_X(X, reset=first, whom="SparseLDA.partial_fit", fitting=True)
         if not first and self.components_.shape[0] != self.n_components:
             raise ValueError(
                 f"n_components={self.n_components} differs from the {self.components_.shape[0]} "
