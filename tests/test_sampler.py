@@ -803,6 +803,50 @@ def test_count_words_equals_numpy_for_any_thread_count():
                              np.zeros(K + 1, np.int64))
 
 
+@pytest.mark.parametrize("sorted_words", [False, True])
+def test_count_words_rejects_word_ids_outside_its_rows(sorted_words):
+    # a word id >= V names no row of Wout (the unsorted scan used to skip it, losing its
+    # tokens); nothing is written
+    K = 4
+    X = _corpus(D=60, V=12, K=K, seed=1)[0].tocsr()
+    lay = token_layout(X)
+    z = np.random.default_rng(0).integers(0, K, int(lay.tokptr[-1])).astype(np.uint16)
+    W = np.zeros((11, K), np.int32)  # one row short of the corpus' 12 words
+    assert lay.indices.max() == 11
+    with pytest.raises(ValueError, match="word id out of range"):
+        _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, 2,
+                             sorted_words=sorted_words)
+    assert not W.any()
+    W = np.zeros((12, K), np.int32)  # the largest id is a row: accepted
+    _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, 2,
+                         sorted_words=sorted_words)
+    assert W.sum() == lay.tokptr[-1]
+
+
+def test_count_words_sorted_words_refuses_unsorted_rows():
+    # with sorted_words each thread binary-searches its block of word ids in a document; a row
+    # whose ids do not increase would hand a thread entries of another thread's block
+    K = 3
+    X = _corpus(D=20, V=10, K=K, seed=2)[0].tocsr()
+    lay = token_layout(X)
+    d = int(np.flatnonzero(np.diff(lay.indptr) >= 2)[0])
+    j0 = int(lay.indptr[d])
+    indices = lay.indices.copy()
+    indices[j0], indices[j0 + 1] = indices[j0 + 1], indices[j0]
+    assert not _sampler.rows_sorted(lay.indptr, indices)
+    z = np.zeros(int(lay.tokptr[-1]), np.uint8)
+    W = np.zeros((10, K), np.int32)
+    with pytest.raises(ValueError, match="sorted_words needs word ids increasing"):
+        _sampler.count_words(lay.indptr, indices, lay.cnt, lay.tokptr, z, W, 2,
+                             sorted_words=True)
+    assert not W.any()
+    # the scan over every entry takes any order
+    _sampler.count_words(lay.indptr, indices, lay.cnt, lay.tokptr, z, W, 2)
+    ref = np.zeros((10, K), np.int64)
+    np.add.at(ref, (np.repeat(indices, lay.cnt), z.astype(np.int64)), 1)
+    np.testing.assert_array_equal(W, ref)
+
+
 def test_rao_blackwell_sums_do_not_saturate():
     # the document part is summed in float64: 1000 one-token documents of word 0 still add
     # their mass to a row that already holds 2**24 (a float32 sum would add nothing)

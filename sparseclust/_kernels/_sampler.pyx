@@ -2024,7 +2024,9 @@ def count_words(
     sums: the same for any number of threads.
 
     Checked first (ValueError, nothing written): the token layout is that of
-    :func:`token_counts` (see :func:`sample_sweep`) and every z is a topic < K."""
+    :func:`token_counts` (see :func:`sample_sweep`), every z is a topic < K, every word id is
+    a row of Wout, and with ``sorted_words`` the word ids do increase within every document
+    (an unsorted row would send a thread outside its block of rows)."""
     cdef Py_ssize_t D = indptr.shape[0] - 1
     cdef int K = <int> Wout.shape[1], V = <int> Wout.shape[0], r, b, nb, lo, hi, v, k, fails = 0
     cdef int64_t j, t, j0, j1, jlo, jhi, tq
@@ -2041,6 +2043,9 @@ def count_words(
             T = &T_out[0]
     _check_layout(indptr, cnt, tokptr, z.shape[0])
     _check_topics(z, K)  # the columns of Wout's rows
+    _check_word_ids(indices, V)  # the rows of Wout
+    if sorted_words and not rows_sorted(indptr, indices):
+        raise ValueError("sorted_words needs word ids increasing within every document")
     if V == 0 or K == 0:
         return
     if z.shape[0] == 0:
