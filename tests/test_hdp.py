@@ -11,7 +11,7 @@ from scipy import integrate
 from scipy.optimize import approx_fprime
 from scipy.special import gammaln, psi
 from sklearn.base import BaseEstimator, clone
-from sklearn.model_selection import GridSearchCV
+from sklearn.model_selection import GridSearchCV, KFold, ParameterGrid
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sparseclust import HDPTopicModel, StochasticEMLDA
@@ -551,8 +551,8 @@ def test_merge_screen_skips_stick_optimizations_without_changing_the_fit(monkeyp
         return real(*args, **kw)
 
     monkeypatch.setattr(_hdp_model, "optimize_hdp_sticks", counting)
-    X = planted_hdp_corpus(1, D=400)
-    kw = dict(max_components=60, max_iter=8, tol=0, random_state=1, init="kmeans++")
+    X = planted_hdp_corpus(1, D=200)  # merges are accepted in passes 2, 3 and 4
+    kw = dict(max_components=40, max_iter=6, tol=0, random_state=1, init="kmeans++")
     fits, n_calls = {}, {}
     for screen in (0.05, None, -np.inf):
         calls.clear()
@@ -638,17 +638,41 @@ def test_init_estimator_starts_from_its_counts():
 
 
 def test_default_init_is_stochastic_em_on_counts_and_kmeanspp_on_weights():
-    # init='auto': 300 stochastic EM sweeps for memoized training on integer counts (the same
-    # fit as init='sem'), k-means++ for fractional weights, which the sweeps would round,
-    # and for stochastic training
+    # init='auto': SEM_INIT_SWEEPS stochastic EM sweeps for memoized training on integer
+    # counts (the same fit as init='sem'), k-means++ for fractional weights, which the sweeps
+    # would round, and for stochastic training
+    from sparseclust.topics._hdp import SEM_INIT_SWEEPS
+
     X, _, _ = hdp_corpus(7, K=4, V=40, D=60, length=20)
-    kw = dict(max_components=6, max_iter=2, tol=0, random_state=3)
+    K, alpha, tau = 6, 0.7, 0.05
+    kw = dict(max_components=K, alpha=alpha, topic_word_prior=tau, max_iter=2, tol=0,
+              random_state=3)
     auto = HDPTopicModel(**kw).fit(X)
     sem = HDPTopicModel(init="sem", **kw).fit(X)
-    km = HDPTopicModel(init="kmeans++", **kw).fit(X)
     np.testing.assert_array_equal(auto.components_, sem.components_)
-    assert auto.components_.shape != km.components_.shape or not np.allclose(
-        auto.components_, km.components_)
+    # the start, built independently from the documentation: the counts (lambda - tau) of
+    # StochasticEMLDA with max_components topics, SEM_INIT_SWEEPS sweeps, document prior
+    # alpha / max_components and the model's tau, seeded by the first draw from the model's
+    # random_state, sorted by size; from them the same passes give the same model
+    rng = np.random.RandomState(3)
+    ref = StochasticEMLDA(K, max_iter=SEM_INIT_SWEEPS, doc_topic_prior=alpha / K,
+                          topic_word_prior=tau, random_state=rng.randint(2**31)).fit(X)
+    S = np.maximum(ref.components_ - tau, 0.0)
+    S = S[np.argsort(-S.sum(axis=1), kind="stable")]
+
+    class FromCounts(HDPTopicModel):
+        def _init_stats(self, X, rng):
+            rng.randint(2**31)  # the draw that seeded the sampler
+            st = empty_stats(K, X.shape[1])
+            st["S"] = S.copy()
+            return st
+
+    np.testing.assert_array_equal(
+        HDPTopicModel(**kw)._init_stats(X, np.random.RandomState(3))["S"], S)
+    np.testing.assert_array_equal(FromCounts(**kw).fit(X).components_, auto.components_)
+    # ... which the k-means++ start is not (so the checks above tell the two apart)
+    km_S = HDPTopicModel(init="kmeans++", **kw)._init_stats(X, np.random.RandomState(3))["S"]
+    assert km_S.shape == S.shape and np.abs(km_S - S).max() > 1.0
     Xw = X * 0.37
     np.testing.assert_array_equal(HDPTopicModel(**kw).fit(Xw).components_,
                                   HDPTopicModel(init="kmeans++", **kw).fit(Xw).components_)
@@ -662,9 +686,9 @@ def test_default_init_is_stochastic_em_on_counts_and_kmeanspp_on_weights():
     assert not np.allclose(HDPTopicModel(init="sem", **kw).partial_fit(X[:30]).components_,
                            HDPTopicModel(**kw).partial_fit(X[:30]).components_)
 
-    # 'sem' is init=StochasticEMLDA(max_components, max_iter=300) with the model's seed
-    from sparseclust.topics._hdp import SEM_INIT_SWEEPS
-    est = HDPTopicModel(init=StochasticEMLDA(6, max_iter=SEM_INIT_SWEEPS), **kw).fit(X)
+    # 'sem' is init=StochasticEMLDA(max_components, max_iter=SEM_INIT_SWEEPS) with the
+    # model's seed
+    est = HDPTopicModel(init=StochasticEMLDA(K, max_iter=SEM_INIT_SWEEPS), **kw).fit(X)
     np.testing.assert_array_equal(est.components_, sem.components_)
 
 
@@ -747,9 +771,22 @@ def test_partial_fit_stream_and_gridsearch():
             s0 = m.score(X)
     assert m.score(X) > s0
     assert m.n_batch_iter_ == 6
-    g = GridSearchCV(HDPTopicModel(max_components=8, max_iter=3, random_state=0),
-                     {"L": [2, 4], "gamma": [1.0, 5.0]}, cv=2).fit(X)
-    assert g.best_params_["L"] in (2, 4)
+    # GridSearchCV over L and gamma (a short sampler start, to keep the fits cheap): its mean
+    # fold scores are those of clones fitted on each training fold of the same splitter and
+    # scored on the test fold, and it picks the best of them
+    base = HDPTopicModel(max_components=8, max_iter=3, tol=0, random_state=0,
+                         init=StochasticEMLDA(8, max_iter=20))
+    grid = {"L": [2, 4], "gamma": [1.0, 5.0]}
+    Xs = X[:150]
+    g = GridSearchCV(base, grid, cv=KFold(n_splits=2)).fit(Xs)
+    candidates = list(ParameterGrid(grid))
+    means = np.array([np.mean([clone(base).set_params(**params).fit(Xs[tr]).score(Xs[te])
+                               for tr, te in KFold(n_splits=2).split(Xs)])
+                      for params in candidates])
+    assert g.cv_results_["params"] == candidates
+    np.testing.assert_allclose(g.cv_results_["mean_test_score"], means, rtol=1e-12)
+    assert g.best_params_ == candidates[int(np.argmax(means))]
+    assert np.sort(means)[-1] - np.sort(means)[-2] > 1e-6  # not a tie
 
 
 def test_partial_fit_after_fit_continues_from_the_fitted_model():
@@ -824,18 +861,39 @@ def planted_hdp_corpus(seed, K=20, V=200, D=1000, length=50):
 
 @pytest.mark.parametrize("stop", ["fixed passes", "default stopping rule"])
 def test_planted_number_of_topics_is_recovered_from_a_larger_truncation(stop):
-    # true K = 20, truncation 100; seeds 0..4, all of them reported (not hand-picked). With
-    # the defaults (tol='auto': 1e-2 after the stochastic EM start) the fit must not stop
-    # while the moves are still removing topics
-    kw = dict(max_iter=20, tol=0) if stop == "fixed passes" else {}
-    hits = []
-    for seed in range(5):
-        X = planted_hdp_corpus(seed)
-        m = HDPTopicModel(max_components=100, random_state=seed, **kw).fit(X)
-        hits.append(abs(m.n_components_ - 20) <= 3)
+    """K = 10 planted block topics (V = 100, 200 documents of 50 tokens), truncation 50,
+    otherwise the defaults: every one of seeds 0, 1, 2 (all reported, not hand-picked) ends
+    with 8 to 12 live topics, after a first pass that kept more than 3 K of them live (the
+    moves, not the start, find the number). Either after 10 passes (tol=0) or with the
+    default stopping rule (tol='auto': 1e-2 after the stochastic EM start), which must stop
+    before max_iter and not while the moves are still removing topics.
+
+    Seeds 0..12 all pass both variants (10-12 topics; 39-48 live after the first pass)."""
+    K = 10
+    kw = dict(max_iter=10, tol=0) if stop == "fixed passes" else {}
+    found = []
+    for seed in range(3):
+        X = planted_hdp_corpus(seed, K=K, V=100, D=200, length=50)
+        m = HDPTopicModel(max_components=5 * K, random_state=seed, **kw).fit(X)
+        assert m.trace_[0]["n_live"] > 3 * K
+        found.append(m.n_components_)
         if stop != "fixed passes":
             assert m.converged_ and m.n_iter_ < m.max_iter
-    assert sum(hits) >= 4, hits
+    assert all(abs(n - K) <= 2 for n in found), found
+
+
+def _first_stopping_pass(m, n_tokens, tol):
+    """The documented stopping rule, recomputed from a fit's lower bounds and accepted moves
+    (fits without the sort move, so that a pass without accepted moves changes the objective
+    only by its local and global steps): the first pass t > 1 that accepted no merge or
+    delete and whose objective changed by less than tol nats per token; None if none."""
+    L = m.lower_bounds_
+    for t in range(1, len(L)):
+        e = m.trace_[t]
+        if (e["merges_accepted"] == 0 and e["deletes_accepted"] == 0
+                and abs(L[t] - L[t - 1]) / n_tokens < tol):
+            return t + 1
+    return None
 
 
 def test_auto_tol_is_large_after_the_sampler_start_only():
@@ -843,7 +901,6 @@ def test_auto_tol_is_large_after_the_sampler_start_only():
 
     X = planted_hdp_corpus(0, D=60)
     kw = dict(max_components=8, max_iter=2, random_state=0)
-    assert SEM_START_TOL > DEFAULT_TOL
     for init, algorithm, tol in [("auto", "memoized", SEM_START_TOL),
                                  ("sem", "batch", SEM_START_TOL),
                                  (StochasticEMLDA(8, max_iter=5), "memoized", SEM_START_TOL),
@@ -854,6 +911,24 @@ def test_auto_tol_is_large_after_the_sampler_start_only():
     assert HDPTopicModel(tol=3e-3, **kw).fit(X).tol_ == 3e-3
     # tf-idf-like weights: 'auto' starts from k-means++, so the small tol
     assert HDPTopicModel(**kw).fit(X * 0.5).tol_ == DEFAULT_TOL
+
+    # the stop itself: tol='auto' ends training at the pass where the rule with the resolved
+    # tol says, recomputed from a tol=0 fit of the same passes (plus two); from the sampler
+    # that is earlier than the small tol would stop, from k-means++ later than the large one
+    n_tokens = float(X.sum())
+    for init, tol, other in [("auto", SEM_START_TOL, DEFAULT_TOL),
+                             ("kmeans++", DEFAULT_TOL, SEM_START_TOL)]:
+        kw = dict(max_components=8, moves="merge+delete", random_state=0, init=init)
+        auto = HDPTopicModel(max_iter=40, **kw).fit(X)
+        assert auto.converged_ and auto.tol_ == tol
+        full = HDPTopicModel(max_iter=auto.n_iter_ + 2, tol=0, **kw).fit(X)
+        np.testing.assert_array_equal(full.lower_bounds_[:auto.n_iter_], auto.lower_bounds_)
+        assert _first_stopping_pass(full, n_tokens, tol) == auto.n_iter_
+        stop_other = _first_stopping_pass(full, n_tokens, other)
+        if other < tol:
+            assert stop_other is None  # not within two passes after the stop
+        else:
+            assert stop_other < auto.n_iter_
 
 
 @pytest.mark.kernels
@@ -965,7 +1040,8 @@ def test_rejected_delete_rounds_shrink_the_next_rounds():
     phi = rng.dirichlet(np.full(80, 0.05), size=8)  # 8 planted topics, truncation 40
     theta = rng.dirichlet(np.full(8, 0.3), size=300)
     X = sp.csr_array(np.vstack([rng.multinomial(60, t @ phi) for t in theta]).astype(float))
-    m = HDPTopicModel(40, L=4, max_iter=16, tol=0, random_state=0, n_threads=1).fit(X)
+    # deletes accepted in passes 2-4, then rounds of 3, 2, 2, 1, 1 rejected proposals
+    m = HDPTopicModel(40, L=4, max_iter=9, tol=0, random_state=0, n_threads=1).fit(X)
     tried = [e.get("deletes_tried", 0) for e in m.trace_]
     accepted = [e.get("deletes_accepted", 0) for e in m.trace_]
     budget = 20  # the default ``max_deletes``

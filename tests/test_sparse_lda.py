@@ -13,7 +13,7 @@ from sklearn.decomposition import LatentDirichletAllocation
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.feature_extraction.text import CountVectorizer
 from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import GridSearchCV
+from sklearn.model_selection import GridSearchCV, KFold, ParameterGrid
 from sklearn.pipeline import Pipeline
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -278,9 +278,6 @@ def test_gridsearch_stochastic():
     assert len(grid.cv_results_["mean_test_score"]) == 8
     # every fold score is the per-token ELBO of the held-out fold under a model fitted on the
     # other fold with those parameters (cloned, seeded): recompute them all by hand
-    from sklearn.base import clone
-    from sklearn.model_selection import KFold
-
     folds = list(KFold(2).split(X))
     for i, params in enumerate(grid.cv_results_["params"]):
         for f, (tr, te) in enumerate(folds):
@@ -601,9 +598,19 @@ def test_init_estimator_seeded_from_random_state_and_tunable():
     assert not np.array_equal(a.components_, c.components_)
     # nested parameters: GridSearchCV over the sampler's sweeps, pickling, cloning
     assert SparseLDA(init=sem).get_params()["init__max_iter"] == 10
-    gs = GridSearchCV(SparseLDA(init=sem, random_state=0, **kw),
-                      {"init__max_iter": [2, 8]}, cv=2).fit(X)
-    assert gs.best_params_["init__max_iter"] in (2, 8)
+    grid = {"init__max_iter": [2, 8]}
+    base = SparseLDA(init=sem, random_state=0, **kw)
+    gs = GridSearchCV(base, grid, cv=KFold(n_splits=2)).fit(X)
+    # each candidate by hand: a clone with the sampler's sweeps set, fitted on each training
+    # fold and scored on its test fold; the search's means and choice are these
+    candidates = list(ParameterGrid(grid))
+    means = np.array([np.mean([clone(base).set_params(**params).fit(X[tr]).score(X[te])
+                               for tr, te in KFold(n_splits=2).split(X)])
+                      for params in candidates])
+    assert gs.cv_results_["params"] == candidates
+    np.testing.assert_allclose(gs.cv_results_["mean_test_score"], means, rtol=1e-12)
+    assert means[0] != means[1]  # the sweeps change the held-out score: the choice means it
+    assert gs.best_params_ == candidates[int(np.argmax(means))]
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(a)).transform(X), a.transform(X))
 
 
