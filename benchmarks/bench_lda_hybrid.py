@@ -404,9 +404,7 @@ class _WeightsModel(_GibbsLDAModel):
             self.last_stats[batch] = res.topic_word_csr
         self.calls += 1
         self.counters["local_iters"] += (self.n_saved + 1 + self.n_burnin) * X.shape[0]
-        S_b = res.topic_word_csr
-        return SuffStats(S=S_b if self.stats_format == "sparse" else S_b.toarray(),
-                         elbo_local=res.elbo_local)
+        return SuffStats(S=res.topic_word_csr, elbo_local=res.elbo_local)
 
 
 def _weights_variant(mean, exclude):
@@ -416,7 +414,7 @@ def _weights_variant(mean, exclude):
         def _model(self, chains=False):
             return model_cls(self._alpha(), self.topic_word_prior, self.n_burnin,
                              self._n_samples(), self._gibbs_seed, self.n_threads,
-                             getattr(self, "_gibbs_calls", 0), self._stats_format,
+                             getattr(self, "_gibbs_calls", 0),
                              lazy=self._lazy_updates, chains=False)
 
     _VariantLDA.__name__ = "SparseLDA"

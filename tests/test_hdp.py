@@ -128,10 +128,24 @@ def small_problem(seed=0, K=5, V=30, D=20):
     return X, lam, rho, omega
 
 
+def densify_local(model):
+    """Make ``model`` (an HDPModel) return its batch statistics S as a dense (K, V) array
+    instead of the (K, V) CSR it touched: the same values."""
+    local = model._local
+
+    def dense_local(*args, **kwargs):
+        stats, acc = local(*args, **kwargs)
+        stats["S"] = stats["S"].toarray()
+        return stats, acc
+
+    model._local = dense_local
+    return model
+
+
 def dense_model(alpha=0.7, gamma=2.0, tau=0.1, moves=()):
     # statistics stored dense, as the reference formulas here index them
-    return HDPModel(alpha, gamma, tau, None, dict(max_iter=2000, tol=1e-10, restarts=0), 1,
-                    moves, stats_format="dense")
+    return densify_local(HDPModel(alpha, gamma, tau, None,
+                                  dict(max_iter=2000, tol=1e-10, restarts=0), 1, moves))
 
 
 def ref_docs(X, params):

@@ -349,12 +349,7 @@ class HDPModel(MoveBook, VariationalModel):
         optimized sticks).
     """
 
-    def __init__(self, alpha, gamma, tau, L, local_opts, n_threads, moves=(), move_opts=None,
-                 stats_format="sparse"):
-        if stats_format not in ("sparse", "dense"):
-            raise ValueError(f"stats_format must be 'sparse' or 'dense', got {stats_format!r}")
-        # a batch's S: (K, V) CSR of the pairs it touched ('sparse') or dense; same values
-        self.stats_format = stats_format
+    def __init__(self, alpha, gamma, tau, L, local_opts, n_threads, moves=(), move_opts=None):
         self.alpha = float(alpha)
         self.gamma = float(gamma)
         self.tau = float(tau)
@@ -457,8 +452,8 @@ class HDPModel(MoveBook, VariationalModel):
         A = alpha_all * T
         cdir_alpha = gammaln(sum_all) - float(np.sum(gammaln(alpha_all)))
         H = res.elbo_local - D * cdir_alpha + acc["LS"] - float(G.sum())
-        S = res.topic_word_csr if self.stats_format == "sparse" else res.topic_word_stats
-        stats = SuffStats(S=S, T=T, G=G, A=A, LS=acc["LS"], H=H, D=D)
+        # a batch's S: (K, V) CSR of the (k, v) pairs it touched
+        stats = SuffStats(S=res.topic_word_csr, T=T, G=G, A=A, LS=acc["LS"], H=H, D=D)
         acc["PA"] = (alpha_vec[pairs[:, 0]] + alpha_vec[pairs[:, 1]]) * acc["PT"] if P else None
         acc["alpha"] = alpha_all
         acc["doc_topic"] = res.doc_topic
@@ -494,8 +489,7 @@ class HDPModel(MoveBook, VariationalModel):
         """A copy with this model's local-step settings and none of its move bookkeeping
         (what a task that runs the local step elsewhere needs)."""
         return HDPModel(self.alpha, self.gamma, self.tau, self.L, self.local_opts,
-                        self.n_threads, (), dict(self.move_opts),
-                        stats_format=self.stats_format)
+                        self.n_threads, (), dict(self.move_opts))
 
     def visit_local(self, X, params, context, doc_offset=0):
         """Local step of the batch (or part of a batch) X with the context of

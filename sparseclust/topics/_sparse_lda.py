@@ -268,17 +268,14 @@ class _LDAModel(VariationalModel):
     (c_Dir(alpha) - c_Dir(theta_d) - sum c r log r, Hughes & Sudderth 2016, Eq. 46-48).
     """
 
-    def __init__(self, alpha, tau, L, local_opts, n_threads, stats_format="sparse"):
+    def __init__(self, alpha, tau, L, local_opts, n_threads):
         self.alpha = alpha
         self.tau = float(tau)
         self.L = L
         self.local_opts = local_opts
         self.n_threads = n_threads
-        if stats_format not in ("sparse", "dense"):
-            raise ValueError(f"stats_format must be 'sparse' or 'dense', got {stats_format!r}")
-        # 'sparse': a batch's S is a (K, V) CSR array of the (k, v) pairs it touched (its
-        # size follows the batch); 'dense': a (K, V) array. Same values either way.
-        self.stats_format = stats_format
+        # a batch's S is a (K, V) CSR array of the (k, v) pairs it touched (its size follows
+        # the batch)
         self.counters = {"restarts_tried": 0, "restarts_accepted": 0, "local_iters": 0}
 
     def local_step(self, X, params):
@@ -287,8 +284,7 @@ class _LDAModel(VariationalModel):
         self.counters["restarts_tried"] += res.n_restarts_tried
         self.counters["restarts_accepted"] += res.n_restarts_accepted
         self.counters["local_iters"] += res.n_iter_total
-        S = res.topic_word_csr if self.stats_format == "sparse" else res.topic_word_stats
-        return SuffStats(S=S, elbo_local=res.elbo_local)
+        return SuffStats(S=res.topic_word_csr, elbo_local=res.elbo_local)
 
     def global_step(self, stats):
         # lambda = tau + max(S, 0), E[log phi] built by blocks of topics from S
@@ -391,9 +387,8 @@ class _GibbsLDAModel(_LDAModel):
     noisy_objective = True
 
     def __init__(self, alpha, tau, n_burnin, n_samples, seed, n_threads, first_call=0,
-                 stats_format="sparse", lazy=False, chains=True, rao_blackwell=False,
-                 weights="mean"):
-        super().__init__(alpha, tau, None, {}, n_threads, stats_format)
+                 lazy=False, chains=True, rao_blackwell=False, weights="mean"):
+        super().__init__(alpha, tau, None, {}, n_threads)
         self.rao_blackwell = bool(rao_blackwell)
         self.keep_chains = bool(chains)
         if weights not in ("mean", "expected_log"):
@@ -464,8 +459,7 @@ class _GibbsLDAModel(_LDAModel):
         self.calls += 1
         n_sweeps = self.n_saved + (0 if z0 is not None else 1 + self.n_burnin)
         self.counters["local_iters"] += n_sweeps * X.shape[0]
-        S = res.topic_word_csr if self.stats_format == "sparse" else res.topic_word_csr.toarray()
-        return res, SuffStats(S=S, elbo_local=res.elbo_local)
+        return res, SuffStats(S=res.topic_word_csr, elbo_local=res.elbo_local)
 
     def before_pass(self, stats, params, state):
         # chains and batch exclusion need more than one fixed batch (see visit)
@@ -957,9 +951,6 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             return 0.5 / self.n_components
         return float(self.doc_topic_prior)
 
-    #: storage of the per-batch topic-word statistics ('sparse' or 'dense'; same results)
-    _stats_format = "sparse"
-
     #: stochastic steps of the Gibbs local step update the topics lazily (LazyTopicStats);
     #: False applies the same blend densely (for tests)
     _lazy_updates = True
@@ -1006,14 +997,13 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             return _GibbsLDAModel(self._alpha(), self.topic_word_prior, self.n_burnin,
                                   self._n_samples(chains), self._gibbs_seed,
                                   self.n_threads, getattr(self, "_gibbs_calls", 0),
-                                  self._stats_format, lazy=self._lazy_updates,
+                                  lazy=self._lazy_updates,
                                   chains=chains,
                                   rao_blackwell=self._gibbs_rao_blackwell,
                                   weights=self._gibbs_weights)
         L = self.L if (self.L is not None and self.L < self.n_components) else None
         opts = dict(max_iter=self.local_max_iter, tol=self.local_tol, restarts=self.restarts)
-        return _LDAModel(self._alpha(), self.topic_word_prior, L, opts, self.n_threads,
-                         self._stats_format)
+        return _LDAModel(self._alpha(), self.topic_word_prior, L, opts, self.n_threads)
 
     def _init_stats(self, X, rng):
         K, V = self.n_components, X.shape[1]
