@@ -414,8 +414,7 @@ def _weights_variant(mean, exclude):
         def _model(self, chains=False):
             return model_cls(self._alpha(), self.topic_word_prior, self.n_burnin,
                              self._n_samples(), self._gibbs_seed, self.n_threads,
-                             getattr(self, "_gibbs_calls", 0),
-                             lazy=self._lazy_updates, chains=False)
+                             getattr(self, "_gibbs_calls", 0), chains=False)
 
     _VariantLDA.__name__ = "SparseLDA"
     return _VariantLDA

@@ -565,7 +565,13 @@ def test_split_word_tables_thread_invariant():
 
 
 class _DenseUpdateLDA(SparseLDA):
-    _lazy_updates = False
+    """The reference: the engine's dense blend S <- (1 - rho) S + rho c B instead of the
+    Gibbs model's lazily scaled one."""
+
+    def _model(self, chains=False):
+        model = super()._model(chains)
+        model.stochastic_update = None  # the engine then blends the statistics itself
+        return model
 
 
 def test_stochastic_gibbs_lazy_fit_equals_dense_fit():

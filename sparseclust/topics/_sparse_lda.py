@@ -339,9 +339,9 @@ class _GibbsLDAModel(_LDAModel):
     Local step number i (counted by ``calls``, starting at ``first_call``) draws from the
     streams keyed by (seed, i, document index in the batch).
 
-    With ``lazy``, stochastic steps keep the statistics as :class:`LazyTopicStats` (the
-    sparse, lazily scaled update of Mimno, Hoffman & Blei 2012, App. A) and the local step
-    reads E[log phi] of the minibatch's word types only (:class:`LazyParams`).
+    Stochastic steps keep the statistics as :class:`LazyTopicStats` (the sparse, lazily
+    scaled update of Mimno, Hoffman & Blei 2012, App. A) and the local step reads E[log phi]
+    of the minibatch's word types only (:class:`LazyParams`).
 
     With ``chains`` (on in a memoized :class:`SparseLDA` fit of a matrix, see
     ``SparseLDA._keeps_chains``), training with two or more fixed batches keeps every batch's
@@ -387,15 +387,13 @@ class _GibbsLDAModel(_LDAModel):
     noisy_objective = True
 
     def __init__(self, alpha, tau, n_burnin, n_samples, seed, n_threads, first_call=0,
-                 lazy=False, chains=True, rao_blackwell=False, weights="mean"):
+                 chains=True, rao_blackwell=False, weights="mean"):
         super().__init__(alpha, tau, None, {}, n_threads)
         self.rao_blackwell = bool(rao_blackwell)
         self.keep_chains = bool(chains)
         if weights not in ("mean", "expected_log"):
             raise ValueError(f"weights must be 'mean' or 'expected_log', got {weights!r}")
         self.mean_weights = weights == "mean"
-        if lazy:
-            self.stochastic_update = self._lazy_update
         self.n_burnin = int(n_burnin)
         self.n_saved = int(n_samples)
         self.seed = int(seed)
@@ -479,7 +477,8 @@ class _GibbsLDAModel(_LDAModel):
             self.last_stats[batch] = res.topic_word_csr
         return stats
 
-    def _lazy_update(self, state, batch_stats, rho, scale):
+    def stochastic_update(self, state, batch_stats, rho, scale):
+        # the engine's blend S <- (1 - rho) S + rho * scale * B, kept lazily scaled
         if not isinstance(state.stats, LazyTopicStats):
             state.stats = LazyTopicStats(state.stats["S"], state.stats["elbo_local"])
         state.stats.step(batch_stats["S"], batch_stats["elbo_local"], rho, scale)
@@ -951,10 +950,6 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             return 0.5 / self.n_components
         return float(self.doc_topic_prior)
 
-    #: stochastic steps of the Gibbs local step update the topics lazily (LazyTopicStats);
-    #: False applies the same blend densely (for tests)
-    _lazy_updates = True
-
     #: True: memoized training with the Gibbs local step keeps every batch's chain between
     #: visits, continued with the batch's own statistics excluded from the topics it samples
     #: with (see _GibbsLDAModel); False restarts every visit from the sequential draw
@@ -997,7 +992,6 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             return _GibbsLDAModel(self._alpha(), self.topic_word_prior, self.n_burnin,
                                   self._n_samples(chains), self._gibbs_seed,
                                   self.n_threads, getattr(self, "_gibbs_calls", 0),
-                                  lazy=self._lazy_updates,
                                   chains=chains,
                                   rao_blackwell=self._gibbs_rao_blackwell,
                                   weights=self._gibbs_weights)
