@@ -16,10 +16,6 @@ from sparseclust.topics._gibbs import gibbs_local_step
 from .test_gibbs import _corpus
 
 
-class _ChainLDA(SparseLDA):  # the default; kept explicit for these tests
-    _gibbs_chains = True
-
-
 def _continue_reference(X, Elogphi_T, alpha, z0, S, seed, sweep):
     """S LIVE sweeps in numpy from the assignments z0 (token order of token_layout), with the
     kernel's uniforms; returns the average (K, V) counts of the S sweeps and the final z."""
@@ -141,7 +137,7 @@ def test_fit_continues_each_batch_chain(monkeypatch, algorithm):
 
     monkeypatch.setattr(_sparse_lda, "gibbs_local_step", spy)
     n_batches = 3 if algorithm == "memoized" else 1
-    m = _ChainLDA(3, local_step="gibbs", algorithm=algorithm, n_batches=n_batches,
+    m = SparseLDA(3, local_step="gibbs", algorithm=algorithm, n_batches=n_batches,
                   max_iter=3, tol=0, random_state=0, n_burnin=2, n_samples=2).fit(X)
     assert len(seen) == 3 * n_batches
     local = [e["local_iters"] for e in m.trace_]
@@ -271,17 +267,6 @@ def _record_restarts(monkeypatch):
 
     monkeypatch.setattr(_sparse_lda, "gibbs_local_step", spy)
     return calls
-
-
-def test_restart_without_chains(monkeypatch):
-    X = _corpus(D=60)
-    calls = _record_restarts(monkeypatch)
-    cls = type("_R", (SparseLDA,), {"_gibbs_chains": False})
-    m = cls(3, local_step="gibbs", n_batches=2, max_iter=2, tol=0, random_state=0)
-    m.fit(X)
-    assert calls == [True] * 4
-    # every visit restarts: 1 + n_burnin + n_samples = 1 + 5 + 5 sweeps per document
-    assert [e["local_iters"] for e in m.trace_] == [60 * 11, 60 * 11]
 
 
 def test_bad_weights_option():

@@ -256,16 +256,14 @@ def test_stochastic_chains_default_sweeps_and_reproducibility():
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(a)).transform(X), a.transform(X))
 
 
-@pytest.mark.parametrize("case", ["one_minibatch", "no_chains", "partial_fit"])
+@pytest.mark.parametrize("case", ["one_minibatch", "partial_fit"])
 def test_stochastic_restarts(monkeypatch, case):
-    # one minibatch per pass (its documents' share is all the statistics), the private
-    # switch off, and partial_fit (no fixed documents): every visit starts afresh, with 5
-    # saved sweeps
+    # one minibatch per pass (its documents' share is all the statistics) and partial_fit
+    # (no fixed documents): every visit starts afresh, with 5 saved sweeps
     X = _corpus(D=60)
     calls, _ = _spy(monkeypatch)
-    cls = type("_S", (SparseLDA,), {"_gibbs_chains": case != "no_chains"})
-    m = cls(3, local_step="gibbs", algorithm="stochastic", max_iter=3, tol=0, random_state=0,
-            batch_size=60 if case == "one_minibatch" else 20)
+    m = SparseLDA(3, local_step="gibbs", algorithm="stochastic", max_iter=3, tol=0,
+                  random_state=0, batch_size=60 if case == "one_minibatch" else 20)
     if case == "partial_fit":
         for _ in range(2):
             for lo in range(0, 60, 20):
@@ -274,7 +272,7 @@ def test_stochastic_restarts(monkeypatch, case):
         assert m.trace_[-1]["local_iters"] == 20 * 11
     else:
         m.fit(X)
-        assert len(calls) == (3 if case == "one_minibatch" else 9)
+        assert len(calls) == 3
         per_pass = 60 * 11
         assert [e["local_iters"] for e in m.trace_] == [per_pass] * 3
     assert all(c["z_init"] is None and c["excluded"] is None for c in calls)

@@ -950,11 +950,6 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             return 0.5 / self.n_components
         return float(self.doc_topic_prior)
 
-    #: True: memoized training with the Gibbs local step keeps every batch's chain between
-    #: visits, continued with the batch's own statistics excluded from the topics it samples
-    #: with (see _GibbsLDAModel); False restarts every visit from the sequential draw
-    _gibbs_chains = True
-
     #: word weights of the chains' visits: 'mean' (the posterior mean, a collapsed sampler's
     #: conditional) or 'expected_log' (exp(E[log phi]), the hybrid step's). With
     #: 'expected_log', kept chains scored below restarted ones on 20 Newsgroups (K = 400,
@@ -974,7 +969,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         """Whether ``fit`` keeps the Gibbs step's chains between visits: training of a
         matrix with two or more batches, memoized (batch training has one) or stochastic (a
         stream's fit keeps only its minibatches' statistics, not 1-2 bytes per token)."""
-        if not self._gibbs_chains or stream:
+        if stream:
             return False
         if self.algorithm == "stochastic":
             return self._batch_size() < n_docs
