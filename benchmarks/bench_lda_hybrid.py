@@ -60,8 +60,6 @@ results; ``heldout`` also saves each run's curve at every checkpoint (``"complet
 until its budget is spent). Usage::
 
     python benchmarks/bench_lda_hybrid.py heldout --ks 100 --budgets 60
-    python benchmarks/bench_lda_hybrid.py validation --ks 400 --budgets 100 \
-        --val-methods gibbs-memoized-chains
     python benchmarks/bench_lda_hybrid.py validation --ks 400 --budgets 400 \
         --val-methods gibbs-stochastic --batch-size 4096 --n-burnin 5 --n-samples 5 \
         --suffix @b4096-B5S5
@@ -342,14 +340,6 @@ def heldout(opts):
             _save(opts.out, res)
 
 
-class _ChainsLDA(SparseLDA):
-    """The Gibbs local step continuing every batch's chain between memoized visits, with
-    exp(E[log phi]) of the other batches' statistics (the collapsed chains of the default
-    sample with their posterior mean)."""
-
-    _gibbs_weights = "expected_log"
-
-
 class _WeightsModel(_GibbsLDAModel):
     """Restarted memoized Gibbs with other word weights: ``mean`` samples with the posterior
     mean E[phi_kv] = lambda_kv / sum_u lambda_ku instead of exp(E[log phi_kv]); ``exclude``
@@ -396,8 +386,7 @@ def _weights_variant(mean, exclude):
 
 
 #: validation methods: the class that runs them
-_VALIDATION_CLASSES = {"gibbs-memoized-chains": _ChainsLDA,
-                       "gibbs-memoized-mean": _weights_variant(True, False),
+_VALIDATION_CLASSES = {"gibbs-memoized-mean": _weights_variant(True, False),
                        "gibbs-memoized-exclude": _weights_variant(False, True),
                        "gibbs-memoized-mean-exclude": _weights_variant(True, True)}
 

@@ -166,11 +166,10 @@ def _log_weights_reference(S, tau, mean):
     return (psi(lam) - psi(lam.sum(axis=1, keepdims=True))).T
 
 
-@pytest.mark.parametrize("weights", ["mean", "expected_log"])
-def test_revisit_weights_exclude_the_batch_own_statistics(monkeypatch, weights):
+def test_revisit_weights_exclude_the_batch_own_statistics(monkeypatch):
     # a revisited batch samples with the weights of lambda^{-b} = tau + S - S_b (dense
-    # reference from the statistics without the batch): the posterior mean (the default) or
-    # exp(E[log phi]); a first visit with E[log phi] of all statistics
+    # reference from the statistics without the batch): the posterior mean; a first visit
+    # with E[log phi] of all statistics
     X = _corpus(D=60)
     tau = 0.1
     captured = []
@@ -200,8 +199,7 @@ def test_revisit_weights_exclude_the_batch_own_statistics(monkeypatch, weights):
 
     monkeypatch.setattr(_sparse_lda._GibbsLDAModel, "global_step", keep_total)
     monkeypatch.setattr(_sparse_lda._GibbsLDAModel, "initial_params", keep_init)
-    cls = type("_W", (SparseLDA,), {"_gibbs_weights": weights})
-    cls(3, local_step="gibbs", algorithm="memoized", n_batches=2, max_iter=2, tol=0,
+    SparseLDA(3, local_step="gibbs", algorithm="memoized", n_batches=2, max_iter=2, tol=0,
         topic_word_prior=tau, random_state=0).fit(X)
     # statistics: totals[0] the initial ones, totals[1] after pass 1 (the batch algorithm's
     # one global step), totals[2] after pass 2's visit of batch 0
@@ -210,7 +208,7 @@ def test_revisit_weights_exclude_the_batch_own_statistics(monkeypatch, weights):
         np.testing.assert_allclose(lw, _log_weights_reference(totals[0], tau, False)[cols],
                                    rtol=1e-10, atol=1e-10)
     # pass 2, batch 0: the statistics after pass 1 without the batch's own
-    mean = weights == "mean"
+    mean = True
     cols, lw, _ = captured[2]
     ref = _log_weights_reference(totals[1] - captured[0][2], tau, mean)[cols]
     np.testing.assert_allclose(lw, ref, rtol=1e-10, atol=1e-10)
@@ -267,11 +265,6 @@ def _record_restarts(monkeypatch):
 
     monkeypatch.setattr(_sparse_lda, "gibbs_local_step", spy)
     return calls
-
-
-def test_bad_weights_option():
-    with pytest.raises(ValueError, match="weights"):
-        _sparse_lda._GibbsLDAModel(0.1, 0.1, 1, 1, 0, 1, weights="median")
 
 
 def test_stream_fit_keeps_no_chains(monkeypatch):

@@ -37,15 +37,15 @@ def _reference_log_weights(S, E, tau, mean):
 
 
 @pytest.mark.kernels
-@pytest.mark.parametrize("mean", [True, False])
-def test_excluded_weights_match_dense_reference(mean):
+def test_excluded_weights_match_dense_reference():
+    mean = True  # revisits sample with the posterior mean
     K, V, tau = 70, 20, 0.1
     params = _split_params(K, V, 2)
     cols = np.array([0, 3, 7, 12, 19])
     E = _excluded(params, cols, 5)
     S = params.stats.dense()
     before = params.log_weights(cols)
-    view = params.excluding(sp.csr_array(E), mean=mean)
+    view = params.excluding(sp.csr_array(E))
     ref = _reference_log_weights(S, E, tau, mean)[cols]
     np.testing.assert_allclose(view.log_weights(cols), ref, rtol=1e-12, atol=1e-12)
     w = view.word_weights(cols).astype(np.float64)

@@ -392,10 +392,10 @@ class LazyParams:
         self._norm = psi(V * self.tau + np.maximum(stats.totals, 0.0))
         self._El = None
 
-    def excluding(self, exclude, mean=True):
+    def excluding(self, exclude):
         """The weights of lambda^{-b} = tau + max(S - S_b, 0) with S_b the (K, V) statistics
         ``exclude`` (sparse, >= 0), as the log posterior mean log(lambda^{-b}_kv) -
-        log(sum_u lambda^{-b}_ku) with ``mean`` (else E[log phi]): a read-only view for
+        log(sum_u lambda^{-b}_ku): a read-only view for
         :func:`gibbs_local_step`, whose word types must include those of ``exclude``. The
         statistics and the fitted parameters are unchanged."""
         view = object.__new__(type(self))
@@ -408,12 +408,12 @@ class LazyParams:
         if ex.nnz and not (np.all(np.isfinite(ex.data)) and ex.data.min() >= 0.0):
             raise ValueError("the excluded statistics must be finite and >= 0")
         view.excluded = ex
-        view.mean = bool(mean)
+        view.mean = True
         coo = ex.tocoo()
         removed = excluded_mass(coo.row, coo.data, self.stats.UT[coo.col, coo.row]
                                 * self.stats.pi, K)
         tot = np.maximum(np.maximum(self.stats.totals, 0.0) - removed, 0.0)
-        view._norm = (np.log if view.mean else psi)(V * self.tau + tot)
+        view._norm = np.log(V * self.tau + tot)
         return view
 
     def _excluded_cols(self, cols):

@@ -350,9 +350,8 @@ class _GibbsLDAModel(_LDAModel):
     chain, its ``n_samples`` sweeps all saved (burn-in on the first visit only), and samples
     with the topics of the other batches' statistics, lambda^{-b} = tau + max(S - S_b, 0)
     (the batch's own previous statistics excluded, as a collapsed sampler excludes the token
-    it draws; with them included a continued chain reinforces its own assignments). With
-    ``weights='mean'`` (the default) these visits sample with the posterior mean of the
-    topics instead of exp(E[log phi]):
+    it draws; with them included a continued chain reinforces its own assignments). These
+    visits sample with the posterior mean of the topics instead of exp(E[log phi]):
 
         p(z_dn = k)  propto  (alpha_k + N_dk^{-dn}) lambda^{-b}_kv / sum_u lambda^{-b}_ku,
 
@@ -363,8 +362,7 @@ class _GibbsLDAModel(_LDAModel):
     q(phi_k) = Dir(lambda^{-b}_k); exp(E[log phi]) = exp(psi(lambda)) / exp(psi(sum lambda)),
     about (lambda - 1/2) / (sum lambda - 1/2), acts as a topic-word prior smaller by 1/2
     (Asuncion et al. 2009), which at tau = 0.1 suppresses a word in every topic where it has
-    no count. ``weights='expected_log'`` keeps exp(E[log phi]) there as well. A batch's first
-    visit starts its chain from the sequential draw under exp(E[log phi]) of all statistics
+    no count. A batch's first visit starts its chain from the sequential draw under exp(E[log phi]) of all statistics
     (the initial ones may hold the batch's own documents: k-means' do).
 
     In stochastic training of a matrix with ``chains`` (``fit_engine`` names every
@@ -373,8 +371,8 @@ class _GibbsLDAModel(_LDAModel):
     pass, and a document's visit continues its chain with the topics of the stochastic
     statistics without the minibatch's own share, lambda^{-b} = tau + max(S_t - sum_{d in b}
     a_d n_d, 0), where a_d is the weight the step blend left on document d's earlier visits
-    and n_d its word-topic counts at its last sweep (the posterior mean with
-    ``weights='mean'``). A document's first visit starts from the sequential draw under
+    and n_d its word-topic counts at its last sweep (the posterior mean, as above). A
+    document's first visit starts from the sequential draw under
     exp(E[log phi]) of all statistics, as above.
 
     Without ``chains``, and for a single batch, a minibatch that holds every document, or
@@ -387,13 +385,10 @@ class _GibbsLDAModel(_LDAModel):
     noisy_objective = True
 
     def __init__(self, alpha, tau, n_burnin, n_samples, seed, n_threads, first_call=0,
-                 chains=True, rao_blackwell=False, weights="mean"):
+                 chains=True, rao_blackwell=False):
         super().__init__(alpha, tau, None, {}, n_threads)
         self.rao_blackwell = bool(rao_blackwell)
         self.keep_chains = bool(chains)
-        if weights not in ("mean", "expected_log"):
-            raise ValueError(f"weights must be 'mean' or 'expected_log', got {weights!r}")
-        self.mean_weights = weights == "mean"
         self.n_burnin = int(n_burnin)
         self.n_saved = int(n_samples)
         self.seed = int(seed)
@@ -432,18 +427,18 @@ class _GibbsLDAModel(_LDAModel):
         return stats
 
     def _weights(self, params, own):
-        """The sampler's word weights: for a revisit, those of lambda^{-b} = tau + max(S -
-        own, 0) (the posterior mean with ``mean_weights``); for a first visit (``own`` None),
+        """The sampler's word weights: for a revisit, the posterior mean of lambda^{-b} =
+        tau + max(S - own, 0); for a first visit (``own`` None),
         E[log phi] of all statistics, which may hold the batch's own documents (the k-means
         initialisation does)."""
         if own is None:
             # lazily scaled parameters give the sampler's weights directly (a kernel pass)
             return params if isinstance(params, LazyParams) else params.log_weights
         if isinstance(params, LazyParams):
-            return params.excluding(own, mean=self.mean_weights)
+            return params.excluding(own)
 
         def log_weights(cols):
-            return params.log_weights(cols, exclude=own, mean=self.mean_weights)
+            return params.log_weights(cols, exclude=own, mean=True)
 
         return log_weights
 
@@ -950,13 +945,6 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             return 0.5 / self.n_components
         return float(self.doc_topic_prior)
 
-    #: word weights of the chains' visits: 'mean' (the posterior mean, a collapsed sampler's
-    #: conditional) or 'expected_log' (exp(E[log phi]), the hybrid step's). With
-    #: 'expected_log', kept chains scored below restarted ones on 20 Newsgroups (K = 400,
-    #: validation documents); with 'mean' they scored above both and above the variational
-    #: step (benchmarks/README.md, "Hybrid SVI-Gibbs local step")
-    _gibbs_weights = "mean"
-
     #: True: the Gibbs local step's statistics are the Rao-Blackwellized counts of its saved
     #: sweeps (gibbs_local_step(rao_blackwell=True)). Off: on 20 Newsgroups at K = 400 it
     #: ended 0.005-0.008 above the counts on validation documents (100 CPU s) but 0.012
@@ -988,8 +976,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                                   self._n_samples(chains), self._gibbs_seed,
                                   self.n_threads, getattr(self, "_gibbs_calls", 0),
                                   chains=chains,
-                                  rao_blackwell=self._gibbs_rao_blackwell,
-                                  weights=self._gibbs_weights)
+                                  rao_blackwell=self._gibbs_rao_blackwell)
         L = self.L if (self.L is not None and self.L < self.n_components) else None
         opts = dict(max_iter=self.local_max_iter, tol=self.local_tol, restarts=self.restarts)
         return _LDAModel(self._alpha(), self.topic_word_prior, L, opts, self.n_threads)
