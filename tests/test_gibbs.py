@@ -593,41 +593,6 @@ def test_stochastic_gibbs_lazy_fit_equals_dense_fit():
     np.testing.assert_array_equal(c.components_, a.components_)
 
 
-@pytest.mark.parametrize("lazy", [False, True])
-def test_rao_blackwellized_statistics_are_the_conditionals_of_the_saved_sweep(lazy):
-    """With ``rao_blackwell=True`` and one saved sweep, every token contributes its collapsed
-    conditional p(z_i = k | z_-i) propto (n_dk^-i + alpha) exp(E[log phi_kv]) given the
-    returned assignments (a dense numpy reference), the statistics hold one unit per token,
-    and the draws are those of the counting step (same assignments)."""
-    K, V, alpha = 12, 30, 0.1
-    X = _corpus(D=40, V=V, K=4, seed=5)
-    params = _split_params(K, V, 6)
-    lw = params if lazy else params.log_weights
-    kw = dict(n_burnin=1, n_samples=1, seed=3, sweep=2, return_z=True)
-    res = gibbs_local_step(X, lw, alpha, rao_blackwell=True, **kw)
-    hard = gibbs_local_step(X, lw, alpha, **kw)
-    np.testing.assert_array_equal(res.z, hard.z)
-    lay = _gibbs.token_layout(X)
-    words = np.repeat(lay.indices, lay.cnt)
-    z = res.z.astype(np.int64)
-    Lw = params.log_weights(np.arange(V))  # (V, K) E[log phi]
-    w = np.exp(Lw - Lw.max(axis=1, keepdims=True))
-    ref = np.zeros((K, V))
-    for d in range(X.shape[0]):
-        t0, t1 = lay.tokptr[d], lay.tokptr[d + 1]
-        nd = np.bincount(z[t0:t1], minlength=K)
-        for t in range(t0, t1):
-            n_other = nd.copy()
-            n_other[z[t]] -= 1
-            p = (n_other + alpha) * w[words[t]]
-            ref[:, words[t]] += p / p.sum()
-    S = res.topic_word_csr.toarray()
-    np.testing.assert_allclose(S, ref, rtol=2e-6, atol=1e-9)
-    assert S.sum() == pytest.approx(float(words.size), rel=1e-9)
-    two = gibbs_local_step(X, lw, alpha, rao_blackwell=True, n_threads=2, **kw)
-    np.testing.assert_array_equal(two.topic_word_csr.toarray(), S)
-
-
 def test_default_minibatch_size_depends_on_the_local_step():
     """batch_size=None: stochastic fit takes minibatches of 4096 with the Gibbs step and of 256
     with the variational step (the step counts say so, and the fits equal those with the

@@ -59,7 +59,6 @@ from ._sem import (
     _EMPTY2F,
     _EMPTY2I,
     DENSE_MAX_K,
-    _RaoBlackwell,
     _threads_for,
     _z_dtype,
     token_layout,
@@ -98,7 +97,7 @@ class GibbsResult:
 
 def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep, keys=None,
                      dense=None, return_doc_topic=False, n_threads=None, z_init=None,
-                     return_z=False, rao_blackwell=False):
+                     return_z=False):
     """Sampled local step over the documents of the CSR count matrix X (see the module
     docstring).
 
@@ -131,15 +130,6 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         None starts from the sequential draw and discards ``n_burnin`` sweeps. Not modified.
     return_z : bool
         Also return the assignments after the last sweep (``GibbsResult.z``).
-    rao_blackwell : bool
-        Statistics from the saved sweeps' Rao-Blackwellized counts instead of their draws:
-        every token contributes its collapsed conditional
-        p(z_dn = k | z_d^{-dn}) propto (alpha_k + N_dk^{-dn}) w_{v_dn k}
-        (:func:`~sparseclust._kernels._sampler.rb_doc_part`, weights mode; the estimator of
-        Papanikolaou et al. 2017 applied to every saved sweep). The draws are unchanged, but
-        the statistics are dense over the batch's word types, O(V_batch K) per call, and the
-        sampler then reads the dense word weights instead of the split tables. Used by
-        ``SparseLDA._gibbs_rao_blackwell`` (a study, off by default).
 
     Returns
     -------
@@ -159,7 +149,7 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         K = log_weights.stats.shape[0]
         if dense is None:
             dense = K <= DENSE_MAX_K
-        if dense or rao_blackwell:
+        if dense:
             w = log_weights.word_weights(cols, nt_all)
         else:
             w, split = log_weights.split_tables(cols, np.full(K, float(alpha)), nt_all)
@@ -227,16 +217,9 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         acc, _EMPTY2I, ll, _threads_for(n_tok * n_inner, nt_all), seq_init=z_init is None,
         split=split, zsave=zsave,
     )
-    if rao_blackwell:
-        # the Rao-Blackwellized counts in weights mode, over the batch's word types
-        rb = _RaoBlackwell(K, 0.0, alpha_v, nt_all, w=w)
-        zs = (np.ascontiguousarray(zt, dtype=_z_dtype(K)) for zt in zsave)
-        S = stats_csr(rb.sum(lay._replace(indices=indices), zs) / float(n_samples), cols, V)
-    else:
-        # the saved sweeps' word-topic counts, word by word (no (|cols|, K) table), averaged
-        jptr, topics, counts = _sampler.count_word_topics(indices, lay.cnt, zsave, cols.size,
-                                                          K)
-        S = stats_csr_from_columns(counts / float(n_samples), topics, jptr, cols, V, K)
+    # the saved sweeps' word-topic counts, word by word (no (|cols|, K) table), averaged
+    jptr, topics, counts = _sampler.count_word_topics(indices, lay.cnt, zsave, cols.size, K)
+    S = stats_csr_from_columns(counts / float(n_samples), topics, jptr, cols, V, K)
     del zsave
     if return_doc_topic:
         doc_topic /= float(n_samples)

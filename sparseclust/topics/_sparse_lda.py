@@ -385,9 +385,8 @@ class _GibbsLDAModel(_LDAModel):
     noisy_objective = True
 
     def __init__(self, alpha, tau, n_burnin, n_samples, seed, n_threads, first_call=0,
-                 chains=True, rao_blackwell=False):
+                 chains=True):
         super().__init__(alpha, tau, None, {}, n_threads)
-        self.rao_blackwell = bool(rao_blackwell)
         self.keep_chains = bool(chains)
         self.n_burnin = int(n_burnin)
         self.n_saved = int(n_samples)
@@ -447,8 +446,7 @@ class _GibbsLDAModel(_LDAModel):
         chain ``z0`` (None: a new one); returns its result and its statistics."""
         res = gibbs_local_step(X, log_weights, self.alpha, n_burnin=self.n_burnin,
                                n_samples=self.n_saved, seed=self.seed, sweep=self.calls,
-                               n_threads=self.n_threads, z_init=z0, return_z=return_z,
-                               rao_blackwell=self.rao_blackwell)
+                               n_threads=self.n_threads, z_init=z0, return_z=return_z)
         self.calls += 1
         n_sweeps = self.n_saved + (0 if z0 is not None else 1 + self.n_burnin)
         self.counters["local_iters"] += n_sweeps * X.shape[0]
@@ -945,14 +943,6 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             return 0.5 / self.n_components
         return float(self.doc_topic_prior)
 
-    #: True: the Gibbs local step's statistics are the Rao-Blackwellized counts of its saved
-    #: sweeps (gibbs_local_step(rao_blackwell=True)). Off: on 20 Newsgroups at K = 400 it
-    #: ended 0.005-0.008 above the counts on validation documents (100 CPU s) but 0.012
-    #: below them in stochastic training on the test documents (400 CPU s), far below the
-    #: variational step either way, at 1.7-2.1x the CPU of a memoized pass and 8x that of a
-    #: stochastic one (benchmarks/README.md, "Hybrid SVI-Gibbs local step")
-    _gibbs_rao_blackwell = False
-
     def _keeps_chains(self, n_docs, stream=False):
         """Whether ``fit`` keeps the Gibbs step's chains between visits: training of a
         matrix with two or more batches, memoized (batch training has one) or stochastic (a
@@ -975,8 +965,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             return _GibbsLDAModel(self._alpha(), self.topic_word_prior, self.n_burnin,
                                   self._n_samples(chains), self._gibbs_seed,
                                   self.n_threads, getattr(self, "_gibbs_calls", 0),
-                                  chains=chains,
-                                  rao_blackwell=self._gibbs_rao_blackwell)
+                                  chains=chains)
         L = self.L if (self.L is not None and self.L < self.n_components) else None
         opts = dict(max_iter=self.local_max_iter, tol=self.local_tol, restarts=self.restarts)
         return _LDAModel(self._alpha(), self.topic_word_prior, L, opts, self.n_threads)
