@@ -283,13 +283,6 @@ class LazyTopicStats:
         self.elbo_local = float(elbo_local)
         self.n_rescaled = 0
 
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        if "bits" not in state:  # pickled before the bit sets existed
-            V, K = self.UT.shape
-            self.bits = np.zeros((V, (K + 63) // 64), np.uint64)
-            _sampler.positive_bits(self.UT, self.bits, 1)
-
     @property
     def shape(self):
         V, K = self.UT.shape
