@@ -21,7 +21,6 @@ import time
 import warnings
 from pathlib import Path
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, environment, write_json  # noqa: E402
 from bench_hdp import ALPHA, TAU, load  # noqa: E402

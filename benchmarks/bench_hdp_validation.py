@@ -22,9 +22,10 @@ made with that).
 from the model's ``random_state``), with N sweeps. ``--curve`` scores the validation documents
 after every pass and replays the stopping rule for every ``--tols`` value; the fit itself runs
 with ``tol='auto'`` unless ``--extra tol=...`` is given, so pass ``--extra tol=0.0001``
-(or 0) to replay tols below the default. ``--replay FILE`` recomputes a stored run's stops. (The studies of the moves' options, the
-move start, the delete start, the topic-word merge pairs and the delete budget rule, needed
-options of the model that are no longer in the package; git history keeps them.)
+(or 0) to replay tols below the default. ``--replay FILE`` recomputes a stored run's stops.
+(The studies of the moves' options, the move start, the delete start, the topic-word merge
+pairs and the delete budget rule, needed options of the model that are no longer in the
+package; git history keeps them.)
 """
 
 import argparse

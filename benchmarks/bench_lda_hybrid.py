@@ -37,7 +37,8 @@ Two experiments, one thread each, CPU time of this process (``time.process_time`
     reported per R, so one can see whether a ranking at R = 3 holds with more particles.
 ``validation``
     Memoized Gibbs (``gibbs-memoized``, each batch's chain kept between visits) and the
-    variational step, scored on documents the reported test split does not use: ``--val-docs test`` (default) fits all training posts and scores 1,000 test posts
+    variational step, scored on documents the reported test split does not use:
+    ``--val-docs test`` (default) fits all training posts and scores 1,000 test posts
     disjoint from the reported ones (the validation set of ``bench_lda_stochastic.py``);
     ``--val-docs train`` fits the shuffled training posts but the last ``--n-val`` and scores
     those (many quote training posts of the same period, which favours sharper topics).

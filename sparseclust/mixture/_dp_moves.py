@@ -81,10 +81,11 @@ __all__ = ["MixtureMoves"]
 ACCEPT_RTOL = 1e-12
 
 #: values (rows x features) a birth re-infers at most: every row of the target up to
-#: ``BIRTH_VALUES // n_features`` rows (or the delete budget if larger). Re-inferring a subsample of a large cluster leaves the rest in it, and
-#: the proposal then loses (three blobs of 1,000 points from one cluster stayed one cluster
-#: with the 500-row subsample of an earlier default). The target's rows are gathered in one
-#: dense array (on Dask, fetched to the client): at most 80 MB of float64 by this bound.
+#: ``BIRTH_VALUES // n_features`` rows (or the delete budget if larger). Re-inferring a
+#: subsample of a large cluster leaves the rest in it, and the proposal then loses (three blobs
+#: of 1,000 points from one cluster stayed one cluster with the 500-row subsample of an earlier
+#: default). The target's rows are gathered in one dense array (on Dask, fetched to the client):
+#: at most 80 MB of float64 by this bound.
 BIRTH_VALUES = 10_000_000
 
 #: pairs of the merge order scanned at once for the data terms of chained merges

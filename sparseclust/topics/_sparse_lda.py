@@ -361,9 +361,10 @@ class _GibbsLDAModel(_LDAModel):
     batch as the block. The posterior mean is the predictive probability of a word under
     q(phi_k) = Dir(lambda^{-b}_k); exp(E[log phi]) = exp(psi(lambda)) / exp(psi(sum lambda)),
     about (lambda - 1/2) / (sum lambda - 1/2), acts as a topic-word prior smaller by 1/2
-    (Asuncion et al. 2009), which at tau = 0.1 suppresses a word in every topic where it has
-    no count. A batch's first visit starts its chain from the sequential draw under exp(E[log phi]) of all statistics
-    (the initial ones may hold the batch's own documents: k-means' do).
+    (Asuncion et al. 2009), which at tau = 0.1 suppresses a word in every topic where it
+    has no count. A batch's first visit starts its chain from the sequential draw under
+    exp(E[log phi]) of all statistics (the initial ones may hold the batch's own documents:
+    k-means' do).
 
     In stochastic training of a matrix with ``chains`` (``fit_engine`` names every
     minibatch's rows through :meth:`before_step`), every *document* keeps its chain
