@@ -10,11 +10,7 @@ uniform prior alpha / K over the same topics; and SparseLDA at the learned K (sa
 Usage::
 
     python benchmarks/bench_hdp_validation.py --gammas 1 10 --seeds 0 1
-    python benchmarks/bench_hdp_validation.py --move-start 2 8 15 --seeds 0 1 2
-    python benchmarks/bench_hdp_validation.py --corpus 20ng --no-lda --move-start 2 15
-    python benchmarks/bench_hdp_validation.py --delete-start 2 15 --no-lda --seeds 0 1 2
     python benchmarks/bench_hdp_validation.py --corpus 20ng --no-lda --init-sweeps 300
-    python benchmarks/bench_hdp_validation.py --no-lda --init-sweeps 300 --word-cos 0.3 0.5
     python benchmarks/bench_hdp_validation.py --sem-sweeps 100 200 300 --seeds 0 1 2 3 4
 
 ``--init-sweeps N`` starts the HDP from N stochastic EM sweeps (``init=StochasticEMLDA(
@@ -27,11 +23,9 @@ from the model's ``random_state``), with N sweeps. ``--curve`` scores the valida
 after every pass and replays the stopping rule for every ``--tols`` value; the fit itself runs
 with ``tol='auto'`` unless ``--extra tol=...`` is given, so pass ``--extra tol=0.0001``
 (or 0) to replay tols below the default. ``--replay FILE`` recomputes a stored run's stops.
-``--word-pairs`` and ``--word-cos`` set the merge pairs proposed by topic-word similarity
-(HDPModel ``move_opts['word_pairs_per_topic']`` and ``['min_word_cos']``; 0 pairs: co-usage
-pairs only, as before they existed). ``--delete-budget grow follow`` compares the rules of
-the number of delete proposals per round (``move_opts['delete_budget']``, 'follow' the default
-since it was added; :class:`sparseclust._moves.AdaptiveBudget`).
+(The studies of the moves' options, the move start, the delete start, the topic-word merge
+pairs and the delete budget rule, needed options of the model that are no longer in the
+package; git history keeps them.)
 """
 
 import argparse
@@ -118,19 +112,6 @@ def main(argv=None):
     p.add_argument("--truncation", type=int, default=200)
     p.add_argument("--max-iter", type=int, default=100)
     p.add_argument("--extra", default="", help="extra HDPTopicModel keyword=value, comma-sep")
-    p.add_argument("--move-start", type=int, nargs="+", default=[None],
-                   help="first pass whose end runs moves (HDPModel move_opts['start']; "
-                   "default: the model's)")
-    p.add_argument("--delete-start", type=int, nargs="+", default=[None],
-                   help="first pass whose end may run deletes, merges unchanged (HDPModel "
-                   "move_opts['delete_start']; default: the move start)")
-    p.add_argument("--word-pairs", type=int, nargs="+", default=[None],
-                   help="merge pairs per topic by topic-word cosine (HDPModel move_opts"
-                   "['word_pairs_per_topic']; default: the model's)")
-    p.add_argument("--word-cos", type=float, nargs="+", default=[None],
-                   help="least topic-word cosine of those pairs (move_opts['min_word_cos'])")
-    p.add_argument("--delete-budget", nargs="+", default=[None], choices=["grow", "follow"],
-                   help="HDPModel move_opts['delete_budget'] values (default: the model's)")
     p.add_argument("--no-lda", action="store_true")
     p.add_argument("--init-sweeps", type=int, default=None,
                    help="start from this many stochastic EM sweeps (default: the model's "
@@ -165,9 +146,7 @@ def main(argv=None):
             extra[k] = type(default)(v)
     X, X_val = validation_split(args.corpus)
     runs = []
-    for gamma, start, dstart, wpairs, wcos, dbudget, sweeps, seed in itertools.product(
-            args.gammas, args.move_start, args.delete_start, args.word_pairs, args.word_cos,
-            args.delete_budget, args.sem_sweeps, args.seeds):
+    for gamma, sweeps, seed in itertools.product(args.gammas, args.sem_sweeps, args.seeds):
         init = {}
         if sweeps is not None:
             init["init"] = StochasticEMLDA(args.truncation, max_iter=sweeps)
@@ -177,12 +156,6 @@ def main(argv=None):
         m = HDPTopicModel(args.truncation, alpha=ALPHA, gamma=gamma, topic_word_prior=TAU,
                           L=8, max_iter=args.max_iter, random_state=seed, n_threads=1,
                           **extra, **init)
-        opts = {k: v for k, v in (("start", start), ("delete_start", dstart),
-                                  ("word_pairs_per_topic", wpairs), ("min_word_cos", wcos),
-                                  ("delete_budget", dbudget))
-                if v is not None}
-        if opts:
-            m._move_opts = opts
         curve, off = [], [0.0]
         t0 = time.process_time()
 
@@ -203,8 +176,7 @@ def main(argv=None):
         own = document_completion_score(m, X_val, random_state=0, n_threads=1)
         uni = document_completion_score(m.topic_word_distribution_, X_val, random_state=0,
                                         doc_topic_prior=ALPHA / K, n_threads=1)
-        row = dict(gamma=gamma, move_start=start, delete_start=dstart, word_pairs=wpairs,
-                   word_cos=wcos, delete_budget=dbudget, sem_sweeps=sweeps, seed=seed,
+        row = dict(gamma=gamma, sem_sweeps=sweeps, seed=seed,
                    extra=extra, init_sweeps=args.init_sweeps, n_live=K,
                    passes=m.n_iter_, seconds=sec, score=own, score_uniform_prior=uni)
         if args.curve:

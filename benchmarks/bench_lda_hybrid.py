@@ -36,18 +36,15 @@ Two experiments, one thread each, CPU time of this process (``time.process_time`
     final topics are scored with every R of ``--particles``; each pair's paired difference is
     reported per R, so one can see whether a ranking at R = 3 holds with more particles.
 ``validation``
-    Memoized Gibbs with each batch's chain kept between visits (``gibbs-memoized-chains``,
-    ``SparseLDA._gibbs_chains``) against restarted chains (``gibbs-memoized-restart``, the
-    default) and the variational step, scored on documents the reported test split does not
-    use: ``--val-docs test`` (default) fits all training posts and scores 1,000 test posts
+    Memoized Gibbs (``gibbs-memoized``, each batch's chain kept between visits) and the
+    variational step, scored on documents the reported test split does not use:
+    ``--val-docs test`` (default) fits all training posts and scores 1,000 test posts
     disjoint from the reported ones (the validation set of ``bench_lda_stochastic.py``);
     ``--val-docs train`` fits the shuffled training posts but the last ``--n-val`` and scores
     those (many quote training posts of the same period, which favours sharper topics).
     Restarted memoized Gibbs with other word weights: ``gibbs-memoized-mean`` (posterior mean
     E[phi] instead of exp(E[log phi])), ``gibbs-memoized-exclude`` (the batch's own previous
-    statistics taken out of lambda) and ``gibbs-memoized-mean-exclude`` (both). The Gibbs
-    step with Rao-Blackwellized statistics (``SparseLDA._gibbs_rao_blackwell``):
-    ``gibbs-memoized-rb`` and ``gibbs-stochastic-rb``, which ``heldout`` runs as well.
+    statistics taken out of lambda) and ``gibbs-memoized-mean-exclude`` (both).
     Settings of the Gibbs step (``--n-burnin``, ``--n-samples``, ``--batch-size``,
     ``--kappa``) apply to every method of a run; ``--suffix`` names the runs after them, so
     several settings sit side by side in one results file.
@@ -64,12 +61,6 @@ results; ``heldout`` also saves each run's curve at every checkpoint (``"complet
 until its budget is spent). Usage::
 
     python benchmarks/bench_lda_hybrid.py heldout --ks 100 --budgets 60
-    python benchmarks/bench_lda_hybrid.py validation --ks 400 --budgets 100 \
-        --val-methods gibbs-memoized-chains
-    python benchmarks/bench_lda_hybrid.py validation --ks 400 --budgets 100 \
-        --val-methods gibbs-stochastic-rb gibbs-stochastic
-    python benchmarks/bench_lda_hybrid.py heldout --ks 400 --budgets 400 \
-        --methods gibbs-stochastic-rb
     python benchmarks/bench_lda_hybrid.py validation --ks 400 --budgets 400 \
         --val-methods gibbs-stochastic --batch-size 4096 --n-burnin 5 --n-samples 5 \
         --suffix @b4096-B5S5
@@ -350,31 +341,6 @@ def heldout(opts):
             _save(opts.out, res)
 
 
-class _RestartLDA(SparseLDA):
-    """The Gibbs local step restarting every visit from the sequential initialisation, with
-    exp(E[log phi]) (the default before the collapsed chains)."""
-
-    _gibbs_chains = False
-
-
-class _RaoBlackwellLDA(SparseLDA):
-    """The Gibbs local step with Rao-Blackwellized statistics: every saved sweep's tokens
-    contribute their conditionals instead of their draws (memoized: restarted every visit,
-    as when it was measured)."""
-
-    _gibbs_rao_blackwell = True
-    _gibbs_chains = False
-
-
-class _ChainsLDA(SparseLDA):
-    """The Gibbs local step continuing every batch's chain between memoized visits, with
-    exp(E[log phi]) of the other batches' statistics (the collapsed chains of the default
-    sample with their posterior mean)."""
-
-    _gibbs_chains = True
-    _gibbs_weights = "expected_log"
-
-
 class _WeightsModel(_GibbsLDAModel):
     """Restarted memoized Gibbs with other word weights: ``mean`` samples with the posterior
     mean E[phi_kv] = lambda_kv / sum_u lambda_ku instead of exp(E[log phi_kv]); ``exclude``
@@ -404,9 +370,7 @@ class _WeightsModel(_GibbsLDAModel):
             self.last_stats[batch] = res.topic_word_csr
         self.calls += 1
         self.counters["local_iters"] += (self.n_saved + 1 + self.n_burnin) * X.shape[0]
-        S_b = res.topic_word_csr
-        return SuffStats(S=S_b if self.stats_format == "sparse" else S_b.toarray(),
-                         elbo_local=res.elbo_local)
+        return SuffStats(S=res.topic_word_csr, elbo_local=res.elbo_local)
 
 
 def _weights_variant(mean, exclude):
@@ -416,19 +380,14 @@ def _weights_variant(mean, exclude):
         def _model(self, chains=False):
             return model_cls(self._alpha(), self.topic_word_prior, self.n_burnin,
                              self._n_samples(), self._gibbs_seed, self.n_threads,
-                             getattr(self, "_gibbs_calls", 0), self._stats_format,
-                             lazy=self._lazy_updates, chains=False)
+                             getattr(self, "_gibbs_calls", 0), chains=False)
 
     _VariantLDA.__name__ = "SparseLDA"
     return _VariantLDA
 
 
 #: validation methods: the class that runs them
-_VALIDATION_CLASSES = {"gibbs-memoized-restart": _RestartLDA,
-                       "gibbs-memoized-chains": _ChainsLDA,
-                       "gibbs-memoized-rb": _RaoBlackwellLDA,
-                       "gibbs-stochastic-rb": _RaoBlackwellLDA,
-                       "gibbs-memoized-mean": _weights_variant(True, False),
+_VALIDATION_CLASSES = {"gibbs-memoized-mean": _weights_variant(True, False),
                        "gibbs-memoized-exclude": _weights_variant(False, True),
                        "gibbs-memoized-mean-exclude": _weights_variant(True, True)}
 
@@ -442,8 +401,8 @@ def _spec(name):
 
 
 def validation(opts):
-    """Memoized Gibbs with chains kept between visits vs restarted chains (and the methods
-    of ``--val-methods``), scored on the documents of ``--val-docs`` (see the module
+    """The methods of ``--val-methods`` (memoized Gibbs and the variational step by
+    default), scored on the documents of ``--val-docs`` (see the module
     docstring); K = first of ``--ks``, budget first of ``--budgets``."""
     res = _load(opts.out)
     if opts.val_docs == "test":
@@ -678,8 +637,7 @@ def main():
                    default=["gibbs-memoized", "gibbs-stochastic", "variational-memoized",
                             "tomotopy"])
     p.add_argument("--val-methods", nargs="+",
-                   default=["gibbs-memoized-chains", "gibbs-memoized-restart",
-                            "variational-memoized"])
+                   default=["gibbs-memoized", "variational-memoized"])
     p.add_argument("--n-val", type=int, default=1000)
     p.add_argument("--val-docs", choices=["test", "train"], default="test",
                    help="validation documents: test posts disjoint from the reported ones "

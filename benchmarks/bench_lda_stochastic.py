@@ -91,15 +91,12 @@ GRIDS = {
     "defaults": {"defaults": {}},
     # saved sweeps per stochastic step of the Gibbs local step (--local-step gibbs)
     "sweeps": {"defaults": {}, "S=10": dict(n_samples=10), "S=20": dict(n_samples=20)},
-    # the Gibbs local step's document chains in stochastic fit (--local-step gibbs): kept
-    # (the default) or restarted at every visit, their sweeps, weights and the delay. Keys
-    # starting with "_" set SparseLDA's private switches
+    # the Gibbs local step's document chains in stochastic fit (--local-step gibbs): their
+    # sweeps and the delay
     "gibbs_chains": {
         "defaults": {},
-        "restart": dict(_gibbs_chains=False),
         "S=5": dict(n_samples=5),
         "S=10": dict(n_samples=10),
-        "weights=expected_log": dict(_gibbs_weights="expected_log"),
         "delta=1pass": dict(delta_per_pass=1.0),
         "delta=2pass": dict(delta_per_pass=2.0),
     },
@@ -150,17 +147,13 @@ def fit_and_score(X, X_test, K, seed, params, score_at, passes, model_name="spar
             scoring[0] += time.process_time() - t0
         return False
 
-    private = {k: v for k, v in params.items() if k.startswith("_")}
-    public = {k: v for k, v in params.items() if not k.startswith("_")}
     if model_name == "hdp":
         model = HDPTopicModel(K, alpha=HDP_ALPHA, topic_word_prior=TOPIC_WORD_PRIOR,
                               max_iter=passes, tol=0, random_state=seed, n_threads=1,
-                              **public)
+                              **params)
     else:
-        # a subclass carries the private switches (class attributes of SparseLDA)
-        cls = type("SparseLDA", (SparseLDA,), private) if private else SparseLDA
-        model = cls(n_components=K, topic_word_prior=TOPIC_WORD_PRIOR, max_iter=passes,
-                    tol=0, random_state=seed, n_threads=1, **public)
+        model = SparseLDA(n_components=K, topic_word_prior=TOPIC_WORD_PRIOR, max_iter=passes,
+                          tol=0, random_state=seed, n_threads=1, **params)
     t0 = time.process_time()
     model.fit(X, callback=callback)
     cpu = time.process_time() - t0 - scoring[0]

@@ -16,10 +16,6 @@ from sparseclust.topics._gibbs import gibbs_local_step
 from .test_gibbs import _corpus
 
 
-class _ChainLDA(SparseLDA):  # the default; kept explicit for these tests
-    _gibbs_chains = True
-
-
 def _continue_reference(X, Elogphi_T, alpha, z0, S, seed, sweep):
     """S LIVE sweeps in numpy from the assignments z0 (token order of token_layout), with the
     kernel's uniforms; returns the average (K, V) counts of the S sweeps and the final z."""
@@ -141,7 +137,7 @@ def test_fit_continues_each_batch_chain(monkeypatch, algorithm):
 
     monkeypatch.setattr(_sparse_lda, "gibbs_local_step", spy)
     n_batches = 3 if algorithm == "memoized" else 1
-    m = _ChainLDA(3, local_step="gibbs", algorithm=algorithm, n_batches=n_batches,
+    m = SparseLDA(3, local_step="gibbs", algorithm=algorithm, n_batches=n_batches,
                   max_iter=3, tol=0, random_state=0, n_burnin=2, n_samples=2).fit(X)
     assert len(seen) == 3 * n_batches
     local = [e["local_iters"] for e in m.trace_]
@@ -170,11 +166,10 @@ def _log_weights_reference(S, tau, mean):
     return (psi(lam) - psi(lam.sum(axis=1, keepdims=True))).T
 
 
-@pytest.mark.parametrize("weights", ["mean", "expected_log"])
-def test_revisit_weights_exclude_the_batch_own_statistics(monkeypatch, weights):
+def test_revisit_weights_exclude_the_batch_own_statistics(monkeypatch):
     # a revisited batch samples with the weights of lambda^{-b} = tau + S - S_b (dense
-    # reference from the statistics without the batch): the posterior mean (the default) or
-    # exp(E[log phi]); a first visit with E[log phi] of all statistics
+    # reference from the statistics without the batch): the posterior mean; a first visit
+    # with E[log phi] of all statistics
     X = _corpus(D=60)
     tau = 0.1
     captured = []
@@ -204,8 +199,7 @@ def test_revisit_weights_exclude_the_batch_own_statistics(monkeypatch, weights):
 
     monkeypatch.setattr(_sparse_lda._GibbsLDAModel, "global_step", keep_total)
     monkeypatch.setattr(_sparse_lda._GibbsLDAModel, "initial_params", keep_init)
-    cls = type("_W", (SparseLDA,), {"_gibbs_weights": weights})
-    cls(3, local_step="gibbs", algorithm="memoized", n_batches=2, max_iter=2, tol=0,
+    SparseLDA(3, local_step="gibbs", algorithm="memoized", n_batches=2, max_iter=2, tol=0,
         topic_word_prior=tau, random_state=0).fit(X)
     # statistics: totals[0] the initial ones, totals[1] after pass 1 (the batch algorithm's
     # one global step), totals[2] after pass 2's visit of batch 0
@@ -214,7 +208,7 @@ def test_revisit_weights_exclude_the_batch_own_statistics(monkeypatch, weights):
         np.testing.assert_allclose(lw, _log_weights_reference(totals[0], tau, False)[cols],
                                    rtol=1e-10, atol=1e-10)
     # pass 2, batch 0: the statistics after pass 1 without the batch's own
-    mean = weights == "mean"
+    mean = True
     cols, lw, _ = captured[2]
     ref = _log_weights_reference(totals[1] - captured[0][2], tau, mean)[cols]
     np.testing.assert_allclose(lw, ref, rtol=1e-10, atol=1e-10)
@@ -271,22 +265,6 @@ def _record_restarts(monkeypatch):
 
     monkeypatch.setattr(_sparse_lda, "gibbs_local_step", spy)
     return calls
-
-
-def test_restart_without_chains(monkeypatch):
-    X = _corpus(D=60)
-    calls = _record_restarts(monkeypatch)
-    cls = type("_R", (SparseLDA,), {"_gibbs_chains": False})
-    m = cls(3, local_step="gibbs", n_batches=2, max_iter=2, tol=0, random_state=0)
-    m.fit(X)
-    assert calls == [True] * 4
-    # every visit restarts: 1 + n_burnin + n_samples = 1 + 5 + 5 sweeps per document
-    assert [e["local_iters"] for e in m.trace_] == [60 * 11, 60 * 11]
-
-
-def test_bad_weights_option():
-    with pytest.raises(ValueError, match="weights"):
-        _sparse_lda._GibbsLDAModel(0.1, 0.1, 1, 1, 0, 1, weights="median")
 
 
 def test_stream_fit_keeps_no_chains(monkeypatch):

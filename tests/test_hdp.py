@@ -128,10 +128,24 @@ def small_problem(seed=0, K=5, V=30, D=20):
     return X, lam, rho, omega
 
 
+def densify_local(model):
+    """Make ``model`` (an HDPModel) return its batch statistics S as a dense (K, V) array
+    instead of the (K, V) CSR it touched: the same values."""
+    local = model._local
+
+    def dense_local(*args, **kwargs):
+        stats, acc = local(*args, **kwargs)
+        stats["S"] = stats["S"].toarray()
+        return stats, acc
+
+    model._local = dense_local
+    return model
+
+
 def dense_model(alpha=0.7, gamma=2.0, tau=0.1, moves=()):
     # statistics stored dense, as the reference formulas here index them
-    return HDPModel(alpha, gamma, tau, None, dict(max_iter=2000, tol=1e-10, restarts=0), 1,
-                    moves, stats_format="dense")
+    return densify_local(HDPModel(alpha, gamma, tau, None,
+                                  dict(max_iter=2000, tol=1e-10, restarts=0), 1, moves))
 
 
 def ref_docs(X, params):
@@ -499,48 +513,24 @@ def test_memoized_objective_never_decreases_with_moves():
     assert tr[-1]["n_topics"] < 20
 
 
-def _delayed_and_reference(move_opts, reference_moves):
-    """A fit with ``_move_opts`` (the studies' hook) and one with only ``reference_moves``,
-    on the same corpus and settings."""
-    X, _, _ = hdp_corpus(0, K=8, V=80, D=200, length=40)
-    kw = dict(max_components=20, L=4, max_iter=9, tol=0, n_batches=4, random_state=0,
-              local_tol=1e-4)
-    late = HDPTopicModel(**kw)
-    late._move_opts = move_opts
-    late.fit(X)
-    return late, HDPTopicModel(moves=reference_moves, **kw).fit(X)
+def _with_merge_screen(screen):
+    """HDPTopicModel whose model screens merges at ``screen`` nats per document instead of
+    the fixed ``move_opts['merge_screen']`` (the reference fits of the test below)."""
 
+    class Screened(HDPTopicModel):
+        def _model(self, K):
+            model = super()._model(K)
+            model.move_opts["merge_screen"] = screen
+            return model
 
-def test_move_start_option_delays_the_first_round():
-    """``_move_opts['start']`` (the studies' hook): no move is tried before the end of that
-    pass, the fit until then equals one with the sort move only (which runs every pass), and
-    merges and deletes still run afterwards."""
-    late, sort_only = _delayed_and_reference(dict(start=6), "sort")
-    tr = late.trace_
-    assert all(e["merges_tried"] == e["deletes_tried"] == 0 for e in tr[:5])
-    assert sum(e["merges_tried"] + e["deletes_tried"] for e in tr[5:]) > 0
-    np.testing.assert_array_equal(np.asarray(late.lower_bounds_[:5]),
-                                  np.asarray(sort_only.lower_bounds_[:5]))
-
-
-def test_delete_start_option_delays_deletes_only():
-    """``_move_opts['delete_start']`` (a study hook): merges run from the usual pass, deletes
-    not before the end of the given pass, and the fit until then equals one without the
-    delete move."""
-    late, no_delete = _delayed_and_reference(dict(delete_start=6), ("merge", "sort"))
-    tr = late.trace_
-    assert all(e["deletes_tried"] == 0 for e in tr[:5])
-    assert sum(e["merges_tried"] for e in tr[:5]) > 0
-    assert sum(e["deletes_tried"] for e in tr[5:]) > 0
-    np.testing.assert_array_equal(np.asarray(late.lower_bounds_[:5]),
-                                  np.asarray(no_delete.lower_bounds_[:5]))
+    return Screened
 
 
 def test_merge_screen_skips_stick_optimizations_without_changing_the_fit(monkeypatch):
     """A merge proposal far below the current objective at its warm-start sticks is rejected
     without optimizing them (``merge_screen``); the fit is the same as one that optimizes
-    every proposal, with fewer stick optimizations. A screen of -inf nats rejects every
-    merge."""
+    every proposal (a screen of +inf nats, set by the test), with fewer stick optimizations.
+    A screen of -inf nats rejects every merge."""
     from sparseclust.topics import _hdp_model
 
     calls = []
@@ -554,15 +544,14 @@ def test_merge_screen_skips_stick_optimizations_without_changing_the_fit(monkeyp
     X = planted_hdp_corpus(1, D=200)  # merges are accepted in passes 2, 3 and 4
     kw = dict(max_components=40, max_iter=6, tol=0, random_state=1, init="kmeans++")
     fits, n_calls = {}, {}
-    for screen in (0.05, None, -np.inf):
+    for screen in (None, np.inf, -np.inf):
         calls.clear()
-        m = HDPTopicModel(**kw)
-        m._move_opts = {"merge_screen": screen}
-        fits[screen] = m.fit(X)
+        cls = HDPTopicModel if screen is None else _with_merge_screen(screen)
+        fits[screen] = cls(**kw).fit(X)
         n_calls[screen] = len(calls)
-    screened, full = fits[0.05], fits[None]
+    screened, full = fits[None], fits[np.inf]
     assert sum(e["merges_accepted"] for e in full.trace_) > 0
-    assert n_calls[0.05] < n_calls[None]
+    assert n_calls[None] < n_calls[np.inf]
     np.testing.assert_array_equal(screened.components_, full.components_)
     np.testing.assert_array_equal(screened.lower_bounds_, full.lower_bounds_)
     assert [e["merges_accepted"] for e in screened.trace_] == [
@@ -729,13 +718,6 @@ def test_duplicate_topics_that_split_the_documents_are_merged():
     block_a = phi[:, :10].sum(axis=1)
     assert sorted(np.round(block_a).tolist()) == [0.0, 1.0] and np.all(abs(block_a - 0.5) > 0.45)
     np.testing.assert_allclose(words.topic_weights_[0], words.topic_weights_[1], rtol=0.2)
-
-    class CoUsageOnly(HDPTopicModel):
-        _move_opts = {"word_pairs_per_topic": 0}
-
-    usage = CoUsageOnly(**kw).fit(X)
-    assert usage.n_components_ == 3
-    assert sum(e["merges_accepted"] for e in usage.trace_) == 0
 
 
 def test_bad_input():

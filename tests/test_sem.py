@@ -382,18 +382,6 @@ def test_online_minibatch_counts_are_rao_blackwellized():
     assert [e["rho"] for e in rb.trace_] == [e["rho"] for e in smp.trace_]
 
 
-def test_models_pickled_before_topic_estimate_keep_the_sample_estimate():
-    X, _ = planted_corpus(seed=2, K=3, block=5, D=30, length=20)
-    m = StochasticEMLDA(3, max_iter=3, random_state=0, topic_estimate="sample").fit(X)
-    state = m.__getstate__()
-    del state["topic_estimate"]
-    old = StochasticEMLDA.__new__(StochasticEMLDA)
-    old.__setstate__(state)
-    assert old.topic_estimate == "sample"
-    np.testing.assert_array_equal(old.components_, m.components_)
-    old.partial_fit(X)  # the parameters validate
-
-
 def test_rao_blackwell_in_place_equals_a_new_array():
     # fit's final estimate overwrites the counts W with R block by block: the same numbers as
     # the estimate in a new array, and no other (V, K) array is allocated for it

@@ -2,9 +2,9 @@
 """Per-batch topic-word statistics stored sparse (the (k, v) pairs a batch touched).
 
 The sparse storage must change nothing: every fit equals the same fit with dense (K, V)
-per-batch statistics bit for bit (the arithmetic is the same, entry by entry), and the
-memoized engine equals a plain numpy re-implementation of today's dense update
-S <- S - S_b^old + S_b^new.
+per-batch statistics (the local step's output densified by the test) bit for bit (the
+arithmetic is the same, entry by entry), and the memoized engine equals a plain numpy
+re-implementation of today's dense update S <- S - S_b^old + S_b^new.
 """
 
 import numpy as np
@@ -18,7 +18,7 @@ from sparseclust.datasets import load_kos
 from sparseclust.topics._local import TopicTables, local_step, stats_csr
 from sparseclust.topics._sparse_lda import _LDAModel
 
-from .test_hdp import hdp_corpus
+from .test_hdp import densify_local, hdp_corpus
 
 pytestmark = [
     pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning"),
@@ -33,12 +33,31 @@ def kos():
     return sp.csr_array(X)
 
 
-def _fit_pair(cls, monkeypatch, X, **params):
-    out = {}
-    for fmt in ("dense", "sparse"):
-        monkeypatch.setattr(cls, "_stats_format", fmt)
-        out[fmt] = cls(**params).fit(X)
-    return out["dense"], out["sparse"]
+def _densify(stats):
+    stats["S"] = stats["S"].toarray()
+    return stats
+
+
+class _DenseLDA(SparseLDA):
+    """SparseLDA whose local step returns dense (K, V) batch statistics (the reference)."""
+
+    def _model(self, chains=False):
+        model = super()._model(chains)
+        local = model.local_step
+        model.local_step = lambda X, params: _densify(local(X, params))
+        return model
+
+
+class _DenseHDP(HDPTopicModel):
+    """HDPTopicModel whose local step returns dense (K, V) batch statistics."""
+
+    def _model(self, K):
+        return densify_local(super()._model(K))
+
+
+def _fit_pair(cls, X, **params):
+    dense_cls = {SparseLDA: _DenseLDA, HDPTopicModel: _DenseHDP}[cls]
+    return dense_cls(**params).fit(X), cls(**params).fit(X)
 
 
 # ---------------------------------------------------------------------------- local step
@@ -109,20 +128,20 @@ def test_memoized_engine_equals_todays_dense_update(kos):
     init = SuffStats(S=np.random.default_rng(3).gamma(100.0, 0.01, (K, kos.shape[1])),
                      elbo_local=0.0)
     opts = dict(max_iter=100, tol=0.05, restarts=0)
-    model = _LDAModel(0.5 / K, 0.1, 3, opts, 1, stats_format="sparse")
+    model = _LDAModel(0.5 / K, 0.1, 3, opts, 1)
     res = fit_engine(model, kos, init.copy(), algorithm="memoized", max_iter=3, tol=0,
                      n_batches=B, random_state=7)
-    ref_model = _LDAModel(0.5 / K, 0.1, 3, opts, 1, stats_format="dense")
+    ref_model = _LDAModel(0.5 / K, 0.1, 3, opts, 1)
     batches = _split_batches(kos.shape[0], B, np.random.RandomState(7))
     params = ref_model.global_step(init)
-    cache = [ref_model.local_step(kos[b], params) for b in batches]
+    cache = [_densify(ref_model.local_step(kos[b], params)) for b in batches]
     total = cache[0]
     for s in cache[1:]:
         total = total + s
     params = ref_model.global_step(total)
     for _ in range(2):
         for i, b in enumerate(batches):
-            s = ref_model.local_step(kos[b], params)
+            s = _densify(ref_model.local_step(kos[b], params))
             total = total - cache[i] + s
             cache[i] = s
             params = ref_model.global_step(total)
@@ -134,8 +153,8 @@ def test_memoized_engine_equals_todays_dense_update(kos):
 
 
 @pytest.mark.parametrize("algorithm", ["memoized", "batch", "stochastic"])
-def test_sparse_lda_sparse_statistics_equal_dense(kos, monkeypatch, algorithm):
-    dense, sparse = _fit_pair(SparseLDA, monkeypatch, kos, n_components=7, L=3,
+def test_sparse_lda_sparse_statistics_equal_dense(kos, algorithm):
+    dense, sparse = _fit_pair(SparseLDA, kos, n_components=7, L=3,
                               algorithm=algorithm, max_iter=3, tol=0, n_batches=3,
                               batch_size=60, init="random", random_state=0)
     np.testing.assert_array_equal(sparse.components_, dense.components_)
@@ -155,11 +174,10 @@ def test_sparse_lda_parameters_hold_two_topic_word_arrays(kos):
                                rtol=1e-14, atol=1e-14)
 
 
-def test_partial_fit_after_memoized_fit_is_unchanged(kos, monkeypatch):
+def test_partial_fit_after_memoized_fit_is_unchanged(kos):
     out = {}
-    for fmt in ("dense", "sparse"):
-        monkeypatch.setattr(SparseLDA, "_stats_format", fmt)
-        m = SparseLDA(n_components=6, max_iter=2, tol=0, init="random", random_state=1)
+    for fmt, cls in (("dense", _DenseLDA), ("sparse", SparseLDA)):
+        m = cls(n_components=6, max_iter=2, tol=0, init="random", random_state=1)
         out[fmt] = m.fit(kos[:200]).partial_fit(kos[200:])
     np.testing.assert_array_equal(out["dense"].components_, out["sparse"].components_)
 
@@ -167,9 +185,9 @@ def test_partial_fit_after_memoized_fit_is_unchanged(kos, monkeypatch):
 # --------------------------------------------------------------------------- HDPTopicModel
 
 
-def test_hdp_with_moves_sparse_statistics_equal_dense(monkeypatch):
+def test_hdp_with_moves_sparse_statistics_equal_dense():
     X, _, _ = hdp_corpus(0, K=8, V=80, D=200, length=40)
-    dense, sparse = _fit_pair(HDPTopicModel, monkeypatch, X, max_components=20, L=4,
+    dense, sparse = _fit_pair(HDPTopicModel, X, max_components=20, L=4,
                               max_iter=8, tol=0, n_batches=4, random_state=0,
                               local_tol=1e-4)
     tr = sparse.trace_
@@ -183,9 +201,9 @@ def test_hdp_with_moves_sparse_statistics_equal_dense(monkeypatch):
 
 
 @pytest.mark.parametrize("algorithm", ["batch", "stochastic"])
-def test_hdp_batch_and_stochastic_sparse_statistics_equal_dense(monkeypatch, algorithm):
+def test_hdp_batch_and_stochastic_sparse_statistics_equal_dense(algorithm):
     X, _, _ = hdp_corpus(1, K=5, V=60, D=120, length=30)
-    dense, sparse = _fit_pair(HDPTopicModel, monkeypatch, X, max_components=10, L=3,
+    dense, sparse = _fit_pair(HDPTopicModel, X, max_components=10, L=3,
                               algorithm=algorithm, max_iter=4, tol=0, batch_size=40,
                               random_state=0)
     np.testing.assert_array_equal(sparse.components_, dense.components_)

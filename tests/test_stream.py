@@ -196,18 +196,23 @@ def test_memoized_fit_on_a_stream_equals_the_dense_memoized_loop(tmp_path):
     m = SparseLDA(n_components=K, L=3, init=S0, max_iter=3, tol=0, random_state=0)
     m.fit(stream_uci_bow(path, batch_size=B))
     # reference: memoized training over the minibatches in file order, dense statistics
-    ref = _LDAModel(0.5 / K, 0.1, 3, dict(max_iter=100, tol=0.05, restarts=0), None,
-                    stats_format="dense")
+    ref = _LDAModel(0.5 / K, 0.1, 3, dict(max_iter=100, tol=0.05, restarts=0), None)
+
+    def local_step(b, params):
+        s = ref.local_step(b, params)
+        s["S"] = s["S"].toarray()
+        return s
+
     batches = [X[lo:lo + B] for lo in range(0, 250, B)]
     params = ref.global_step(SuffStats(S=S0, elbo_local=0.0))
-    cache = [ref.local_step(b, params) for b in batches]
+    cache = [local_step(b, params) for b in batches]
     total = cache[0]
     for s in cache[1:]:
         total = total + s
     params = ref.global_step(total)
     for _ in range(2):
         for i, b in enumerate(batches):
-            s = ref.local_step(b, params)
+            s = local_step(b, params)
             total = total - cache[i] + s
             cache[i] = s
             params = ref.global_step(total)

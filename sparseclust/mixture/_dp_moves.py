@@ -80,12 +80,12 @@ __all__ = ["MixtureMoves"]
 #: a proposal is accepted when it raises the objective by more than this fraction of |L|
 ACCEPT_RTOL = 1e-12
 
-#: values (rows x features) a birth re-infers at most by default (``move_opts['birth_rows']
-#: =None``): every row of the target up to ``BIRTH_VALUES // n_features`` rows (or the delete
-#: budget if larger). Re-inferring a subsample of a large cluster leaves the rest in it, and
-#: the proposal then loses (three blobs of 1,000 points from one cluster stayed one cluster
-#: with the 500-row subsample of an earlier default). The target's rows are gathered in one
-#: dense array (on Dask, fetched to the client): at most 80 MB of float64 by this bound.
+#: values (rows x features) a birth re-infers at most: every row of the target up to
+#: ``BIRTH_VALUES // n_features`` rows (or the delete budget if larger). Re-inferring a
+#: subsample of a large cluster leaves the rest in it, and the proposal then loses (three blobs
+#: of 1,000 points from one cluster stayed one cluster with the 500-row subsample of an earlier
+#: default). The target's rows are gathered in one dense array (on Dask, fetched to the client):
+#: at most 80 MB of float64 by this bound.
 BIRTH_VALUES = 10_000_000
 
 #: pairs of the merge order scanned at once for the data terms of chained merges
@@ -127,25 +127,22 @@ class MixtureMoves(MoveBook):
     its local step, ``plain_model(K)`` (a model without moves over K clusters) and
     ``set_n_components(K, new_of_old)`` and ``renumber_candidates(new_of_old)``.
 
-    ``move_opts``: ``start`` (first pass whose end runs moves, >= 2), ``near`` (nearest
+    ``move_opts``, fixed: ``start`` (first pass whose end runs moves), ``near`` (nearest
     clusters by divergence and ``corr_near`` by co-usage examined per cluster as merge
-    partners), ``delete_rows`` (rows to revisit per
-    pass; None: 10% of the samples, at least 500), ``max_deletes`` (the most per round; a
-    round that accepted none halves the next round's number), ``cooldown`` (passes),
-    ``birth_components`` (fresh clusters per birth), ``birth_rows`` (rows re-inferred per
-    birth, a uniform subsample of the target's beyond it; None: :data:`BIRTH_VALUES` /
-    n_features rows or the delete budget if larger), ``birth_fit_rows`` (rows the fresh
-    clusters are fit to), ``birth_iters`` (iterations of that fit), ``max_births`` (targets
-    per round).
+    partners), ``max_deletes`` (the most per round; a round that accepted none halves the
+    next round's number), ``cooldown`` (passes), ``birth_components`` (fresh clusters per
+    birth), ``birth_fit_rows`` (rows the fresh clusters are fit to), ``birth_iters``
+    (iterations of that fit), ``max_births`` (targets per round). A pass's deletes revisit
+    10% of the samples, at least 500 rows; a birth re-infers up to :data:`BIRTH_VALUES` /
+    n_features rows of its target, or the delete budget if larger (a uniform subsample of
+    the target's rows beyond it).
     """
 
-    def init_moves(self, moves, move_opts=None):
+    def init_moves(self, moves):
         self.moves = tuple(moves)
-        opts = dict(start=2, near=64, corr_near=4,
-                    delete_rows=None, max_deletes=20, cooldown=3, birth_components=3,
-                    birth_rows=None, birth_fit_rows=1000, birth_iters=10, max_births=1)
-        opts.update(move_opts or {})
-        self.move_opts = opts
+        self.move_opts = dict(start=2, near=64, corr_near=4, max_deletes=20, cooldown=3,
+                              birth_components=3, birth_fit_rows=1000, birth_iters=10,
+                              max_births=1)
         # cluster identities, rejected-proposal memo with its cool-down, co-usage, round logs
         self.init_book()
 
@@ -296,9 +293,7 @@ class MixtureMoves(MoveBook):
         dels = np.zeros(0, dtype=np.int64)
         if "delete" in self.moves and not single and self.due("deletes"):
             n_total = float(np.sum(stats["N"]))
-            budget = opts["delete_rows"]
-            if budget is None:
-                budget = max(500, int(0.1 * n_total))
+            budget = max(500, int(0.1 * n_total))
             dels = select_deletes(u["n_users"], max_items=budget,
                                   max_candidates=self.delete_budget.value,
                                   allowed=self.deletable(),
@@ -567,15 +562,12 @@ class MixtureMoves(MoveBook):
     def _births(self, work, rnd, batch_stats, batches, log):
         opts = self.move_opts
         n_total = float(np.sum(work.stats["N"]))
-        budget = opts["birth_rows"]
-        if budget is None:
-            # every row of the target, up to a cap: rows left in the target keep it large
-            # and broad, and the fresh clusters, holding only the re-inferred rows, then pay
-            # a small weight for each of them, so a birth re-inferring a subsample of a
-            # large cluster is rejected even where the clusters are plainly separated
-            deletes = opts["delete_rows"]
-            budget = max(BIRTH_VALUES // max(int(self.prior.n_features), 1),
-                         max(500, int(0.1 * n_total)) if deletes is None else deletes)
+        # every row of the target, up to a cap: rows left in the target keep it large and
+        # broad, and the fresh clusters, holding only the re-inferred rows, then pay a small
+        # weight for each of them, so a birth re-inferring a subsample of a large cluster is
+        # rejected even where the clusters are plainly separated
+        budget = max(BIRTH_VALUES // max(int(self.prior.n_features), 1),
+                     max(500, int(0.1 * n_total)))
         for k in rnd.births:
             k = int(k)
             if not work.alive[k] or k in log.touched:

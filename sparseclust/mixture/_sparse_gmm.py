@@ -399,8 +399,7 @@ class _DPMixtureModel(MixtureMoves, _SparseGMMModel):
     """:class:`_SparseGMMModel` with the memoized merge / delete / sort moves of
     :class:`sparseclust.mixture._dp_moves.MixtureMoves` (Dirichlet-process prior)."""
 
-    def __init__(self, prior, n_components, L, dtype, *, moves, move_opts=None,
-                 auto_candidates=False, **kw):
+    def __init__(self, prior, n_components, L, dtype, *, moves, auto_candidates=False, **kw):
         # L = None: dense responsibilities at every K, also after births grow K
         _SparseGMMModel.__init__(self, prior, n_components,
                                  n_components if L is None else L, dtype, **kw)
@@ -409,7 +408,7 @@ class _DPMixtureModel(MixtureMoves, _SparseGMMModel):
         # 'auto' candidate sets: recomputed for the new K after a compaction (off when they
         # would cover every cluster)
         self._auto_candidates = bool(auto_candidates)
-        self.init_moves(moves, move_opts)
+        self.init_moves(moves)
 
     def plain_model(self, K):
         """A model without moves over ``K`` components (for re-running the local step)."""

@@ -59,7 +59,6 @@ from ._sem import (
     _EMPTY2F,
     _EMPTY2I,
     DENSE_MAX_K,
-    _RaoBlackwell,
     _threads_for,
     _z_dtype,
     token_layout,
@@ -98,7 +97,7 @@ class GibbsResult:
 
 def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep, keys=None,
                      dense=None, return_doc_topic=False, n_threads=None, z_init=None,
-                     return_z=False, rao_blackwell=False):
+                     return_z=False):
     """Sampled local step over the documents of the CSR count matrix X (see the module
     docstring).
 
@@ -131,15 +130,6 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         None starts from the sequential draw and discards ``n_burnin`` sweeps. Not modified.
     return_z : bool
         Also return the assignments after the last sweep (``GibbsResult.z``).
-    rao_blackwell : bool
-        Statistics from the saved sweeps' Rao-Blackwellized counts instead of their draws:
-        every token contributes its collapsed conditional
-        p(z_dn = k | z_d^{-dn}) propto (alpha_k + N_dk^{-dn}) w_{v_dn k}
-        (:func:`~sparseclust._kernels._sampler.rb_doc_part`, weights mode; the estimator of
-        Papanikolaou et al. 2017 applied to every saved sweep). The draws are unchanged, but
-        the statistics are dense over the batch's word types, O(V_batch K) per call, and the
-        sampler then reads the dense word weights instead of the split tables. Used by
-        ``SparseLDA._gibbs_rao_blackwell`` (a study, off by default).
 
     Returns
     -------
@@ -159,7 +149,7 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         K = log_weights.stats.shape[0]
         if dense is None:
             dense = K <= DENSE_MAX_K
-        if dense or rao_blackwell:
+        if dense:
             w = log_weights.word_weights(cols, nt_all)
         else:
             w, split = log_weights.split_tables(cols, np.full(K, float(alpha)), nt_all)
@@ -227,16 +217,9 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         acc, _EMPTY2I, ll, _threads_for(n_tok * n_inner, nt_all), seq_init=z_init is None,
         split=split, zsave=zsave,
     )
-    if rao_blackwell:
-        # the Rao-Blackwellized counts in weights mode, over the batch's word types
-        rb = _RaoBlackwell(K, 0.0, alpha_v, nt_all, w=w)
-        zs = (np.ascontiguousarray(zt, dtype=_z_dtype(K)) for zt in zsave)
-        S = stats_csr(rb.sum(lay._replace(indices=indices), zs) / float(n_samples), cols, V)
-    else:
-        # the saved sweeps' word-topic counts, word by word (no (|cols|, K) table), averaged
-        jptr, topics, counts = _sampler.count_word_topics(indices, lay.cnt, zsave, cols.size,
-                                                          K)
-        S = stats_csr_from_columns(counts / float(n_samples), topics, jptr, cols, V, K)
+    # the saved sweeps' word-topic counts, word by word (no (|cols|, K) table), averaged
+    jptr, topics, counts = _sampler.count_word_topics(indices, lay.cnt, zsave, cols.size, K)
+    S = stats_csr_from_columns(counts / float(n_samples), topics, jptr, cols, V, K)
     del zsave
     if return_doc_topic:
         doc_topic /= float(n_samples)
@@ -299,13 +282,6 @@ class LazyTopicStats:
         self.totals = self.UT.sum(axis=0)
         self.elbo_local = float(elbo_local)
         self.n_rescaled = 0
-
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        if "bits" not in state:  # pickled before the bit sets existed
-            V, K = self.UT.shape
-            self.bits = np.zeros((V, (K + 63) // 64), np.uint64)
-            _sampler.positive_bits(self.UT, self.bits, 1)
 
     @property
     def shape(self):
@@ -392,10 +368,10 @@ class LazyParams:
         self._norm = psi(V * self.tau + np.maximum(stats.totals, 0.0))
         self._El = None
 
-    def excluding(self, exclude, mean=True):
+    def excluding(self, exclude):
         """The weights of lambda^{-b} = tau + max(S - S_b, 0) with S_b the (K, V) statistics
         ``exclude`` (sparse, >= 0), as the log posterior mean log(lambda^{-b}_kv) -
-        log(sum_u lambda^{-b}_ku) with ``mean`` (else E[log phi]): a read-only view for
+        log(sum_u lambda^{-b}_ku): a read-only view for
         :func:`gibbs_local_step`, whose word types must include those of ``exclude``. The
         statistics and the fitted parameters are unchanged."""
         view = object.__new__(type(self))
@@ -408,12 +384,12 @@ class LazyParams:
         if ex.nnz and not (np.all(np.isfinite(ex.data)) and ex.data.min() >= 0.0):
             raise ValueError("the excluded statistics must be finite and >= 0")
         view.excluded = ex
-        view.mean = bool(mean)
+        view.mean = True
         coo = ex.tocoo()
         removed = excluded_mass(coo.row, coo.data, self.stats.UT[coo.col, coo.row]
                                 * self.stats.pi, K)
         tot = np.maximum(np.maximum(self.stats.totals, 0.0) - removed, 0.0)
-        view._norm = (np.log if view.mean else psi)(V * self.tau + tot)
+        view._norm = np.log(V * self.tau + tot)
         return view
 
     def _excluded_cols(self, cols):

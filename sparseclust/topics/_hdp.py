@@ -321,19 +321,12 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     def _check_X(self, X, *, reset, whom, fitting=False):
         return check_counts(self, X, reset=reset, whom=whom, fitting=fitting)
 
-    #: storage of the per-batch topic-word statistics ('sparse' or 'dense'; same results)
-    _stats_format = "sparse"
-
-    #: overrides of the moves' options (:class:`HDPModel` ``move_opts``), for studies only
-    _move_opts = None
-
     def _model(self, K):
         L = self.L if (self.L is not None and self.L < K) else None
         opts = dict(max_iter=self.local_max_iter, tol=self.local_tol, restarts=self.restarts)
         moves = _parse_moves(self.moves) if self.algorithm != "stochastic" else ()
         return HDPModel(self.alpha, self.gamma, self.topic_word_prior, L, opts,
-                        self.n_threads, moves, move_opts=self._move_opts,
-                        stats_format=self._stats_format)
+                        self.n_threads, moves)
 
     def _init_stats(self, X, rng, minibatch=False):
         K, V = self.max_components, X.shape[1]

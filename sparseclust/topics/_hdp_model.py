@@ -331,30 +331,21 @@ class HDPModel(MoveBook, VariationalModel):
     n_threads : int or None
     moves : tuple of str
         Subset of ``("merge", "delete", "sort")``.
-    move_opts : dict
-        ``start`` (first pass whose end runs moves, >= 2), ``delete_start`` (first pass
-        whose end may run deletes; None: ``start``), ``max_pairs``,
-        ``pairs_per_topic``, ``min_corr`` (pairs by co-usage), ``word_pairs_per_topic``,
-        ``min_word_cos``, ``word_top`` (pairs by the cosine of the topics' ``word_top``
-        largest counts; 0 pairs turns them off), ``delete_docs`` (budget of documents to revisit
-        per pass), ``max_deletes`` (the most delete proposals per round; a round that
-        accepted none halves the next round's number), ``delete_budget`` (the rule of
-        that number after a round that accepted some but not all: 'follow', twice the number
-        accepted but at least half the last number, or 'grow', at least double; see
-        :class:`AdaptiveBudget`),
-        ``merge_screen`` (nats per document: a merge whose objective at the warm-start sticks
-        is more than ``merge_screen * D`` below the current one is rejected without
-        optimizing its sticks; None optimizes every proposal), ``merge_log`` (a list, for
-        studies: each optimized merge proposal appends its gains at the warm-start and at the
-        optimized sticks).
+
+    The options of the moves are fixed (``move_opts``): ``start`` (first pass whose end runs
+    moves), ``max_pairs``, ``pairs_per_topic``, ``min_corr`` (pairs by co-usage),
+    ``word_pairs_per_topic``, ``min_word_cos``, ``word_top`` (pairs by the cosine of the
+    topics' ``word_top`` largest counts), ``delete_docs`` (budget of documents to revisit
+    per pass), ``max_deletes`` (the most delete proposals per round; a round that accepted
+    none halves the next round's number), ``delete_budget`` (the rule of that number after a
+    round that accepted some but not all: 'follow', twice the number accepted but at least
+    half the last number; see :class:`AdaptiveBudget`), ``cooldown`` (passes) and
+    ``merge_screen`` (nats per document: a merge whose objective at the warm-start sticks is
+    more than ``merge_screen * D`` below the current one is rejected without optimizing its
+    sticks).
     """
 
-    def __init__(self, alpha, gamma, tau, L, local_opts, n_threads, moves=(), move_opts=None,
-                 stats_format="sparse"):
-        if stats_format not in ("sparse", "dense"):
-            raise ValueError(f"stats_format must be 'sparse' or 'dense', got {stats_format!r}")
-        # a batch's S: (K, V) CSR of the pairs it touched ('sparse') or dense; same values
-        self.stats_format = stats_format
+    def __init__(self, alpha, gamma, tau, L, local_opts, n_threads, moves=()):
         self.alpha = float(alpha)
         self.gamma = float(gamma)
         self.tau = float(tau)
@@ -362,13 +353,10 @@ class HDPModel(MoveBook, VariationalModel):
         self.local_opts = dict(local_opts)
         self.n_threads = n_threads
         self.moves = tuple(moves)
-        opts = dict(start=2, delete_start=None, max_pairs=400, pairs_per_topic=4,
-                    min_corr=0.05, word_pairs_per_topic=2, min_word_cos=0.3, word_top=50,
-                    delete_docs=500, max_deletes=20, delete_budget="follow", cooldown=3,
-                    merge_screen=0.05,
-                    merge_log=None)
-        opts.update(move_opts or {})
-        self.move_opts = opts
+        self.move_opts = dict(start=2, max_pairs=400, pairs_per_topic=4, min_corr=0.05,
+                              word_pairs_per_topic=2, min_word_cos=0.3, word_top=50,
+                              delete_docs=500, max_deletes=20, delete_budget="follow",
+                              cooldown=3, merge_screen=0.05)
         self.rho = None
         self.omega = None
         #: objective of the last memoized/batch pass before its moves (see after_pass)
@@ -457,8 +445,8 @@ class HDPModel(MoveBook, VariationalModel):
         A = alpha_all * T
         cdir_alpha = gammaln(sum_all) - float(np.sum(gammaln(alpha_all)))
         H = res.elbo_local - D * cdir_alpha + acc["LS"] - float(G.sum())
-        S = res.topic_word_csr if self.stats_format == "sparse" else res.topic_word_stats
-        stats = SuffStats(S=S, T=T, G=G, A=A, LS=acc["LS"], H=H, D=D)
+        # a batch's S: (K, V) CSR of the (k, v) pairs it touched
+        stats = SuffStats(S=res.topic_word_csr, T=T, G=G, A=A, LS=acc["LS"], H=H, D=D)
         acc["PA"] = (alpha_vec[pairs[:, 0]] + alpha_vec[pairs[:, 1]]) * acc["PT"] if P else None
         acc["alpha"] = alpha_all
         acc["doc_topic"] = res.doc_topic
@@ -494,8 +482,7 @@ class HDPModel(MoveBook, VariationalModel):
         """A copy with this model's local-step settings and none of its move bookkeeping
         (what a task that runs the local step elsewhere needs)."""
         return HDPModel(self.alpha, self.gamma, self.tau, self.L, self.local_opts,
-                        self.n_threads, (), dict(self.move_opts),
-                        stats_format=self.stats_format)
+                        self.n_threads, ())
 
     def visit_local(self, X, params, context, doc_offset=0):
         """Local step of the batch (or part of a batch) X with the context of
@@ -614,20 +601,17 @@ class HDPModel(MoveBook, VariationalModel):
                 corr, max_per_component=self.move_opts["pairs_per_topic"],
                 max_pairs=self.move_opts["max_pairs"], min_score=self.move_opts["min_corr"],
             )
-            if self.move_opts["word_pairs_per_topic"] > 0:
-                # duplicates that split the documents between them have no co-usage; they
-                # share their frequent words
-                sim = top_weight_cosine(params.lam, self.move_opts["word_top"], self.tau)
-                self.block_rejected_pairs(sim)
-                wpairs, _ = select_merge_pairs(
-                    sim, max_per_component=self.move_opts["word_pairs_per_topic"],
-                    max_pairs=self.move_opts["max_pairs"],
-                    min_score=self.move_opts["min_word_cos"])
-                pairs = merge_pair_union(pairs, wpairs, max_pairs=self.move_opts["max_pairs"])
+            # duplicates that split the documents between them have no co-usage; they share
+            # their frequent words
+            sim = top_weight_cosine(params.lam, self.move_opts["word_top"], self.tau)
+            self.block_rejected_pairs(sim)
+            wpairs, _ = select_merge_pairs(
+                sim, max_per_component=self.move_opts["word_pairs_per_topic"],
+                max_pairs=self.move_opts["max_pairs"],
+                min_score=self.move_opts["min_word_cos"])
+            pairs = merge_pair_union(pairs, wpairs, max_pairs=self.move_opts["max_pairs"])
         dels = np.zeros(0, dtype=np.int64)
-        delete_start = self.move_opts["delete_start"]
-        if ("delete" in self.moves and K > 1 and self.L is not None and self.L < K
-                and (delete_start is None or state["pass"] >= delete_start)):
+        if "delete" in self.moves and K > 1 and self.L is not None and self.L < K:
             dels = select_deletes(u["n_users"], max_items=self.move_opts["delete_docs"],
                                   max_candidates=self.delete_budget.value,
                                   allowed=self.deletable())
@@ -984,19 +968,14 @@ class _Workspace:
         beta = self._beta_full()
         beta[a] += beta[b]
         start = self._stick_start(alive, beta)
-        screen = self.m.move_opts["merge_screen"]
-        study = self.m.move_opts["merge_log"]
-        if screen is not None or study is not None:
-            # the merged objective at the warm-start sticks (a + b's weight on a); optimizing
-            # the sticks from there adds a few nats (at most 2e-3 D measured), so a shortfall
-            # of more than ``merge_screen`` D cannot be made up: reject without optimizing
-            start_value = self._value(prop, alive, tterm, *start)
-            if screen is not None and start_value < self.value - screen * float(st["D"]):
-                return False
+        # the merged objective at the warm-start sticks (a + b's weight on a); optimizing the
+        # sticks from there adds a few nats (at most 2e-3 D measured), so a shortfall of more
+        # than ``merge_screen`` D cannot be made up: reject without optimizing
+        start_value = self._value(prop, alive, tterm, *start)
+        if start_value < self.value - self.m.move_opts["merge_screen"] * float(st["D"]):
+            return False
         rho, omega = self._sticks(prop, alive, beta, start)
         value = self._value(prop, alive, tterm, rho, omega)
-        if study is not None:
-            study.append((start_value - self.value, value - self.value))
         if not value > self.value + ACCEPT_RTOL * abs(self.value):
             return False
         st["S"][a] = S_ab

@@ -988,14 +988,3 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     @property
     def _n_features_out(self):
         return self._fitted_counts("components_").shape[1]
-
-    def __setstate__(self, state):
-        # models pickled before topic_estimate existed kept the sample's counts
-        state.setdefault("topic_estimate", "sample")
-        # models pickled when components_ was stored: keep its counts instead
-        lam = state.pop("components_", None)
-        state.pop("topic_word_distribution_", None)
-        if lam is not None and "_word_topic" not in state:
-            beta = state.get("topic_word_prior_", state.get("topic_word_prior"))
-            state["_word_topic"] = np.maximum(np.asarray(lam, dtype=np.float64).T - beta, 0.0)
-        super().__setstate__(state)

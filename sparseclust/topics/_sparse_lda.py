@@ -268,17 +268,14 @@ class _LDAModel(VariationalModel):
     (c_Dir(alpha) - c_Dir(theta_d) - sum c r log r, Hughes & Sudderth 2016, Eq. 46-48).
     """
 
-    def __init__(self, alpha, tau, L, local_opts, n_threads, stats_format="sparse"):
+    def __init__(self, alpha, tau, L, local_opts, n_threads):
         self.alpha = alpha
         self.tau = float(tau)
         self.L = L
         self.local_opts = local_opts
         self.n_threads = n_threads
-        if stats_format not in ("sparse", "dense"):
-            raise ValueError(f"stats_format must be 'sparse' or 'dense', got {stats_format!r}")
-        # 'sparse': a batch's S is a (K, V) CSR array of the (k, v) pairs it touched (its
-        # size follows the batch); 'dense': a (K, V) array. Same values either way.
-        self.stats_format = stats_format
+        # a batch's S is a (K, V) CSR array of the (k, v) pairs it touched (its size follows
+        # the batch)
         self.counters = {"restarts_tried": 0, "restarts_accepted": 0, "local_iters": 0}
 
     def local_step(self, X, params):
@@ -287,8 +284,7 @@ class _LDAModel(VariationalModel):
         self.counters["restarts_tried"] += res.n_restarts_tried
         self.counters["restarts_accepted"] += res.n_restarts_accepted
         self.counters["local_iters"] += res.n_iter_total
-        S = res.topic_word_csr if self.stats_format == "sparse" else res.topic_word_stats
-        return SuffStats(S=S, elbo_local=res.elbo_local)
+        return SuffStats(S=res.topic_word_csr, elbo_local=res.elbo_local)
 
     def global_step(self, stats):
         # lambda = tau + max(S, 0), E[log phi] built by blocks of topics from S
@@ -343,9 +339,9 @@ class _GibbsLDAModel(_LDAModel):
     Local step number i (counted by ``calls``, starting at ``first_call``) draws from the
     streams keyed by (seed, i, document index in the batch).
 
-    With ``lazy``, stochastic steps keep the statistics as :class:`LazyTopicStats` (the
-    sparse, lazily scaled update of Mimno, Hoffman & Blei 2012, App. A) and the local step
-    reads E[log phi] of the minibatch's word types only (:class:`LazyParams`).
+    Stochastic steps keep the statistics as :class:`LazyTopicStats` (the sparse, lazily
+    scaled update of Mimno, Hoffman & Blei 2012, App. A) and the local step reads E[log phi]
+    of the minibatch's word types only (:class:`LazyParams`).
 
     With ``chains`` (on in a memoized :class:`SparseLDA` fit of a matrix, see
     ``SparseLDA._keeps_chains``), training with two or more fixed batches keeps every batch's
@@ -354,9 +350,8 @@ class _GibbsLDAModel(_LDAModel):
     chain, its ``n_samples`` sweeps all saved (burn-in on the first visit only), and samples
     with the topics of the other batches' statistics, lambda^{-b} = tau + max(S - S_b, 0)
     (the batch's own previous statistics excluded, as a collapsed sampler excludes the token
-    it draws; with them included a continued chain reinforces its own assignments). With
-    ``weights='mean'`` (the default) these visits sample with the posterior mean of the
-    topics instead of exp(E[log phi]):
+    it draws; with them included a continued chain reinforces its own assignments). These
+    visits sample with the posterior mean of the topics instead of exp(E[log phi]):
 
         p(z_dn = k)  propto  (alpha_k + N_dk^{-dn}) lambda^{-b}_kv / sum_u lambda^{-b}_ku,
 
@@ -366,10 +361,10 @@ class _GibbsLDAModel(_LDAModel):
     batch as the block. The posterior mean is the predictive probability of a word under
     q(phi_k) = Dir(lambda^{-b}_k); exp(E[log phi]) = exp(psi(lambda)) / exp(psi(sum lambda)),
     about (lambda - 1/2) / (sum lambda - 1/2), acts as a topic-word prior smaller by 1/2
-    (Asuncion et al. 2009), which at tau = 0.1 suppresses a word in every topic where it has
-    no count. ``weights='expected_log'`` keeps exp(E[log phi]) there as well. A batch's first
-    visit starts its chain from the sequential draw under exp(E[log phi]) of all statistics
-    (the initial ones may hold the batch's own documents: k-means' do).
+    (Asuncion et al. 2009), which at tau = 0.1 suppresses a word in every topic where it
+    has no count. A batch's first visit starts its chain from the sequential draw under
+    exp(E[log phi]) of all statistics (the initial ones may hold the batch's own documents:
+    k-means' do).
 
     In stochastic training of a matrix with ``chains`` (``fit_engine`` names every
     minibatch's rows through :meth:`before_step`), every *document* keeps its chain
@@ -377,8 +372,8 @@ class _GibbsLDAModel(_LDAModel):
     pass, and a document's visit continues its chain with the topics of the stochastic
     statistics without the minibatch's own share, lambda^{-b} = tau + max(S_t - sum_{d in b}
     a_d n_d, 0), where a_d is the weight the step blend left on document d's earlier visits
-    and n_d its word-topic counts at its last sweep (the posterior mean with
-    ``weights='mean'``). A document's first visit starts from the sequential draw under
+    and n_d its word-topic counts at its last sweep (the posterior mean, as above). A
+    document's first visit starts from the sequential draw under
     exp(E[log phi]) of all statistics, as above.
 
     Without ``chains``, and for a single batch, a minibatch that holds every document, or
@@ -391,16 +386,9 @@ class _GibbsLDAModel(_LDAModel):
     noisy_objective = True
 
     def __init__(self, alpha, tau, n_burnin, n_samples, seed, n_threads, first_call=0,
-                 stats_format="sparse", lazy=False, chains=True, rao_blackwell=False,
-                 weights="mean"):
-        super().__init__(alpha, tau, None, {}, n_threads, stats_format)
-        self.rao_blackwell = bool(rao_blackwell)
+                 chains=True):
+        super().__init__(alpha, tau, None, {}, n_threads)
         self.keep_chains = bool(chains)
-        if weights not in ("mean", "expected_log"):
-            raise ValueError(f"weights must be 'mean' or 'expected_log', got {weights!r}")
-        self.mean_weights = weights == "mean"
-        if lazy:
-            self.stochastic_update = self._lazy_update
         self.n_burnin = int(n_burnin)
         self.n_saved = int(n_samples)
         self.seed = int(seed)
@@ -439,18 +427,18 @@ class _GibbsLDAModel(_LDAModel):
         return stats
 
     def _weights(self, params, own):
-        """The sampler's word weights: for a revisit, those of lambda^{-b} = tau + max(S -
-        own, 0) (the posterior mean with ``mean_weights``); for a first visit (``own`` None),
+        """The sampler's word weights: for a revisit, the posterior mean of lambda^{-b} =
+        tau + max(S - own, 0); for a first visit (``own`` None),
         E[log phi] of all statistics, which may hold the batch's own documents (the k-means
         initialisation does)."""
         if own is None:
             # lazily scaled parameters give the sampler's weights directly (a kernel pass)
             return params if isinstance(params, LazyParams) else params.log_weights
         if isinstance(params, LazyParams):
-            return params.excluding(own, mean=self.mean_weights)
+            return params.excluding(own)
 
         def log_weights(cols):
-            return params.log_weights(cols, exclude=own, mean=self.mean_weights)
+            return params.log_weights(cols, exclude=own, mean=True)
 
         return log_weights
 
@@ -459,13 +447,11 @@ class _GibbsLDAModel(_LDAModel):
         chain ``z0`` (None: a new one); returns its result and its statistics."""
         res = gibbs_local_step(X, log_weights, self.alpha, n_burnin=self.n_burnin,
                                n_samples=self.n_saved, seed=self.seed, sweep=self.calls,
-                               n_threads=self.n_threads, z_init=z0, return_z=return_z,
-                               rao_blackwell=self.rao_blackwell)
+                               n_threads=self.n_threads, z_init=z0, return_z=return_z)
         self.calls += 1
         n_sweeps = self.n_saved + (0 if z0 is not None else 1 + self.n_burnin)
         self.counters["local_iters"] += n_sweeps * X.shape[0]
-        S = res.topic_word_csr if self.stats_format == "sparse" else res.topic_word_csr.toarray()
-        return res, SuffStats(S=S, elbo_local=res.elbo_local)
+        return res, SuffStats(S=res.topic_word_csr, elbo_local=res.elbo_local)
 
     def before_pass(self, stats, params, state):
         # chains and batch exclusion need more than one fixed batch (see visit)
@@ -485,7 +471,8 @@ class _GibbsLDAModel(_LDAModel):
             self.last_stats[batch] = res.topic_word_csr
         return stats
 
-    def _lazy_update(self, state, batch_stats, rho, scale):
+    def stochastic_update(self, state, batch_stats, rho, scale):
+        # the engine's blend S <- (1 - rho) S + rho * scale * B, kept lazily scaled
         if not isinstance(state.stats, LazyTopicStats):
             state.stats = LazyTopicStats(state.stats["S"], state.stats["elbo_local"])
         state.stats.step(batch_stats["S"], batch_stats["elbo_local"], rho, scale)
@@ -957,38 +944,11 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             return 0.5 / self.n_components
         return float(self.doc_topic_prior)
 
-    #: storage of the per-batch topic-word statistics ('sparse' or 'dense'; same results)
-    _stats_format = "sparse"
-
-    #: stochastic steps of the Gibbs local step update the topics lazily (LazyTopicStats);
-    #: False applies the same blend densely (for tests)
-    _lazy_updates = True
-
-    #: True: memoized training with the Gibbs local step keeps every batch's chain between
-    #: visits, continued with the batch's own statistics excluded from the topics it samples
-    #: with (see _GibbsLDAModel); False restarts every visit from the sequential draw
-    _gibbs_chains = True
-
-    #: word weights of the chains' visits: 'mean' (the posterior mean, a collapsed sampler's
-    #: conditional) or 'expected_log' (exp(E[log phi]), the hybrid step's). With
-    #: 'expected_log', kept chains scored below restarted ones on 20 Newsgroups (K = 400,
-    #: validation documents); with 'mean' they scored above both and above the variational
-    #: step (benchmarks/README.md, "Hybrid SVI-Gibbs local step")
-    _gibbs_weights = "mean"
-
-    #: True: the Gibbs local step's statistics are the Rao-Blackwellized counts of its saved
-    #: sweeps (gibbs_local_step(rao_blackwell=True)). Off: on 20 Newsgroups at K = 400 it
-    #: ended 0.005-0.008 above the counts on validation documents (100 CPU s) but 0.012
-    #: below them in stochastic training on the test documents (400 CPU s), far below the
-    #: variational step either way, at 1.7-2.1x the CPU of a memoized pass and 8x that of a
-    #: stochastic one (benchmarks/README.md, "Hybrid SVI-Gibbs local step")
-    _gibbs_rao_blackwell = False
-
     def _keeps_chains(self, n_docs, stream=False):
         """Whether ``fit`` keeps the Gibbs step's chains between visits: training of a
         matrix with two or more batches, memoized (batch training has one) or stochastic (a
         stream's fit keeps only its minibatches' statistics, not 1-2 bytes per token)."""
-        if not self._gibbs_chains or stream:
+        if stream:
             return False
         if self.algorithm == "stochastic":
             return self._batch_size() < n_docs
@@ -1006,14 +966,10 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             return _GibbsLDAModel(self._alpha(), self.topic_word_prior, self.n_burnin,
                                   self._n_samples(chains), self._gibbs_seed,
                                   self.n_threads, getattr(self, "_gibbs_calls", 0),
-                                  self._stats_format, lazy=self._lazy_updates,
-                                  chains=chains,
-                                  rao_blackwell=self._gibbs_rao_blackwell,
-                                  weights=self._gibbs_weights)
+                                  chains=chains)
         L = self.L if (self.L is not None and self.L < self.n_components) else None
         opts = dict(max_iter=self.local_max_iter, tol=self.local_tol, restarts=self.restarts)
-        return _LDAModel(self._alpha(), self.topic_word_prior, L, opts, self.n_threads,
-                         self._stats_format)
+        return _LDAModel(self._alpha(), self.topic_word_prior, L, opts, self.n_threads)
 
     def _init_stats(self, X, rng):
         K, V = self.n_components, X.shape[1]
