@@ -705,3 +705,47 @@ def test_memoized_gibbs_stops_on_window_means_of_its_noisy_objective():
         np.testing.assert_allclose(e["elbo_change"], _windowed_change(lb[:t + 1], 3, n_tokens))
     v = SparseLDA(**kw).fit(X)
     assert v.n_iter_ == 2 and v.converged_
+
+
+def _rs_state_equal(a, b):
+    return all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("fit_step", ["gibbs", "variational"])
+def test_gibbs_transform_is_a_function_of_the_fitted_model(fit_step):
+    """transform with local_step='gibbs' neither reads nor advances random_state: two calls
+    agree with random_state=None, a RandomState instance is left where fit left it, a change
+    of random_state after fit changes nothing, and a pickled copy transforms identically (also
+    for topics fitted with the variational step, whose seed is a hash of components_)."""
+    X = _corpus(D=40)
+    for random_state in (None, np.random.RandomState(3)):
+        m = SparseLDA(3, local_step=fit_step, max_iter=3, tol=0, random_state=random_state)
+        m.fit(X)
+        m.set_params(local_step="gibbs")
+        before = random_state.get_state() if random_state is not None else None
+        a = m.transform(X)
+        np.testing.assert_array_equal(m.transform(X), a)
+        if random_state is not None:
+            assert _rs_state_equal(random_state.get_state(), before)
+        np.testing.assert_array_equal(pickle.loads(pickle.dumps(m)).transform(X), a)
+        np.testing.assert_array_equal(m.set_params(random_state=12345).transform(X), a)
+    if fit_step == "variational":
+        # the seed is the BLAKE2b hash of the fitted topics, computed here independently
+        import hashlib
+
+        lam = np.ascontiguousarray(m.components_)
+        h = hashlib.blake2b(f"{lam.dtype.str}{lam.shape}".encode(), digest_size=8)
+        h.update(lam.tobytes())
+        seed = int.from_bytes(h.digest(), "little") >> 2
+        res = gibbs_local_step(sp.csr_array(X), m._tables().CT, m.doc_topic_prior_,
+                               n_burnin=m.n_burnin, n_samples=m._n_samples(), seed=seed,
+                               sweep=(1 << 62) + 1, keys=_content_keys_of(X),
+                               return_doc_topic=True)
+        theta = res.doc_topic + m.doc_topic_prior_
+        np.testing.assert_array_equal(m.transform(X), theta / theta.sum(1, keepdims=True))
+
+
+def _content_keys_of(X):
+    from sparseclust.topics._sparse_lda import _content_keys
+
+    return _content_keys(sp.csr_array(X))

@@ -540,3 +540,30 @@ def test_tol_stops_on_log_joint_change():
     stopped = StochasticEMLDA(4, max_iter=50, random_state=0).fit(
         X, callback=lambda info: info["sweep"] == 3)
     assert stopped.n_iter_ == 3 and not stopped.converged_
+
+
+def test_transform_is_a_function_of_the_fitted_model():
+    """transform neither reads nor advances random_state: two calls agree with
+    random_state=None, a RandomState instance is left where fit left it, a change of
+    random_state after fit changes nothing, a pickled copy transforms identically, and the
+    fold-in seed is the BLAKE2b hash of the fitted components_ (computed here)."""
+    import hashlib
+
+    X, _ = planted_corpus(seed=7, K=4, block=5, D=40, length=20)
+    for random_state in (None, np.random.RandomState(3)):
+        m = StochasticEMLDA(4, max_iter=5, random_state=random_state).fit(X)
+        before = random_state.get_state() if random_state is not None else None
+        a = m.transform(X)
+        np.testing.assert_array_equal(m.transform(X), a)
+        if random_state is not None:
+            after = random_state.get_state()
+            assert all(np.array_equal(x, y) for x, y in zip(before, after, strict=True))
+        np.testing.assert_array_equal(pickle.loads(pickle.dumps(m)).transform(X), a)
+        np.testing.assert_array_equal(m.set_params(random_state=99).transform(X), a)
+        lam = np.ascontiguousarray(m.components_)
+        h = hashlib.blake2b(f"{lam.dtype.str}{lam.shape}".encode(), digest_size=8)
+        h.update(lam.tobytes())
+        assert m._fold_in_seed() == int.from_bytes(h.digest(), "little") >> 2
+    # the same after online training (float64 blended counts)
+    m = StochasticEMLDA(4, algorithm="online", max_iter=2, batch_size=10).fit(X)
+    np.testing.assert_array_equal(m.transform(X), m.transform(X))

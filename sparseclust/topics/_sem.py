@@ -28,6 +28,7 @@ contributes its collapsed conditional p(z_dn = k | z_{-dn}) instead of its one s
 which removes the sampling noise of the last sweep's draws; it is computed once, at the end.
 """
 
+import hashlib
 import numbers
 import time
 from collections import namedtuple
@@ -95,6 +96,17 @@ def token_layout(X):
 def _seed(rng):
     """A 62-bit seed of the kernel's random streams drawn from a RandomState."""
     return (int(rng.randint(2**31)) << 31) | int(rng.randint(2**31))
+
+
+def _state_seed(array):
+    """A 62-bit seed of the kernel's random streams derived from a fitted array: a 64-bit
+    BLAKE2b hash of its dtype, shape and bytes, cut to the range of :func:`_seed`. Inference
+    seeded this way is a function of the fitted model alone: it neither reads nor advances
+    ``random_state``, and a pickled copy of the model gives the same results."""
+    a = np.ascontiguousarray(array)
+    h = hashlib.blake2b(f"{a.dtype.str}{a.shape}".encode(), digest_size=8)
+    h.update(memoryview(a).cast("B"))
+    return int.from_bytes(h.digest(), "little") >> 2
 
 
 def _z_dtype(K):
@@ -901,7 +913,9 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     # inference
 
     def _fold_in_seed(self):
-        return _seed(check_random_state(self.random_state))
+        # from the fitted topics, not random_state: transform is deterministic for a fitted
+        # model whatever random_state is, and leaves a RandomState instance untouched
+        return _state_seed(self.components_)
 
     def transform(self, X):
         """Document-topic distributions by fold-in with the topics fixed.
@@ -910,8 +924,11 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         fixed at ``topic_word_distribution_`` and the document counts D_dk of each sweep read
         from the previous one, from uniform assignments; the result averages
         (D_dk + alpha) / (N_d + K alpha) over the last ``n_fold_in - n_fold_in // 2`` sweeps.
-        A document's random stream is keyed by its content, so the result of a document does
-        not depend on the other rows of X; it is deterministic given ``random_state``.
+        A document's random stream is keyed by its content and by a hash of the fitted
+        ``components_``, so the result of a document does not depend on the other rows of X
+        and is deterministic for a fitted model: repeated calls agree whatever
+        ``random_state`` is (None included), and ``random_state`` is neither read nor
+        advanced.
         Empty documents get the prior mean 1 / K.
 
         Parameters

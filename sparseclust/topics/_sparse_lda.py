@@ -49,7 +49,7 @@ from ._gibbs import (
     gibbs_local_step,
 )
 from ._local import TopicTables, check_counts, check_whole_counts, local_step, require_tokens
-from ._sem import _seed, token_layout
+from ._sem import _seed, _state_seed, token_layout
 
 __all__ = ["SparseLDA"]
 
@@ -1314,10 +1314,12 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         local_step='gibbs': N_dk is the document's topic counts averaged over the
         ``n_samples`` saved sweeps of the sampled local step with the fitted topics, so
         theta_d is a Monte Carlo estimate of the collapsed posterior mean E[N_d] + alpha; each
-        document's random stream is keyed by the fit's seed and a hash of its (word, count)
-        entries, so the result is deterministic given ``random_state`` and does not depend
-        on the document's position in X or on the thread count. Empty documents get the
-        prior mean.
+        document's random stream is keyed by a seed of the fitted model (the one its Gibbs
+        fit drew; for topics fitted with the variational step, a hash of ``components_``)
+        and a hash of its (word, count) entries, so the result is deterministic for a fitted
+        model (repeated calls agree whatever ``random_state`` is, and ``random_state`` is
+        neither read nor advanced) and does not depend on the document's position in X or on
+        the thread count. Empty documents get the prior mean.
 
         Parameters
         ----------
@@ -1334,7 +1336,9 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         if self.local_step == "gibbs":
             seed = getattr(self, "_gibbs_seed", None)
             if seed is None:
-                seed = _seed(check_random_state(self.random_state))
+                # fitted with the variational step: a seed from the fitted topics, so that
+                # transform neither depends on nor advances random_state
+                seed = _state_seed(self.components_)
             lay_keys = _content_keys(X)
             res = gibbs_local_step(X, self._tables().CT, self.doc_topic_prior_,
                                    n_burnin=self.n_burnin, n_samples=self._n_samples(),
