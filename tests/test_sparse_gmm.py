@@ -773,6 +773,14 @@ def test_warm_start_and_n_init():
     with pytest.warns(ConvergenceWarning):
         est.fit(X)
     assert est.lower_bound_ >= first - 1e-9 * abs(first)
+    # a changed n_components cannot be continued: a clear error, and the fit is left as is
+    weights = est.weights_.copy()
+    est.set_params(n_components=5)
+    with pytest.raises(ValueError, match=r"n_components=5 differs from the n_components=3"):
+        est.fit(X)
+    np.testing.assert_array_equal(est.weights_, weights)
+    # without warm_start the new n_components is simply a new fit
+    assert _ours(X, **{**est.get_params(), "warm_start": False}).n_components_ == 5
     # n_init keeps the initialization with the largest final ELBO: record every run
     runs = []
     original = SparseGaussianMixture._run_engine

@@ -714,6 +714,8 @@ class SparseGaussianMixture(
         (n_components,) for ``'spherical'`` (positive). See ``weights_init``.
     warm_start : bool, default=False
         If True, :meth:`fit` starts from the statistics of the previous fit (``n_init`` is then 1).
+        ``n_components`` must then be the one the model was fitted with (ValueError
+        otherwise).
     random_state : int, RandomState instance or None, default=None
         Initialization, batch split and minibatch order.
     n_threads : int or None, default=None
@@ -1238,6 +1240,13 @@ class SparseGaussianMixture(
         self._validate_params()
         check_output_support(self, "SparseGaussianMixture.fit")
         warm = self.warm_start and hasattr(self, "_stats")
+        if warm and self.n_components != getattr(self, "_n_components_fit", self.n_components):
+            raise ValueError(
+                f"warm_start=True continues the fitted model, but n_components="
+                f"{self.n_components} differs from the n_components={self._n_components_fit} "
+                "it was fitted with; set warm_start=False (or restore n_components) to fit "
+                "again."
+            )
         dist = is_dask_collection(X)
         if dist:
             from .._dask import DaskRows
