@@ -127,28 +127,58 @@ def test_log_joint_matches_numpy_formula(big):
     assert m.log_joint_ == pytest.approx(ref, rel=1e-12)
 
 
-def test_fitted_state_is_the_int32_counts():
-    # the fitted model holds the counts W (V, K) only; components_ and
-    # topic_word_distribution_ are derived from them on access, and survive pickling
+def test_fitted_state_is_the_int32_counts_and_components_attribute():
+    # the fitted model holds the counts W (V, K), which partial_fit continues from, and
+    # components_ = W.T + beta as a plain array attribute set when fitting ends (fit and
+    # every partial_fit): an assignment to it, or to its entries, is kept and is what
+    # inference reads; topic_word_distribution_ is derived from it on access
     X, _ = planted_corpus(seed=1, K=5, block=6, D=60, length=40)
     rb = StochasticEMLDA(5, max_iter=5, random_state=0).fit(X)
     assert rb._word_topic.dtype == np.float32 and rb._word_topic.shape == (X.shape[1], 5)
     np.testing.assert_allclose(rb._word_topic.sum(axis=1), X.sum(axis=0), rtol=1e-5)
+    # (float32 counts plus beta in float32, as numpy adds a Python float to float32)
+    np.testing.assert_array_equal(rb.components_, (rb._word_topic.T + 0.1).astype(np.float64))
     m = StochasticEMLDA(5, max_iter=5, random_state=0, topic_estimate="sample").fit(X)
     W = m._word_topic
     assert W.dtype == np.int32 and W.shape == (X.shape[1], 5)
     assert W.sum() == X.sum()
-    big = [k for k, v in vars(m).items() if isinstance(v, np.ndarray) and v.size >= W.size]
-    assert big == ["_word_topic"]
+    big = sorted(k for k, v in vars(m).items()
+                 if isinstance(v, np.ndarray) and v.size >= W.size)
+    assert big == ["_word_topic", "components_"]
     lam = W.T.astype(np.float64) + 0.1
+    assert m.components_ is m.components_ and m.components_.dtype == np.float64
+    assert m.components_.flags.c_contiguous
     np.testing.assert_array_equal(m.components_, lam)
     np.testing.assert_allclose(m.topic_word_distribution_, lam / lam.sum(1, keepdims=True))
-    m.components_[0, 0] = -1.0  # a new array on every access: the model is unchanged
-    assert m.components_[0, 0] == lam[0, 0]
     m2 = pickle.loads(pickle.dumps(m))
     np.testing.assert_array_equal(m2.components_, m.components_)
+    np.testing.assert_array_equal(m2.transform(X), m.transform(X))
+    # a model pickled while components_ was a property (counts only) gets it back exactly
+    state = m.__getstate__()
+    del state["components_"]
+    old = StochasticEMLDA.__new__(StochasticEMLDA)
+    old.__setstate__(state)
+    np.testing.assert_array_equal(old.components_, lam)
+    # an edit of components_ is kept, and transform and score follow it
+    score, theta = m.score(X), m.transform(X)
+    m.components_[0] = 0.1
+    assert np.all(m.components_[0] == 0.1)
+    np.testing.assert_allclose(m.topic_word_distribution_[0], 1.0 / X.shape[1])
+    assert m.score(X) != score and not np.array_equal(m.transform(X), theta)
+    m.components_ = lam.copy()
+    np.testing.assert_array_equal(m.transform(X), theta)
+    assert m.score(X) == score
+    # partial_fit (and online fit) set components_ from the blended counts when they end
+    m.partial_fit(X[:20])
+    assert m._word_topic.dtype == np.float64
+    np.testing.assert_array_equal(m.components_, m._word_topic.T + 0.1)
+    on = StochasticEMLDA(5, algorithm="online", max_iter=2, batch_size=20,
+                         random_state=0).fit(X)
+    np.testing.assert_array_equal(on.components_, on._word_topic.T + 0.1)
     with pytest.raises(AttributeError):
         _ = StochasticEMLDA(5).components_
+    with pytest.raises(AttributeError):
+        _ = StochasticEMLDA(5).topic_word_distribution_
 
 
 @pytest.mark.kernels

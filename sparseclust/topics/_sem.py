@@ -109,6 +109,13 @@ def _state_seed(array):
     return int.from_bytes(h.digest(), "little") >> 2
 
 
+def _lambda_of_counts(W, beta):
+    """W.T + beta as a new C-ordered (K, V) float64 array, from the (V, K) counts W."""
+    lam = np.empty((W.shape[1], W.shape[0]), dtype=np.float64)
+    np.add(W.T, beta, out=lam)
+    return lam
+
+
 def _z_dtype(K):
     """The smallest unsigned type that holds the topics 0..K-1 (1, 2 or 4 bytes per token)."""
     for dt in (np.uint8, np.uint16):
@@ -601,12 +608,14 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         return _Sampler(V, *self._sampler_args(effective_n_threads(self.n_threads)))
 
     def _set_topics(self, Wt):
-        """Keep the word-topic counts Wt (V, K) (int32 from ``fit``, float64 blended from
-        :meth:`partial_fit`) by reference: the fitted model is these counts and beta, and
-        ``components_`` / ``topic_word_distribution_`` are derived from them on access."""
+        """The fitted topics from the word-topic counts Wt (V, K) (int32 from ``fit``, float64
+        blended from :meth:`partial_fit`): ``components_`` = Wt.T + beta, a plain array
+        attribute (what inference reads, so an assignment to it or to its entries is kept),
+        and Wt by reference, the counts :meth:`partial_fit` continues from."""
         self._word_topic = Wt
         self.doc_topic_prior_ = self._alpha()
         self.topic_word_prior_ = float(self.topic_word_prior)
+        self.components_ = _lambda_of_counts(Wt, self.topic_word_prior_)
 
     def _fitted_counts(self, name):
         W = self.__dict__.get("_word_topic")
@@ -617,20 +626,13 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         return W
 
     @property
-    def components_(self):
-        """W_kv + beta, shape (n_components, n_features), float64: the Dirichlet parameters
-        of the posterior of phi_k given the final assignments (computed on access from the
-        stored counts)."""
-        W = self._fitted_counts("components_")
-        lam = np.empty((W.shape[1], W.shape[0]), dtype=np.float64)
-        np.add(W.T, self.topic_word_prior_, out=lam)
-        return lam
-
-    @property
     def topic_word_distribution_(self):
         """(W_kv + beta) / (T_k + V beta), shape (n_components, n_features), float64: the
-        posterior mean of the topics (computed on access from the stored counts)."""
-        lam = self.components_
+        posterior mean of the topics (computed on access from ``components_``, rows
+        normalized)."""
+        if "components_" not in self.__dict__:
+            self._fitted_counts("topic_word_distribution_")  # raises AttributeError
+        lam = np.array(self.components_, dtype=np.float64)
         lam /= lam.sum(axis=1, keepdims=True)
         return lam
 
@@ -1009,10 +1011,14 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     def __setstate__(self, state):
         # models pickled before topic_estimate existed kept the sample's counts
         state.setdefault("topic_estimate", "sample")
-        # models pickled when components_ was stored: keep its counts instead
-        lam = state.pop("components_", None)
         state.pop("topic_word_distribution_", None)
+        beta = state.get("topic_word_prior_", state.get("topic_word_prior"))
+        lam = state.get("components_")
         if lam is not None and "_word_topic" not in state:
-            beta = state.get("topic_word_prior_", state.get("topic_word_prior"))
+            # models pickled before the counts were kept: partial_fit continues from the
+            # counts of components_
             state["_word_topic"] = np.maximum(np.asarray(lam, dtype=np.float64).T - beta, 0.0)
+        elif lam is None and state.get("_word_topic") is not None:
+            # models pickled while components_ was computed on access from the counts
+            state["components_"] = _lambda_of_counts(state["_word_topic"], beta)
         super().__setstate__(state)
