@@ -1184,3 +1184,23 @@ def test_convergence_warning_only_when_max_iter_ends_training():
         m = HDPTopicModel(max_iter=5, **kw).fit(X, callback=lambda info: info["pass"] == 2)
     assert m.n_iter_ == 2 and not m.converged_
 
+
+
+def test_fit_callback_sees_every_pass_with_the_trace_entry():
+    """fit(callback=): once per pass with the pass's trace entry fields plus n_passes and
+    components (the topics of the truncation, as SparseLDA's callback), True stops."""
+    X, _, _ = hdp_corpus(4, K=4, V=40, D=80, length=30)
+    seen = []
+
+    def cb(info):
+        seen.append({k: (v.copy() if isinstance(v, np.ndarray) else v)
+                     for k, v in info.items()})
+        return info["pass"] == 3
+
+    m = HDPTopicModel(max_components=8, max_iter=10, tol=0, random_state=0).fit(X, callback=cb)
+    assert [i["pass"] for i in seen] == [1, 2, 3] and m.n_iter_ == 3
+    assert all(i["n_passes"] == 10 for i in seen)
+    for info, entry in zip(seen, m.trace_, strict=True):
+        for key in ("pass", "elapsed", "elbo", "n_topics", "n_live"):
+            assert info[key] == entry[key]
+    np.testing.assert_array_equal(seen[-1]["components"][m._live], m.components_)

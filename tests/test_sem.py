@@ -597,3 +597,18 @@ def test_transform_is_a_function_of_the_fitted_model():
     # the same after online training (float64 blended counts)
     m = StochasticEMLDA(4, algorithm="online", max_iter=2, batch_size=10).fit(X)
     np.testing.assert_array_equal(m.transform(X), m.transform(X))
+
+
+def test_callback_sees_every_sweep_the_converged_one_too():
+    """The callback gets every sweep's trace entry with ``pass`` (= ``sweep``), including the
+    sweep at which the log joint converged, and True stops."""
+    X, _ = planted_corpus(seed=8, K=4, block=5, D=60, length=30)
+    seen = []
+    m = StochasticEMLDA(4, max_iter=200, tol=1e-3, random_state=0).fit(
+        X, callback=lambda i: seen.append((i["pass"], i["sweep"], i["n_passes"])))
+    assert m.converged_ and m.n_iter_ < 200
+    assert seen == [(s, s, 200) for s in range(1, m.n_iter_ + 1)]
+    seen.clear()
+    m = StochasticEMLDA(4, max_iter=20, tol=0, random_state=0).fit(
+        X, callback=lambda i: seen.append(i["pass"]) or i["pass"] == 4)
+    assert seen == [1, 2, 3, 4] and m.n_iter_ == 4 and len(m.trace_) == 4

@@ -321,13 +321,18 @@ def run_sweeps(est, sweep, *, n_tokens, n_docs, rng, elapsed, callback, estimate
         if est.verbose:
             print(f"sweep {it:4d}  log joint {ll:.6e}  change/token {change:.3g}  "
                   f"changed {changed}  {entry['tokens_per_s']:.3g} tokens/s")
+        # the callback sees every sweep, the converged one too (as the engine's callback of
+        # the other estimators sees every pass)
+        if callback is not None:
+            stop = callback(dict(entry, n_passes=est.max_iter, word_topic_counts=W,
+                                 topic_estimate=estimate, **{"pass": it}))
+        else:
+            stop = False
         if est.tol > 0 and change < est.tol:
             converged = True
             break
-        if callback is not None:
-            if callback(dict(entry, n_passes=est.max_iter, word_topic_counts=W,
-                             topic_estimate=estimate)):
-                break
+        if stop:
+            break
     est._set_topics(estimate(final=True))
     est.trace_ = trace
     est.n_iter_ = len(trace)
@@ -657,6 +662,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         y : ignored
         callback : callable or None, default=None
             Called after every sweep as ``callback(info)``: the sweep's trace entry plus
+            ``pass`` (= ``sweep``, the name the other estimators' callbacks use),
             ``n_passes`` (= ``max_iter``), ``word_topic_counts``, the current counts W as a
             (n_features, n_components) int32 array that the next sweep overwrites (copy it
             to keep it), and ``topic_estimate``, a function of no arguments that returns the
