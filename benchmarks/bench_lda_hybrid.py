@@ -45,7 +45,7 @@ Two experiments, one thread each, CPU time of this process (``time.process_time`
     Restarted memoized Gibbs with other word weights: ``gibbs-memoized-mean`` (posterior mean
     E[phi] instead of exp(E[log phi])), ``gibbs-memoized-exclude`` (the batch's own previous
     statistics taken out of lambda) and ``gibbs-memoized-mean-exclude`` (both).
-    Settings of the Gibbs step (``--n-burnin``, ``--n-samples``, ``--batch-size``,
+    Settings of the Gibbs step (``--n-burnin``, ``--n-saved-sweeps``, ``--batch-size``,
     ``--kappa``) apply to every method of a run; ``--suffix`` names the runs after them, so
     several settings sit side by side in one results file.
 ``step_cost``
@@ -62,7 +62,7 @@ until its budget is spent). Usage::
 
     python benchmarks/bench_lda_hybrid.py heldout --ks 100 --budgets 60
     python benchmarks/bench_lda_hybrid.py validation --ks 400 --budgets 400 \
-        --val-methods gibbs-stochastic --batch-size 4096 --n-burnin 5 --n-samples 5 \
+        --val-methods gibbs-stochastic --batch-size 4096 --n-burnin 5 --n-saved-sweeps 5 \
         --suffix @b4096-B5S5
     python benchmarks/bench_lda_hybrid.py step_cost --step-corpus imdb
     python benchmarks/bench_lda_hybrid.py heldout --ks 400 --budgets 400 \
@@ -137,7 +137,8 @@ def _save(path, res):
 def _gibbs_settings(opts):
     d = SparseLDA()
     return {"n_burnin": d.n_burnin if opts.n_burnin is None else opts.n_burnin,
-            "n_samples": d.n_samples if opts.n_samples is None else opts.n_samples}
+            "n_saved_sweeps": (d.n_saved_sweeps if opts.n_saved_sweeps is None
+                               else opts.n_saved_sweeps)}
 
 
 def _kappa(opts):
@@ -157,7 +158,8 @@ def run_sparselda(X, K, spec, seed, recorder, budget, opts, cls=SparseLDA):
                                                 random_state=seed, n_threads=1)}
     if spec.get("local_step") == "gibbs":
         spec = {**spec, **{k: v for k, v in (("n_burnin", opts.n_burnin),
-                                             ("n_samples", opts.n_samples)) if v is not None}}
+                                             ("n_saved_sweeps", opts.n_saved_sweeps))
+                           if v is not None}}
     if opts.kappa is not None and spec.get("algorithm") == "stochastic":
         spec = {**spec, "kappa": opts.kappa}
     model = cls(
@@ -645,7 +647,7 @@ def main():
                         "training; many quote training posts of the same period)")
     p.add_argument("--n-burnin", type=int, default=None,
                    help="Gibbs local step burn-in sweeps (default: SparseLDA's)")
-    p.add_argument("--n-samples", type=int, default=None,
+    p.add_argument("--n-saved-sweeps", type=int, default=None,
                    help="Gibbs local step saved sweeps (default: SparseLDA's)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--init-sweeps", type=int, default=1200,

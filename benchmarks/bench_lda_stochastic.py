@@ -90,13 +90,13 @@ GRIDS = {
     # the estimator's defaults (whatever they are in the installed version)
     "defaults": {"defaults": {}},
     # saved sweeps per stochastic step of the Gibbs local step (--local-step gibbs)
-    "sweeps": {"defaults": {}, "S=10": dict(n_samples=10), "S=20": dict(n_samples=20)},
+    "sweeps": {"defaults": {}, "S=10": dict(n_saved_sweeps=10), "S=20": dict(n_saved_sweeps=20)},
     # the Gibbs local step's document chains in stochastic fit (--local-step gibbs): their
     # sweeps and the delay
     "gibbs_chains": {
         "defaults": {},
-        "S=5": dict(n_samples=5),
-        "S=10": dict(n_samples=10),
+        "S=5": dict(n_saved_sweeps=5),
+        "S=10": dict(n_saved_sweeps=10),
         "delta=1pass": dict(delta_per_pass=1.0),
         "delta=2pass": dict(delta_per_pass=2.0),
     },

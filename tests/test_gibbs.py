@@ -250,8 +250,12 @@ def test_gibbs_empty_documents_float32_and_bad_params():
         T = m.fit_transform(X)
     assert T.dtype == np.float32
     np.testing.assert_allclose(T[-1], 1 / 3, rtol=1e-6)
-    with pytest.raises(ValueError, match="n_samples"):
-        SparseLDA(3, local_step="gibbs", n_samples=0).fit(X)
+    with pytest.raises(ValueError, match="n_saved_sweeps"):
+        SparseLDA(3, local_step="gibbs", n_saved_sweeps=0).fit(X)
+    # the saved sweeps are n_saved_sweeps; n_samples (scikit-learn's word for rows) is gone
+    assert "n_samples" not in SparseLDA().get_params()
+    with pytest.raises(TypeError, match="n_samples"):
+        SparseLDA(3, local_step="gibbs", n_samples=3)
     with pytest.raises(ValueError, match="local_step"):
         SparseLDA(3, local_step="gibs").fit(X)
 
@@ -614,7 +618,7 @@ def test_default_minibatch_size_depends_on_the_local_step():
 
 
 def test_default_sweeps_are_five_burnin_and_twenty_saved_per_memoized_visit():
-    """n_burnin=5, n_samples=None: a memoized fit's first visit of a batch runs 1 + 5 + 20
+    """n_burnin=5, n_saved_sweeps=None: a memoized fit's first visit of a batch runs 1 + 5 + 20
     sweeps per document and a revisit continues the chain for 20 (the trace's local_iters),
     and so does a stochastic fit of a matrix; a stochastic fit with one minibatch runs
     1 + 5 + 5. Each fit equals one with the explicit values but not one with (2, 3)."""
@@ -623,15 +627,15 @@ def test_default_sweeps_are_five_burnin_and_twenty_saved_per_memoized_visit():
               random_state=0)
     m = SparseLDA(**kw).fit(X)
     assert [e["local_iters"] for e in m.trace_] == [60 * 26, 60 * 20]
-    ref = SparseLDA(n_burnin=5, n_samples=20, **kw).fit(X)
+    ref = SparseLDA(n_burnin=5, n_saved_sweeps=20, **kw).fit(X)
     np.testing.assert_array_equal(m.components_, ref.components_)
-    other = SparseLDA(n_burnin=2, n_samples=3, **kw).fit(X)
+    other = SparseLDA(n_burnin=2, n_saved_sweeps=3, **kw).fit(X)
     assert [e["local_iters"] for e in other.trace_] == [60 * 6, 60 * 3]
     assert not np.array_equal(m.components_, other.components_)
     # transform after a memoized fit restarts a chain per document: 5 saved sweeps
-    m20 = SparseLDA(n_samples=20, **kw).fit(X)
-    np.testing.assert_array_equal(m.transform(X), m20.set_params(n_samples=5).transform(X))
-    assert not np.array_equal(m.transform(X), m20.set_params(n_samples=20).transform(X))
+    m20 = SparseLDA(n_saved_sweeps=20, **kw).fit(X)
+    np.testing.assert_array_equal(m.transform(X), m20.set_params(n_saved_sweeps=5).transform(X))
+    assert not np.array_equal(m.transform(X), m20.set_params(n_saved_sweeps=20).transform(X))
     # batch training (one batch) and a single memoized batch restart every visit: 5 saved
     for other_kw in (dict(algorithm="batch"), dict(n_batches=1)):
         b = SparseLDA(**dict(kw, **other_kw)).fit(X)
@@ -639,18 +643,18 @@ def test_default_sweeps_are_five_burnin_and_twenty_saved_per_memoized_visit():
     kw.update(algorithm="stochastic", batch_size=30)
     m = SparseLDA(**kw).fit(X)
     assert [e["local_iters"] for e in m.trace_] == [60 * 26, 60 * 20]
-    ref = SparseLDA(n_burnin=5, n_samples=20, **kw).fit(X)
+    ref = SparseLDA(n_burnin=5, n_saved_sweeps=20, **kw).fit(X)
     np.testing.assert_array_equal(m.components_, ref.components_)
     one = SparseLDA(**dict(kw, batch_size=60)).fit(X)
     assert [e["local_iters"] for e in one.trace_] == [60 * 11] * 2
-    ref = SparseLDA(n_burnin=5, n_samples=5, **dict(kw, batch_size=60)).fit(X)
+    ref = SparseLDA(n_burnin=5, n_saved_sweeps=5, **dict(kw, batch_size=60)).fit(X)
     np.testing.assert_array_equal(one.components_, ref.components_)
     # partial_fit and transform: 5 saved sweeps
     pf = SparseLDA(**kw).partial_fit(X)
-    pf5 = SparseLDA(n_samples=5, **kw).partial_fit(X)
+    pf5 = SparseLDA(n_saved_sweeps=5, **kw).partial_fit(X)
     np.testing.assert_array_equal(pf.components_, pf5.components_)
     np.testing.assert_array_equal(pf.transform(X), pf5.transform(X))
-    assert not np.array_equal(pf.transform(X), SparseLDA(n_samples=20, **kw).partial_fit(X)
+    assert not np.array_equal(pf.transform(X), SparseLDA(n_saved_sweeps=20, **kw).partial_fit(X)
                               .transform(X))
 
 
@@ -670,3 +674,47 @@ def test_memoized_gibbs_stops_on_window_means_of_its_noisy_objective():
         np.testing.assert_allclose(e["elbo_change"], _windowed_change(lb[:t + 1], 3, n_tokens))
     v = SparseLDA(**kw).fit(X)
     assert v.n_iter_ == 2 and v.converged_
+
+
+def _rs_state_equal(a, b):
+    return all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize("fit_step", ["gibbs", "variational"])
+def test_gibbs_transform_is_a_function_of_the_fitted_model(fit_step):
+    """transform with local_step='gibbs' neither reads nor advances random_state: two calls
+    agree with random_state=None, a RandomState instance is left where fit left it, a change
+    of random_state after fit changes nothing, and a pickled copy transforms identically (also
+    for topics fitted with the variational step, whose seed is a hash of components_)."""
+    X = _corpus(D=40)
+    for random_state in (None, np.random.RandomState(3)):
+        m = SparseLDA(3, local_step=fit_step, max_iter=3, tol=0, random_state=random_state)
+        m.fit(X)
+        m.set_params(local_step="gibbs")
+        before = random_state.get_state() if random_state is not None else None
+        a = m.transform(X)
+        np.testing.assert_array_equal(m.transform(X), a)
+        if random_state is not None:
+            assert _rs_state_equal(random_state.get_state(), before)
+        np.testing.assert_array_equal(pickle.loads(pickle.dumps(m)).transform(X), a)
+        np.testing.assert_array_equal(m.set_params(random_state=12345).transform(X), a)
+    if fit_step == "variational":
+        # the seed is the BLAKE2b hash of the fitted topics, computed here independently
+        import hashlib
+
+        lam = np.ascontiguousarray(m.components_)
+        h = hashlib.blake2b(f"{lam.dtype.str}{lam.shape}".encode(), digest_size=8)
+        h.update(lam.tobytes())
+        seed = int.from_bytes(h.digest(), "little") >> 2
+        res = gibbs_local_step(sp.csr_array(X), m._tables().CT, m.doc_topic_prior_,
+                               n_burnin=m.n_burnin, n_samples=m._n_samples(), seed=seed,
+                               sweep=(1 << 62) + 1, keys=_content_keys_of(X),
+                               return_doc_topic=True)
+        theta = res.doc_topic + m.doc_topic_prior_
+        np.testing.assert_array_equal(m.transform(X), theta / theta.sum(1, keepdims=True))
+
+
+def _content_keys_of(X):
+    from sparseclust.topics._sparse_lda import _content_keys
+
+    return _content_keys(sp.csr_array(X))

@@ -194,7 +194,7 @@ def test_stochastic_fit_continues_every_document_chain(monkeypatch, delta):
     calls, steps = _spy(monkeypatch)
     m = SparseLDA(K, local_step="gibbs", algorithm="stochastic", batch_size=30, max_iter=3,
                   tol=0, topic_word_prior=tau, kappa=0.6, delta=delta, random_state=0,
-                  n_burnin=2, n_samples=3).fit(X)
+                  n_burnin=2, n_saved_sweeps=3).fit(X)
     assert len(calls) == 9 and len(steps) == 9
     assert (steps[0][1] == 1.0) == (delta == 0.0)
     assert np.all(np.isfinite(m.components_))
@@ -225,7 +225,7 @@ def test_stochastic_fit_continues_every_document_chain(monkeypatch, delta):
         for d, z in zip(rows, docs, strict=True):
             last[d] = z
         np.testing.assert_array_equal(steps[i][0], rows)
-    # sweeps per document: 1 + n_burnin + n_samples on the first pass, n_samples after
+    # sweeps per document: 1 + n_burnin + n_saved_sweeps on the first pass, n_saved_sweeps after
     assert [e["local_iters"] for e in m.trace_] == [90 * 6, 90 * 3, 90 * 3]
 
 
@@ -241,7 +241,7 @@ def test_stochastic_chains_default_sweeps_and_reproducibility():
     kw = dict(n_components=70, local_step="gibbs", algorithm="stochastic", batch_size=100,
               max_iter=2, tol=0, random_state=3)
     a = SparseLDA(**kw, n_threads=1).fit(X)
-    # n_samples=None: 20 saved sweeps per visit of a kept chain (and 5 burn-in sweeps first)
+    # n_saved_sweeps=None: 20 saved sweeps per visit of a kept chain (and 5 burn-in sweeps first)
     assert [e["local_iters"] for e in a.trace_] == [400 * 26, 400 * 20]
     assert np.all(np.isfinite(a.components_))
     b = SparseLDA(**kw, n_threads=2).fit(X)

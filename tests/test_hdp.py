@@ -796,6 +796,37 @@ def test_partial_fit_after_fit_continues_from_the_fitted_model():
     np.testing.assert_array_equal(m2._fitted_stats["T"], m._fitted_stats["T"])
 
 
+def test_partial_fit_extends_trace_and_lower_bounds():
+    """partial_fit appends one trace_ entry and one lower bound per step (as SparseLDA and
+    SparseGaussianMixture do) instead of leaving them at fit's or resetting them. A stochastic
+    fit of 2 one-minibatch passes continued by partial_fit on the same documents records the
+    bound a 3-pass fit records for its third pass."""
+    X, _, _ = hdp_corpus(8, K=4, V=40, D=60, length=30)
+    kw = dict(max_components=6, algorithm="stochastic", batch_size=60, tol=0, random_state=0)
+    full = HDPTopicModel(max_iter=3, **kw).fit(X)
+    m = HDPTopicModel(max_iter=2, **kw).fit(X)
+    bounds, trace = list(m.lower_bounds_), list(m.trace_)
+    m.partial_fit(X)
+    assert len(m.lower_bounds_) == len(m.trace_) == 3
+    assert m.lower_bounds_[:2] == bounds and m.trace_[:2] == trace
+    np.testing.assert_allclose(m.lower_bounds_[2], full.lower_bounds_[2], rtol=1e-9)
+    entry = m.trace_[-1]
+    assert entry["pass"] is None and entry["step"] == m.n_batch_iter_ == 3
+    assert entry["elbo"] == m.lower_bound_ == m.lower_bounds_[-1]
+    np.testing.assert_allclose(entry["elbo_change"],
+                               abs(bounds[-1] - entry["elbo"]) / X.sum(), rtol=1e-12)
+    assert entry["elapsed"] >= trace[-1]["elapsed"]
+    assert entry["n_live"] == m.n_components_
+    # from scratch: one entry per step, the first with an infinite change
+    fresh = HDPTopicModel(max_components=6, random_state=0, total_samples=60)
+    for start in (0, 20, 40):
+        fresh.partial_fit(X[start:start + 20])
+    assert len(fresh.trace_) == len(fresh.lower_bounds_) == 3
+    assert [e["step"] for e in fresh.trace_] == [1, 2, 3]
+    assert np.isinf(fresh.trace_[0]["elbo_change"])
+    assert fresh.lower_bound_ == fresh.lower_bounds_[-1]
+
+
 def test_stochastic_default_delay_is_four_passes_of_minibatches():
     """delta=None is DELAY_PASSES * ceil(D / batch_size) for the D documents the statistics
     are scaled to, in fit and in partial_fit (as for SparseLDA), and differs from delta=1."""
@@ -1135,3 +1166,23 @@ def test_convergence_warning_only_when_max_iter_ends_training():
         m = HDPTopicModel(max_iter=5, **kw).fit(X, callback=lambda info: info["pass"] == 2)
     assert m.n_iter_ == 2 and not m.converged_
 
+
+
+def test_fit_callback_sees_every_pass_with_the_trace_entry():
+    """fit(callback=): once per pass with the pass's trace entry fields plus n_passes and
+    components (the topics of the truncation, as SparseLDA's callback), True stops."""
+    X, _, _ = hdp_corpus(4, K=4, V=40, D=80, length=30)
+    seen = []
+
+    def cb(info):
+        seen.append({k: (v.copy() if isinstance(v, np.ndarray) else v)
+                     for k, v in info.items()})
+        return info["pass"] == 3
+
+    m = HDPTopicModel(max_components=8, max_iter=10, tol=0, random_state=0).fit(X, callback=cb)
+    assert [i["pass"] for i in seen] == [1, 2, 3] and m.n_iter_ == 3
+    assert all(i["n_passes"] == 10 for i in seen)
+    for info, entry in zip(seen, m.trace_, strict=True):
+        for key in ("pass", "elapsed", "elbo", "n_topics", "n_live"):
+            assert info[key] == entry[key]
+    np.testing.assert_array_equal(seen[-1]["components"][m._live], m.components_)

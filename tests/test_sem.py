@@ -127,28 +127,58 @@ def test_log_joint_matches_numpy_formula(big):
     assert m.log_joint_ == pytest.approx(ref, rel=1e-12)
 
 
-def test_fitted_state_is_the_int32_counts():
-    # the fitted model holds the counts W (V, K) only; components_ and
-    # topic_word_distribution_ are derived from them on access, and survive pickling
+def test_fitted_state_is_the_int32_counts_and_components_attribute():
+    # the fitted model holds the counts W (V, K), which partial_fit continues from, and
+    # components_ = W.T + beta as a plain array attribute set when fitting ends (fit and
+    # every partial_fit): an assignment to it, or to its entries, is kept and is what
+    # inference reads; topic_word_distribution_ is derived from it on access
     X, _ = planted_corpus(seed=1, K=5, block=6, D=60, length=40)
     rb = StochasticEMLDA(5, max_iter=5, random_state=0).fit(X)
     assert rb._word_topic.dtype == np.float32 and rb._word_topic.shape == (X.shape[1], 5)
     np.testing.assert_allclose(rb._word_topic.sum(axis=1), X.sum(axis=0), rtol=1e-5)
+    # (float32 counts plus beta in float32, as numpy adds a Python float to float32)
+    np.testing.assert_array_equal(rb.components_, (rb._word_topic.T + 0.1).astype(np.float64))
     m = StochasticEMLDA(5, max_iter=5, random_state=0, topic_estimate="sample").fit(X)
     W = m._word_topic
     assert W.dtype == np.int32 and W.shape == (X.shape[1], 5)
     assert W.sum() == X.sum()
-    big = [k for k, v in vars(m).items() if isinstance(v, np.ndarray) and v.size >= W.size]
-    assert big == ["_word_topic"]
+    big = sorted(k for k, v in vars(m).items()
+                 if isinstance(v, np.ndarray) and v.size >= W.size)
+    assert big == ["_word_topic", "components_"]
     lam = W.T.astype(np.float64) + 0.1
+    assert m.components_ is m.components_ and m.components_.dtype == np.float64
+    assert m.components_.flags.c_contiguous
     np.testing.assert_array_equal(m.components_, lam)
     np.testing.assert_allclose(m.topic_word_distribution_, lam / lam.sum(1, keepdims=True))
-    m.components_[0, 0] = -1.0  # a new array on every access: the model is unchanged
-    assert m.components_[0, 0] == lam[0, 0]
     m2 = pickle.loads(pickle.dumps(m))
     np.testing.assert_array_equal(m2.components_, m.components_)
+    np.testing.assert_array_equal(m2.transform(X), m.transform(X))
+    # a model pickled while components_ was a property (counts only) gets it back exactly
+    state = m.__getstate__()
+    del state["components_"]
+    old = StochasticEMLDA.__new__(StochasticEMLDA)
+    old.__setstate__(state)
+    np.testing.assert_array_equal(old.components_, lam)
+    # an edit of components_ is kept, and transform and score follow it
+    score, theta = m.score(X), m.transform(X)
+    m.components_[0] = 0.1
+    assert np.all(m.components_[0] == 0.1)
+    np.testing.assert_allclose(m.topic_word_distribution_[0], 1.0 / X.shape[1])
+    assert m.score(X) != score and not np.array_equal(m.transform(X), theta)
+    m.components_ = lam.copy()
+    np.testing.assert_array_equal(m.transform(X), theta)
+    assert m.score(X) == score
+    # partial_fit (and online fit) set components_ from the blended counts when they end
+    m.partial_fit(X[:20])
+    assert m._word_topic.dtype == np.float64
+    np.testing.assert_array_equal(m.components_, m._word_topic.T + 0.1)
+    on = StochasticEMLDA(5, algorithm="online", max_iter=2, batch_size=20,
+                         random_state=0).fit(X)
+    np.testing.assert_array_equal(on.components_, on._word_topic.T + 0.1)
     with pytest.raises(AttributeError):
         _ = StochasticEMLDA(5).components_
+    with pytest.raises(AttributeError):
+        _ = StochasticEMLDA(5).topic_word_distribution_
 
 
 @pytest.mark.kernels
@@ -528,3 +558,45 @@ def test_tol_stops_on_log_joint_change():
     stopped = StochasticEMLDA(4, max_iter=50, random_state=0).fit(
         X, callback=lambda info: info["sweep"] == 3)
     assert stopped.n_iter_ == 3 and not stopped.converged_
+
+
+def test_transform_is_a_function_of_the_fitted_model():
+    """transform neither reads nor advances random_state: two calls agree with
+    random_state=None, a RandomState instance is left where fit left it, a change of
+    random_state after fit changes nothing, a pickled copy transforms identically, and the
+    fold-in seed is the BLAKE2b hash of the fitted components_ (computed here)."""
+    import hashlib
+
+    X, _ = planted_corpus(seed=7, K=4, block=5, D=40, length=20)
+    for random_state in (None, np.random.RandomState(3)):
+        m = StochasticEMLDA(4, max_iter=5, random_state=random_state).fit(X)
+        before = random_state.get_state() if random_state is not None else None
+        a = m.transform(X)
+        np.testing.assert_array_equal(m.transform(X), a)
+        if random_state is not None:
+            after = random_state.get_state()
+            assert all(np.array_equal(x, y) for x, y in zip(before, after, strict=True))
+        np.testing.assert_array_equal(pickle.loads(pickle.dumps(m)).transform(X), a)
+        np.testing.assert_array_equal(m.set_params(random_state=99).transform(X), a)
+        lam = np.ascontiguousarray(m.components_)
+        h = hashlib.blake2b(f"{lam.dtype.str}{lam.shape}".encode(), digest_size=8)
+        h.update(lam.tobytes())
+        assert m._fold_in_seed() == int.from_bytes(h.digest(), "little") >> 2
+    # the same after online training (float64 blended counts)
+    m = StochasticEMLDA(4, algorithm="online", max_iter=2, batch_size=10).fit(X)
+    np.testing.assert_array_equal(m.transform(X), m.transform(X))
+
+
+def test_callback_sees_every_sweep_the_converged_one_too():
+    """The callback gets every sweep's trace entry with ``pass`` (= ``sweep``), including the
+    sweep at which the log joint converged, and True stops."""
+    X, _ = planted_corpus(seed=8, K=4, block=5, D=60, length=30)
+    seen = []
+    m = StochasticEMLDA(4, max_iter=200, tol=1e-3, random_state=0).fit(
+        X, callback=lambda i: seen.append((i["pass"], i["sweep"], i["n_passes"])))
+    assert m.converged_ and m.n_iter_ < 200
+    assert seen == [(s, s, 200) for s in range(1, m.n_iter_ + 1)]
+    seen.clear()
+    m = StochasticEMLDA(4, max_iter=20, tol=0, random_state=0).fit(
+        X, callback=lambda i: seen.append(i["pass"]) or i["pass"] == 4)
+    assert seen == [1, 2, 3, 4] and m.n_iter_ == 4 and len(m.trace_) == 4

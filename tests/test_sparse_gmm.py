@@ -773,6 +773,14 @@ def test_warm_start_and_n_init():
     with pytest.warns(ConvergenceWarning):
         est.fit(X)
     assert est.lower_bound_ >= first - 1e-9 * abs(first)
+    # a changed n_components cannot be continued: a clear error, and the fit is left as is
+    weights = est.weights_.copy()
+    est.set_params(n_components=5)
+    with pytest.raises(ValueError, match=r"n_components=5 differs from the n_components=3"):
+        est.fit(X)
+    np.testing.assert_array_equal(est.weights_, weights)
+    # without warm_start the new n_components is simply a new fit
+    assert _ours(X, **{**est.get_params(), "warm_start": False}).n_components_ == 5
     # n_init keeps the initialization with the largest final ELBO: record every run
     runs = []
     original = SparseGaussianMixture._run_engine
@@ -2106,3 +2114,39 @@ def test_fit_engine_direct_round_logs():
                      random_state=0)
     assert len(model.round_logs) == 6
     assert res.params.theta.shape[0] == model.n_components
+
+
+@pytest.mark.parametrize("algorithm", ["batch", "memoized", "stochastic"])
+def test_fit_callback_sees_every_pass_and_can_stop(algorithm):
+    """fit(callback=) as SparseLDA.fit: called once per pass with the pass's trace entry plus
+    n_passes (no engine internals), and returning True stops training (no more
+    initializations either)."""
+    X, _ = _blobs(n_per=60)
+    kw = dict(n_components=4, algorithm=algorithm, max_iter=6, tol=0, random_state=0)
+    if algorithm != "batch":
+        kw.update(n_batches=2, batch_size=64)
+    seen = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est = SparseGaussianMixture(**kw).fit(X, callback=lambda info: seen.append(info))
+    assert [i["pass"] for i in seen] == list(range(1, 7))
+    assert all(i["n_passes"] == 6 for i in seen)
+    assert [{k: v for k, v in i.items() if k != "n_passes"} for i in seen] == est.trace_
+    assert not any("params" in i or "stats" in i for i in seen)
+    # the same fit without a callback
+    plain = _ours(X, **kw)
+    np.testing.assert_array_equal(plain.means_, est.means_)
+    # stopping: after pass 2, and with n_init=3 only the first initialization runs
+    calls = []
+
+    def stop_at_2(info):
+        calls.append(info["pass"])
+        return info["pass"] == 2
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)  # a stop is no convergence failure
+        stopped = SparseGaussianMixture(**{**kw, "tol": 1e-12, "n_init": 3}).fit(
+            X, callback=stop_at_2)
+    assert calls == [1, 2] and stopped.n_iter_ == 2 and len(stopped.trace_) == 2
+    two = _ours(X, **{**kw, "max_iter": 2})
+    np.testing.assert_array_equal(stopped.means_, two.means_)

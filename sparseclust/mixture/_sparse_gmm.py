@@ -713,6 +713,8 @@ class SparseGaussianMixture(
         (n_components,) for ``'spherical'`` (positive). See ``weights_init``.
     warm_start : bool, default=False
         If True, :meth:`fit` starts from the statistics of the previous fit (``n_init`` is then 1).
+        ``n_components`` must then be the one the model was fitted with (ValueError
+        otherwise).
     random_state : int, RandomState instance or None, default=None
         Initialization, batch split and minibatch order.
     n_threads : int or None, default=None
@@ -1206,7 +1208,7 @@ class SparseGaussianMixture(
         )
 
     # ------------------------------------------------------------------ fitting
-    def fit(self, X, y=None):
+    def fit(self, X, y=None, *, callback=None):
         """Fit the mixture by maximizing the ELBO with ``algorithm``.
 
         Parameters
@@ -1223,20 +1225,41 @@ class SparseGaussianMixture(
             k-means++ seeds from the first partitions holding ``n_components`` rows and
             ``'random'`` draws per partition.
         y : Ignored
+        callback : callable or None, default=None
+            Called after every pass as ``callback(info)``, as in :meth:`SparseLDA.fit`:
+            ``info`` is the pass's trace entry (``pass``, ``elapsed``, ``elbo``,
+            ``elbo_change``, ``time_local``, ``time_global``, ``n_components``, ...) plus
+            ``n_passes`` (= ``max_iter``). Returning ``True`` stops training after that pass
+            (with ``n_init > 1``, the remaining initializations are not run either). Time
+            spent in the callback is excluded from ``elapsed``.
 
         Returns
         -------
         self
         """
-        return self._fit(X)
+        if callback is None:
+            return self._fit(X)
+
+        def public(info):
+            return callback({k: v for k, v in info.items() if k not in ("params", "stats")})
+
+        return self._fit(X, callback=public)
 
     def _fit(self, X, X_heldout=None, callback=None):
         """``fit`` with optional held-out scoring (``score`` of ``X_heldout`` after every pass,
         recorded as ``trace_[i]['heldout']``, excluded from ``elapsed``) and a per-pass
-        ``callback(info)`` (see :func:`sparseclust._engine.fit_engine`)."""
+        ``callback(info)`` (the engine's ``info``, see :func:`sparseclust._engine.fit_engine`,
+        with the pass's trace entry fields added here; returning True stops training)."""
         self._validate_params()
         check_output_support(self, "SparseGaussianMixture.fit")
         warm = self.warm_start and hasattr(self, "_stats")
+        if warm and self.n_components != getattr(self, "_n_components_fit", self.n_components):
+            raise ValueError(
+                f"warm_start=True continues the fitted model, but n_components="
+                f"{self.n_components} differs from the n_components={self._n_components_fit} "
+                "it was fitted with; set warm_start=False (or restore n_components) to fit "
+                "again."
+            )
         dist = is_dask_collection(X)
         if dist:
             from .._dask import DaskRows
@@ -1290,6 +1313,8 @@ class SparseGaussianMixture(
                 result = self._run_engine(model, X, init_stats, rng, heldout_score, callback)
                 if best is None or result.lower_bound > best.lower_bound:
                     best = result
+                if result.stopped:
+                    break  # the callback stopped training: no further initializations
         stopped = callback is not None and best.n_iter < self.max_iter
         if not best.converged and not stopped and self.algorithm != "stochastic":
             change = best.trace[-1]["elbo_change"] if best.trace else float("nan")
@@ -1350,8 +1375,12 @@ class SparseGaussianMixture(
                     )
                     msg += f"  global {info['time_global']:.3f}s"
                 print(msg, file=sys.stderr, flush=True)
-            return bool(callback(info)) if callback is not None else False
+            if callback is None:
+                return False
+            stop[0] = bool(callback({**info, **dt}))
+            return stop[0]
 
+        stop = [False]
         n = X.shape[0]
         model.reset_candidates()
         source, engine_model = (X, model) if isinstance(X, np.ndarray) else X.wrap(model)
@@ -1378,6 +1407,7 @@ class SparseGaussianMixture(
         )
         for entry, dt in zip(result.trace, per_pass, strict=True):
             entry.update(dt)
+        result.stopped = stop[0]
         return result
 
     def partial_fit(self, X, y=None):

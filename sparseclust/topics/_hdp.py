@@ -4,6 +4,7 @@ it needs (Hughes, Kim & Sudderth 2015), with the L-sparse document local step of
 Sudderth (2016). The model, the objective and the moves are in :mod:`._hdp_model`."""
 
 import numbers
+import time
 import warnings
 
 import numpy as np
@@ -31,6 +32,7 @@ from ._sparse_lda import (
     _KMEANS_ITERS,
     _kl_kmeans,
     _kl_kmeanspp_seeds,
+    _mean_doc_tokens,
     _prepare_stream,
     init_counts_from_estimator,
 )
@@ -218,7 +220,9 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         ``sorted``, and the local step's counters: ``local_iters`` (document iterations of
         the pass's local step, as in :attr:`SparseLDA.trace_`), ``restarts_tried/accepted``
         and ``delete_local_iters`` (iterations re-inferring the documents of delete
-        proposals, part of ``time_moves``).
+        proposals, part of ``time_moves``). Every :meth:`partial_fit` step appends an entry
+        (``pass`` None, ``step``, elapsed, elbo, ``elbo_change``, ``rho``, time_local/global,
+        n_topics, n_live) and its bound to ``lower_bounds_``.
     n_features_in_ : int
     feature_names_in_ : ndarray of str
 
@@ -598,11 +602,36 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             total = self._n_samples_fit
         else:
             total = X.shape[0]
+        timings = {}
+        t0 = time.perf_counter()
         params = stochastic_step(model, state, X, kappa=self.kappa,
                                  delta=default_delay(self.delta, total, self.batch_size),
-                                 total_samples=total)
+                                 total_samples=total, timings=timings)
+        elapsed = time.perf_counter() - t0
+        # the step's objective (of the blended statistics), recorded as SparseLDA.partial_fit
+        # and SparseGaussianMixture.partial_fit do: trace_ and lower_bounds_ grow by one
+        # entry per step, after fit's passes or earlier steps
+        elbo = float(model.elbo(state.stats, params))
         self._set_fitted(params)
         self.n_batch_iter_ = state.t
+        prev = self.lower_bounds_[-1] if self.lower_bounds_ else -np.inf
+        # the objective is scaled to `total` documents: about total * (tokens per document)
+        scale = max(float(total) * _mean_doc_tokens(X), 1.0)
+        change = abs(elbo - prev) / scale if np.isfinite(prev) else np.inf
+        self.lower_bounds_.append(elbo)
+        self.lower_bound_ = elbo
+        self.trace_.append({
+            "pass": None,
+            "step": self.n_batch_iter_,
+            "elapsed": (self.trace_[-1]["elapsed"] if self.trace_ else 0.0) + elapsed,
+            "elbo": elbo,
+            "elbo_change": change,
+            "rho": state.rho,
+            "time_local": timings.get("local", 0.0),
+            "time_global": timings.get("global", 0.0),
+            "n_topics": int(params.K),
+            "n_live": int(self.n_components_),
+        })
         return self
 
     @property

@@ -28,6 +28,7 @@ contributes its collapsed conditional p(z_dn = k | z_{-dn}) instead of its one s
 which removes the sampling noise of the last sweep's draws; it is computed once, at the end.
 """
 
+import hashlib
 import numbers
 import time
 from collections import namedtuple
@@ -95,6 +96,24 @@ def token_layout(X):
 def _seed(rng):
     """A 62-bit seed of the kernel's random streams drawn from a RandomState."""
     return (int(rng.randint(2**31)) << 31) | int(rng.randint(2**31))
+
+
+def _state_seed(array):
+    """A 62-bit seed of the kernel's random streams derived from a fitted array: a 64-bit
+    BLAKE2b hash of its dtype, shape and bytes, cut to the range of :func:`_seed`. Inference
+    seeded this way is a function of the fitted model alone: it neither reads nor advances
+    ``random_state``, and a pickled copy of the model gives the same results."""
+    a = np.ascontiguousarray(array)
+    h = hashlib.blake2b(f"{a.dtype.str}{a.shape}".encode(), digest_size=8)
+    h.update(memoryview(a).cast("B"))
+    return int.from_bytes(h.digest(), "little") >> 2
+
+
+def _lambda_of_counts(W, beta):
+    """W.T + beta as a new C-ordered (K, V) float64 array, from the (V, K) counts W."""
+    lam = np.empty((W.shape[1], W.shape[0]), dtype=np.float64)
+    np.add(W.T, beta, out=lam)
+    return lam
 
 
 def _z_dtype(K):
@@ -302,13 +321,18 @@ def run_sweeps(est, sweep, *, n_tokens, n_docs, rng, elapsed, callback, estimate
         if est.verbose:
             print(f"sweep {it:4d}  log joint {ll:.6e}  change/token {change:.3g}  "
                   f"changed {changed}  {entry['tokens_per_s']:.3g} tokens/s")
+        # the callback sees every sweep, the converged one too (as the engine's callback of
+        # the other estimators sees every pass)
+        if callback is not None:
+            stop = callback(dict(entry, n_passes=est.max_iter, word_topic_counts=W,
+                                 topic_estimate=estimate, **{"pass": it}))
+        else:
+            stop = False
         if est.tol > 0 and change < est.tol:
             converged = True
             break
-        if callback is not None:
-            if callback(dict(entry, n_passes=est.max_iter, word_topic_counts=W,
-                             topic_estimate=estimate)):
-                break
+        if stop:
+            break
     est._set_topics(estimate(final=True))
     est.trace_ = trace
     est.n_iter_ = len(trace)
@@ -589,12 +613,14 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         return _Sampler(V, *self._sampler_args(effective_n_threads(self.n_threads)))
 
     def _set_topics(self, Wt):
-        """Keep the word-topic counts Wt (V, K) (int32 from ``fit``, float64 blended from
-        :meth:`partial_fit`) by reference: the fitted model is these counts and beta, and
-        ``components_`` / ``topic_word_distribution_`` are derived from them on access."""
+        """The fitted topics from the word-topic counts Wt (V, K) (int32 from ``fit``, float64
+        blended from :meth:`partial_fit`): ``components_`` = Wt.T + beta, a plain array
+        attribute (what inference reads, so an assignment to it or to its entries is kept),
+        and Wt by reference, the counts :meth:`partial_fit` continues from."""
         self._word_topic = Wt
         self.doc_topic_prior_ = self._alpha()
         self.topic_word_prior_ = float(self.topic_word_prior)
+        self.components_ = _lambda_of_counts(Wt, self.topic_word_prior_)
 
     def _fitted_counts(self, name):
         W = self.__dict__.get("_word_topic")
@@ -605,20 +631,13 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         return W
 
     @property
-    def components_(self):
-        """W_kv + beta, shape (n_components, n_features), float64: the Dirichlet parameters
-        of the posterior of phi_k given the final assignments (computed on access from the
-        stored counts)."""
-        W = self._fitted_counts("components_")
-        lam = np.empty((W.shape[1], W.shape[0]), dtype=np.float64)
-        np.add(W.T, self.topic_word_prior_, out=lam)
-        return lam
-
-    @property
     def topic_word_distribution_(self):
         """(W_kv + beta) / (T_k + V beta), shape (n_components, n_features), float64: the
-        posterior mean of the topics (computed on access from the stored counts)."""
-        lam = self.components_
+        posterior mean of the topics (computed on access from ``components_``, rows
+        normalized)."""
+        if "components_" not in self.__dict__:
+            self._fitted_counts("topic_word_distribution_")  # raises AttributeError
+        lam = np.array(self.components_, dtype=np.float64)
         lam /= lam.sum(axis=1, keepdims=True)
         return lam
 
@@ -643,6 +662,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         y : ignored
         callback : callable or None, default=None
             Called after every sweep as ``callback(info)``: the sweep's trace entry plus
+            ``pass`` (= ``sweep``, the name the other estimators' callbacks use),
             ``n_passes`` (= ``max_iter``), ``word_topic_counts``, the current counts W as a
             (n_features, n_components) int32 array that the next sweep overwrites (copy it
             to keep it), and ``topic_estimate``, a function of no arguments that returns the
@@ -901,7 +921,9 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     # inference
 
     def _fold_in_seed(self):
-        return _seed(check_random_state(self.random_state))
+        # from the fitted topics, not random_state: transform is deterministic for a fitted
+        # model whatever random_state is, and leaves a RandomState instance untouched
+        return _state_seed(self.components_)
 
     def transform(self, X):
         """Document-topic distributions by fold-in with the topics fixed.
@@ -910,8 +932,11 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         fixed at ``topic_word_distribution_`` and the document counts D_dk of each sweep read
         from the previous one, from uniform assignments; the result averages
         (D_dk + alpha) / (N_d + K alpha) over the last ``n_fold_in - n_fold_in // 2`` sweeps.
-        A document's random stream is keyed by its content, so the result of a document does
-        not depend on the other rows of X; it is deterministic given ``random_state``.
+        A document's random stream is keyed by its content and by a hash of the fitted
+        ``components_``, so the result of a document does not depend on the other rows of X
+        and is deterministic for a fitted model: repeated calls agree whatever
+        ``random_state`` is (None included), and ``random_state`` is neither read nor
+        advanced.
         Empty documents get the prior mean 1 / K.
 
         Parameters

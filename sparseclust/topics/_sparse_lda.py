@@ -49,7 +49,7 @@ from ._gibbs import (
     gibbs_local_step,
 )
 from ._local import TopicTables, check_counts, check_whole_counts, local_step, require_tokens
-from ._sem import _seed, token_layout
+from ._sem import _seed, _state_seed, token_layout
 
 __all__ = ["SparseLDA"]
 
@@ -58,7 +58,7 @@ __all__ = ["SparseLDA"]
 _BATCH_SIZE = {"variational": 256, "gibbs": 4096}
 #: the nominal minibatch size of ``partial_fit`` for ``batch_size=None`` (either local step)
 _PARTIAL_FIT_BATCH_SIZE = 256
-#: saved sweeps per visit of the Gibbs local step for ``n_samples=None``: a visit of a kept
+#: saved sweeps per visit of the Gibbs local step for ``n_saved_sweeps=None``: a visit of a kept
 #: chain (memoized ``fit`` with two or more batches of a matrix), and a restarted chain
 #: (stochastic steps, batch training, ``partial_fit``, ``transform``, streams). Chosen on
 #: 20 Newsgroups validation documents at K = 400 (``benchmarks/README.md``, "Hybrid SVI-Gibbs
@@ -347,7 +347,7 @@ class _GibbsLDAModel(_LDAModel):
     ``SparseLDA._keeps_chains``), training with two or more fixed batches keeps every batch's
     token assignments
     (``chains[b]``, 1 or 2 bytes per token) between visits: a revisit continues the batch's
-    chain, its ``n_samples`` sweeps all saved (burn-in on the first visit only), and samples
+    chain, its ``n_saved_sweeps`` sweeps all saved (burn-in on the first visit only), and samples
     with the topics of the other batches' statistics, lambda^{-b} = tau + max(S - S_b, 0)
     (the batch's own previous statistics excluded, as a collapsed sampler excludes the token
     it draws; with them included a continued chain reinforces its own assignments). These
@@ -719,7 +719,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         collapsed, Gibbs sweeps over each document's tokens draw z_dn = k with probability
         proportional to (alpha + N_dk^{-dn}) exp(E[log phi_k,v_dn]); the chain starts from a
         sequential draw, discards ``n_burnin`` sweeps and the statistics are the topic-word
-        counts averaged over ``n_samples`` saved sweeps (sparse: only sampled (k, v) pairs).
+        counts averaged over ``n_saved_sweeps`` saved sweeps (sparse: only sampled (k, v) pairs).
         In memoized training of a matrix with ``n_batches >= 2`` each batch's chain is kept
         (1-2 bytes per token) and continued on every later visit with the collapsed
         conditional (alpha + N_dk^{-dn}) E[phi_k,v_dn] under lambda^{-b} = tau + S - S_b, the
@@ -733,8 +733,8 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         without the entropy of q(z): not a bound, and not comparable with the variational
         ELBO; ``score`` is the same held-out bound for both steps. See ``doc/sparse_lda.md``.
     n_burnin : int, default=5
-        Gibbs local step: sweeps discarded after the initialising sweep.
-    n_samples : int or None, default=None
+        Gibbs local step: burn-in sweeps, discarded after the initialising sweep.
+    n_saved_sweeps : int or None, default=None
         Gibbs local step: saved sweeps averaged into the statistics (per visit of a kept
         chain, all of its sweeps). None means 20 where ``fit`` keeps the chains (memoized
         training of a matrix with ``n_batches >= 2``, stochastic training of a matrix with
@@ -842,7 +842,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         "restarts": [Interval(numbers.Integral, 0, None, closed="left")],
         "local_step": [StrOptions({"variational", "gibbs"})],
         "n_burnin": [Interval(numbers.Integral, 0, None, closed="left")],
-        "n_samples": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "n_saved_sweeps": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "init": [StrOptions({"kmeans++", "random"}), "array-like", HasMethods(["fit"])],
         "random_state": ["random_state"],
         "n_threads": [numbers.Integral, None],
@@ -869,7 +869,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         restarts=0,
         local_step="variational",
         n_burnin=5,
-        n_samples=None,
+        n_saved_sweeps=None,
         init="kmeans++",
         random_state=None,
         n_threads=None,
@@ -892,7 +892,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.restarts = restarts
         self.local_step = local_step
         self.n_burnin = n_burnin
-        self.n_samples = n_samples
+        self.n_saved_sweeps = n_saved_sweeps
         self.init = init
         self.random_state = random_state
         self.n_threads = n_threads
@@ -955,10 +955,10 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         return self.algorithm == "memoized" and min(self.n_batches, n_docs) >= 2
 
     def _n_samples(self, chains=False):
-        """Saved sweeps per visit: ``n_samples``, or for None :data:`_N_SAMPLES` of kept
-        chains (``chains``) or of restarted ones."""
-        if self.n_samples is not None:
-            return int(self.n_samples)
+        """Saved sweeps per visit: ``n_saved_sweeps``, or for None :data:`_N_SAMPLES` of
+        kept chains (``chains``) or of restarted ones."""
+        if self.n_saved_sweeps is not None:
+            return int(self.n_saved_sweeps)
         return _N_SAMPLES["chains" if chains else "restart"]
 
     def _model(self, chains=False):
@@ -1268,12 +1268,14 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         With local_step='variational': the dense local step (L = K) with E[log phi] of the
         fitted topics, from a cold start (with ``restarts`` proposals per document). With
         local_step='gibbs': N_dk is the document's topic counts averaged over the
-        ``n_samples`` saved sweeps of the sampled local step with the fitted topics, so
+        ``n_saved_sweeps`` saved sweeps of the sampled local step with the fitted topics, so
         theta_d is a Monte Carlo estimate of the collapsed posterior mean E[N_d] + alpha; each
-        document's random stream is keyed by the fit's seed and a hash of its (word, count)
-        entries, so the result is deterministic given ``random_state`` and does not depend
-        on the document's position in X or on the thread count. Empty documents get the
-        prior mean.
+        document's random stream is keyed by a seed of the fitted model (the one its Gibbs
+        fit drew; for topics fitted with the variational step, a hash of ``components_``)
+        and a hash of its (word, count) entries, so the result is deterministic for a fitted
+        model (repeated calls agree whatever ``random_state`` is, and ``random_state`` is
+        neither read nor advanced) and does not depend on the document's position in X or on
+        the thread count. Empty documents get the prior mean.
 
         Parameters
         ----------
@@ -1290,7 +1292,9 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         if self.local_step == "gibbs":
             seed = getattr(self, "_gibbs_seed", None)
             if seed is None:
-                seed = _seed(check_random_state(self.random_state))
+                # fitted with the variational step: a seed from the fitted topics, so that
+                # transform neither depends on nor advances random_state
+                seed = _state_seed(self.components_)
             lay_keys = _content_keys(X)
             res = gibbs_local_step(X, self._tables().CT, self.doc_topic_prior_,
                                    n_burnin=self.n_burnin, n_samples=self._n_samples(),
