@@ -137,13 +137,8 @@ def test_fit_continues_each_batch_chain(monkeypatch, algorithm):
 
     monkeypatch.setattr(_sparse_lda, "gibbs_local_step", spy)
     n_batches = 3 if algorithm == "memoized" else 1
-<<<<<<< HEAD
     m = SparseLDA(3, local_step="gibbs", algorithm=algorithm, n_batches=n_batches,
-                  max_iter=3, tol=0, random_state=0, n_burnin=2, n_samples=2).fit(X)
-=======
-    m = _ChainLDA(3, local_step="gibbs", algorithm=algorithm, n_batches=n_batches,
                   max_iter=3, tol=0, random_state=0, n_burnin=2, n_saved_sweeps=2).fit(X)
->>>>>>> api-vocabulary
     assert len(seen) == 3 * n_batches
     local = [e["local_iters"] for e in m.trace_]
     if algorithm == "batch":
@@ -272,25 +267,6 @@ def _record_restarts(monkeypatch):
     return calls
 
 
-<<<<<<< HEAD
-=======
-def test_restart_without_chains(monkeypatch):
-    X = _corpus(D=60)
-    calls = _record_restarts(monkeypatch)
-    cls = type("_R", (SparseLDA,), {"_gibbs_chains": False})
-    m = cls(3, local_step="gibbs", n_batches=2, max_iter=2, tol=0, random_state=0)
-    m.fit(X)
-    assert calls == [True] * 4
-    # every visit restarts: 1 + n_burnin + n_saved_sweeps = 1 + 5 + 5 sweeps per document
-    assert [e["local_iters"] for e in m.trace_] == [60 * 11, 60 * 11]
-
-
-def test_bad_weights_option():
-    with pytest.raises(ValueError, match="weights"):
-        _sparse_lda._GibbsLDAModel(0.1, 0.1, 1, 1, 0, 1, weights="median")
-
-
->>>>>>> api-vocabulary
 def test_stream_fit_keeps_no_chains(monkeypatch):
     # a CorpusStream's fit caches only its minibatches' statistics: every visit restarts,
     # with 5 saved sweeps
