@@ -96,6 +96,20 @@ def _fraction(text):
     return value
 
 
+def _max_df(text):
+    """A fraction of the documents in (0, 1] (a number with a point), or a count >= 1."""
+    try:
+        value = float(text) if any(c in text for c in ".eE") else int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a fraction in (0, 1] or a document count >= 1, got {text!r}") from None
+    ok = 0 < value <= 1 if isinstance(value, float) else value >= 1
+    if not ok:
+        raise argparse.ArgumentTypeError(
+            f"expected a fraction in (0, 1] or a document count >= 1, got {text!r}")
+    return value
+
+
 def _build_parser():
     parser = argparse.ArgumentParser(
         prog="sparseclust",
@@ -219,6 +233,13 @@ def _build_parser():
         help="text input only (folder or lines): drop words in fewer documents (default 1)",
     )
     t.add_argument(
+        "--max-df",
+        type=_max_df,
+        default=1.0,
+        help="text input only: drop words in more than this fraction of the documents (a "
+        "number with a point, e.g. 0.5) or this many documents (an integer); default 1.0",
+    )
+    t.add_argument(
         "--threads",
         type=_nonzero_int,
         default=None,
@@ -244,8 +265,9 @@ def _build_parser():
     t.add_argument(
         "--save-model",
         metavar="FILE",
-        help="save the fitted model (load it with sparseclust.load, which checks the "
-        "format version; a pickle underneath, so only load files you trust)",
+        help="save the fitted model with its vocabulary, a scikit-learn Pipeline of "
+        "('vectorizer', 'model') (load it with sparseclust.load, which checks the format "
+        "version; a pickle underneath, so only load files you trust)",
     )
     t.add_argument(
         "--doc-topics",
@@ -260,12 +282,42 @@ def _build_parser():
 # corpus loading
 
 
-def _load_corpus(path, vocab=None, min_df=1, fmt="auto"):
-    """Returns ``(X csr, feature_names or None, description)``; bad input raises CLIError."""
+def _load_corpus(path, vocab=None, min_df=1, fmt="auto", max_df=1.0):
+    """Returns ``(X csr, feature_names or None, description, vectorizer or None)``; bad
+    input raises CLIError. ``vectorizer`` is the fitted CountVectorizer of text input."""
     try:
-        return _load_corpus_unchecked(path, vocab, min_df, fmt)
+        return _load_corpus_unchecked(path, vocab, min_df, fmt, max_df)
+    except _EmptyVocabulary as exc:
+        raise CLIError(str(exc)) from None
     except (ValueError, OSError, UnicodeDecodeError) as exc:
         raise CLIError(f"cannot read corpus: {exc}") from None
+
+
+class _EmptyVocabulary(ValueError):
+    """The vocabulary filters left no word (or the input has no text)."""
+
+
+def _df_text(value):
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _vectorize_text(load, p, what, min_df, max_df):
+    """Run a text loader; an empty vocabulary becomes one line naming the input and the
+    filters."""
+    try:
+        return load(p, min_df=min_df, max_df=max_df, decode_error="replace")
+    except ValueError as exc:
+        text = str(exc)
+        if "empty vocabulary" in text:
+            raise _EmptyVocabulary(
+                f"{p}: {what} contain no words (only stop words, numbers, punctuation or "
+                "one-letter tokens; English stop words are removed)") from None
+        if "no terms remain" in text or "max_df corresponds to" in text:
+            raise _EmptyVocabulary(
+                f"{p}: the vocabulary filters removed every word (--min-df "
+                f"{_df_text(min_df)}, --max-df {_df_text(max_df)}, English stop words); "
+                "lower --min-df or raise --max-df") from None
+        raise
 
 
 def _head_bytes(path, n=8192):
@@ -310,17 +362,17 @@ def _detect_format(p):
     )
 
 
-def _load_corpus_unchecked(path, vocab, min_df, fmt):
+def _load_corpus_unchecked(path, vocab, min_df, fmt, max_df=1.0):
     from sparseclust import datasets
 
     if path is None:
         if vocab is not None:
             raise CLIError("--vocab needs a corpus PATH")
-        if fmt != "auto" or min_df != 1:
-            raise CLIError("--format and --min-df describe a corpus PATH; the bundled KOS "
-                           "corpus takes neither")
+        if fmt != "auto" or min_df != 1 or max_df != 1.0:
+            raise CLIError("--format, --min-df and --max-df describe a corpus PATH; the "
+                           "bundled KOS corpus takes none of them")
         bunch = datasets.load_kos()
-        return bunch.data, bunch.feature_names, "KOS blog posts (bundled)"
+        return bunch.data, bunch.feature_names, "KOS blog posts (bundled)", None
 
     p = Path(path)
     if not p.exists():
@@ -335,17 +387,28 @@ def _load_corpus_unchecked(path, vocab, min_df, fmt):
         if vocab is not None:
             raise CLIError("--vocab is not used with a folder of text files")
         files = sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() == ".txt")
+        if not files:
+            raise CLIError(f"{p}: the folder holds no .txt files: no documents")
         for f in files:
             _refuse_binary(f)
-        bunch = datasets.load_text_folder(p, min_df=min_df, decode_error="replace")
-        return bunch.data, bunch.feature_names, f"text files under {p}"
+        if all(f.stat().st_size == 0 for f in files):
+            raise CLIError(f"{p}: all {len(files)} .txt files are empty: no text to fit")
+        bunch = _vectorize_text(datasets.load_text_folder, p, f"the {len(files)} .txt files",
+                                min_df, max_df)
+        return bunch.data, bunch.feature_names, f"text files under {p}", bunch.vectorizer
 
+    if not _head_bytes(p, 1 << 16).strip():
+        raise CLIError(f"{p}: the file is empty: no documents")
     _refuse_binary(p)
     if fmt == "lines":
         if vocab is not None:
             raise CLIError("--vocab is not used with a text file (the words are the vocabulary)")
-        bunch = datasets.load_text_lines(p, min_df=min_df, decode_error="replace")
-        return bunch.data, bunch.feature_names, f"lines of {p.name} (one document per line)"
+        bunch = _vectorize_text(datasets.load_text_lines, p, "its lines", min_df, max_df)
+        return (bunch.data, bunch.feature_names,
+                f"lines of {p.name} (one document per line)", bunch.vectorizer)
+    if (min_df, max_df) != (1, 1.0):
+        raise CLIError("--min-df and --max-df filter the words of text input (a folder or "
+                       "one document per line), not of a word-id corpus")
 
     if vocab is not None:
         _refuse_binary(vocab)
@@ -355,9 +418,9 @@ def _load_corpus_unchecked(path, vocab, min_df, fmt):
             sibling = p.with_name(f"vocab.{m.group('name')}.txt")
             vocab = sibling if sibling.is_file() else None
         bunch = datasets.load_uci_bow(p, vocab)
-        return bunch.data, bunch.feature_names, f"UCI bag of words {p.name}"
+        return bunch.data, bunch.feature_names, f"UCI bag of words {p.name}", None
     bunch = datasets.load_ldac(p, vocab)
-    return bunch.data, bunch.feature_names, f"LDA-C {p.name}"
+    return bunch.data, bunch.feature_names, f"LDA-C {p.name}", None
 
 
 def _missing_vocabulary_hint(path, fmt):
@@ -525,7 +588,8 @@ def _unigram_baseline(X_train, X_test, tau, seed, n_threads):
 
 def _run_topics(args):
     t0 = time.perf_counter()
-    X, feature_names, description = _load_corpus(args.path, args.vocab, args.min_df, args.format)
+    X, feature_names, description, vectorizer = _load_corpus(
+        args.path, args.vocab, args.min_df, args.format, args.max_df)
     X = X.tocsr()
     n_docs, n_words = X.shape
     if feature_names is None:
@@ -752,7 +816,7 @@ def _run_topics(args):
         try:
             from ._persist import save
 
-            save(model, args.save_model)
+            save(_saved_pipeline(model, vectorizer, feature_names), args.save_model)
         except OSError as exc:
             raise CLIError(f"cannot write {args.save_model}: {exc}") from None
         _say(args, f"saved the model to {args.save_model}")
@@ -833,6 +897,16 @@ def _run_topics(args):
             raise CLIError(f"cannot write {args.report}: {exc}") from None
         _say(args, f"wrote the report {args.report}")
     return 0
+
+
+def _saved_pipeline(model, vectorizer, feature_names):
+    """What --save-model writes: the vectorizer (text input) or the word-id vocabulary and
+    the model, without training state (see sparseclust._saved)."""
+    from ._saved import WordIdVocabulary, slim_copy, topic_pipeline
+
+    if vectorizer is None:
+        vectorizer = WordIdVocabulary(np.asarray(feature_names, dtype=str)).fit()
+    return slim_copy(topic_pipeline(vectorizer, model))
 
 
 def _plain_trace(trace):

@@ -486,12 +486,18 @@ def test_topics_on_one_document_per_line(tmp_path, capsys):
     theta = np.loadtxt(theta_path, delimiter=",", skiprows=1)
     assert theta.shape == (len(lines), 3)
     np.testing.assert_allclose(theta.sum(1), 1.0, rtol=1e-5)
+    from sklearn.pipeline import Pipeline
+
     import sparseclust
 
-    model = sparseclust.load(model_path, expected=sparseclust.SparseLDA)
+    pipe = sparseclust.load(model_path, expected=Pipeline)
+    model = pipe.named_steps["model"]
+    assert isinstance(model, sparseclust.SparseLDA)
     from sparseclust.datasets import load_text_lines
 
     X_lines = load_text_lines(path).data
+    # the saved vectorizer counts the lines as the training corpus was counted
+    assert (pipe.named_steps["vectorizer"].transform(lines) != X_lines).nnz == 0
     # the saved matrix is the saved model's transform of every line, in order
     np.testing.assert_allclose(theta, model.transform(X_lines), rtol=1e-5, atol=1e-6)
     # every topic is one planted block
@@ -611,7 +617,7 @@ def test_left_to_right_and_npmi_on_request(tmp_path, capsys):
     # the same numbers by the library on the same split and model
     import sparseclust
 
-    model = sparseclust.load(model_path)
+    model = sparseclust.load(model_path).named_steps["model"]
     train_idx, test_idx = _split_documents(60, 0.1, 2)
     Xs = sp.csr_array(X.astype(float))
     expected = left_to_right_score(model, Xs[test_idx], n_particles=5, random_state=2)
@@ -649,7 +655,7 @@ def test_html_report_matches_the_json_record_and_the_model(tmp_path, capsys):
     assert code == 0, err
     page = rep.read_text(encoding="utf-8")
     record = json.loads(js.read_text())
-    model = sparseclust.load(mod)
+    model = sparseclust.load(mod).named_steps["model"]
     phi = model.topic_word_distribution_
     vocab = vocab_words()
     # self-contained: no script, nothing fetched from elsewhere

@@ -672,6 +672,20 @@ def load_text_lines(path, **vectorizer_params):
     params.update(vectorizer_params)
     encoding = params.get("encoding", "utf-8")
     decode_error = params.get("decode_error", "strict")
+    lines, path = _read_text_lines(path, encoding, decode_error)
+    vectorizer = CountVectorizer(input="content", **params)
+    X = sp.csr_matrix(vectorizer.fit_transform(lines))
+    feature_names = np.asarray(vectorizer.get_feature_names_out(), dtype=object)
+    descr = (
+        f"Lines of {path}: {X.shape[0]} documents, {X.shape[1]} words, {int(X.sum())} tokens, "
+        "vectorized by CountVectorizer."
+    )
+    return Bunch(data=X, feature_names=feature_names, vectorizer=vectorizer, DESCR=descr)
+
+
+def _read_text_lines(path, encoding="utf-8", decode_error="strict"):
+    """The documents of a one-document-per-line file, as :func:`load_text_lines` reads
+    them, and the file's name."""
     raw, path = _read_source(path)
     if b"\0" in raw:
         lineno = raw[: raw.index(b"\0")].count(b"\n") + 1
@@ -686,15 +700,22 @@ def load_text_lines(path, **vectorizer_params):
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    lines = [ln[:-1] if ln.endswith("\r") else ln for ln in lines]
-    vectorizer = CountVectorizer(input="content", **params)
-    X = sp.csr_matrix(vectorizer.fit_transform(lines))
-    feature_names = np.asarray(vectorizer.get_feature_names_out(), dtype=object)
-    descr = (
-        f"Lines of {path}: {X.shape[0]} documents, {X.shape[1]} words, {int(X.sum())} tokens, "
-        "vectorized by CountVectorizer."
-    )
-    return Bunch(data=X, feature_names=feature_names, vectorizer=vectorizer, DESCR=descr)
+    return [ln[:-1] if ln.endswith("\r") else ln for ln in lines], path
+
+
+def _read_text_files(path, encoding="utf-8", decode_error="strict"):
+    """The documents of a folder of ``.txt`` files, as :func:`load_text_folder` reads
+    them (sorted by path), and the files."""
+    folder, files = _text_files(path)
+    docs = []
+    for f in files:
+        raw = f.read_bytes()
+        try:
+            docs.append(raw.decode(encoding, decode_error))
+        except UnicodeDecodeError as exc:
+            lineno = raw[: exc.start].count(b"\n") + 1
+            raise _error(f, lineno, f"cannot decode as {encoding} ({exc.reason})") from None
+    return docs, files
 
 
 def _text_files(path):

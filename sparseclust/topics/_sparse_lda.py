@@ -1007,6 +1007,17 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.doc_topic_prior_ = self._alpha()
         self.topic_word_prior_ = float(self.topic_word_prior)
 
+    #: fitted attributes computed from ``components_``: a saved copy may leave them out
+    #: (``sparseclust._saved.slim_copy``); :meth:`__setstate__` rebuilds them
+    _recomputed_on_load = ("exp_dirichlet_component_", "topic_word_distribution_")
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if "components_" in self.__dict__ and any(
+                name not in self.__dict__ for name in self._recomputed_on_load):
+            self._set_topics(_LDAParams(np.asarray(self.components_, dtype=np.float64)),
+                             release=True)
+
     def _new_gibbs_seed(self, rng):
         """The seed of the Gibbs local step's random streams (drawn from ``rng`` only for
         local_step='gibbs', so the variational step's draws are those of earlier versions)."""
