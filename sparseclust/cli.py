@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Command-line interface: ``sparseclust topics [PATH] ...``, ``sparseclust apply MODEL DOCS``.
+"""Command-line interface: ``sparseclust topics [PATH] ...``, ``sparseclust apply MODEL DOCS``,
+``sparseclust mixture X -k K``.
 
 Fits :class:`sparseclust.SparseLDA` (or, with ``--model hdp``, :class:`sparseclust.HDPTopicModel`,
 which learns the number of topics, or with ``--model sem``, :class:`sparseclust.StochasticEMLDA`,
@@ -310,6 +311,37 @@ def _build_parser():
         "(a header topic0, topic1, ...); default doc_topics.csv in the current directory",
     )
     a.add_argument("--quiet", "-q", action="store_true", help="no summary on stdout")
+    g = sub.add_parser(
+        "mixture",
+        help="fit an L-sparse Gaussian mixture to a data matrix and write its labels",
+        description=(
+            "Fit SparseGaussianMixture to the rows of a numeric matrix (.npy, or .csv with "
+            "an optional header line); print the cluster sizes and how training ended; "
+            "optionally write each row's label and save the model."
+        ),
+    )
+    g.add_argument("data", metavar="X", help="data: a 2-D .npy file or a .csv file of numbers "
+                   "(comma-separated, one row per sample; a first line that is not numeric "
+                   "is a header and skipped)")
+    g.add_argument("--n-components", "-k", type=_positive_int, required=True,
+                   help="number of mixture components K")
+    g.add_argument("--L", type=_positive_int, default=None,
+                   help="components kept per row (default 4, or K when K < 4; L = K is dense)")
+    g.add_argument("--covariance-type", choices=("full", "diag", "spherical"), default="full",
+                   help="covariance of each component (default full)")
+    g.add_argument("--algorithm", choices=("memoized", "stochastic", "batch"),
+                   default="memoized", help="learning algorithm (default memoized)")
+    g.add_argument("--max-iter", type=_positive_int, default=100,
+                   help="maximum passes over the data (default 100)")
+    g.add_argument("--threads", type=_nonzero_int, default=None,
+                   help="threads (default: all available; -1 all, -2 all but one)")
+    g.add_argument("--seed", type=_seed, default=0, help="random seed (default 0)")
+    g.add_argument("--labels", metavar="FILE",
+                   help="write each row's component (0 .. K-1), in row order: .csv/.txt (a "
+                   "header 'label', one per line) or .npy")
+    g.add_argument("--save-model", metavar="FILE",
+                   help="save the fitted SparseGaussianMixture (sparseclust.save format)")
+    g.add_argument("--quiet", "-q", action="store_true", help="no status messages")
     return parser
 
 
@@ -1071,6 +1103,97 @@ def _run_apply(args):
     return 0
 
 
+def _load_matrix(path):
+    """A finite 2-D float64 matrix from a .npy or .csv file, or CLIError."""
+    p = Path(path)
+    if not p.is_file():
+        raise CLIError(f"{path}: no such file")
+    suffix = p.suffix.lower()
+    try:
+        if suffix == ".npy":
+            X = np.load(p, allow_pickle=False)
+        elif suffix in (".csv", ".txt"):
+            if not _head_bytes(p, 1 << 16).strip():
+                raise CLIError(f"{p}: the file is empty: no rows")
+            try:
+                X = np.loadtxt(p, delimiter=",", ndmin=2)
+            except ValueError:
+                X = np.loadtxt(p, delimiter=",", ndmin=2, skiprows=1)
+        else:
+            raise CLIError(f"{p}: expected a .npy or .csv file")
+    except CLIError:
+        raise
+    except (ValueError, OSError) as exc:
+        raise CLIError(f"cannot read {p}: {exc}") from None
+    if X.ndim != 2 or X.size == 0:
+        raise CLIError(f"{p}: expected a non-empty 2-D matrix, got shape {X.shape}")
+    if not np.issubdtype(X.dtype, np.number) or np.issubdtype(X.dtype, np.complexfloating):
+        raise CLIError(f"{p}: expected real numbers, got {X.dtype}")
+    X = np.asarray(X, dtype=np.float64)
+    if not np.all(np.isfinite(X)):
+        raise CLIError(f"{p}: contains NaN or infinite values")
+    return X
+
+
+def _run_mixture(args):
+    X = _load_matrix(args.data)
+    n, D = X.shape
+    K = args.n_components
+    if K > n:
+        raise CLIError(f"--n-components {K} exceeds the number of rows ({n})")
+    for target in (args.labels, args.save_model):
+        if target:
+            parent = Path(target).resolve().parent
+            if not parent.is_dir():
+                raise CLIError(f"cannot write {target}: directory {parent} does not exist")
+    if args.labels and Path(args.labels).suffix.lower() not in (".csv", ".txt", ".npy"):
+        raise CLIError(f"--labels {args.labels}: expected a file ending in .csv, .txt or .npy")
+    from sklearn.exceptions import ConvergenceWarning
+
+    from sparseclust import SparseGaussianMixture
+
+    L = min(args.L if args.L is not None else 4, K)
+    model = SparseGaussianMixture(
+        K, L=L, covariance_type=args.covariance_type, algorithm=args.algorithm,
+        max_iter=args.max_iter, random_state=args.seed, n_threads=args.threads,
+        n_batches=min(10, n),
+    )
+    _say(args, f"data: {args.data}: {n} rows, {D} columns; fitting SparseGaussianMixture: "
+               f"K={K}, L={L}, covariance {args.covariance_type}, algorithm {args.algorithm}")
+    t0 = time.perf_counter()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            labels = model.fit(X).predict(X)
+    except ValueError as exc:
+        raise CLIError(f"cannot fit: {exc}") from None
+    t_fit = time.perf_counter() - t0
+    sizes = np.bincount(labels, minlength=K)
+    how = "converged" if model.converged_ else "stopped without converging"
+    print(f"{how} after {model.n_iter_} passes ({t_fit:.2f}s); lower bound "
+          f"{model.lower_bound_:.6g}")
+    print("rows per component: " + " ".join(f"{k}:{int(c)}" for k, c in enumerate(sizes)))
+    if args.labels:
+        try:
+            if Path(args.labels).suffix.lower() == ".npy":
+                np.save(args.labels, labels.astype(np.int64))
+            else:
+                np.savetxt(args.labels, labels, fmt="%d", header="label", comments="")
+        except OSError as exc:
+            raise CLIError(f"cannot write {args.labels}: {exc}") from None
+        _say(args, f"wrote the {n} labels to {args.labels}")
+    if args.save_model:
+        from ._persist import save
+        from ._saved import slim_copy
+
+        try:
+            save(slim_copy(model), args.save_model)
+        except OSError as exc:
+            raise CLIError(f"cannot write {args.save_model}: {exc}") from None
+        _say(args, f"saved the model to {args.save_model}")
+    return 0
+
+
 def _pad_columns(X, n):
     import scipy.sparse as sp
 
@@ -1106,6 +1229,8 @@ def main(argv=None):
             return _run_topics(args)
         if args.command == "apply":
             return _run_apply(args)
+        if args.command == "mixture":
+            return _run_mixture(args)
     except CLIError as exc:
         print(f"sparseclust: error: {exc}", file=sys.stderr)
         return 2
