@@ -239,8 +239,10 @@ def test_apply_refuses_what_the_cli_did_not_save(tmp_path, capsys):
                          capsys)[::2], "--out")
 
 
-@pytest.mark.parametrize("fmt", ["folder", "lines"])
-def test_apply_on_the_training_documents_reproduces_fit_doc_topics(tmp_path, capsys, fmt):
+@pytest.mark.parametrize("fmt,model", [("folder", "lda"), ("lines", "lda"),
+                                       ("lines", "hdp"), ("lines", "sem")])
+def test_apply_on_the_training_documents_reproduces_fit_doc_topics(tmp_path, capsys, fmt,
+                                                                    model):
     docs = _texts(25, 2)
     if fmt == "folder":
         path = _folder(tmp_path / "train", docs)
@@ -249,8 +251,8 @@ def test_apply_on_the_training_documents_reproduces_fit_doc_topics(tmp_path, cap
         path.write_text("\n".join(docs) + "\n")
     model_path, theta_fit, theta_apply = (tmp_path / "m", tmp_path / "a.npy",
                                           tmp_path / "b.npy")
-    code, _, err = run(["topics", path, *FIT, "--save-model", model_path, "--doc-topics",
-                        theta_fit], capsys)
+    code, _, err = run(["topics", path, *FIT, "--model", model, "--save-model", model_path,
+                        "--doc-topics", theta_fit], capsys)
     assert code == 0, err
     code, _, err = run(["apply", model_path, path, "-o", theta_apply, "-q"], capsys)
     assert code == 0, err
