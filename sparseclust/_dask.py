@@ -747,14 +747,15 @@ def _sem_init(part, offset, seed, K, n_threads):
     """Uniform initial assignments of one partition (document keys offset..offset+D-1, as
     in-process) and their word-topic counts; returns (z, counts, word totals)."""
     from ._kernels import _sampler
-    from .topics._sem import _threads_for, _z_dtype, token_layout
+    from .topics._sem import _MIN_WORK_PER_THREAD, _z_dtype, token_layout
+    from .utils._threads import threads_for_work
 
     D, V = part.shape
     lay = token_layout(part)
     N = int(lay.tokptr[-1])
     keys = np.arange(offset, offset + D, dtype=np.uint64)
     z = np.empty(N, dtype=_z_dtype(K))
-    nt = _threads_for(N, n_threads)
+    nt = threads_for_work(n_threads, N, _MIN_WORK_PER_THREAD)
     _sampler.random_assign(lay.tokptr, z, keys, seed, K, nt)
     W = np.zeros((V, K), np.int32)
     _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, nt)

@@ -810,14 +810,16 @@ def test_warm_start_and_n_init():
 def test_threads_give_identical_results(algorithm, ct, zero_mean):
     # blocks of n_rows * K weights above the size where the kernels start to use threads, so
     # that two threads really share the work; everything must be bit-identical
-    from sparseclust.mixture._sparse_gmm import _MIN_PARALLEL_WEIGHTS, _threads_for
+    from sparseclust.mixture._sparse_gmm import _MIN_PARALLEL_WEIGHTS
+    from sparseclust.utils._threads import threads_for_work
 
     X, _ = _blobs(n_per=4000, D=5, n_clusters=3, sep=3.0)
     K = 8
     kw = dict(n_components=K, L=3, covariance_type=ct, zero_mean=zero_mean,
               algorithm=algorithm, n_batches=2, batch_size=6000, max_iter=4, tol=0,
               random_state=0)
-    assert (X.shape[0] // 2) * K >= _MIN_PARALLEL_WEIGHTS and _threads_for(6000, K, 2) == 2
+    assert (X.shape[0] // 2) * K >= _MIN_PARALLEL_WEIGHTS
+    assert threads_for_work(2, 6000 * K, _MIN_PARALLEL_WEIGHTS, scale=False) == 2
     a = _ours(X, n_threads=1, **kw)
     b = _ours(X, n_threads=2, **kw)
     for attr in ATTRS + ["precisions_", "lower_bounds_"]:

@@ -43,7 +43,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._engine import is_dask_collection
 from .._input import check_output_support
 from .._kernels import _sampler
-from ..utils._threads import effective_n_threads
+from ..utils._threads import effective_n_threads, threads_for_work
 from ._local import TopicTables, check_counts, check_whole_counts, local_step
 
 __all__ = ["StochasticEMLDA", "token_layout"]
@@ -124,10 +124,6 @@ def _z_dtype(K):
     return np.uint32
 
 
-def _threads_for(work, n_threads):
-    return int(max(1, min(n_threads, work // _MIN_WORK_PER_THREAD)))
-
-
 class _Sampler:
     """Word weights, sampler tables and one FROZEN sweep over a token layout.
 
@@ -165,7 +161,7 @@ class _Sampler:
         T = W.sum(axis=0, dtype=np.int64) if topic_totals is None else topic_totals
         inv_tot = 1.0 / (T + self.V * beta)
         word_ll = np.empty(self.V)
-        nt = _threads_for(W.size, self.n_threads)
+        nt = threads_for_work(self.n_threads, W.size, _MIN_WORK_PER_THREAD)
         if self.dense:
             # the dense counts path evaluates every topic from W: no tables
             _sampler.word_loglik(W, beta, word_ll, nt)
@@ -218,14 +214,15 @@ class _Sampler:
                 self.alias = np.empty((self.V, self.K), np.int32)
                 self.Q = np.empty(self.V)
             _sampler.build_alias(self.w, self.alpha, self.prob, self.alias, self.Q,
-                                 _threads_for(self.w.size, self.n_threads))
+                                 threads_for_work(self.n_threads, self.w.size,
+                                                  _MIN_WORK_PER_THREAD))
 
     def sweep(self, lay, z, keys, seed, sweep, *, n_inner=1, n_burn=0, acc=None, Wout=None,
               ll_doc=None):
         acc = _EMPTY2D if acc is None else acc
         Wout = _EMPTY2I if Wout is None else Wout
         ll_doc = _EMPTY1 if ll_doc is None else ll_doc
-        nt = _threads_for(int(lay.tokptr[-1]) * n_inner, self.n_threads)
+        nt = threads_for_work(self.n_threads, int(lay.tokptr[-1]) * n_inner, _MIN_WORK_PER_THREAD)
         if self.counts is not None:
             W, inv_tot, beta, tables, Qs = self.counts
             if tables is None:
@@ -269,14 +266,14 @@ class _RaoBlackwell:
         self.inv = _EMPTY1 if W is None else 1.0 / (topic_totals + self.V * self.beta)
         self.A = np.empty(self.V)
         _sampler.rb_word_mass(self.W, self.w, self.inv, self.beta, alpha, self.A,
-                              _threads_for(self.V * K, n_threads))
+                              threads_for_work(n_threads, self.V * K, _MIN_WORK_PER_THREAD))
 
     def sum(self, lay, zs, *, in_place=False):
         """R summed over the assignments in ``zs``: a new float64 array, or, with ``in_place``
         (counts mode), float32 written over the buffer of W (W is consumed; the words are
         processed in blocks, summed in float64, so the extra memory is one block's rows)."""
         V, K = self.V, self.K
-        nt = _threads_for(int(lay.tokptr[-1]), self.n_threads)
+        nt = threads_for_work(self.n_threads, int(lay.tokptr[-1]), _MIN_WORK_PER_THREAD)
         if in_place:
             dest = self.W.view(np.float32)
             n_blocks = min(self.IN_PLACE_BLOCKS, max(V, 1))
@@ -292,7 +289,9 @@ class _RaoBlackwell:
                                      self.w, self.inv, self.beta, self.alpha, self.A, out, s,
                                      lo, nt)
             _sampler.rb_smooth_part(self.W, self.w, self.inv, self.beta, self.alpha, s, out,
-                                    lo, _threads_for(out.size, self.n_threads))
+                                    lo,
+                                    threads_for_work(self.n_threads, out.size,
+                                                     _MIN_WORK_PER_THREAD))
             if in_place:
                 dest[lo:hi] = out  # the rows of these words are not read again
         return dest
@@ -704,13 +703,15 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         keys = np.arange(D, dtype=np.uint64)
         t_start = time.perf_counter()
         z = np.empty(N, dtype=_z_dtype(K))
-        _sampler.random_assign(lay.tokptr, z, keys, seed, K, _threads_for(N, nt))
+        _sampler.random_assign(lay.tokptr, z, keys, seed, K,
+                               threads_for_work(nt, N, _MIN_WORK_PER_THREAD))
         W = np.zeros((V, K), np.int32)
         # (a validated CSR matrix has sorted word ids: the count then finds a thread's words
         # in every document by binary search)
         sorted_words = _sampler.rows_sorted(lay.indptr, lay.indices)
         _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
-                             _threads_for(N, nt), sorted_words=sorted_words)
+                             threads_for_work(nt, N, _MIN_WORK_PER_THREAD),
+                             sorted_words=sorted_words)
         # tokens per word: the row sums of the initial counts (no float64 temporary)
         word_totals = W.sum(axis=1, dtype=np.int64)
         smp.set_weights_from_counts(W, beta, word_totals)
@@ -724,7 +725,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             changed = smp.sweep(lay, z, keys, seed, it, ll_doc=ll_doc)
             T = np.zeros(K, np.int64)
             _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
-                                 _threads_for(N, nt), T, zero=True,
+                                 threads_for_work(nt, N, _MIN_WORK_PER_THREAD), T, zero=True,
                                  sorted_words=sorted_words)
             T_last[0] = T
             ll = smp.set_weights_from_counts(W, beta, word_totals, T) + float(ll_doc.sum())
@@ -767,14 +768,14 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         z = np.empty(int(lay.tokptr[-1]), dtype=_z_dtype(K))
         sweep0 = np.uint64(step) << np.uint64(20)
         _sampler.random_assign(lay.tokptr, z, keys, seed ^ int(sweep0), K,
-                               _threads_for(z.size, smp.n_threads))
+                               threads_for_work(smp.n_threads, z.size, _MIN_WORK_PER_THREAD))
         n_burn = self.n_fold_in // 2
         n_save = self.n_fold_in - n_burn
         rb = self.topic_estimate == "rao_blackwell"
         if update_topics:
             W = np.zeros((V, K), np.int32)
             _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
-                                 _threads_for(z.size, smp.n_threads))
+                                 threads_for_work(smp.n_threads, z.size, _MIN_WORK_PER_THREAD))
             acc = np.zeros((V, K))
             word_totals = W.sum(axis=1, dtype=np.int64)
             W_next = np.empty_like(W)
@@ -959,7 +960,8 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         lay = token_layout(X)
         keys = _sampler.content_keys(lay.indptr, lay.indices, lay.cnt)
         z = np.empty(int(lay.tokptr[-1]), dtype=_z_dtype(K))
-        _sampler.random_assign(lay.tokptr, z, keys, seed, K, _threads_for(z.size, smp.n_threads))
+        _sampler.random_assign(lay.tokptr, z, keys, seed, K,
+                               threads_for_work(smp.n_threads, z.size, _MIN_WORK_PER_THREAD))
         acc = np.zeros((D, K))
         n_burn = self.n_fold_in // 2
         smp.sweep(lay, z, keys, seed, 1, n_inner=self.n_fold_in, n_burn=n_burn, acc=acc)
