@@ -54,7 +54,7 @@ from .._kernels import _sampler
 from ..utils import effective_n_threads
 from ..utils._threads import threads_for_work
 from ._local import stats_csr, stats_csr_from_columns
-from ._sem import (
+from ._sem_sampler import (
     _EMPTY1,
     _EMPTY2D,
     _EMPTY2F,
