@@ -764,7 +764,14 @@ class SparseGaussianMixture(
     lower_bounds_ : list of float
         ELBO after every pass of the retained initialization.
     n_iter_ : int
-        Passes run (or :meth:`partial_fit` steps taken).
+        Passes over the data run by :meth:`fit` (as in scikit-learn's ``GaussianMixture``);
+        0 after :meth:`partial_fit` alone, which leaves it unchanged after ``fit``.
+    n_batch_iter_ : int
+        Global updates of the statistics so far, as in :class:`~sparseclust.SparseLDA`: those
+        of :meth:`fit` (one per pass for batch training, one per batch visit for memoized
+        training (its first pass counts one), one per minibatch for stochastic training) and
+        one per :meth:`partial_fit` call. Set by :meth:`partial_fit` only; ``fit`` counts its
+        updates in the ``step`` of its last ``trace_`` entry.
     converged_ : bool
         Whether the last fit met ``tol`` (always False after :meth:`partial_fit` and for
         ``'stochastic'``, which runs ``max_iter`` passes unless its noisy objective meets
@@ -1336,6 +1343,8 @@ class SparseGaussianMixture(
         self.lower_bounds_ = list(best.lower_bounds)
         self.lower_bound_ = float(best.lower_bound)
         self.n_iter_ = int(best.n_iter)
+        # a later partial_fit counts on from this fit's updates (see n_batch_iter_)
+        self.__dict__.pop("n_batch_iter_", None)
         self.converged_ = bool(best.converged)
         self.trace_ = best.trace
         if self.algorithm == "stochastic":
@@ -1460,6 +1469,8 @@ class SparseGaussianMixture(
                 self.lower_bounds_ = []
                 self.trace_ = []
                 self._dtype = X.dtype
+                self.n_iter_ = 0
+                self.n_batch_iter_ = 0
             else:
                 if self.n_components != self._n_components_fit:
                     raise ValueError(
@@ -1471,6 +1482,9 @@ class SparseGaussianMixture(
                 if X.dtype != self._dtype:
                     X = X.astype(self._dtype)
                 model = self._make_model(prior, X.dtype, K=self.n_components_)
+                if not hasattr(self, "n_batch_iter_"):
+                    # the first step after fit continues fit's count of global updates
+                    self.n_batch_iter_ = int(self.trace_[-1]["step"]) if self.trace_ else 0
             self._n_seen += X.shape[0]
             total = float(self._n_seen if self.total_samples is None else self.total_samples)
             state = self._svi_state
@@ -1490,7 +1504,7 @@ class SparseGaussianMixture(
         self._set_fitted(params, state.stats, self._dtype)
         self.lower_bounds_.append(elbo)
         self.lower_bound_ = elbo
-        self.n_iter_ = state.t
+        self.n_batch_iter_ += 1
         self.converged_ = False
         entry = {
             "pass": None,
