@@ -97,7 +97,7 @@ class TomotopyAlpha(Tomotopy):
         applies to any collapsed Gibbs sampler), and the ``clock`` seconds of computing them
         once the assignments are read out of tomotopy (the read-out is not timed)."""
         from sparseclust._kernels import _sampler
-        from sparseclust.topics._sem import TokenLayout, _RaoBlackwell
+        from sparseclust.topics._sem_sampler import TokenLayout, _RaoBlackwell
 
         words = [np.asarray(d.words, dtype=np.int32) for d in self.model.docs]
         z = np.concatenate([np.asarray(d.topics) for d in self.model.docs]).astype(np.uint16)

@@ -2,7 +2,7 @@
 """Held-out score per sweep of the StochasticEMLDA sweep variants and of tomotopy per iteration,
 on a validation split of the 20 Newsgroups training posts (not the benchmark's test split).
 
-Variants (the flags of :class:`sparseclust.topics._sem._Sampler`):
+Variants (the flags of :class:`sparseclust.topics._sem_sampler._Sampler`):
 
 * ``frozen``: the paper's sweep, every count from the previous sweep, the token's own topic
   counted (``doc_counts='frozen'``);

@@ -47,6 +47,18 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._engine import VariationalModel, is_dask_collection
+from ._kernels import _sampler
+from .topics._local import TopicTables, check_counts
+from .topics._sem_sampler import (
+    _MIN_WORK_PER_THREAD,
+    _RaoBlackwell,
+    _Sampler,
+    _seed,
+    _z_dtype,
+    run_sweeps,
+    token_layout,
+)
+from .utils._threads import effective_n_threads, threads_for_work
 
 __all__ = ["is_dask_collection", "DaskSource", "DaskRows", "prepare_lda", "fit_sem"]
 
@@ -104,8 +116,6 @@ def _bag_item(item, whom, n_features=None):
 def _check_part(block, template, whom, n_features):
     """Validate one partition exactly as ``fit`` validates an in-memory matrix (same errors);
     returns it as canonical CSR."""
-    from .topics._local import check_counts
-
     if isinstance(block, (list, tuple)):  # a bag partition: 2-D blocks or 1-D rows
         blocks = [_bag_item(b, whom, n_features) for b in block]
         if not blocks:
@@ -556,8 +566,6 @@ class _DistributedModel(VariationalModel):
 
 def _ship_lda(params):
     """What SparseLDA's local step reads: the E[log phi] table alone (not lambda, not S)."""
-    from .topics._local import TopicTables
-
     return types.SimpleNamespace(tables=TopicTables.from_transposed(params.tables.CT))
 
 
@@ -746,15 +754,12 @@ def _apply_part(part, fn, shared, own):
 def _sem_init(part, offset, seed, K, n_threads):
     """Uniform initial assignments of one partition (document keys offset..offset+D-1, as
     in-process) and their word-topic counts; returns (z, counts, word totals)."""
-    from ._kernels import _sampler
-    from .topics._sem import _threads_for, _z_dtype, token_layout
-
     D, V = part.shape
     lay = token_layout(part)
     N = int(lay.tokptr[-1])
     keys = np.arange(offset, offset + D, dtype=np.uint64)
     z = np.empty(N, dtype=_z_dtype(K))
-    nt = _threads_for(N, n_threads)
+    nt = threads_for_work(n_threads, N, _MIN_WORK_PER_THREAD)
     _sampler.random_assign(lay.tokptr, z, keys, seed, K, nt)
     W = np.zeros((V, K), np.int32)
     _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, nt)
@@ -766,8 +771,6 @@ def _sem_sweep(part, z, offset, W, word_totals, sampler_args, beta, seed, sweep)
     """One stochastic-EM sweep of one partition reading the whole-data counts W: returns
     (new z, (new word-topic counts as sparse int64, log-likelihood of its documents, tokens
     that changed topic))."""
-    from .topics._sem import _Sampler, token_layout
-
     D, V = part.shape
     lay = token_layout(part)
     smp = _Sampler(V, *sampler_args)
@@ -785,8 +788,6 @@ def _sem_rb(part, z, W, beta, alpha, n_threads):
     """The Rao-Blackwellized word-topic counts (V, K) float64 of one partition's assignments
     z given the whole-data counts W (``StochasticEMLDA(topic_estimate='rao_blackwell')``);
     summed over the partitions in float64, kept as float32 as in-process."""
-    from .topics._sem import _RaoBlackwell, token_layout
-
     return _RaoBlackwell(W.shape[1], beta, alpha, n_threads, W=W).sum(token_layout(part), [z])
 
 
@@ -854,8 +855,6 @@ def fit_sem(est, X, callback):
 
     from sklearn.utils import check_random_state
 
-    from .topics._sem import _seed, run_sweeps
-    from .utils._threads import effective_n_threads
 
     whom = "StochasticEMLDA.fit"
     runner = _Runner(X, type(est)(), whom)

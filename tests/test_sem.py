@@ -16,7 +16,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sparseclust import SparseLDA, StochasticEMLDA
 from sparseclust._kernels import _sampler
-from sparseclust.topics import _sem
+from sparseclust.topics import _sem, _sem_sampler
 from sparseclust.topics._sem import token_layout
 
 # SparseLDA runs a few passes on purpose in the comparisons below
@@ -178,7 +178,9 @@ def test_fitted_state_is_the_int32_counts_and_components_attribute():
 @pytest.mark.kernels
 @pytest.mark.parametrize("doc_counts", ["live", "frozen"])
 def test_bit_identical_for_any_thread_count(monkeypatch, doc_counts):
-    monkeypatch.setattr(_sem, "_MIN_WORK_PER_THREAD", 1)  # use every thread on small data
+    # use every thread on small data (the constant is read by the sampler and by the fit)
+    monkeypatch.setattr(_sem_sampler, "_MIN_WORK_PER_THREAD", 1)
+    monkeypatch.setattr(_sem, "_MIN_WORK_PER_THREAD", 1)
     X, _ = planted_corpus(seed=3, K=8, block=10, D=200, length=50)
     fits = [StochasticEMLDA(40, max_iter=5, sampler="alias", doc_counts=doc_counts,
                             n_threads=t, random_state=4).fit(X)

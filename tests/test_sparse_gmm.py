@@ -340,7 +340,9 @@ def test_partial_fit_stream_reaches_batch_score():
             online.partial_fit(Xtr[chunk])
     s_b, s_o = batch.score(Xho), online.score(Xho)
     assert abs(s_o - s_b) <= 0.01 * abs(s_b), (s_o, s_b)
-    assert online.n_iter_ == 96 and len(online.trace_) == 96
+    # partial_fit counts its steps in n_batch_iter_ (as SparseLDA); n_iter_ counts fit's passes
+    assert online.n_batch_iter_ == 96 and len(online.trace_) == 96
+    assert online.n_iter_ == 0
 
 
 def test_stochastic_fit_runs_and_records_trace():
@@ -810,14 +812,16 @@ def test_warm_start_and_n_init():
 def test_threads_give_identical_results(algorithm, ct, zero_mean):
     # blocks of n_rows * K weights above the size where the kernels start to use threads, so
     # that two threads really share the work; everything must be bit-identical
-    from sparseclust.mixture._sparse_gmm import _MIN_PARALLEL_WEIGHTS, _threads_for
+    from sparseclust.mixture._sparse_gmm import _MIN_PARALLEL_WEIGHTS
+    from sparseclust.utils._threads import threads_for_work
 
     X, _ = _blobs(n_per=4000, D=5, n_clusters=3, sep=3.0)
     K = 8
     kw = dict(n_components=K, L=3, covariance_type=ct, zero_mean=zero_mean,
               algorithm=algorithm, n_batches=2, batch_size=6000, max_iter=4, tol=0,
               random_state=0)
-    assert (X.shape[0] // 2) * K >= _MIN_PARALLEL_WEIGHTS and _threads_for(6000, K, 2) == 2
+    assert (X.shape[0] // 2) * K >= _MIN_PARALLEL_WEIGHTS
+    assert threads_for_work(2, 6000 * K, _MIN_PARALLEL_WEIGHTS, scale=False) == 2
     a = _ours(X, n_threads=1, **kw)
     b = _ours(X, n_threads=2, **kw)
     for attr in ATTRS + ["precisions_", "lower_bounds_"]:
@@ -1213,8 +1217,12 @@ def test_partial_fit_after_batch_fit_is_a_small_step():
     ).fit(X)
     w0, score0 = gmm.weights_.copy(), gmm.score(X)
     t0 = gmm.n_iter_ * 10  # ceil(400 / 40) steps per pass
+    n_passes = gmm.n_iter_
+    assert not hasattr(gmm, "n_batch_iter_")  # set by partial_fit only
     gmm.partial_fit(X[:10])  # ten points from one cluster
     assert gmm._svi_state.t == t0 + 1
+    # n_iter_ keeps fit's passes; n_batch_iter_ continues fit's updates (one per batch pass)
+    assert gmm.n_iter_ == n_passes and gmm.n_batch_iter_ == n_passes + 1
     rho = (gmm.delta + t0 + 1) ** -gmm.kappa
     # the weights move by at most the step size (a convex blend of count vectors), which is
     # small because the step counter resumed after the batch passes (not rho_1 = 0.66)
@@ -1223,6 +1231,8 @@ def test_partial_fit_after_batch_fit_is_a_small_step():
     assert gmm.score(X) > score0 - 0.05 * abs(score0)
     with pytest.raises(ValueError, match="n_components=5"):
         gmm.set_params(n_components=5).partial_fit(X[:10])
+    gmm.set_params(n_components=4).fit(X)  # a new fit drops the count of the old steps
+    assert not hasattr(gmm, "n_batch_iter_")
 
 
 # ----------------------------------------------------------------------------- initialization

@@ -56,7 +56,7 @@ from .._stickbreak import (
     later_sums,
     stick_prior_terms,
 )
-from ..utils import effective_n_threads
+from ..utils._threads import threads_for_work
 
 LOG_2PI = math.log(2.0 * math.pi)
 
@@ -745,7 +745,7 @@ class QuadraticForm:
         if n == 0:
             return out
         Xc = np.ascontiguousarray(X if self.center is None else X - self.center, dtype=self.dtype)
-        nt = effective_n_threads(self.n_threads) if n * K >= (1 << 15) else 1
+        nt = threads_for_work(self.n_threads, n * K, 1 << 15, scale=False)
         use_off = not self.zero_mean
         if self.full:
             with _single_threaded_blas():
@@ -772,7 +772,7 @@ class QuadraticForm:
         K = self.factors.shape[0]
         Xc = np.ascontiguousarray(X if self.center is None else X - self.center, dtype=self.dtype)
         cand = np.ascontiguousarray(cand, dtype=np.int32)
-        nt = effective_n_threads(self.n_threads) if n * C >= (1 << 15) else 1
+        nt = threads_for_work(self.n_threads, n * C, 1 << 15, scale=False)
         use_off = not self.zero_mean
         if not self.full:
             _gmm_weights.mahalanobis_sq_diag_pairs(

@@ -37,6 +37,7 @@ from .._engine import (
 from .._input import check_output_support, reject_text
 from .._moves import parse_moves
 from ..utils import effective_n_threads
+from ..utils._threads import threads_for_work
 from . import _gaussian
 from ._dp_moves import MixtureMoves
 
@@ -50,9 +51,6 @@ _LOCAL_BLOCK_FLOATS = 1 << 21
 # team costs more than the work (measured ~10 ms per call on a loaded 2-core machine).
 _MIN_PARALLEL_WEIGHTS = 1 << 15
 
-
-def _threads_for(n_rows, n_components, n_threads):
-    return 1 if n_rows * n_components < _MIN_PARALLEL_WEIGHTS else n_threads
 
 
 
@@ -176,7 +174,8 @@ class _SparseGMMModel(VariationalModel):
 
     def stats_from_responsibilities(self, values, indices, X):
         """SuffStats of the given (N, L') responsibilities (values, int32 indices)."""
-        nt = _threads_for(X.shape[0], self.n_components, self.n_threads)
+        nt = threads_for_work(self.n_threads, X.shape[0] * self.n_components,
+                              _MIN_PARALLEL_WEIGHTS, scale=False)
         s = posteriors.summary_statistics(
             values, indices, X, self.n_components, moments=self.moments, n_threads=nt
         )
@@ -297,13 +296,15 @@ class _SparseGMMModel(VariationalModel):
                 spread = (dW.max(axis=1) - dW.min(axis=1)).astype(np.float64)
                 stale = np.flatnonzero(~(spread < entry.gap[start : start + rows]))
             t1 = time.perf_counter()
-            nt = _threads_for(Wc.shape[0], C, self.n_threads)
+            nt = threads_for_work(self.n_threads, Wc.shape[0] * C, _MIN_PARALLEL_WEIGHTS,
+                                  scale=False)
             values, indices = _top_l_among(Wc, cc, self.L, nt)
             if stale is not None and stale.size:
                 t1b = time.perf_counter()
                 Wf = self.weights(np.ascontiguousarray(Xc[stale]), params, qform=qform)
                 t1c = time.perf_counter()
-                ntf = _threads_for(stale.size, K, self.n_threads)
+                ntf = threads_for_work(self.n_threads, stale.size * K, _MIN_PARALLEL_WEIGHTS,
+                                       scale=False)
                 cs, wr, gp, v2, i2 = self._candidates_of(Wf, C, ntf)
                 rows_abs = start + stale
                 cand[rows_abs] = cs
@@ -364,7 +365,8 @@ class _SparseGMMModel(VariationalModel):
             t0 = time.perf_counter()
             W = self.weights(Xc, params, out=buf[: Xc.shape[0]], qform=qform)
             t1 = time.perf_counter()
-            nt = _threads_for(W.shape[0], K, self.n_threads)
+            nt = threads_for_work(self.n_threads, W.shape[0] * K, _MIN_PARALLEL_WEIGHTS,
+                                  scale=False)
             if n_candidates is None:
                 values, indices = posteriors.responsibilities(W, self.L, n_threads=nt)
             else:
@@ -762,7 +764,14 @@ class SparseGaussianMixture(
     lower_bounds_ : list of float
         ELBO after every pass of the retained initialization.
     n_iter_ : int
-        Passes run (or :meth:`partial_fit` steps taken).
+        Passes over the data run by :meth:`fit` (as in scikit-learn's ``GaussianMixture``);
+        0 after :meth:`partial_fit` alone, which leaves it unchanged after ``fit``.
+    n_batch_iter_ : int
+        Global updates of the statistics so far, as in :class:`~sparseclust.SparseLDA`: those
+        of :meth:`fit` (one per pass for batch training, one per batch visit for memoized
+        training (its first pass counts one), one per minibatch for stochastic training) and
+        one per :meth:`partial_fit` call. Set by :meth:`partial_fit` only; ``fit`` counts its
+        updates in the ``step`` of its last ``trace_`` entry.
     converged_ : bool
         Whether the last fit met ``tol`` (always False after :meth:`partial_fit` and for
         ``'stochastic'``, which runs ``max_iter`` passes unless its noisy objective meets
@@ -1334,6 +1343,8 @@ class SparseGaussianMixture(
         self.lower_bounds_ = list(best.lower_bounds)
         self.lower_bound_ = float(best.lower_bound)
         self.n_iter_ = int(best.n_iter)
+        # a later partial_fit counts on from this fit's updates (see n_batch_iter_)
+        self.__dict__.pop("n_batch_iter_", None)
         self.converged_ = bool(best.converged)
         self.trace_ = best.trace
         if self.algorithm == "stochastic":
@@ -1458,6 +1469,8 @@ class SparseGaussianMixture(
                 self.lower_bounds_ = []
                 self.trace_ = []
                 self._dtype = X.dtype
+                self.n_iter_ = 0
+                self.n_batch_iter_ = 0
             else:
                 if self.n_components != self._n_components_fit:
                     raise ValueError(
@@ -1469,6 +1482,9 @@ class SparseGaussianMixture(
                 if X.dtype != self._dtype:
                     X = X.astype(self._dtype)
                 model = self._make_model(prior, X.dtype, K=self.n_components_)
+                if not hasattr(self, "n_batch_iter_"):
+                    # the first step after fit continues fit's count of global updates
+                    self.n_batch_iter_ = int(self.trace_[-1]["step"]) if self.trace_ else 0
             self._n_seen += X.shape[0]
             total = float(self._n_seen if self.total_samples is None else self.total_samples)
             state = self._svi_state
@@ -1488,7 +1504,7 @@ class SparseGaussianMixture(
         self._set_fitted(params, state.stats, self._dtype)
         self.lower_bounds_.append(elbo)
         self.lower_bound_ = elbo
-        self.n_iter_ = state.t
+        self.n_batch_iter_ += 1
         self.converged_ = False
         entry = {
             "pass": None,
@@ -1554,7 +1570,8 @@ class SparseGaussianMixture(
             for s0 in range(0, n, rows):
                 Xb = X[s0 : s0 + rows]
                 W = model.weights(Xb, self._params, qform=qform)
-                nt = _threads_for(Xb.shape[0], K, self.n_threads)
+                nt = threads_for_work(self.n_threads, Xb.shape[0] * K, _MIN_PARALLEL_WEIGHTS,
+                                      scale=False)
                 v, i = posteriors.responsibilities(W, L, n_threads=nt)
                 values[s0 : s0 + rows] = v
                 indices[s0 : s0 + rows] = i
@@ -1735,9 +1752,8 @@ def _random_stats(X, model, rng, L, n_threads):
     for s in range(0, n, rows):
         m = min(rows, n - s)
         U = rng.uniform(size=(m, K))
-        v, i = posteriors.responsibilities(
-            np.log(U).astype(X.dtype), L, n_threads=_threads_for(m, K, n_threads)
-        )
+        nt = threads_for_work(n_threads, m * K, _MIN_PARALLEL_WEIGHTS, scale=False)
+        v, i = posteriors.responsibilities(np.log(U).astype(X.dtype), L, n_threads=nt)
         st = model.stats_from_responsibilities(v, i, X[s : s + m])
         total = st if s == 0 else total + st
     return total
@@ -1757,7 +1773,7 @@ def _point_stats(X, model, point, L, n_threads):
         for s0 in range(0, n, rows):
             Xb = X[s0 : s0 + rows]
             lp = _point_log_prob(Xb, point, model.prior, n_threads)
-            nt = _threads_for(Xb.shape[0], K, n_threads)
+            nt = threads_for_work(n_threads, Xb.shape[0] * K, _MIN_PARALLEL_WEIGHTS, scale=False)
             v, i = posteriors.responsibilities(lp, L, n_threads=nt)
             st = model.stats_from_responsibilities(v, i, Xb)
             total = st if s0 == 0 else total + st

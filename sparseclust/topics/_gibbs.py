@@ -52,14 +52,15 @@ from scipy.special import psi
 
 from .._kernels import _sampler
 from ..utils import effective_n_threads
+from ..utils._threads import threads_for_work
 from ._local import stats_csr, stats_csr_from_columns
-from ._sem import (
+from ._sem_sampler import (
     _EMPTY1,
     _EMPTY2D,
     _EMPTY2F,
     _EMPTY2I,
+    _MIN_WORK_PER_THREAD,
     DENSE_MAX_K,
-    _threads_for,
     _z_dtype,
     token_layout,
 )
@@ -200,7 +201,8 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         prob = np.empty(w.shape, np.float32)
         alias = np.empty(w.shape, np.int32)
         Q = np.empty(cols.size)
-        _sampler.build_alias(w, alpha_v, prob, alias, Q, _threads_for(w.size, nt_all))
+        _sampler.build_alias(w, alpha_v, prob, alias, Q,
+                             threads_for_work(nt_all, w.size, _MIN_WORK_PER_THREAD))
     acc = doc_topic if return_doc_topic else _EMPTY2D
     ll = np.empty(D)
     if z_init is None:
@@ -214,7 +216,8 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
     _sampler.sample_sweep(
         lay.indptr, indices, lay.cnt, lay.tokptr, z, keys, w, alpha_v, prob, alias, Q,
         _sampler.LIVE, bool(dense), n_inner, n_burn, int(seed), int(sweep),
-        acc, _EMPTY2I, ll, _threads_for(n_tok * n_inner, nt_all), seq_init=z_init is None,
+        acc, _EMPTY2I, ll, threads_for_work(nt_all, n_tok * n_inner, _MIN_WORK_PER_THREAD),
+        seq_init=z_init is None,
         split=split, zsave=zsave,
     )
     # the saved sweeps' word-topic counts, word by word (no (|cols|, K) table), averaged
@@ -430,7 +433,8 @@ class LazyParams:
         w = np.empty((cols.size, K), np.float32)
         _sampler.variational_word_weights(self.stats.UT, cols, float(self.stats.pi), self.tau,
                                           self._norm, w,
-                                          _threads_for(cols.size * K, n_threads))
+                                          threads_for_work(n_threads, cols.size * K,
+                                                           _MIN_WORK_PER_THREAD))
         return w
 
     def split_tables(self, cols, alpha_v, n_threads=1):
@@ -460,7 +464,9 @@ class LazyParams:
         split = _sampler.split_word_tables(
             self.stats.UT, self.stats.bits, cols, float(self.stats.pi), self.tau, self._norm,
             np.ascontiguousarray(alpha_v, dtype=np.float64), nnz,
-            _threads_for(int(nnz.sum()) + cols.size * K // 64, n_threads), mean=self.mean,
+            threads_for_work(n_threads, int(nnz.sum()) + cols.size * K // 64,
+                             _MIN_WORK_PER_THREAD),
+            mean=self.mean,
             **ex)
         return None, split
 

@@ -62,7 +62,8 @@ from .._stickbreak import (
     optimize_hdp_sticks,
     sticks_from_weights,
 )
-from ._local import TopicTables, _threads_for, local_step
+from ..utils._threads import threads_for_work
+from ._local import _NNZ_PER_THREAD, TopicTables, local_step
 
 #: floor on E[beta_k] in the local step's prior (late sticks can underflow to 0)
 MIN_EBETA = 1e-100
@@ -374,7 +375,8 @@ class HDPModel(MoveBook, VariationalModel):
     def _local(self, X, params, rnd=None, want_usage=False, return_doc_topic=False):
         """Local step of X under params; returns (SuffStats, extras)."""
         K = params.K
-        nt = _threads_for(self.n_threads, X.nnz if hasattr(X, "nnz") else X.size)
+        nnz = X.nnz if hasattr(X, "nnz") else X.size
+        nt = threads_for_work(self.n_threads, nnz, _NNZ_PER_THREAD, cap_explicit=False)
         alpha_vec, alpha_rem = params.alpha_vec, params.alpha_rem
         alpha_all = params.alpha_all()
         sum_all = float(alpha_all.sum())

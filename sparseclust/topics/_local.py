@@ -28,7 +28,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .._kernels import _lda_local
-from ..utils import effective_n_threads
+from ..utils._threads import threads_for_work
 
 __all__ = ["LocalResult", "TopicTables", "local_step", "infer_doc_topics", "stats_csr"]
 
@@ -388,16 +388,10 @@ def local_step(
         dict(max_iter=int(max_iter), tol=float(tol), n_select_first=int(n_select_first),
              select_every=int(select_every), restarts=int(restarts),
              restart_max_iter=int(restart_max_iter)),
-        return_doc_topic, _threads_for(n_threads, indices.size),
+        return_doc_topic,
+        threads_for_work(n_threads, indices.size, _NNZ_PER_THREAD, cap_explicit=False),
         alpha_rem=alpha_rem, P0=P0, extra=extra,
     )
-
-
-def _threads_for(n_threads, nnz):
-    n = effective_n_threads(n_threads)
-    if n_threads is None:
-        n = max(1, min(n, nnz // _NNZ_PER_THREAD))
-    return n
 
 
 def _local_step_impl(indptr, indices, data, D, tables, alpha, Lk, opts, return_doc_topic,

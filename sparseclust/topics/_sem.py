@@ -31,10 +31,9 @@ which removes the sampling noise of the last sweep's draws; it is computed once,
 import hashlib
 import numbers
 import time
-from collections import namedtuple
 
 import numpy as np
-from scipy.special import gammaln, psi
+from scipy.special import psi
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -43,59 +42,25 @@ from sklearn.utils.validation import check_is_fitted
 from .._engine import is_dask_collection
 from .._input import check_output_support
 from .._kernels import _sampler
-from ..utils._threads import effective_n_threads
+from ..utils._threads import effective_n_threads, threads_for_work
 from ._local import TopicTables, check_counts, check_whole_counts, local_step
+from ._sem_sampler import (
+    _MIN_WORK_PER_THREAD,
+    DENSE_MAX_K,
+    _RaoBlackwell,
+    _Sampler,
+    _seed,
+    _z_dtype,
+    run_sweeps,
+    token_layout,
+)
 
 __all__ = ["StochasticEMLDA", "token_layout"]
-
-#: token layout of a count matrix: CSR structure, tokens per entry and token offsets per document
-TokenLayout = namedtuple("TokenLayout", "indptr indices cnt tokptr")
-
-#: 'auto' uses the dense path up to this many topics: on KOS (bench_sem.py --crossover-only,
-#: tokens per CPU second, median of 60 sweeps from uniform assignments, one thread) the dense
-#: path was faster up to K = 48 (by 4 % at 48) and the sparse path faster from K = 64 on (by
-#: 37 % at K = 100; results/sem_crossover_kos.json); the sparse path gains as the documents
-#: concentrate on fewer topics over the sweeps
-DENSE_MAX_K = 48
 
 #: local-step settings of score(): SparseLDA's defaults, so that both estimators report the
 #: same per-token bound
 _SCORE_MAX_ITER = 100
 _SCORE_TOL = 0.05
-
-#: work units (tokens, or table entries) per thread below which a kernel runs on fewer threads:
-#: starting a parallel region costs more than such small work (results do not depend on it)
-_MIN_WORK_PER_THREAD = 50_000
-
-_EMPTY2F = np.zeros((0, 0), np.float32)
-_EMPTY2I = np.zeros((0, 0), np.int32)
-_EMPTY2D = np.zeros((0, 0))
-_EMPTY1 = np.zeros(0)
-_EMPTY_TABLES = (np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.uint16),
-                 np.zeros(0, np.float32), np.zeros(0, np.uint16), _EMPTY1,
-                 np.zeros(0, np.float32), np.zeros(0, np.int32))
-
-
-def token_layout(X):
-    """Tokens of the CSR count matrix X: entry (d, v) with count c_dv holds round(c_dv) tokens
-    (fractional counts are rounded half up), laid out document by document in entry order."""
-    indptr = np.ascontiguousarray(X.indptr, dtype=np.int64)
-    indices = np.ascontiguousarray(X.indices, dtype=np.int32)
-    data = X.data
-    if data.dtype not in (np.float32, np.float64):
-        data = data.astype(np.float64)
-    data = np.ascontiguousarray(data)
-    cnt = np.empty(data.size, dtype=np.int32)
-    tokptr = np.empty(indptr.size, dtype=np.int64)
-    # one pass, no corpus-sized temporaries (they set the peak memory of fit)
-    if not _sampler.token_counts(indptr, data, cnt, tokptr):
-        raise ValueError("a count of X exceeds 2**31 - 1 tokens.")
-    return TokenLayout(indptr, indices, cnt, tokptr)
-
-
-def _seed(rng):
-    """A 62-bit seed of the kernel's random streams drawn from a RandomState."""
-    return (int(rng.randint(2**31)) << 31) | int(rng.randint(2**31))
 
 
 def _state_seed(array):
@@ -114,235 +79,6 @@ def _lambda_of_counts(W, beta):
     lam = np.empty((W.shape[1], W.shape[0]), dtype=np.float64)
     np.add(W.T, beta, out=lam)
     return lam
-
-
-def _z_dtype(K):
-    """The smallest unsigned type that holds the topics 0..K-1 (1, 2 or 4 bytes per token)."""
-    for dt in (np.uint8, np.uint16):
-        if K <= np.iinfo(dt).max + 1:
-            return dt
-    return np.uint32
-
-
-def _threads_for(work, n_threads):
-    return int(max(1, min(n_threads, work // _MIN_WORK_PER_THREAD)))
-
-
-class _Sampler:
-    """Word weights, sampler tables and one FROZEN sweep over a token layout.
-
-    Two sources of word weights: counts (``set_weights_from_counts``, stochastic EM: w_vk =
-    (W_vk + beta) / (T_k + V beta)) and general weights (``set_weights``, fold-in with fixed
-    topics).  With counts and the sparse sampler, the sweep uses the three-part decomposition of
-    :func:`_sampler.sample_sweep_counts` (per-word alias tables over the non-zero counts, one
-    shared smoothing table): no (V, K) table is built.  Otherwise the (V, K) weights w are
-    materialized and the sparse sampler uses per-word alias tables over all K topics
-    (:func:`_sampler.build_alias`); the dense sampler evaluates every topic.
-    """
-
-    def __init__(self, V, K, alpha, dense, n_threads, live=False, exclude_own=False,
-                 live_entry=False):
-        self.V, self.K, self.dense, self.n_threads = V, K, dense, n_threads
-        self.live, self.exclude_own, self.live_entry = live, exclude_own, live_entry
-        self.alpha = np.full(K, alpha, dtype=np.float64)
-        self.w = None
-        self.prob, self.alias, self.Q = _EMPTY2F, _EMPTY2I, _EMPTY1
-        self.counts = None  # (W, inv_tot, beta, tables) of the counts path
-
-    def _weights(self):
-        if self.w is None:
-            self.w = np.empty((self.V, self.K), np.float32)
-        return self.w
-
-    def set_weights_from_counts(self, W, beta, word_totals=None, topic_totals=None):
-        """Word weights from integer counts W (V, K) (the read buffer of the next sweep, kept by
-        reference); returns log p(x | z, beta) (the topic part of the log joint).
-
-        ``word_totals`` (V,): the tokens of every word (the row sums of W), which bound the
-        number of its non-zero counts; ``topic_totals`` (K,): the column sums of W; each is
-        computed from W when None.
-        """
-        T = W.sum(axis=0, dtype=np.int64) if topic_totals is None else topic_totals
-        inv_tot = 1.0 / (T + self.V * beta)
-        word_ll = np.empty(self.V)
-        nt = _threads_for(W.size, self.n_threads)
-        if self.dense:
-            # the dense counts path evaluates every topic from W: no tables
-            _sampler.word_loglik(W, beta, word_ll, nt)
-            self.counts = (W, inv_tot, float(beta), None, 0.0)
-        else:
-            if word_totals is None:
-                word_totals = W.sum(axis=1, dtype=np.int64)
-            tables = self._word_tables(np.minimum(word_totals, self.K))
-            wptr, wlen, wtop, wprob, walias, Qw, sprob, salias = tables
-            Qs = _sampler.build_word_tables(W, inv_tot, beta, self.alpha, wptr, wlen, wtop,
-                                            wprob, walias, Qw, sprob, salias, word_ll, nt)
-            self.counts = (W, inv_tot, float(beta), tables, Qs)
-        K = self.K
-        return float(K * gammaln(self.V * beta) - gammaln(T + self.V * beta).sum()
-                     + word_ll.sum())
-
-    def _word_tables(self, slots):
-        """Buffers of the per-word sparse tables with ``slots[v]`` entries for word v (reused
-        while large enough)."""
-        wptr = np.zeros(self.V + 1, np.int64)
-        np.cumsum(slots, out=wptr[1:])
-        n = int(wptr[-1])
-        old = getattr(self, "_tables", None)
-        if old is None or old[2].size < n:
-            # topics and alias topics as uint16 when K <= 65535 (8 bytes per slot, not 12)
-            tt = np.uint16 if self.K <= np.iinfo(np.uint16).max else np.int32
-            old = (None, np.empty(self.V, np.int32), np.empty(n, tt),
-                   np.empty(n, np.float32), np.empty(n, tt), np.empty(self.V),
-                   np.empty(self.K, np.float32), np.empty(self.K, np.int32))
-        self._tables = (wptr,) + old[1:]
-        return self._tables
-
-    def release_tables(self):
-        """Drop the weights and tables (the sampler is rebuilt by the next set_weights*)."""
-        self.counts = self.w = None
-        self._tables = None
-        self.prob, self.alias, self.Q = _EMPTY2F, _EMPTY2I, _EMPTY1
-
-    def set_weights(self, phi_t):
-        """w = phi^T given as a (V, K) array of topic-word probabilities."""
-        self._weights()[:] = phi_t
-        self.counts = None
-
-    def build_tables(self):
-        """Alias tables of general weights (the counts path builds its own tables in
-        ``set_weights_from_counts``)."""
-        if not self.dense and self.counts is None:
-            if self.prob.shape != (self.V, self.K):
-                self.prob = np.empty((self.V, self.K), np.float32)
-                self.alias = np.empty((self.V, self.K), np.int32)
-                self.Q = np.empty(self.V)
-            _sampler.build_alias(self.w, self.alpha, self.prob, self.alias, self.Q,
-                                 _threads_for(self.w.size, self.n_threads))
-
-    def sweep(self, lay, z, keys, seed, sweep, *, n_inner=1, n_burn=0, acc=None, Wout=None,
-              ll_doc=None):
-        acc = _EMPTY2D if acc is None else acc
-        Wout = _EMPTY2I if Wout is None else Wout
-        ll_doc = _EMPTY1 if ll_doc is None else ll_doc
-        nt = _threads_for(int(lay.tokptr[-1]) * n_inner, self.n_threads)
-        if self.counts is not None:
-            W, inv_tot, beta, tables, Qs = self.counts
-            if tables is None:
-                tables = _EMPTY_TABLES
-            wptr, wlen, wtop, wprob, walias, Qw, sprob, salias = tables
-            return _sampler.sample_sweep_counts(
-                lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, W, inv_tot, beta,
-                self.alpha, wptr, wlen, wtop, wprob, walias, Qw, sprob, salias, Qs,
-                n_inner, n_burn, seed, sweep, acc, Wout, ll_doc, nt, dense=self.dense,
-                mode=_sampler.LIVE if self.live else _sampler.FROZEN,
-                exclude_own=self.exclude_own, live_entry=self.live_entry,
-            )
-        return _sampler.sample_sweep(
-            lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, self._weights(), self.alpha,
-            self.prob, self.alias, self.Q, _sampler.FROZEN, self.dense, n_inner, n_burn,
-            seed, sweep, acc, Wout, ll_doc, nt,
-        )
-
-
-class _RaoBlackwell:
-    """Rao-Blackwellized word-topic counts R (V, K) float32 of assignments z (see
-    :func:`_sampler.rb_doc_part`): every token contributes its collapsed conditional
-    p(z_i = k | z_{-i}) instead of its sampled topic.
-
-    Counts mode (``W``, the counts of the one z given): the conditional of stochastic EM, the
-    token taken out of W and T.  Weights mode (``w`` (V, K) float32, fixed topics, as in a
-    minibatch's fold-in): the sum over several z.
-    """
-
-    #: word blocks of the in-place form: one block's rows of float64 scratch at a time (an
-    #: eighth of W's int32 buffer for 16 blocks; each block scans the corpus once)
-    IN_PLACE_BLOCKS = 16
-
-    def __init__(self, K, beta, alpha, n_threads, *, W=None, w=None, topic_totals=None):
-        self.W = _EMPTY2I if W is None else W
-        self.w = _EMPTY2F if w is None else w
-        self.V = (W if W is not None else w).shape[0]
-        self.K, self.beta, self.alpha, self.n_threads = K, float(beta), alpha, n_threads
-        if W is not None and topic_totals is None:
-            topic_totals = W.sum(axis=0, dtype=np.int64)
-        self.inv = _EMPTY1 if W is None else 1.0 / (topic_totals + self.V * self.beta)
-        self.A = np.empty(self.V)
-        _sampler.rb_word_mass(self.W, self.w, self.inv, self.beta, alpha, self.A,
-                              _threads_for(self.V * K, n_threads))
-
-    def sum(self, lay, zs, *, in_place=False):
-        """R summed over the assignments in ``zs``: a new float64 array, or, with ``in_place``
-        (counts mode), float32 written over the buffer of W (W is consumed; the words are
-        processed in blocks, summed in float64, so the extra memory is one block's rows)."""
-        V, K = self.V, self.K
-        nt = _threads_for(int(lay.tokptr[-1]), self.n_threads)
-        if in_place:
-            dest = self.W.view(np.float32)
-            n_blocks = min(self.IN_PLACE_BLOCKS, max(V, 1))
-        else:
-            dest = np.zeros((V, K))
-            n_blocks = 1
-        for b in range(n_blocks):
-            lo, hi = V * b // n_blocks, V * (b + 1) // n_blocks
-            out = np.zeros((hi - lo, K)) if in_place else dest
-            s = np.zeros(hi - lo)
-            for z in zs:
-                _sampler.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, self.W,
-                                     self.w, self.inv, self.beta, self.alpha, self.A, out, s,
-                                     lo, nt)
-            _sampler.rb_smooth_part(self.W, self.w, self.inv, self.beta, self.alpha, s, out,
-                                    lo, _threads_for(out.size, self.n_threads))
-            if in_place:
-                dest[lo:hi] = out  # the rows of these words are not read again
-        return dest
-
-
-def run_sweeps(est, sweep, *, n_tokens, n_docs, rng, elapsed, callback, estimate):
-    """The sweep loop of ``StochasticEMLDA.fit`` (in-process and on Dask): ``sweep(it)`` runs
-    sweep ``it`` and returns ``(W, log joint, changed assignments)``. Records ``trace_``,
-    stops when the log joint changes by less than ``tol`` per token or the callback returns
-    True, and sets the fitted attributes from ``estimate(final=True)``, the word-topic counts
-    of the topic estimate of the last assignments (``topic_estimate``)."""
-    trace, prev, converged, W = [], None, False, None
-    for it in range(1, est.max_iter + 1):
-        t0 = time.perf_counter()
-        W, ll, changed = sweep(it)
-        dt = time.perf_counter() - t0
-        elapsed += dt
-        change = abs(ll - prev) / max(n_tokens, 1) if prev is not None else np.inf
-        entry = {
-            "sweep": it, "time": dt, "elapsed": elapsed,
-            "tokens_per_s": n_tokens / dt if dt > 0 else np.inf,
-            "log_joint": ll, "log_joint_change": change, "changed": int(changed),
-        }
-        trace.append(entry)
-        prev = ll
-        if est.verbose:
-            print(f"sweep {it:4d}  log joint {ll:.6e}  change/token {change:.3g}  "
-                  f"changed {changed}  {entry['tokens_per_s']:.3g} tokens/s")
-        # the callback sees every sweep, the converged one too (as the engine's callback of
-        # the other estimators sees every pass)
-        if callback is not None:
-            stop = callback(dict(entry, n_passes=est.max_iter, word_topic_counts=W,
-                                 topic_estimate=estimate, **{"pass": it}))
-        else:
-            stop = False
-        if est.tol > 0 and change < est.tol:
-            converged = True
-            break
-        if stop:
-            break
-    est._set_topics(estimate(final=True))
-    est.trace_ = trace
-    est.n_iter_ = len(trace)
-    est.n_batch_iter_ = 0
-    est._rng = rng
-    est.converged_ = converged
-    est.log_joint_ = trace[-1]["log_joint"]
-    est._n_samples_fit = n_docs
-    est._t = None
-    return est
 
 
 class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -704,13 +440,15 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         keys = np.arange(D, dtype=np.uint64)
         t_start = time.perf_counter()
         z = np.empty(N, dtype=_z_dtype(K))
-        _sampler.random_assign(lay.tokptr, z, keys, seed, K, _threads_for(N, nt))
+        _sampler.random_assign(lay.tokptr, z, keys, seed, K,
+                               threads_for_work(nt, N, _MIN_WORK_PER_THREAD))
         W = np.zeros((V, K), np.int32)
         # (a validated CSR matrix has sorted word ids: the count then finds a thread's words
         # in every document by binary search)
         sorted_words = _sampler.rows_sorted(lay.indptr, lay.indices)
         _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
-                             _threads_for(N, nt), sorted_words=sorted_words)
+                             threads_for_work(nt, N, _MIN_WORK_PER_THREAD),
+                             sorted_words=sorted_words)
         # tokens per word: the row sums of the initial counts (no float64 temporary)
         word_totals = W.sum(axis=1, dtype=np.int64)
         smp.set_weights_from_counts(W, beta, word_totals)
@@ -724,7 +462,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             changed = smp.sweep(lay, z, keys, seed, it, ll_doc=ll_doc)
             T = np.zeros(K, np.int64)
             _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
-                                 _threads_for(N, nt), T, zero=True,
+                                 threads_for_work(nt, N, _MIN_WORK_PER_THREAD), T, zero=True,
                                  sorted_words=sorted_words)
             T_last[0] = T
             ll = smp.set_weights_from_counts(W, beta, word_totals, T) + float(ll_doc.sum())
@@ -767,14 +505,14 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         z = np.empty(int(lay.tokptr[-1]), dtype=_z_dtype(K))
         sweep0 = np.uint64(step) << np.uint64(20)
         _sampler.random_assign(lay.tokptr, z, keys, seed ^ int(sweep0), K,
-                               _threads_for(z.size, smp.n_threads))
+                               threads_for_work(smp.n_threads, z.size, _MIN_WORK_PER_THREAD))
         n_burn = self.n_fold_in // 2
         n_save = self.n_fold_in - n_burn
         rb = self.topic_estimate == "rao_blackwell"
         if update_topics:
             W = np.zeros((V, K), np.int32)
             _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
-                                 _threads_for(z.size, smp.n_threads))
+                                 threads_for_work(smp.n_threads, z.size, _MIN_WORK_PER_THREAD))
             acc = np.zeros((V, K))
             word_totals = W.sum(axis=1, dtype=np.int64)
             W_next = np.empty_like(W)
@@ -959,7 +697,8 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         lay = token_layout(X)
         keys = _sampler.content_keys(lay.indptr, lay.indices, lay.cnt)
         z = np.empty(int(lay.tokptr[-1]), dtype=_z_dtype(K))
-        _sampler.random_assign(lay.tokptr, z, keys, seed, K, _threads_for(z.size, smp.n_threads))
+        _sampler.random_assign(lay.tokptr, z, keys, seed, K,
+                               threads_for_work(smp.n_threads, z.size, _MIN_WORK_PER_THREAD))
         acc = np.zeros((D, K))
         n_burn = self.n_fold_in // 2
         smp.sweep(lay, z, keys, seed, 1, n_inner=self.n_fold_in, n_burn=n_burn, acc=acc)

@@ -72,3 +72,37 @@ def single_threaded_blas():
     must not oversubscribe the cores with BLAS threads.
     """
     return _blas_controller().limit(limits=1, user_api="blas")
+
+
+def threads_for_work(n_threads, work, min_work, *, scale=True, cap_explicit=True):
+    """Threads for one kernel call that does ``work`` units of work.
+
+    Waking an OpenMP team costs more than a small call's work, so small calls get fewer
+    threads. ``n = effective_n_threads(n_threads)`` bounds the result; below ``min_work``
+    units the call runs on one thread.
+
+    Parameters
+    ----------
+    n_threads : int or None
+        As for :func:`effective_n_threads`.
+    work : int
+        Units of work of the call (tokens, nonzeros, weights, ...).
+    min_work : int
+        Units of work worth one thread.
+    scale : bool, default=True
+        True: one thread per ``min_work`` units, ``max(1, min(n, work // min_work))``.
+        False: all or one, ``1 if work < min_work else n``.
+    cap_explicit : bool, default=True
+        False: an explicit ``n_threads`` (not None) is used as given whatever the work; only
+        the ``None`` default adapts to the work.
+
+    Returns
+    -------
+    n : int, >= 1
+    """
+    n = effective_n_threads(n_threads)
+    if n_threads is not None and not cap_explicit:
+        return n
+    if scale:
+        return max(1, min(n, int(work) // int(min_work)))
+    return 1 if work < min_work else n

@@ -1,0 +1,288 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""The token sampler of stochastic EM (:class:`sparseclust.topics.StochasticEMLDA`): token
+layout, seeds, word weights and sampler tables, the Rao-Blackwellized counts and the sweep
+loop. Shared by the in-process fit (:mod:`sparseclust.topics._sem`), the Gibbs local step
+(:mod:`sparseclust.topics._gibbs`) and the fit on Dask collections (:mod:`sparseclust._dask`),
+which import it; it imports none of them.
+"""
+
+import time
+from collections import namedtuple
+
+import numpy as np
+from scipy.special import gammaln
+
+from .._kernels import _sampler
+from ..utils._threads import threads_for_work
+
+#: token layout of a count matrix: CSR structure, tokens per entry and token offsets per document
+TokenLayout = namedtuple("TokenLayout", "indptr indices cnt tokptr")
+
+#: 'auto' uses the dense path up to this many topics: on KOS (bench_sem.py --crossover-only,
+#: tokens per CPU second, median of 60 sweeps from uniform assignments, one thread) the dense
+#: path was faster up to K = 48 (by 4 % at 48) and the sparse path faster from K = 64 on (by
+#: 37 % at K = 100; results/sem_crossover_kos.json); the sparse path gains as the documents
+#: concentrate on fewer topics over the sweeps
+DENSE_MAX_K = 48
+
+#: work units (tokens, or table entries) per thread below which a kernel runs on fewer threads:
+#: starting a parallel region costs more than such small work (results do not depend on it)
+_MIN_WORK_PER_THREAD = 50_000
+
+_EMPTY2F = np.zeros((0, 0), np.float32)
+_EMPTY2I = np.zeros((0, 0), np.int32)
+_EMPTY2D = np.zeros((0, 0))
+_EMPTY1 = np.zeros(0)
+_EMPTY_TABLES = (np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.uint16),
+                 np.zeros(0, np.float32), np.zeros(0, np.uint16), _EMPTY1,
+                 np.zeros(0, np.float32), np.zeros(0, np.int32))
+
+
+def token_layout(X):
+    """Tokens of the CSR count matrix X: entry (d, v) with count c_dv holds round(c_dv) tokens
+    (fractional counts are rounded half up), laid out document by document in entry order."""
+    indptr = np.ascontiguousarray(X.indptr, dtype=np.int64)
+    indices = np.ascontiguousarray(X.indices, dtype=np.int32)
+    data = X.data
+    if data.dtype not in (np.float32, np.float64):
+        data = data.astype(np.float64)
+    data = np.ascontiguousarray(data)
+    cnt = np.empty(data.size, dtype=np.int32)
+    tokptr = np.empty(indptr.size, dtype=np.int64)
+    # one pass, no corpus-sized temporaries (they set the peak memory of fit)
+    if not _sampler.token_counts(indptr, data, cnt, tokptr):
+        raise ValueError("a count of X exceeds 2**31 - 1 tokens.")
+    return TokenLayout(indptr, indices, cnt, tokptr)
+
+
+def _seed(rng):
+    """A 62-bit seed of the kernel's random streams drawn from a RandomState."""
+    return (int(rng.randint(2**31)) << 31) | int(rng.randint(2**31))
+
+
+def _z_dtype(K):
+    """The smallest unsigned type that holds the topics 0..K-1 (1, 2 or 4 bytes per token)."""
+    for dt in (np.uint8, np.uint16):
+        if K <= np.iinfo(dt).max + 1:
+            return dt
+    return np.uint32
+
+
+class _Sampler:
+    """Word weights, sampler tables and one FROZEN sweep over a token layout.
+
+    Two sources of word weights: counts (``set_weights_from_counts``, stochastic EM: w_vk =
+    (W_vk + beta) / (T_k + V beta)) and general weights (``set_weights``, fold-in with fixed
+    topics).  With counts and the sparse sampler, the sweep uses the three-part decomposition of
+    :func:`_sampler.sample_sweep_counts` (per-word alias tables over the non-zero counts, one
+    shared smoothing table): no (V, K) table is built.  Otherwise the (V, K) weights w are
+    materialized and the sparse sampler uses per-word alias tables over all K topics
+    (:func:`_sampler.build_alias`); the dense sampler evaluates every topic.
+    """
+
+    def __init__(self, V, K, alpha, dense, n_threads, live=False, exclude_own=False,
+                 live_entry=False):
+        self.V, self.K, self.dense, self.n_threads = V, K, dense, n_threads
+        self.live, self.exclude_own, self.live_entry = live, exclude_own, live_entry
+        self.alpha = np.full(K, alpha, dtype=np.float64)
+        self.w = None
+        self.prob, self.alias, self.Q = _EMPTY2F, _EMPTY2I, _EMPTY1
+        self.counts = None  # (W, inv_tot, beta, tables) of the counts path
+
+    def _weights(self):
+        if self.w is None:
+            self.w = np.empty((self.V, self.K), np.float32)
+        return self.w
+
+    def set_weights_from_counts(self, W, beta, word_totals=None, topic_totals=None):
+        """Word weights from integer counts W (V, K) (the read buffer of the next sweep, kept by
+        reference); returns log p(x | z, beta) (the topic part of the log joint).
+
+        ``word_totals`` (V,): the tokens of every word (the row sums of W), which bound the
+        number of its non-zero counts; ``topic_totals`` (K,): the column sums of W; each is
+        computed from W when None.
+        """
+        T = W.sum(axis=0, dtype=np.int64) if topic_totals is None else topic_totals
+        inv_tot = 1.0 / (T + self.V * beta)
+        word_ll = np.empty(self.V)
+        nt = threads_for_work(self.n_threads, W.size, _MIN_WORK_PER_THREAD)
+        if self.dense:
+            # the dense counts path evaluates every topic from W: no tables
+            _sampler.word_loglik(W, beta, word_ll, nt)
+            self.counts = (W, inv_tot, float(beta), None, 0.0)
+        else:
+            if word_totals is None:
+                word_totals = W.sum(axis=1, dtype=np.int64)
+            tables = self._word_tables(np.minimum(word_totals, self.K))
+            wptr, wlen, wtop, wprob, walias, Qw, sprob, salias = tables
+            Qs = _sampler.build_word_tables(W, inv_tot, beta, self.alpha, wptr, wlen, wtop,
+                                            wprob, walias, Qw, sprob, salias, word_ll, nt)
+            self.counts = (W, inv_tot, float(beta), tables, Qs)
+        K = self.K
+        return float(K * gammaln(self.V * beta) - gammaln(T + self.V * beta).sum()
+                     + word_ll.sum())
+
+    def _word_tables(self, slots):
+        """Buffers of the per-word sparse tables with ``slots[v]`` entries for word v (reused
+        while large enough)."""
+        wptr = np.zeros(self.V + 1, np.int64)
+        np.cumsum(slots, out=wptr[1:])
+        n = int(wptr[-1])
+        old = getattr(self, "_tables", None)
+        if old is None or old[2].size < n:
+            # topics and alias topics as uint16 when K <= 65535 (8 bytes per slot, not 12)
+            tt = np.uint16 if self.K <= np.iinfo(np.uint16).max else np.int32
+            old = (None, np.empty(self.V, np.int32), np.empty(n, tt),
+                   np.empty(n, np.float32), np.empty(n, tt), np.empty(self.V),
+                   np.empty(self.K, np.float32), np.empty(self.K, np.int32))
+        self._tables = (wptr,) + old[1:]
+        return self._tables
+
+    def release_tables(self):
+        """Drop the weights and tables (the sampler is rebuilt by the next set_weights*)."""
+        self.counts = self.w = None
+        self._tables = None
+        self.prob, self.alias, self.Q = _EMPTY2F, _EMPTY2I, _EMPTY1
+
+    def set_weights(self, phi_t):
+        """w = phi^T given as a (V, K) array of topic-word probabilities."""
+        self._weights()[:] = phi_t
+        self.counts = None
+
+    def build_tables(self):
+        """Alias tables of general weights (the counts path builds its own tables in
+        ``set_weights_from_counts``)."""
+        if not self.dense and self.counts is None:
+            if self.prob.shape != (self.V, self.K):
+                self.prob = np.empty((self.V, self.K), np.float32)
+                self.alias = np.empty((self.V, self.K), np.int32)
+                self.Q = np.empty(self.V)
+            _sampler.build_alias(self.w, self.alpha, self.prob, self.alias, self.Q,
+                                 threads_for_work(self.n_threads, self.w.size,
+                                                  _MIN_WORK_PER_THREAD))
+
+    def sweep(self, lay, z, keys, seed, sweep, *, n_inner=1, n_burn=0, acc=None, Wout=None,
+              ll_doc=None):
+        acc = _EMPTY2D if acc is None else acc
+        Wout = _EMPTY2I if Wout is None else Wout
+        ll_doc = _EMPTY1 if ll_doc is None else ll_doc
+        nt = threads_for_work(self.n_threads, int(lay.tokptr[-1]) * n_inner, _MIN_WORK_PER_THREAD)
+        if self.counts is not None:
+            W, inv_tot, beta, tables, Qs = self.counts
+            if tables is None:
+                tables = _EMPTY_TABLES
+            wptr, wlen, wtop, wprob, walias, Qw, sprob, salias = tables
+            return _sampler.sample_sweep_counts(
+                lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, W, inv_tot, beta,
+                self.alpha, wptr, wlen, wtop, wprob, walias, Qw, sprob, salias, Qs,
+                n_inner, n_burn, seed, sweep, acc, Wout, ll_doc, nt, dense=self.dense,
+                mode=_sampler.LIVE if self.live else _sampler.FROZEN,
+                exclude_own=self.exclude_own, live_entry=self.live_entry,
+            )
+        return _sampler.sample_sweep(
+            lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, self._weights(), self.alpha,
+            self.prob, self.alias, self.Q, _sampler.FROZEN, self.dense, n_inner, n_burn,
+            seed, sweep, acc, Wout, ll_doc, nt,
+        )
+
+
+class _RaoBlackwell:
+    """Rao-Blackwellized word-topic counts R (V, K) float32 of assignments z (see
+    :func:`_sampler.rb_doc_part`): every token contributes its collapsed conditional
+    p(z_i = k | z_{-i}) instead of its sampled topic.
+
+    Counts mode (``W``, the counts of the one z given): the conditional of stochastic EM, the
+    token taken out of W and T.  Weights mode (``w`` (V, K) float32, fixed topics, as in a
+    minibatch's fold-in): the sum over several z.
+    """
+
+    #: word blocks of the in-place form: one block's rows of float64 scratch at a time (an
+    #: eighth of W's int32 buffer for 16 blocks; each block scans the corpus once)
+    IN_PLACE_BLOCKS = 16
+
+    def __init__(self, K, beta, alpha, n_threads, *, W=None, w=None, topic_totals=None):
+        self.W = _EMPTY2I if W is None else W
+        self.w = _EMPTY2F if w is None else w
+        self.V = (W if W is not None else w).shape[0]
+        self.K, self.beta, self.alpha, self.n_threads = K, float(beta), alpha, n_threads
+        if W is not None and topic_totals is None:
+            topic_totals = W.sum(axis=0, dtype=np.int64)
+        self.inv = _EMPTY1 if W is None else 1.0 / (topic_totals + self.V * self.beta)
+        self.A = np.empty(self.V)
+        _sampler.rb_word_mass(self.W, self.w, self.inv, self.beta, alpha, self.A,
+                              threads_for_work(n_threads, self.V * K, _MIN_WORK_PER_THREAD))
+
+    def sum(self, lay, zs, *, in_place=False):
+        """R summed over the assignments in ``zs``: a new float64 array, or, with ``in_place``
+        (counts mode), float32 written over the buffer of W (W is consumed; the words are
+        processed in blocks, summed in float64, so the extra memory is one block's rows)."""
+        V, K = self.V, self.K
+        nt = threads_for_work(self.n_threads, int(lay.tokptr[-1]), _MIN_WORK_PER_THREAD)
+        if in_place:
+            dest = self.W.view(np.float32)
+            n_blocks = min(self.IN_PLACE_BLOCKS, max(V, 1))
+        else:
+            dest = np.zeros((V, K))
+            n_blocks = 1
+        for b in range(n_blocks):
+            lo, hi = V * b // n_blocks, V * (b + 1) // n_blocks
+            out = np.zeros((hi - lo, K)) if in_place else dest
+            s = np.zeros(hi - lo)
+            for z in zs:
+                _sampler.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, self.W,
+                                     self.w, self.inv, self.beta, self.alpha, self.A, out, s,
+                                     lo, nt)
+            _sampler.rb_smooth_part(self.W, self.w, self.inv, self.beta, self.alpha, s, out,
+                                    lo,
+                                    threads_for_work(self.n_threads, out.size,
+                                                     _MIN_WORK_PER_THREAD))
+            if in_place:
+                dest[lo:hi] = out  # the rows of these words are not read again
+        return dest
+
+
+def run_sweeps(est, sweep, *, n_tokens, n_docs, rng, elapsed, callback, estimate):
+    """The sweep loop of ``StochasticEMLDA.fit`` (in-process and on Dask): ``sweep(it)`` runs
+    sweep ``it`` and returns ``(W, log joint, changed assignments)``. Records ``trace_``,
+    stops when the log joint changes by less than ``tol`` per token or the callback returns
+    True, and sets the fitted attributes from ``estimate(final=True)``, the word-topic counts
+    of the topic estimate of the last assignments (``topic_estimate``)."""
+    trace, prev, converged, W = [], None, False, None
+    for it in range(1, est.max_iter + 1):
+        t0 = time.perf_counter()
+        W, ll, changed = sweep(it)
+        dt = time.perf_counter() - t0
+        elapsed += dt
+        change = abs(ll - prev) / max(n_tokens, 1) if prev is not None else np.inf
+        entry = {
+            "sweep": it, "time": dt, "elapsed": elapsed,
+            "tokens_per_s": n_tokens / dt if dt > 0 else np.inf,
+            "log_joint": ll, "log_joint_change": change, "changed": int(changed),
+        }
+        trace.append(entry)
+        prev = ll
+        if est.verbose:
+            print(f"sweep {it:4d}  log joint {ll:.6e}  change/token {change:.3g}  "
+                  f"changed {changed}  {entry['tokens_per_s']:.3g} tokens/s")
+        # the callback sees every sweep, the converged one too (as the engine's callback of
+        # the other estimators sees every pass)
+        if callback is not None:
+            stop = callback(dict(entry, n_passes=est.max_iter, word_topic_counts=W,
+                                 topic_estimate=estimate, **{"pass": it}))
+        else:
+            stop = False
+        if est.tol > 0 and change < est.tol:
+            converged = True
+            break
+        if stop:
+            break
+    est._set_topics(estimate(final=True))
+    est.trace_ = trace
+    est.n_iter_ = len(trace)
+    est.n_batch_iter_ = 0
+    est._rng = rng
+    est.converged_ = converged
+    est.log_joint_ = trace[-1]["log_joint"]
+    est._n_samples_fit = n_docs
+    est._t = None
+    return est
