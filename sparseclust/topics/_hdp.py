@@ -32,8 +32,8 @@ from ._sparse_lda import (
     _KMEANS_ITERS,
     _kl_kmeans,
     _kl_kmeanspp_seeds,
-    _mean_doc_tokens,
     _prepare_stream,
+    _record_step,
     init_counts_from_estimator,
 )
 
@@ -614,24 +614,8 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         elbo = float(model.elbo(state.stats, params))
         self._set_fitted(params)
         self.n_batch_iter_ = state.t
-        prev = self.lower_bounds_[-1] if self.lower_bounds_ else -np.inf
-        # the objective is scaled to `total` documents: about total * (tokens per document)
-        scale = max(float(total) * _mean_doc_tokens(X), 1.0)
-        change = abs(elbo - prev) / scale if np.isfinite(prev) else np.inf
-        self.lower_bounds_.append(elbo)
-        self.lower_bound_ = elbo
-        self.trace_.append({
-            "pass": None,
-            "step": self.n_batch_iter_,
-            "elapsed": (self.trace_[-1]["elapsed"] if self.trace_ else 0.0) + elapsed,
-            "elbo": elbo,
-            "elbo_change": change,
-            "rho": state.rho,
-            "time_local": timings.get("local", 0.0),
-            "time_global": timings.get("global", 0.0),
-            "n_topics": int(params.K),
-            "n_live": int(self.n_components_),
-        })
+        _record_step(self, X, total, elbo, elapsed, state.rho, timings,
+                     {"n_topics": int(params.K), "n_live": int(self.n_components_)})
         return self
 
     @property

@@ -495,6 +495,31 @@ def _mean_doc_tokens(X):
     return n / X.shape[0] if n > 0 else 1.0
 
 
+def _record_step(est, X, total, elbo, elapsed, rho, timings, extra):
+    """Record one ``partial_fit`` step of a topic model: ``lower_bounds_`` and ``trace_`` grow
+    by one entry (after fit's passes or earlier steps), ``lower_bound_`` is the step's
+    objective. The objective is scaled to ``total`` documents, so its change is divided by
+    about total * (tokens per document of the minibatch X). ``extra`` adds the model's own
+    fields to the trace entry."""
+    prev = est.lower_bounds_[-1] if est.lower_bounds_ else -np.inf
+    scale = max(float(total) * _mean_doc_tokens(X), 1.0)
+    change = abs(elbo - prev) / scale if np.isfinite(prev) else np.inf
+    est.lower_bounds_.append(elbo)
+    est.lower_bound_ = elbo
+    entry = {
+        "pass": None,
+        "step": est.n_batch_iter_,
+        "elapsed": (est.trace_[-1]["elapsed"] if est.trace_ else 0.0) + elapsed,
+        "elbo": elbo,
+        "elbo_change": change,
+        "rho": rho,
+        "time_local": timings.get("local", 0.0),
+        "time_global": timings.get("global", 0.0),
+    }
+    entry.update(extra)
+    est.trace_.append(entry)
+
+
 def _kl_kmeanspp_seeds(X, K, tau, rng):
     """Bregman (KL) k-means++ seeding on documents (Hughes & Sudderth 2016, Sec. 6).
 
@@ -1250,24 +1275,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.n_batch_iter_ = getattr(self, "n_batch_iter_", 0) + 1
         self.n_restarts_tried_ += model.counters["restarts_tried"]
         self.n_restarts_accepted_ += model.counters["restarts_accepted"]
-        prev = self.lower_bounds_[-1] if self.lower_bounds_ else -np.inf
-        # the objective is scaled to `total` documents: about total * (tokens per document)
-        scale = max(float(total) * _mean_doc_tokens(X), 1.0)
-        change = abs(elbo - prev) / scale if np.isfinite(prev) else np.inf
-        self.lower_bounds_.append(elbo)
-        self.lower_bound_ = elbo
-        entry = {
-            "pass": None,
-            "step": self.n_batch_iter_,
-            "elapsed": (self.trace_[-1]["elapsed"] if self.trace_ else 0.0) + elapsed,
-            "elbo": elbo,
-            "elbo_change": change,
-            "rho": state.rho,
-            "time_local": timings.get("local", 0.0),
-            "time_global": timings.get("global", 0.0),
-        }
-        entry.update(model.counters)
-        self.trace_.append(entry)
+        _record_step(self, X, total, elbo, elapsed, state.rho, timings, model.counters)
         return self
 
     # -----------------------------------------------------------------------------------
