@@ -121,8 +121,9 @@ def test_apply_round_trip_through_a_subprocess(tmp_path):
     new = _folder(tmp_path / "new", new_docs)
     model_path = tmp_path / "m.model"
     cmd = [sys.executable, "-m", "sparseclust"]
+    # (in tmp_path: from the repository root, python -m would import the uncompiled sources)
     proc = subprocess.run(cmd + ["topics", str(train), *FIT, "--save-model", str(model_path)],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     # default output: doc_topics.csv in the working directory
     proc = subprocess.run(cmd + ["apply", str(model_path), str(new)], capture_output=True,
