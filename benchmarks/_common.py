@@ -9,7 +9,6 @@ import json
 import os
 import platform
 import re
-import subprocess
 import sys
 import tarfile
 import time
@@ -19,6 +18,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = Path(__file__).resolve().parent / "results"
+CACHE = Path(__file__).resolve().parent / "cache"
 SHARED_DATA = Path(
     os.environ.get("SPARSECLUST_SHARED_DATA", ROOT / ".." / "shared" / "data")
 ).resolve()
@@ -28,11 +28,13 @@ __all__ = [
     "SHARED_DATA",
     "Stopwatch",
     "environment",
-    "imdb_heldout_split",
+    "patch_split",
     "load_20newsgroups",
     "load_imdb",
     "median_time",
     "strip_newsgroup_header",
+    "token_lists",
+    "topic_corpus",
     "vectorize",
     "write_json",
 ]
@@ -174,48 +176,125 @@ def token_lists(X):
     return docs
 
 
-def newsgroups_heldout_split(seed=0, n_test=1000, n_train=None, min_df=5):
-    """The 20 Newsgroups split of the held-out benchmarks (``bench_lda_heldout.py``).
+def topic_corpus(name, n_validation=None, n_report=None, cache=True):
+    """A topic-model corpus split into fit, validation and report documents.
 
-    ``train`` posts shuffled once with ``RandomState(seed)`` (so online methods do not see
-    the newsgroups one after another; the first ``n_train`` kept if given), vectorized by
-    :func:`vectorize`; then ``n_test`` ``test`` posts drawn with the same generator.
-    Returns ``(X_train, X_test, feature_names)``, CSR float64.
+    The split is fixed (``RandomState(0)``), whatever the model seeds are, so every run of
+    every method sees the same documents:
+
+    * ``'20newsgroups'``: the ``train`` posts shuffled; the last ``n_validation`` (default
+      1,000) are the validation documents, the rest are fitted; ``n_report`` (default 1,000)
+      ``test`` posts are the report documents. Vectorized by :func:`vectorize` on the fitted
+      posts.
+    * ``'imdb'``: the same with the 25,000 ``train`` and ``test`` reviews.
+    * ``'kos'``: the bundled UCI corpus (3,430 posts, already counted): 300 validation and
+      300 report documents drawn at random, the rest fitted.
+
+    Defaults are chosen on the validation documents; the results pages report the report
+    documents. Returns a dict with ``fit``, ``validation``, ``report`` (CSR float64),
+    ``n_tokens`` (of the fitted documents) and ``description``.
     """
     import scipy.sparse as sp
 
-    train_texts, _, _ = load_20newsgroups("train")
-    test_texts, _, _ = load_20newsgroups("test")
-    rng = np.random.RandomState(seed)
-    order = rng.permutation(len(train_texts))
-    if n_train:
-        order = order[:n_train]
-    train_texts = [train_texts[i] for i in order]
-    X_train, X_test, vocab = vectorize(train_texts, test_texts, min_df=min_df)
-    test_idx = np.sort(rng.permutation(X_test.shape[0])[:n_test])
-    return sp.csr_matrix(X_train), X_test[test_idx], vocab
+    key = f"{name}-{n_validation}-{n_report}"
+    path = CACHE / f"{key}.npz"
+    if cache and path.exists():
+        with np.load(path, allow_pickle=False) as z:
+            parts = {k: sp.csr_matrix((z[f"{k}_data"], z[f"{k}_indices"], z[f"{k}_indptr"]),
+                                      shape=tuple(z[f"{k}_shape"]))
+                     for k in ("fit", "validation", "report")}
+            description = str(z["description"])
+    else:
+        parts, description = _split_corpus(name, n_validation, n_report)
+        if cache:
+            CACHE.mkdir(parents=True, exist_ok=True)
+            arrays = {"description": np.array(description)}
+            for k, X in parts.items():
+                arrays.update({f"{k}_data": X.data, f"{k}_indices": X.indices,
+                               f"{k}_indptr": X.indptr, f"{k}_shape": np.array(X.shape)})
+            np.savez(path, **arrays)
+    return dict(parts, n_tokens=int(parts["fit"].sum()), description=description)
 
 
-def imdb_heldout_split(seed=0, n_test=1000, n_train=None, min_df=5):
-    """The IMDB split of the held-out benchmarks, built like
-    :func:`newsgroups_heldout_split`: the 25,000 ``train`` reviews shuffled once with
-    ``RandomState(seed)`` (the first ``n_train`` kept if given) and vectorized by
-    :func:`vectorize`, then ``n_test`` ``test`` reviews drawn with the same generator.
-    Returns ``(X_train, X_test, feature_names)``, CSR float64.
-    """
+def _split_corpus(name, n_validation, n_report):
     import scipy.sparse as sp
 
-    train_texts, _, _ = load_imdb(("train",))
-    test_texts, _, _ = load_imdb(("test",))
-    rng = np.random.RandomState(seed)
-    order = rng.permutation(len(train_texts))
-    if n_train:
-        order = order[:n_train]
-    train_texts = [train_texts[i] for i in order]
-    test_idx = np.sort(rng.permutation(len(test_texts))[:n_test])
-    X_train, X_test, vocab = vectorize(train_texts, [test_texts[i] for i in test_idx],
-                                       min_df=min_df)
-    return sp.csr_matrix(X_train), X_test, vocab
+    rng = np.random.RandomState(0)
+    if name == "kos":
+        from sparseclust.datasets import load_kos
+
+        X = sp.csr_matrix(load_kos().data, dtype=np.float64)
+        n_validation = n_validation or 300
+        n_report = n_report or 300
+        order = rng.permutation(X.shape[0])
+        val, rep = order[:n_validation], order[n_validation:n_validation + n_report]
+        fit = np.sort(order[n_validation + n_report:])
+        parts = {"fit": X[fit], "validation": X[np.sort(val)], "report": X[np.sort(rep)]}
+        return parts, (f"KOS (UCI): {len(fit)} fitted, {n_validation} validation and "
+                       f"{n_report} report posts drawn at random (seed 0)")
+    if name == "20newsgroups":
+        train, _, _ = load_20newsgroups("train")
+        test, _, _ = load_20newsgroups("test")
+        label = "20 Newsgroups posts (headers removed)"
+    elif name == "imdb":
+        train, _, _ = load_imdb(("train",))
+        test, _, _ = load_imdb(("test",))
+        label = "IMDB reviews"
+    else:
+        raise ValueError(f"unknown corpus {name!r}")
+    n_validation = n_validation or 1000
+    n_report = n_report or 1000
+    order = rng.permutation(len(train))
+    fit_texts = [train[i] for i in order[:-n_validation]]
+    val_texts = [train[i] for i in order[-n_validation:]]
+    rep_texts = [test[i] for i in np.sort(rng.permutation(len(test))[:n_report])]
+    X_fit, X_held, _ = vectorize(fit_texts, val_texts + rep_texts)
+    X_val, X_rep = X_held[:n_validation], X_held[n_validation:]
+    parts = {"fit": sp.csr_matrix(X_fit), "validation": sp.csr_matrix(X_val),
+             "report": sp.csr_matrix(X_rep)}
+    return parts, (f"{label}: {len(fit_texts)} `train` documents fitted, the other "
+                   f"{n_validation} `train` documents for validation, {n_report} `test` "
+                   "documents reported; CountVectorizer(stop_words='english', min_df=5) "
+                   "on the fitted documents")
+
+
+def patch_split(n_fit, n_validation=None, n_report=None, cache=True):
+    """8x8 grayscale BSDS500 patches (stride 4, each patch's mean removed), float64.
+
+    ``fit``: ``n_fit`` patches drawn at random from the 200 ``train`` images. The 100 ``val``
+    images are split in two halves (sorted by file name): ``validation`` patches from the
+    first 50 and ``report`` patches from the last 50 (``n_validation`` / ``n_report``,
+    default 20,000 each). Drawn with ``random_state=0``.
+    """
+    from sparseclust.datasets import extract_patches, load_image_patches
+
+    n_validation = n_validation or 20000
+    n_report = n_report or 20000
+    key = CACHE / f"patches-{n_fit}-{n_validation}-{n_report}.npz"
+    if cache and key.exists():
+        with np.load(key) as z:
+            parts = {k: z[k] for k in ("fit", "validation", "report")}
+    else:
+        root = SHARED_DATA / "bsds500" / "images"
+        fit = load_image_patches(root / "train", max_patches=n_fit, random_state=0).data
+        names = sorted(p for p in (root / "val").iterdir() if p.suffix.lower() == ".jpg")
+        half = len(names) // 2
+
+        def patches(files, n):
+            from PIL import Image
+
+            imgs = [np.asarray(Image.open(f).convert("RGB")) for f in files]
+            return extract_patches(imgs, max_patches=n, random_state=0)
+
+        parts = {"fit": np.asarray(fit), "validation": patches(names[:half], n_validation),
+                 "report": patches(names[half:], n_report)}
+        if cache:
+            CACHE.mkdir(parents=True, exist_ok=True)
+            np.savez(key, **parts)
+    return dict(parts, description=(
+        f"BSDS500 8x8 grayscale patches, stride 4, mean removed: {len(parts['fit'])} from the "
+        f"200 train images fitted, {len(parts['validation'])} from the first 50 val images "
+        f"for validation, {len(parts['report'])} from the last 50 reported"))
 
 
 class Stopwatch:
@@ -270,7 +349,7 @@ def median_time(fn, repeats=3, warmup=0):
 
 
 def environment():
-    """Machine, library versions and the repository commit, recorded with every result."""
+    """Machine and library versions, recorded with every result (the runner adds the commit)."""
     info = {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
@@ -312,23 +391,6 @@ def environment():
             info[mod] = metadata.version(dists.get(mod, mod))
         except metadata.PackageNotFoundError:  # missing optional peer
             info[mod] = None
-    try:
-        info["commit"] = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
-        # tracked files changed since that commit: the run is not that commit's code alone
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=ROOT, capture_output=True, text=True, check=True,
-        ).stdout.strip()
-        if dirty:
-            info["commit"] += "+dirty"
-    except (OSError, subprocess.CalledProcessError):
-        info["commit"] = None
     return info
 
 
