@@ -212,8 +212,15 @@ def topic_corpus(name, n_validation=None, n_report=None, cache=True):
             for k, X in parts.items():
                 arrays.update({f"{k}_data": X.data, f"{k}_indices": X.indices,
                                f"{k}_indptr": X.indptr, f"{k}_shape": np.array(X.shape)})
-            np.savez(path, **arrays)
+            _save_atomically(path, arrays)
     return dict(parts, n_tokens=int(parts["fit"].sum()), description=description)
+
+
+def _save_atomically(path, arrays):
+    """``np.savez`` to a temporary name, then rename: concurrent runs never read half a file."""
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
+    np.savez(tmp, **arrays)
+    os.replace(tmp, path)
 
 
 def _split_corpus(name, n_validation, n_report):
@@ -290,7 +297,7 @@ def patch_split(n_fit, n_validation=None, n_report=None, cache=True):
                  "report": patches(names[half:], n_report)}
         if cache:
             CACHE.mkdir(parents=True, exist_ok=True)
-            np.savez(key, **parts)
+            _save_atomically(key, parts)
     return dict(parts, description=(
         f"BSDS500 8x8 grayscale patches, stride 4, mean removed: {len(parts['fit'])} from the "
         f"200 train images fitted, {len(parts['validation'])} from the first 50 val images "

@@ -44,11 +44,11 @@ _OURS = ["sparselda", "sparselda-gibbs", "sem"]
 FULL = {
     "20newsgroups": dict(corpus="20newsgroups", K=[100, 400], seeds=[0, 1],
                          methods=_OURS + _PEERS, peer_max_K={"gensim": 100, "sklearn": 100},
-                         tomotopy_sweeps=200, gensim_passes=10, sklearn_max_iter=10),
+                         tomotopy_sweeps=200, gensim_passes=5, sklearn_max_iter=10),
     "imdb": dict(corpus="imdb", K=[100, 400], seeds=[0],
                  methods=_OURS + ["tomotopy"], tomotopy_sweeps=200),
     "kos": dict(corpus="kos", K=[50, 100], seeds=[0, 1], methods=_OURS + _PEERS,
-                tomotopy_sweeps=200, gensim_passes=10, sklearn_max_iter=10),
+                tomotopy_sweeps=200, gensim_passes=5, sklearn_max_iter=10),
 }
 QUICK = {
     "kos": dict(corpus="kos", K=[20], seeds=[0], methods=_OURS + _PEERS,

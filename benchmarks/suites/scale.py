@@ -48,7 +48,9 @@ def _corpus(name):
         texts = load_imdb()[0] if name == "imdb" else load_20newsgroups("train")[0]
         X, _, _ = vectorize(texts)
         CACHE.mkdir(parents=True, exist_ok=True)
-        sp.save_npz(path, sp.csr_matrix(X), compressed=False)
+        tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.npz")
+        sp.save_npz(tmp, sp.csr_matrix(X), compressed=False)
+        os.replace(tmp, path)
     return path
 
 
@@ -127,7 +129,9 @@ def run(part, params, log):
                 records.append(rec)
     docword = CACHE / f"docword.{params['corpus']}.txt.gz"
     if not docword.exists():
-        save_uci_bow(sp.load_npz(data).tocsr(), docword)
+        tmp = docword.with_name(f"{docword.name}.{os.getpid()}.tmp.gz")
+        save_uci_bow(sp.load_npz(data).tocsr(), tmp)
+        os.replace(tmp, docword)
     cfg = dict(model="stream", docword=str(docword), threads=1, **params["stream"])
     rec = {**cfg, **_run_child(cfg)}
     log(f"  stream: {rec['tokens_per_s'] / 1e6:.3f}M tokens/s, peak {rec['peak_rss_mb']:.0f} MB")
