@@ -182,11 +182,14 @@ def topic_corpus(name, n_validation=None, n_report=None, cache=True):
     The split is fixed (``RandomState(0)``), whatever the model seeds are, so every run of
     every method sees the same documents:
 
-    * ``'20newsgroups'``: the ``train`` posts shuffled; the last ``n_validation`` (default
-      1,000) are the validation documents, the rest are fitted; ``n_report`` (default 1,000)
-      ``test`` posts are the report documents. Vectorized by :func:`vectorize` on the fitted
-      posts.
-    * ``'imdb'``: the same with the 25,000 ``train`` and ``test`` reviews.
+    * ``'20newsgroups'``: every ``train`` post is fitted (in a shuffled order); two disjoint
+      random sets of ``test`` posts are the validation (``n_validation``, default 1,000) and
+      the report documents (``n_report``, default 1,000). Vectorized by :func:`vectorize` on
+      the fitted posts. Held-out documents come from ``test`` because ``train`` holds
+      cross-posted copies and quoted replies of its own posts, which would flatter a
+      validation score drawn from it.
+    * ``'imdb'``: the same with the 25,000 ``train`` and ``test`` reviews (their films are
+      disjoint).
     * ``'kos'``: the bundled UCI corpus (3,430 posts, already counted): 300 validation and
       300 report documents drawn at random, the rest fitted.
 
@@ -196,7 +199,7 @@ def topic_corpus(name, n_validation=None, n_report=None, cache=True):
     """
     import scipy.sparse as sp
 
-    key = f"{name}-{n_validation}-{n_report}"
+    key = f"{name}-{n_validation}-{n_report}-v2"  # v2: held-out documents from `test`
     path = CACHE / f"{key}.npz"
     if cache and path.exists():
         with np.load(path, allow_pickle=False) as z:
@@ -251,18 +254,18 @@ def _split_corpus(name, n_validation, n_report):
         raise ValueError(f"unknown corpus {name!r}")
     n_validation = n_validation or 1000
     n_report = n_report or 1000
-    order = rng.permutation(len(train))
-    fit_texts = [train[i] for i in order[:-n_validation]]
-    val_texts = [train[i] for i in order[-n_validation:]]
-    rep_texts = [test[i] for i in np.sort(rng.permutation(len(test))[:n_report])]
+    fit_texts = [train[i] for i in rng.permutation(len(train))]
+    held = rng.permutation(len(test))
+    val_texts = [test[i] for i in np.sort(held[:n_validation])]
+    rep_texts = [test[i] for i in np.sort(held[n_validation:n_validation + n_report])]
     X_fit, X_held, _ = vectorize(fit_texts, val_texts + rep_texts)
     X_val, X_rep = X_held[:n_validation], X_held[n_validation:]
     parts = {"fit": sp.csr_matrix(X_fit), "validation": sp.csr_matrix(X_val),
              "report": sp.csr_matrix(X_rep)}
-    return parts, (f"{label}: {len(fit_texts)} `train` documents fitted, the other "
-                   f"{n_validation} `train` documents for validation, {n_report} `test` "
-                   "documents reported; CountVectorizer(stop_words='english', min_df=5) "
-                   "on the fitted documents")
+    return parts, (f"{label}: the {len(fit_texts)} `train` documents fitted, "
+                   f"{n_validation} `test` documents for validation and {n_report} other "
+                   "`test` documents reported; CountVectorizer(stop_words='english', "
+                   "min_df=5) on the fitted documents")
 
 
 def patch_split(n_fit, n_validation=None, n_report=None, cache=True):

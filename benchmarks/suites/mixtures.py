@@ -3,6 +3,8 @@
 
 import warnings
 
+import numpy as np
+
 from .._common import patch_split
 from .._topics import Clock, fmt, mean, median, signed
 
@@ -22,17 +24,26 @@ METHOD = """\
   (a density of 64-dimensional data, so it can exceed zero).
 - "DP" is `weight_concentration_prior_type='dirichlet_process'` with the merge, delete and
   birth moves on (the default `moves='all'`), started from `n_components` clusters; "learned
-  K" counts the clusters left."""
+  K" counts the clusters left.
+- `tol`: a fit with the default `tol` against a tightly converged fit (`tight_tol`,
+  `tight_max_iter`) of the same seed; the gap is the tight fit's report score minus the
+  default's, relative to the tight score's magnitude. Data: the patches above (K = 25);
+  scikit-learn's bundled handwritten digits (1,797 × 64; a fixed random 60/20/20 split into
+  fit, validation and report); IMDB reviews as 50-dimensional LSA features (TF-IDF of the
+  fitted documents, `TruncatedSVD(50)`), fit / validation / report as in the topic suites."""
 
 FULL = {
     "patches": dict(n_fit=50000, K=[25, 100], seeds=[0, 1],
                     methods=["sgmm", "sgmm-dense", "sklearn"], peer_max_K={"sklearn": 25}),
     "dp": dict(n_fit=50000, grid=[10, 25, 50, 100], starts=[25, 200], seeds=[0]),
+    "tol": dict(datasets={"patches": 25, "digits": 10, "imdb_lsa": 20}, seeds=[0, 1, 2],
+                tight_tol=1e-7, tight_max_iter=3000),
 }
 QUICK = {
     "patches": dict(n_fit=5000, n_report=2000, K=[10], seeds=[0],
                     methods=["sgmm", "sgmm-dense", "sklearn"]),
     "dp": dict(n_fit=5000, n_report=2000, grid=[5, 10], starts=[10], seeds=[0], max_iter=10),
+    "tol": dict(datasets={"digits": 5}, seeds=[0], tight_tol=1e-5, tight_max_iter=300),
 }
 LABELS = {"sgmm": "SparseGaussianMixture (defaults, L = 4)",
           "sgmm-dense": "SparseGaussianMixture, L = K (dense)",
@@ -61,7 +72,63 @@ def _fit(method, X, K, seed, extra):
     return model, clock
 
 
+def _tol_data(name):
+    """fit / validation / report rows of one of the `tol` part's data sets."""
+    if name == "patches":
+        return patch_split(50000)
+    if name == "digits":
+        from sklearn.datasets import load_digits
+
+        X = load_digits().data.astype(np.float64)
+        order = np.random.RandomState(0).permutation(len(X))
+        a, b = int(0.6 * len(X)), int(0.8 * len(X))
+        return {"fit": X[order[:a]], "validation": X[order[a:b]], "report": X[order[b:]]}
+    if name == "imdb_lsa":
+        from sklearn.decomposition import TruncatedSVD
+        from sklearn.feature_extraction.text import TfidfTransformer
+
+        from .._common import topic_corpus
+
+        corpus = topic_corpus("imdb")
+        tfidf = TfidfTransformer().fit(corpus["fit"])
+        svd = TruncatedSVD(50, random_state=0).fit(tfidf.transform(corpus["fit"]))
+        return {k: svd.transform(tfidf.transform(corpus[k]))
+                for k in ("fit", "validation", "report")}
+    raise ValueError(name)
+
+
+def _tol(params, log):
+    from sparseclust.mixture import SparseGaussianMixture
+
+    records = []
+    for name, K in params["datasets"].items():
+        data = _tol_data(name)
+        for seed in params["seeds"]:
+            fits = {}
+            for kind, extra in (("default", {}), ("tight", dict(
+                    tol=params["tight_tol"], max_iter=params["tight_max_iter"]))):
+                model = SparseGaussianMixture(n_components=K, random_state=seed, n_threads=1,
+                                              **extra)
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    with Clock() as clock:
+                        model.fit(data["fit"])
+                fits[kind] = dict(cpu_s=clock.cpu, n_iter=int(model.n_iter_),
+                                  report=float(model.score(data["report"])),
+                                  validation=float(model.score(data["validation"])))
+            d, t = fits["default"], fits["tight"]
+            rec = dict(dataset=name, K=K, seed=seed, default=d, tight=t, **{
+                f"gap_{s}_pct": 100 * (t[s] - d[s]) / abs(t[s]) for s in ("report", "validation")})
+            log(f"  tol {name} K={K} seed={seed}: gap {rec['gap_report_pct']:.3f}% "
+                f"(validation {rec['gap_validation_pct']:.3f}%), passes {d['n_iter']} vs "
+                f"{t['n_iter']}")
+            records.append(rec)
+    return {"data": "per data set, see the method", "records": records}
+
+
 def run(part, params, log):
+    if part == "tol":
+        return _tol(params, log)
     data = patch_split(params["n_fit"], n_report=params.get("n_report"),
                        n_validation=params.get("n_report"))
     X = data["fit"]
@@ -101,10 +168,30 @@ def _by(records, key):
     return out
 
 
+def _tol_table(result):
+    lines = [f"**tol** (commit `{result['commit']}`): the default `tol` against "
+             f"`tol={result['parameters']['tight_tol']}`.", "",
+             "| data | K | gap on report data (%) | gap on validation data (%) | passes: "
+             "default, tight | CPU s: default, tight | seeds |", "|---|---|---|---|---|---|---|"]
+    for (name, K), rs in _by(result["records"], lambda r: (r["dataset"], r["K"])).items():
+        lines.append(
+            f"| {name} | {K} | {fmt(mean([r['gap_report_pct'] for r in rs]), 3)} (max "
+            f"{fmt(max(r['gap_report_pct'] for r in rs), 3)}) | "
+            f"{fmt(mean([r['gap_validation_pct'] for r in rs]), 3)} | "
+            f"{fmt(median([r['default']['n_iter'] for r in rs]), 0)}, "
+            f"{fmt(median([r['tight']['n_iter'] for r in rs]), 0)} | "
+            f"{fmt(median([r['default']['cpu_s'] for r in rs]), 1)}, "
+            f"{fmt(median([r['tight']['cpu_s'] for r in rs]), 1)} | {len(rs)} |")
+    return lines + [""]
+
+
 def table(results):
     lines = []
     for result in sorted(results, key=lambda r: r["part"], reverse=True):
         recs = result["records"]
+        if result["part"] == "tol":
+            lines += _tol_table(result)
+            continue
         lines += [f"**{result['part']}** (commit `{result['commit']}`): {result['data']}.", ""]
         if result["part"] == "patches":
             lines += ["| K | method | report score | Δ vs scikit-learn | CPU s | "
@@ -137,6 +224,8 @@ def headline(results):
     rows = []
     for result in results:
         recs = result["records"]
+        if result["part"] == "tol":
+            continue
         if result["part"] == "patches":
             for K in sorted({r["K"] for r in recs}):
                 peer = {r["seed"]: r for r in recs if r["K"] == K and r["method"] == "sklearn"}
