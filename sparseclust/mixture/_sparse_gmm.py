@@ -686,9 +686,10 @@ class SparseGaussianMixture(
         bound (``GaussianMixture`` and ``BayesianGaussianMixture``, ``tol=1e-3``); here the
         ELBO is the exact objective of the algorithm (monotone for batch and memoized
         training) and it is evaluated once per pass (after all batches for memoized). The
-        default is the loosest value whose fits end within 0.1% of the held-out
-        log-likelihood of the same fit run to tight convergence (``doc/defaults.md``); lower
-        it when you need the fixed point itself.
+        default is the loosest value whose fits end within 0.05% of the held-out
+        log-likelihood of the same fit run to tight convergence, and within 0.1% of dense
+        coordinate ascent (``doc/defaults.md``); lower it when you need the fixed point
+        itself.
         ``trace_`` records the measure of every pass as ``elbo_change``.
     n_init : int, default=1
         Number of initializations; the one with the largest final ELBO is kept.
