@@ -692,8 +692,8 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Held-out scores depend on it: compare models at the same value.
     topic_word_prior : float, default=0.1
         tau: symmetric Dirichlet prior on each topic's word distribution. Smaller values
-        give sparser topics; with a large vocabulary V, V tau is the prior's weight in each
-        topic, in tokens.
+        give sparser topics; V tau (V the vocabulary size) is the prior's total weight in
+        each topic, in pseudo-tokens: compare it with the tokens a topic holds.
     algorithm : {'memoized', 'stochastic', 'batch'}, default='memoized'
         Learning algorithm (see :mod:`sparseclust._engine`): 'memoized' (fixed batches whose
         statistics are replaced on each visit; no step size, the ELBO never decreases) for a
@@ -793,9 +793,8 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         give less noisy statistics.
     init : {'kmeans++', 'random'}, array-like of shape (n_components, n_features) or \
             estimator, default='kmeans++'
-        'kmeans++': Bregman (KL) k-means++ seeding on documents (Hughes & Sudderth 2016, Sec. 6),
-        then
-        up to 20 iterations of KL k-means (hard-assignment EM for a mixture of multinomials);
+        'kmeans++': Bregman (KL) k-means++ seeding on documents (Hughes & Sudderth 2016,
+        Sec. 6), then up to 20 iterations of KL k-means (hard-assignment EM for a mixture of multinomials);
         topic k starts from lambda_k = tau + (word counts of the documents in cluster k).
         'random': lambda_kv = tau + g_kv with g_kv ~ Gamma(100, 0.01). An array gives the
         initial topic-word counts S directly, lambda = tau + S (non-negative and finite; e.g.
