@@ -793,24 +793,23 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         give less noisy statistics.
     init : {'kmeans++', 'random'}, array-like of shape (n_components, n_features) or \
             estimator, default='kmeans++'
-        'kmeans++': Bregman (KL) k-means++ seeding on documents (Hughes & Sudderth 2016,
-        Sec. 6), then up to 20 iterations of KL k-means (hard-assignment EM for a mixture of multinomials);
-        topic k starts from lambda_k = tau + (word counts of the documents in cluster k).
-        'random': lambda_kv = tau + g_kv with g_kv ~ Gamma(100, 0.01). An array gives the
-        initial topic-word counts S directly, lambda = tau + S (non-negative and finite; e.g.
-        another model's topic-word counts, for a warm start). An estimator (e.g.
-        ``StochasticEMLDA(n_components, max_iter=1000)``) is a topic model to start from: a
-        clone of it, with this model's ``doc_topic_prior`` and ``topic_word_prior`` (its
-        own are ignored), is fitted on X inside ``fit`` and S = its ``components_`` - tau.
-        Its ``n_components`` must equal this model's; a ``random_state`` of None becomes a
-        seed drawn from this model's, an ``n_threads`` of None this model's. Stochastic EM
-        sweeps (collapsed Gibbs with the other documents' counts one sweep old) can reach a
-        better region of topics than the variational step finds from k-means++; the first
-        variational pass from them scores best, later passes drift back towards the
-        variational step's own fixed point, so use it when you need a variational model
+        'kmeans++': Bregman (KL) k-means++ seeding on documents (Hughes & Sudderth 2016, Sec. 6),
+        then up to 20 iterations of KL k-means (hard-assignment EM for a mixture of multinomials);
+        topic k starts from lambda_k = tau + (word counts of the documents in cluster k). 'random':
+        lambda_kv = tau + g_kv with g_kv ~ Gamma(100, 0.01). An array gives the initial topic-word
+        counts S directly, lambda = tau + S (non-negative and finite; e.g. another model's
+        topic-word counts, for a warm start). An estimator (e.g. ``StochasticEMLDA(n_components,
+        max_iter=1000)``) is a topic model to start from: a clone of it, with this model's
+        ``doc_topic_prior`` and ``topic_word_prior`` (its own are ignored), is fitted on X inside
+        ``fit`` and S = its ``components_`` - tau. Its ``n_components`` must equal this model's; a
+        ``random_state`` of None becomes a seed drawn from this model's, an ``n_threads`` of None
+        this model's. Stochastic EM sweeps (collapsed Gibbs with the other documents' counts one
+        sweep old) can reach a better region of topics than the variational step finds from
+        k-means++; the first variational pass from them scores best, later passes drift back
+        towards the variational step's own fixed point, so use it when you need a variational model
         (``transform``, ``partial_fit``, L-sparse posteriors) with the sampler's topics. With a
-        :class:`~sparseclust.datasets.CorpusStream`, ``partial_fit`` or a Dask collection it
-        is fitted on the first minibatch or the first non-empty partition only.
+        :class:`~sparseclust.datasets.CorpusStream`, ``partial_fit`` or a Dask collection it is
+        fitted on the first minibatch or the first non-empty partition only.
     random_state : int, RandomState instance or None, default=None
     n_threads : int or None, default=None
         OpenMP threads of the local step; results do not depend on it.
