@@ -39,7 +39,7 @@ templates_path = ["_templates"]
 exclude_patterns = ["_build", "**.ipynb_checkpoints", "auto_examples/*.md"]
 
 # Markdown pages (the user guide): links between .md files become document links, and
-# "$...$" is left as text (the pages write formulas in plain text).
+# "$...$" / "$$...$$" are formulas (dollarmath, rendered by MathJax).
 myst_heading_anchors = 3
 myst_enable_extensions = ["dollarmath"]
 suppress_warnings = ["myst.header"]

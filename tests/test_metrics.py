@@ -422,7 +422,7 @@ def test_left_to_right_matches_exact_enumeration(counts):
     assert abs(score - exact) < 0.5 * per_doc.std(ddof=1)
     # more particles: closer, down to the estimator's small bias (Alg. 3's particles after
     # one sweep per position are not exact posterior draws; at most ~0.01 nats/token on
-    # these documents, see doc/metrics.md)
+    # these documents, see left_to_right_score)
     one = left_to_right_score(phi, X, doc_topic_prior=alpha, n_particles=1, random_state=0)
     many = left_to_right_score(phi, X, doc_topic_prior=alpha, n_particles=100, random_state=0)
     assert abs(many - exact) < 0.015

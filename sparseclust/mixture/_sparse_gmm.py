@@ -48,7 +48,7 @@ _MIXTURE_MOVES = ("merge", "delete", "birth", "sort")
 # Bound on the number of floats of a (rows, K) weight block in the local step.
 _LOCAL_BLOCK_FLOATS = 1 << 21
 # Below this many weights (rows x K) a block runs the kernels on one thread: waking an OpenMP
-# team costs more than the work (measured ~10 ms per call on a loaded 2-core machine).
+# team costs more than the work.
 _MIN_PARALLEL_WEIGHTS = 1 << 15
 
 
@@ -520,13 +520,12 @@ class SparseGaussianMixture(
         Number of mixture components ``K``.
     L : int or None, default=4
         Maximum number of non-zero responsibilities per sample. ``None`` means dense (``L = K``);
-        values above ``K`` are clamped to ``K``. ``L = 1`` is hard assignment. The default is
-        the sparsity level Hughes & Sudderth (2016) use for mixtures and the fastest measured
-        setting (``benchmarks/bench_defaults.py``, ``benchmarks/results/defaults.json``:
-        BSDS500 patches, K = 100, and 20 Newsgroups document vectors, K = 20): memoized
-        ``L = 4`` ended within 0.02% of the held-out score of exact dense coordinate ascent
-        run to tight convergence in 32 s in total, memoized ``L = K`` in 54 s and batch
-        ``L = K`` in 95 s; ``L = 2`` needed ``tol = 3e-6`` (60 s) and ``L = 1`` never got there.
+        values above ``K`` are clamped to ``K``. ``L = 1`` is hard assignment, which can end
+        well below the dense fit. The default is the sparsity level Hughes & Sudderth (2016)
+        use for mixtures: the summary statistics then cost ``O(N L D^2)`` instead of
+        ``O(N K D^2)``, and the fit stays close to the dense one (the rule behind it:
+        ``doc/defaults.md``; evidence: ``doc/benchmarks.md``). Raise it when samples are
+        often shared among many clusters; ``L = K`` gives scikit-learn's dense updates.
     covariance_type : {'full', 'diag', 'spherical'}, default='full'
         Full covariance matrices (Wishart prior on the precision), diagonal ones (independent
         Gamma priors on each precision entry) or spherical ones (one Gamma-distributed
@@ -568,16 +567,14 @@ class SparseGaussianMixture(
         ``weight_concentration_prior_type='dirichlet_process'``.
         For ``'diag'`` the Gamma shape of each precision is ``nu0 / 2``, for ``'spherical'``
         ``n_features * nu0 / 2``. A larger ``nu0`` keeps a cluster of a few samples from
-        shaping a full covariance along them (``Psi0 + sum_n r_nk x_n x_n^T``): with the
-        Dirichlet-process prior, started from a truncation far above the number of clusters
-        the data need, ``n_features`` kept about 100 clusters of image patches (and of
-        document vectors), most of them holding a few outlier samples, where ``1.5 *
-        n_features`` kept 9-10 (40-50), close to the 8-9 (13-18) it kept from a small
-        truncation, and generalized better; from a small truncation it scored 0.1-1.1%
-        lower. The learned number of clusters should not hinge on the truncation, hence
-        that default. Diagonal and
-        spherical covariances showed no such clusters and only lost with the larger ``nu0``
-        (the studies, on tuning splits: ``doc/sparse_gmm.md``).
+        shaping a full covariance along them (``Psi0 + sum_n r_nk x_n x_n^T``). With the
+        Dirichlet-process prior and ``nu0 = n_features``, such clusters of a few outlying
+        samples pay for themselves in the ELBO, so a fit from a large truncation keeps many of
+        them and the learned number of clusters depends on the truncation; ``1.5 *
+        n_features`` (D / 2 more prior pseudo-samples per cluster) makes it depend far less,
+        at a small cost in held-out score from a small truncation. Diagonal and spherical
+        covariances do not form such clusters, so they keep ``n_features``. Give
+        ``n_features`` for scikit-learn's value (``doc/mixtures.md``).
     covariance_prior : array-like or float, default=None
         ``Psi0``, the prior inverse scale matrix (``'full'``, shape (n_features, n_features),
         symmetric positive definite), the vector of twice the Gamma rates (``'diag'``, shape
@@ -595,11 +592,13 @@ class SparseGaussianMixture(
         Learning algorithm: exact coordinate ascent over all data (``'batch'``), memoized
         variational inference over ``n_batches`` fixed batches with a global step after each
         (Hughes & Sudderth 2013; the ELBO never decreases), or stochastic variational inference
-        (Hoffman et al. 2013). The default: in the measurements cited for ``L``, batch training
-        with ``L = 4`` needed a tighter ``tol`` (3e-4) and 48 s to end as close to the
-        converged score as memoized training did in 32 s.
+        (Hoffman et al. 2013). Memoized training takes ``n_batches`` global steps per pass, so
+        it gets close to the fixed point in fewer passes than batch training, with no step size
+        to tune; stochastic training suits data too large to visit repeatedly, or a stream
+        (:meth:`partial_fit`). Moves and candidate sets need memoized or batch training.
     n_batches : int, default=10
-        Number of fixed batches of ``'memoized'``.
+        Number of fixed batches of ``'memoized'``: more batches mean more global steps per
+        pass, and more cached statistics (K D^2 floats per batch for full covariances).
     n_candidates : 'auto', int or None, default='auto'
         Candidate-restricted weights for ``'memoized'`` and ``'batch'`` (off when None;
         ``'auto'``: ``C = max(16, 4 L)`` when that is fewer than K, else off). Each row ``n`` of
@@ -666,12 +665,14 @@ class SparseGaussianMixture(
         ``1`` refreshes every pass (the full cost, same fit as ``n_candidates=None`` up to
         ties).
     batch_size : int, default=1024
-        Minibatch size of ``'stochastic'``.
+        Minibatch size of ``'stochastic'``. Larger minibatches give less noisy steps; the
+        cost of a pass does not depend on it much.
     kappa : float, default=0.6
         Learning-rate decay of ``'stochastic'`` and :meth:`partial_fit`,
         ``rho_t = (delta + t)^(-kappa)``; Robbins-Monro convergence needs ``kappa`` in (0.5, 1].
     delta : float, default=1.0
-        Learning-rate delay (``>= 0``).
+        Learning-rate delay (``>= 0``). A larger delay makes the first steps smaller, so the
+        first minibatches do not overwrite the initialization.
     total_samples : float or None, default=None
         Size of the whole dataset the minibatch statistics are scaled to. ``None`` means the
         number of samples passed to :meth:`fit`, and in :meth:`partial_fit` the number of
@@ -685,12 +686,10 @@ class SparseGaussianMixture(
         bound (``GaussianMixture`` and ``BayesianGaussianMixture``, ``tol=1e-3``); here the
         ELBO is the exact objective of the algorithm (monotone for batch and memoized
         training) and it is evaluated once per pass (after all batches for memoized). The
-        default was chosen so that a fit ends within 0.1% of the held-out log-likelihood of a
-        fit run to tight convergence (``benchmarks/bench_defaults.py``, results in
-        ``benchmarks/results/defaults.json``): on BSDS500 patches (K = 100) and 20 Newsgroups
-        document vectors (K = 20) the default fit stopped after 41-76 passes within 0.09% of
-        the score after 150-200 passes; the previous rule, a relative change of 1e-3, stopped
-        after 9-11 passes, 0.2-0.4% away.
+        default is the loosest value whose fits end within 0.05% of the held-out
+        log-likelihood of the same fit run to tight convergence, and within 0.1% of dense
+        coordinate ascent (``doc/defaults.md``); lower it when you need the fixed point
+        itself.
         ``trace_`` records the measure of every pass as ``elbo_change``.
     n_init : int, default=1
         Number of initializations; the one with the largest final ELBO is kept.
@@ -1225,7 +1224,7 @@ class SparseGaussianMixture(
         X : array-like of shape (n_samples, n_features) or Dask collection
             A ``dask.array`` chunked along the rows (or a ``dask.bag`` of 2-D row blocks;
             ``pip install sparseclust[dask]``) trains on the active ``distributed.Client``
-            with every algorithm (:mod:`sparseclust._dask`, ``doc/scale.md``): the
+            with every algorithm (:mod:`sparseclust._dask`, ``doc/training.md``): the
             partitions stay on the workers, the prior's data moments, the initial
             statistics and every local step are computed there and reduced, the global step
             runs here, with the Dirichlet-process moves (their side results are reduced with
@@ -1655,7 +1654,15 @@ class SparseGaussianMixture(
             return self._score_samples_params(X, self._params, self._prior)
 
     def score(self, X, y=None):
-        """Mean of :meth:`score_samples` (held-out log-likelihood per sample)."""
+        """Mean of :meth:`score_samples`: the log-likelihood per sample of X (held out, for
+        model comparison), in nats; larger is better.
+
+        It is a log *density*, so it depends on the units of X and is positive wherever the
+        density exceeds 1 (data on a small scale, or concentrated near a subspace, as
+        mean-removed image patches are). Compare it between models of the same data only.
+        scikit-learn's ``GaussianMixture.score`` is the same quantity for its maximum
+        likelihood parameters; see ``doc/evaluating.md``.
+        """
         return float(np.mean(self.score_samples(X)))
 
     def sample(self, n_samples=1):

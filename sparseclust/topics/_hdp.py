@@ -42,13 +42,11 @@ __all__ = ["HDPTopicModel"]
 _MOVES = ("merge", "delete", "sort")
 #: a topic is live when it holds at least this many expected tokens
 LIVE_MIN_TOKENS = 1.0
-#: stochastic EM sweeps of init='sem', chosen on validation documents of 20 Newsgroups and
-#: KOS disjoint from the reported test documents
-#: (benchmarks/results/hdp_validation_{sem_init,sem_sweeps,stop}_{20ng,kos}.json)
+#: stochastic EM sweeps of init='sem' (chosen on validation documents; see doc/defaults.md)
 SEM_INIT_SWEEPS = 800
-#: tol='auto': after the stochastic EM start (held-out scores fall over the variational
-#: passes that follow it), else SparseLDA's default; chosen on the same validation documents
-#: (benchmarks/results/hdp_validation_stop_{20ng,kos}.json)
+#: tol='auto' after the stochastic EM start: the passes after it refine the sampler's topics
+#: towards the variational fixed point and need not run to 1e-4 (see doc/defaults.md); else
+#: SparseLDA's default
 SEM_START_TOL = 1e-2
 DEFAULT_TOL = 1e-4
 
@@ -57,7 +55,7 @@ def _parse_moves(moves):
     return parse_moves(moves, _MOVES)
 
 
-#: the statistics of the documents beside S (see doc/hdp.md, "Objective and global step")
+#: the statistics of the documents beside S (see doc/hdp.md, "Objective")
 _DOC_FIELDS = ("T", "G", "A", "LS", "H", "D")
 
 class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
@@ -85,13 +83,11 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     ----------
     max_components : int, default=200
         Truncation K: the number of topics training starts from (and the most it can have).
-        The moves only remove topics, and how many they keep grows with the truncation (on
-        KOS about 75 of 100, 150 of 200 and 330 of 400): give at least the largest K you
-        would consider. On validation documents of KOS and 20 Newsgroups (held out from the
-        training documents of ``benchmarks/bench_hdp.py``), 200 scored 0.012-0.078 nats per
-        token above 100 on all five seeds, and 400 a further -0.009 to +0.033 (mean +0.012)
-        above 200 for 2.5-6x the CPU time (``benchmarks/README.md``, "The default
-        truncation").
+        The moves only remove topics, and how many they keep grows with the truncation, so
+        give at least the largest K you would consider for a SparseLDA of the same corpus.
+        A larger truncation costs time roughly in proportion until the moves have removed
+        topics; lower it for a small corpus or a tight time budget. Evidence for the
+        default: the benchmarks page (``doc/benchmarks.md``).
     L : int or None, default=8
         Sparsity level of the document local step (topics per word type). None or
         ``L >= max_components`` gives the dense local step; delete moves need L < K.
@@ -118,14 +114,9 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         Delay of the stochastic step size. None means four passes' worth of minibatches,
         delta = 4 ceil(D / batch_size) with D the documents the statistics are scaled to
         (``total_samples``, else the documents given to ``fit``; in :meth:`partial_fit`
-        without either, the minibatch's size), as in :class:`SparseLDA`. With delta = 1 the
-        first minibatch, scaled up by D / batch_size, replaces two thirds of the initial
-        topics. On 20 Newsgroups documents disjoint from those reported
-        (``benchmarks/bench_lda_stochastic.py --model hdp``), truncation 100, after 10
-        passes: stochastic training ended 0.010 nats per token below memoized training
-        (with its moves; both from k-means++, the default before ``init='auto'``) with
-        delta = None, 0.209 below it with delta = 1
-        (``benchmarks/README.md``).
+        without either, the minibatch's size), as in :class:`SparseLDA`. The first steps are then
+        small, so one minibatch, scaled up by D / batch_size, does not overwrite the initial
+        topics; a small delta (e.g. 1) makes the first steps close to 1.
     total_samples : float or None, default=None
         Corpus size minibatch statistics are scaled to (stochastic training, partial_fit).
     max_iter : int, default=50
@@ -137,15 +128,11 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         no merge or delete. The trace's ``progress`` is this change. Stochastic training
         compares window means of the objective instead. 0 runs ``max_iter`` passes.
         'auto' is 1e-2 for memoized and batch training from stochastic EM sweeps (``init``
-        'auto' on counts, 'sem', or a :class:`StochasticEMLDA`), else 1e-4. After 800
-        sweeps the held-out score was highest after the first pass on six of seven
-        validation fits and then fell while the objective still rose, so the passes after
-        the moves' work is done cost time and lose a little: on validation documents of KOS
-        and 20 Newsgroups (disjoint from those reported), from 800 sweeps, 1e-2 stopped
-        after 4-7 passes instead of 22-30 with 1e-4, in 0.59 (KOS) and 0.50 (20 Newsgroups)
-        of the CPU time, and scored +0.005 and +0.006 nats per token higher on average (5
-        and 2 seeds), with the same topics left within one (``benchmarks/README.md``,
-        "HDPTopicModel: more sweeps, fewer passes").
+        'auto' on counts, 'sem', or a :class:`StochasticEMLDA`), else 1e-4. The sweeps
+        already place the topics well; the variational passes after them move the topics
+        towards the variational fixed point, which does not predict held-out words better,
+        so the fit stops once the moves are done and the objective moves little. Give 1e-4
+        (or less) to run the variational passes to convergence.
     local_max_iter, local_tol : int, float, default=100, 0.05
         Local step limits (iterations; max_k |Delta N_dk|).
     restarts : int, default=0
@@ -159,18 +146,14 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
           alpha / ``max_components`` and this model's topic-word prior (seeded from
           ``random_state``, same threads). Collapsed Gibbs-style sweeps spread the tokens over
           many distinct topics at a cost of a fraction of a variational pass each, so the
-          merge and delete moves start from topics worth keeping. On validation documents of
-          20 Newsgroups and KOS (disjoint from those reported) 300 sweeps scored -0.004 to
-          +0.055 nats per token against 'kmeans++' and kept 20-50 more topics; 800 sweeps
-          scored +0.018 (20 Newsgroups, 2 seeds) and +0.030 (KOS, 5 seeds) above 300 on
-          average, every fit higher, the later passes then fewer (``benchmarks/README.md``,
-          "HDPTopicModel from stochastic EM" and "HDPTopicModel: more sweeps, fewer
-          passes"). The sweeps read X's counts rounded to integers.
+          merge and delete moves start from topics worth keeping instead of removing topics
+          while they still move. The sweeps read X's counts rounded to integers; to choose
+          their number, pass an estimator (below).
         - 'kmeans++', 'random': as in :class:`SparseLDA`.
         - 'auto': 'sem' for memoized and batch training on integer counts, else 'kmeans++'
           (fractional weights such as tf-idf would be rounded by the sweeps; stochastic
-          training and :meth:`partial_fit` start from one minibatch and were measured from
-          'kmeans++').
+          training and :meth:`partial_fit` start from one minibatch, too little for the
+          sweeps).
         - an estimator (e.g. ``StochasticEMLDA(max_components, max_iter=500)``, to choose the
           sweeps): fitted on X inside ``fit`` with ``max_components`` topics, document prior
           alpha / ``max_components`` and this model's topic-word prior; its topic-word counts
@@ -404,7 +387,7 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             A Dask collection (``dask.array`` of CSR or dense row chunks, or a ``dask.bag``
             of 2-D blocks; ``pip install sparseclust[dask]``) trains on the active
             ``distributed.Client`` with every algorithm (:mod:`sparseclust._dask`, ``doc/
-            scale.md``): the partitions stay on the workers, the local step and the side
+            training.md``): the partitions stay on the workers, the local step and the side
             results of the moves (merge terms, co-usage, the rows of the documents that use a
             delete candidate) are computed there and reduced, the global step and the moves
             run here, and a delete re-runs the local step of its documents on the workers
@@ -523,9 +506,9 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         of an accepted merge or delete is not progress towards a fixed point. Training stops
         at the first pass whose progress is below ``tol`` and which accepted no merge or
         delete: while moves are still accepted the number of topics is still being learned,
-        however small the steps' progress (on a planted corpus, also stopping at the second
-        pass in a row below a tol of 1e-2 left 64-74 of 100 topics where 20-25 were needed;
-        benchmarks/results/hdp_stopping_planted.json). A sort never blocks stopping.
+        however small the steps' progress (a rule that also stopped after two passes in a row
+        below ``tol``, whatever the moves, left far too many topics on a planted corpus). A
+        sort never blocks stopping.
         Stochastic training uses the engine's windowed change instead.
         """
         self._converged = False

@@ -105,9 +105,9 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     those of collapsed Gibbs sampling, the other documents' word-topic counts are one sweep
     old (close to approximate distributed LDA, Newman et al. 2009, with one document per
     processor, except that the document's new topics enter the other words' counts only at the
-    end of the sweep).  On a validation split of 20 Newsgroups it reached a given held-out
-    score in fewer sweeps than the frozen sweep, and counting the entry's tokens in fewer
-    sweeps than leaving out only the token's own topic (``doc/sem.md``).  In both forms a
+    end of the sweep).  Because a token sees its own document's current topics, the live
+    sweep mixes faster per sweep than the frozen one, for a little more work per token
+    (``doc/sem.md``).  In both forms a
     document is processed by one thread and reads nothing another document writes, so the
     documents of a sweep run in parallel (OpenMP) without locks and the result does not
     depend on the number of threads.  The new word-topic counts are those of the new
@@ -131,10 +131,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     (T_k^{-dn} + V beta), the token taken out of all three counts: the posterior mean of the
     counts given the other assignments.  It has the sampling noise
     of the last sweep's draws integrated out and is computed once, at the end of ``fit``,
-    in place of the counts (no second K x V array).  On validation documents of 20
-    Newsgroups and IMDB (``benchmarks/bench_sem_variants.py``, K = 100 to 1000) it scored
-    0.014-0.057 nats per token above the counts of the same assignments at every checkpoint,
-    for the CPU time of 0.4-3.2 sweeps (``doc/sem.md``).
+    in place of the counts (no second K x V array), at the cost of about one sweep.
 
     Parameters
     ----------
@@ -154,7 +151,8 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     sampler : {'auto', 'alias', 'dense'}, default='auto'
         Per-token sampler: 'alias' (alias tables + document part, cost independent of K),
         'dense' (all K topics), 'auto' = 'dense' for ``n_components <= 48``, else 'alias'
-        (the measured crossover, ``doc/sem.md``).
+        (where the two cost about the same per token; ``doc/sem.md``). Both draw from the
+        same distribution; change it only to time the two.
     doc_counts : {'live', 'frozen'}, default='live'
         Counts a token reads in ``fit`` (and in the first minibatch of :meth:`partial_fit`):
         'live' = its document's counts updated token by token, and the word-topic counts W

@@ -53,16 +53,15 @@ from ._sem import _seed, _state_seed, token_layout
 
 __all__ = ["SparseLDA"]
 
-#: minibatch size of stochastic ``fit`` for ``batch_size=None``, per local step (chosen on
-#: validation documents, ``benchmarks/README.md``, "Minibatch size of the Gibbs local step")
+#: minibatch size of stochastic ``fit`` for ``batch_size=None``, per local step (the sampled
+#: step averages the draws of more documents per step; see doc/defaults.md)
 _BATCH_SIZE = {"variational": 256, "gibbs": 4096}
 #: the nominal minibatch size of ``partial_fit`` for ``batch_size=None`` (either local step)
 _PARTIAL_FIT_BATCH_SIZE = 256
 #: saved sweeps per visit of the Gibbs local step for ``n_saved_sweeps=None``: a visit of a kept
 #: chain (memoized ``fit`` with two or more batches of a matrix), and a restarted chain
-#: (stochastic steps, batch training, ``partial_fit``, ``transform``, streams). Chosen on
-#: 20 Newsgroups validation documents at K = 400 (``benchmarks/README.md``, "Hybrid SVI-Gibbs
-#: local step")
+#: (stochastic steps, batch training, ``partial_fit``, ``transform``, streams); see
+#: doc/defaults.md
 _N_SAMPLES = {"chains": 20, "restart": 5}
 #: Bregman k-means iterations after the k-means++ seeding of init='kmeans++'
 _KMEANS_ITERS = 20
@@ -660,13 +659,22 @@ def _prepare_stream(est, stream, rng, whom):
 class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Latent Dirichlet allocation with L-sparse responsibilities (Hughes & Sudderth).
 
-    Variational inference for LDA (Hughes & Sudderth 2016, Sec. 5, App. C) in which each word type
-    of a
-    document spreads its topic responsibility over at most ``L`` topics (top-L
-    exp-normalization, Alg. 1) and the document local step tracks the document's active topics
-    (Alg. 2); restart proposals (App. D.4) help the cold-started local step escape poor local
-    optima. Trained by memoized, stochastic or batch variational inference through the shared
-    engine.
+    Variational inference for LDA (Hughes & Sudderth 2016, Sec. 5, App. C): topics
+    phi_k ~ Dir(tau), document proportions pi_d ~ Dir(alpha), and for each token a topic
+    z ~ Cat(pi_d) and a word x ~ Cat(phi_z). The mean-field family is q(phi_k) =
+    Dir(lambda_k), q(pi_d) = Dir(theta_d) and, for each word type u of document d, q(z) =
+    Cat(r_du) with at most ``L`` non-zero entries. The document local step alternates
+
+    .. math::
+
+        r_{duk} \\propto \\exp\\big(E[\\log \\pi_{dk}] + E[\\log \\phi_{k v_{du}}]\\big)
+        \\ \\text{over the top } L, \\qquad
+        \\theta_{dk} = \\alpha + \\sum_u c_{du} r_{duk}
+
+    (top-L exp-normalization, Alg. 1, over the document's active topics, Alg. 2) until
+    max_k |Delta N_dk| < ``local_tol``; the global step is lambda_kv = tau + S_kv with S the
+    expected topic-word counts. Trained by memoized, stochastic or batch variational
+    inference through the shared engine. See ``doc/topic_models.md``.
 
     Parameters
     ----------
@@ -674,38 +682,48 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Number of topics K.
     L : int or None, default=8
         Sparsity level: maximum number of topics per word type and document. None or
-        ``L >= n_components`` gives the dense local step.
+        ``L >= n_components`` gives the dense local step. Smaller L makes a pass cheaper,
+        the more so the larger K; L = 1 (a hard assignment of each word type) can lose a
+        good deal of held-out quality, so keep L at 4 or more. Raise it only if the held-out
+        score at your K improves with it (see ``doc/choosing.md``).
     doc_topic_prior : float or None, default=None
         alpha_k, the same for every topic; None means 0.5 / n_components (the paper's
-        Dir(alpha/K) with alpha = 0.5).
+        Dir(alpha/K) with alpha = 0.5). Smaller values let each document use fewer topics.
+        Held-out scores depend on it: compare models at the same value.
     topic_word_prior : float, default=0.1
-        tau: symmetric Dirichlet prior on each topic's word distribution.
+        tau: symmetric Dirichlet prior on each topic's word distribution. Smaller values
+        give sparser topics; V tau (V the vocabulary size) is the prior's total weight in
+        each topic, in pseudo-tokens: compare it with the tokens a topic holds.
     algorithm : {'memoized', 'stochastic', 'batch'}, default='memoized'
-        Learning algorithm (see :mod:`sparseclust._engine`).
+        Learning algorithm (see :mod:`sparseclust._engine`): 'memoized' (fixed batches whose
+        statistics are replaced on each visit; no step size, the ELBO never decreases) for a
+        corpus that fits in memory or is read again from disk every pass; 'stochastic'
+        (random minibatches blended with step rho_t) when a pass over the corpus is too
+        costly to repeat; 'batch' (one global step per pass) mostly for comparison.
     n_batches : int, default=10
         Number of fixed batches of memoized training (capped at the number of documents).
+        More batches mean more global steps per pass (faster progress early) and more cached
+        statistics (memory grows with the batches' word types, not with the corpus).
     batch_size : int or None, default=None
-        Minibatch size of stochastic training. None means 256, except in stochastic ``fit``
-        with the Gibbs local step, where it means 4096 (in :meth:`partial_fit`, which gets
-        its minibatches from the caller, the size only sets the default ``delta`` and the
-        step count a fit resumes at). The Gibbs step's default was chosen on 20 Newsgroups
-        documents disjoint from those reported (``benchmarks/README.md``, "Minibatch size of
-        the Gibbs local step"): after 10 passes at K = 100 and 400, minibatches of 4096 ended
-        0.012 and 0.025 nats per token above minibatches of 256, and above 1024 and 8192.
+        Minibatch size of stochastic training. None means 256 with the variational local
+        step and 4096 with the Gibbs local step, whose statistics are draws: a larger
+        minibatch averages the draws of more documents per step. In :meth:`partial_fit`,
+        which gets its minibatches from the caller, the size only sets the default
+        ``delta`` and the step count a fit resumes at (None: 256 with either step). Raise it
+        when the topics fluctuate from step to step; lower it for more, cheaper steps.
+        Evidence for the defaults: ``doc/benchmarks.md``.
     kappa : float, default=0.6
-        Decay of the stochastic step size rho_t = (delta + t)^(-kappa).
+        Decay of the stochastic step size rho_t = (delta + t)^(-kappa), in (0.5, 1] for the
+        steps to converge (Hoffman et al. 2013); larger values forget old minibatches more
+        slowly.
     delta : float or None, default=None
         Delay of the stochastic step size. None means four passes' worth of minibatches,
         delta = 4 ceil(D / batch_size) with D the documents the statistics are scaled to
         (``total_samples``, else the documents given to ``fit``; in :meth:`partial_fit`
         without either, the minibatch's size), so the first step, rho_1 = (delta +
-        1)^(-kappa), is small when a minibatch is a small part of the corpus. With delta = 1
-        the first minibatch, scaled up by D / batch_size, replaces two thirds of the initial
-        topics (rho_1 = 0.66), and the topics do not recover from those early large steps
-        within 10 passes. Chosen on 20 Newsgroups documents disjoint from those reported
-        (``benchmarks/bench_lda_stochastic.py``): after 10 passes stochastic training ended
-        0.013-0.021 nats per token below memoized training at K = 100 and 400, against 0.20
-        with delta = 1 (``benchmarks/README.md``).
+        1)^(-kappa), is small when a minibatch is a small part of the corpus: one
+        minibatch's statistics, scaled up by D / batch_size, would otherwise overwrite most
+        of the initial topics (rho_1 = 0.66 for delta = 1, kappa = 0.6).
     total_samples : float or None, default=None
         Corpus size minibatch statistics are scaled to in stochastic training; None means the
         number of documents given to ``fit`` (or the minibatch size in ``partial_fit``).
@@ -715,29 +733,31 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Stop after the first pass whose ELBO changed by less than ``tol`` nats per training
         token, ``|L_t - L_{t-1}| / N_tokens < tol`` (``converged_`` is then True; otherwise a
         ``ConvergenceWarning``, except for stochastic training). ``0`` runs ``max_iter``
-        passes, without a warning. The measure is recorded in ``trace_`` as ``elbo_change``.
-        scikit-learn's ``LatentDirichletAllocation`` runs all its ``max_iter`` passes unless
-        ``evaluate_every > 0``, in which case it stops on the change of its perplexity bound
-        (``perp_tol``). The default was measured (``benchmarks/bench_defaults.py``, results in
-        ``benchmarks/results/defaults.json``): on KOS (4 splits) and 20 Newsgroups (K = 100) the
-        memoized fit stopped after 20-38 passes within 0.05% of the held-out document-completion
-        score of the same fit after 60-100 passes; the previous rule, a relative change of
-        1e-4, stopped after 11-19 passes. Stochastic training's objective (evaluated on the
-        blended statistics) is a noisy estimate, and two consecutive passes can agree to
-        within ``tol`` long before it levels off; it compares the mean objective of the last
-        3 passes with the mean of the 3 passes before them instead, so it runs at least 6
-        passes (``doc/engine.md``). So does memoized training with ``local_step='gibbs'``,
-        whose objective is a Monte Carlo estimate.
+        passes, without a warning. The measure is recorded in ``trace_`` as ``elbo_change``;
+        being per token, it does not depend on the corpus size. The default is the loosest
+        value whose fits end within 0.05% of the held-out score of the same fit run much
+        longer (``doc/defaults.md``); lower it when you need the fixed point itself, raise it
+        for a quick look. scikit-learn's ``LatentDirichletAllocation`` runs all its
+        ``max_iter`` passes unless ``evaluate_every > 0``, in which case it stops on the
+        change of its perplexity bound (``perp_tol``). Stochastic training's objective
+        (evaluated on the blended statistics) is a noisy estimate, and two consecutive
+        passes can agree to within ``tol`` long before it levels off; it compares the mean
+        objective of the last 3 passes with the mean of the 3 passes before them instead, so
+        it runs at least 6 passes (``doc/engine.md``). So does memoized training with
+        ``local_step='gibbs'``, whose objective is a Monte Carlo estimate.
     local_max_iter : int, default=100
-        Maximum local iterations per document.
+        Maximum local iterations per document (Hughes & Sudderth 2016, App. D: 100).
     local_tol : float, default=0.05
-        Local convergence threshold on max_k |Delta N_dk|.
+        Local convergence threshold on max_k |Delta N_dk|, in tokens (Hughes & Sudderth
+        2016, App. D: 0.05). Smaller values make every pass slower and the memoized ELBO
+        closer to monotone.
     restarts : int, default=0
-        Restart proposals per document and local step (Hughes & Sudderth 2016, App. D.4; 0 disables
-        them). Each accepted proposal raises its document's ELBO, but on 20 Newsgroups
-        (K = 100 and 400) memoized training with 4 proposals ended at a lower held-out score
-        and a lower whole-corpus ELBO than without them (``benchmarks/README.md``), hence
-        the default.
+        Restart proposals per document and local step (Hughes & Sudderth 2016, App. D.4; 0
+        disables them): after convergence, the document's smallest used topics are each
+        proposed for removal and the proposal is kept if the document's ELBO rises. Each
+        accepted proposal is a greedy per-document improvement; pushing documents onto fewer
+        topics early can steer training to a worse fixed point of the whole corpus, so they
+        are off unless a held-out comparison on your corpus favours them.
     local_step : {'variational', 'gibbs'}, default='variational'
         The document step of training. 'variational': the L-sparse mean-field step above.
         'gibbs': the hybrid SVI-Gibbs step of Mimno, Hoffman & Blei (2012): with theta_d
@@ -756,7 +776,9 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         counts are rounded to whole tokens (see ``fit``). Its training objective (``lower_bound_``,
         ``trace_``) is a Monte Carlo estimate of E_q[log p(x, z, phi)] - E_q[log q(phi)]
         without the entropy of q(z): not a bound, and not comparable with the variational
-        ELBO; ``score`` is the same held-out bound for both steps. See ``doc/sparse_lda.md``.
+        ELBO; ``score`` is the same held-out bound for both steps. It suits memoized
+        training of a corpus held in memory, where the chains are kept; give it ``max_iter``
+        and ``tol=0`` (its objective is noisy). See ``doc/topic_models.md``.
     n_burnin : int, default=5
         Gibbs local step: burn-in sweeps, discarded after the initialising sweep.
     n_saved_sweeps : int or None, default=None
@@ -764,37 +786,30 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         chain, all of its sweeps). None means 20 where ``fit`` keeps the chains (memoized
         training of a matrix with ``n_batches >= 2``, stochastic training of a matrix with
         ``batch_size`` below its number of documents) and 5 elsewhere (batch training, a
-        ``CorpusStream``, ``partial_fit``, ``transform``). Mimno,
-        Hoffman & Blei (2012, Sec. 4) found (B, S) = (5, 5) best in held-out probability for
-        stochastic steps, not significantly below (10, 10) and (20, 20), and 3-5 sweeps in
-        total sufficient for coherence. On 20 Newsgroups validation documents (K = 400)
-        (5, 5) scored 0.004-0.007 nats per token above (2, 3) in stochastic training and
-        level with (10, 10); kept chains with 20 sweeps per visit scored above 10 until the
-        last checkpoints of a 400 CPU-second fit, where the two were level, and in 10
-        stochastic passes 20 scored above 5 and 10 at K = 100 and 400
-        (``benchmarks/README.md``).
+        ``CorpusStream``, ``partial_fit``, ``transform``). A restarted chain needs burn-in
+        and few saved sweeps: (B, S) = (5, 5) is the setting Mimno, Hoffman & Blei (2012,
+        Sec. 4) found best in held-out probability. A kept chain is already burnt in, so
+        each visit saves all its sweeps; more sweeps per visit cost time in proportion and
+        give less noisy statistics.
     init : {'kmeans++', 'random'}, array-like of shape (n_components, n_features) or \
             estimator, default='kmeans++'
         'kmeans++': Bregman (KL) k-means++ seeding on documents (Hughes & Sudderth 2016, Sec. 6),
-        then
-        up to 20 iterations of KL k-means (hard-assignment EM for a mixture of multinomials);
-        topic k starts from lambda_k = tau + (word counts of the documents in cluster k).
-        'random': lambda_kv = tau + g_kv with g_kv ~ Gamma(100, 0.01). An array gives the
-        initial topic-word counts S directly, lambda = tau + S (non-negative and finite; e.g.
-        another model's topic-word counts, for a warm start). An estimator (e.g.
-        ``StochasticEMLDA(n_components, max_iter=1000)``) is a topic model to start from: a
-        clone of it, with this model's ``doc_topic_prior`` and ``topic_word_prior`` (its
-        own are ignored), is fitted on X inside ``fit`` and S = its ``components_`` - tau.
-        Its ``n_components`` must equal this model's; a ``random_state`` of None becomes a
-        seed drawn from this model's, an ``n_threads`` of None this model's. Stochastic EM
-        sweeps (collapsed Gibbs with the other documents' counts one sweep old) reach a
-        better region of topics than the variational step finds from k-means++; its first
-        pass from them scores best, later passes drift back towards its own fixed point. On
-        20 Newsgroups at K = 400 this ended above the variational step from k-means++ and
-        tomotopy's sampler at the same CPU time, and below StochasticEMLDA alone
-        (``benchmarks/README.md``, "Starting from stochastic EM"). With a
-        :class:`~sparseclust.datasets.CorpusStream`, ``partial_fit`` or a Dask collection it
-        is fitted on the first minibatch or the first non-empty partition only.
+        then up to 20 iterations of KL k-means (hard-assignment EM for a mixture of multinomials);
+        topic k starts from lambda_k = tau + (word counts of the documents in cluster k). 'random':
+        lambda_kv = tau + g_kv with g_kv ~ Gamma(100, 0.01). An array gives the initial topic-word
+        counts S directly, lambda = tau + S (non-negative and finite; e.g. another model's
+        topic-word counts, for a warm start). An estimator (e.g. ``StochasticEMLDA(n_components,
+        max_iter=1000)``) is a topic model to start from: a clone of it, with this model's
+        ``doc_topic_prior`` and ``topic_word_prior`` (its own are ignored), is fitted on X inside
+        ``fit`` and S = its ``components_`` - tau. Its ``n_components`` must equal this model's; a
+        ``random_state`` of None becomes a seed drawn from this model's, an ``n_threads`` of None
+        this model's. Stochastic EM sweeps (collapsed Gibbs with the other documents' counts one
+        sweep old) can reach a better region of topics than the variational step finds from
+        k-means++; the first variational pass from them scores best, later passes drift back
+        towards the variational step's own fixed point, so use it when you need a variational model
+        (``transform``, ``partial_fit``, L-sparse posteriors) with the sampler's topics. With a
+        :class:`~sparseclust.datasets.CorpusStream`, ``partial_fit`` or a Dask collection it is
+        fitted on the first minibatch or the first non-empty partition only.
     random_state : int, RandomState instance or None, default=None
     n_threads : int or None, default=None
         OpenMP threads of the local step; results do not depend on it.
@@ -839,7 +854,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     is comparable across values of L. scikit-learn's ``LatentDirichletAllocation.score`` is
     instead the total bound of X including the topics' term E[log p(phi) - log q(phi)]:
     ``sklearn_score = score * N_tokens + topic term`` with the same topics and priors, and
-    ``perplexity = exp(-score)`` leaves the topic term out likewise (``doc/sparse_lda.md``).
+    ``perplexity = exp(-score)`` leaves the topic term out likewise (``doc/evaluating.md``).
     The topic term does not depend on X; leaving it out keeps scores of document sets of
     different sizes (e.g. cross-validation folds) comparable.
 
@@ -1360,6 +1375,11 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         q(phi) = Dir(components_), theta_d and r_d from the dense local step, so the value is
         comparable across L): a lower bound on the per-token log predictive probability of X
         under q(phi). The global topic term does not enter. 0.0 when X has no tokens.
+
+        Every token of X is scored with nothing of its document observed beforehand, and the
+        value is a bound, so it is usually lower than the held-out document-completion score
+        (:func:`sparseclust.metrics.document_completion_score`), which predicts part of each
+        document from the rest; ``doc/evaluating.md`` relates the scores.
         """
         check_is_fitted(self)
         X = self._check_X(X, reset=False, whom="SparseLDA.score")
