@@ -146,6 +146,39 @@ def load_imdb(subsets=("train", "test", "unsup"), path=None):
     )
 
 
+def load_imdb_films(min_reviews=5, path=None):
+    """IMDB reviews concatenated per film: long documents with a large vocabulary.
+
+    Every review of the archive (train, test and unlabelled) is assigned to its film by the
+    ``urls_*.txt`` lists (line i names the film of review i); a film's reviews are joined in
+    (subset, label, id) order. Films with fewer than ``min_reviews`` reviews are left out.
+
+    Returns
+    -------
+    texts : list of str
+        One document per film, ordered by the film's IMDB id.
+    """
+    path = Path(path) if path is not None else SHARED_DATA / "imdb" / "aclImdb_v1_text.tar.gz"
+    urls, reviews = {}, []
+    with tarfile.open(path, "r:gz") as tar:
+        for member in tar:
+            name = member.name
+            if name.endswith(".txt") and "/urls_" in name:
+                split, label = name.split("/")[1], name.rsplit("urls_", 1)[1][:-4]
+                urls[split, label] = tar.extractfile(member).read().decode().split()
+                continue
+            m = _IMDB_NAME.match(name)
+            if member.isfile() and m is not None:
+                split, label, ident, _ = m.groups()
+                text = tar.extractfile(member).read().decode("utf-8", errors="replace")
+                reviews.append((split, label, int(ident), text.replace("<br />", " ")))
+    films = {}
+    for split, label, ident, text in sorted(reviews, key=lambda r: r[:3]):
+        film = urls[split, label][ident].split("/")[4]  # .../title/tt0453418/usercomments
+        films.setdefault(film, []).append(text)
+    return [" ".join(films[f]) for f in sorted(films) if len(films[f]) >= min_reviews]
+
+
 def vectorize(train_texts, test_texts=None, min_df=5, **kwargs):
     """CountVectorizer(stop_words='english', min_df=min_df) fitted on the training texts.
 
@@ -190,6 +223,9 @@ def topic_corpus(name, n_validation=None, n_report=None, cache=True):
       validation score drawn from it.
     * ``'imdb'``: the same with the 25,000 ``train`` and ``test`` reviews (their films are
       disjoint).
+    * ``'imdb-films'``: long documents, every review of a film joined
+      (:func:`load_imdb_films`, films with at least 5 reviews), vocabulary ``min_df=2``;
+      ``n_validation`` and ``n_report`` (default 500 each) random films held out.
     * ``'kos'``: the bundled UCI corpus (3,430 posts, already counted): 300 validation and
       300 report documents drawn at random, the rest fitted.
 
@@ -242,6 +278,20 @@ def _split_corpus(name, n_validation, n_report):
         parts = {"fit": X[fit], "validation": X[np.sort(val)], "report": X[np.sort(rep)]}
         return parts, (f"KOS (UCI): {len(fit)} fitted, {n_validation} validation and "
                        f"{n_report} report posts drawn at random (seed 0)")
+    if name == "imdb-films":
+        films = load_imdb_films()
+        n_validation = n_validation or 500
+        n_report = n_report or 500
+        order = rng.permutation(len(films))
+        n_held = n_validation + n_report
+        fit_texts = [films[i] for i in order[n_held:]]
+        X_fit, X_held, _ = vectorize(fit_texts, [films[i] for i in order[:n_held]], min_df=2)
+        parts = {"fit": sp.csr_matrix(X_fit), "validation": sp.csr_matrix(X_held[:n_validation]),
+                 "report": sp.csr_matrix(X_held[n_validation:])}
+        return parts, (f"IMDB films (all reviews of a film joined, films with at least 5 "
+                       f"reviews): {len(fit_texts)} fitted, {n_validation} validation and "
+                       f"{n_report} report films drawn at random (seed 0); "
+                       "CountVectorizer(stop_words='english', min_df=2) on the fitted films")
     if name == "20newsgroups":
         train, _, _ = load_20newsgroups("train")
         test, _, _ = load_20newsgroups("test")

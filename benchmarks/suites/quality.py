@@ -47,6 +47,8 @@ FULL = {
                          tomotopy_sweeps=200, gensim_passes=5, sklearn_max_iter=10),
     "imdb": dict(corpus="imdb", K=[100, 400], seeds=[0],
                  methods=_OURS + ["tomotopy"], tomotopy_sweeps=200),
+    "imdb-films": dict(corpus="imdb-films", K=[100], seeds=[0],
+                       methods=["sparselda-gibbs", "sem", "tomotopy"], tomotopy_sweeps=200),
     "kos": dict(corpus="kos", K=[50, 100], seeds=[0, 1], methods=_OURS + _PEERS,
                 tomotopy_sweeps=200, gensim_passes=5, sklearn_max_iter=10),
 }
@@ -65,7 +67,8 @@ LABELS = {
     "gensim": "gensim LdaModel",
     "sklearn": "scikit-learn LatentDirichletAllocation",
 }
-CORPORA = {"20newsgroups": "20 Newsgroups", "imdb": "IMDB", "kos": "KOS"}
+CORPORA = {"20newsgroups": "20 Newsgroups", "imdb": "IMDB", "kos": "KOS",
+           "imdb-films": "IMDB films (long documents)"}
 
 
 def _fit(method, X, K, seed, params):

@@ -24,9 +24,11 @@ METHOD = """\
 FULL = {
     "20newsgroups": dict(corpus="20newsgroups", K=[100, 1000], sweeps=10, seeds=[0]),
     "imdb": dict(corpus="imdb", K=[100, 1000], sweeps=10, seeds=[0]),
+    "imdb-films": dict(corpus="imdb-films", K=[100, 1000], sweeps=10, seeds=[0]),
 }
 QUICK = {"kos": dict(corpus="kos", K=[20], sweeps=3, seeds=[0])}
-CORPORA = {"20newsgroups": "20 Newsgroups", "imdb": "IMDB", "kos": "KOS"}
+CORPORA = {"20newsgroups": "20 Newsgroups", "imdb": "IMDB", "kos": "KOS",
+           "imdb-films": "IMDB films (long documents)"}
 
 
 def _ours(X, K, seed, sweeps):
