@@ -124,8 +124,10 @@ def render_results_page(found):
         if results:
             out += [mod.table(results).rstrip(), "", "**Runs.**", ""]
             out += [f"- {_provenance(r)}" for r in results]
-        else:
-            out += ["No result is stored for this suite yet."]
+        missing = [p for p in mod.FULL if p not in {r["part"] for r in results}]
+        if missing:
+            out += ["", "No result is stored yet for "
+                    + ", ".join(f"`{p}`" for p in missing) + "."]
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
