@@ -96,7 +96,7 @@ class TomotopyAlpha(Tomotopy):
         StochasticEMLDA returns, applied to the peer's sample: Papanikolaou et al. show it
         applies to any collapsed Gibbs sampler), and the ``clock`` seconds of computing them
         once the assignments are read out of tomotopy (the read-out is not timed)."""
-        from sparseclust._kernels import _sampler
+        from sparseclust._kernels import _tokens as _sampler
         from sparseclust.topics._sem_sampler import TokenLayout, _RaoBlackwell
 
         words = [np.asarray(d.words, dtype=np.int32) for d in self.model.docs]

@@ -47,7 +47,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._engine import VariationalModel, is_dask_collection
-from ._kernels import _sampler
+from ._kernels import _tokens
 from .topics._local import TopicTables, check_counts
 from .topics._sem_sampler import (
     _MIN_WORK_PER_THREAD,
@@ -760,9 +760,9 @@ def _sem_init(part, offset, seed, K, n_threads):
     keys = np.arange(offset, offset + D, dtype=np.uint64)
     z = np.empty(N, dtype=_z_dtype(K))
     nt = threads_for_work(n_threads, N, _MIN_WORK_PER_THREAD)
-    _sampler.random_assign(lay.tokptr, z, keys, seed, K, nt)
+    _tokens.random_assign(lay.tokptr, z, keys, seed, K, nt)
     W = np.zeros((V, K), np.int32)
-    _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, nt)
+    _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, nt)
     totals = np.bincount(lay.indices, weights=lay.cnt, minlength=V).astype(np.int64)
     return z, (sp.csr_array(W, dtype=np.int64), totals, N)
 

@@ -12,7 +12,7 @@ from collections import namedtuple
 import numpy as np
 from scipy.special import gammaln
 
-from .._kernels import _sampler
+from .._kernels import _rao_blackwell, _sampler, _sem_tables, _tokens
 from ..utils._threads import threads_for_work
 
 #: token layout of a count matrix: CSR structure, tokens per entry and token offsets per document
@@ -50,7 +50,7 @@ def token_layout(X):
     cnt = np.empty(data.size, dtype=np.int32)
     tokptr = np.empty(indptr.size, dtype=np.int64)
     # one pass, no corpus-sized temporaries (they set the peak memory of fit)
-    if not _sampler.token_counts(indptr, data, cnt, tokptr):
+    if not _tokens.token_counts(indptr, data, cnt, tokptr):
         raise ValueError("a count of X exceeds 2**31 - 1 tokens.")
     return TokenLayout(indptr, indices, cnt, tokptr)
 
@@ -108,15 +108,15 @@ class _Sampler:
         nt = threads_for_work(self.n_threads, W.size, _MIN_WORK_PER_THREAD)
         if self.dense:
             # the dense counts path evaluates every topic from W: no tables
-            _sampler.word_loglik(W, beta, word_ll, nt)
+            _sem_tables.word_loglik(W, beta, word_ll, nt)
             self.counts = (W, inv_tot, float(beta), None, 0.0)
         else:
             if word_totals is None:
                 word_totals = W.sum(axis=1, dtype=np.int64)
             tables = self._word_tables(np.minimum(word_totals, self.K))
             wptr, wlen, wtop, wprob, walias, Qw, sprob, salias = tables
-            Qs = _sampler.build_word_tables(W, inv_tot, beta, self.alpha, wptr, wlen, wtop,
-                                            wprob, walias, Qw, sprob, salias, word_ll, nt)
+            Qs = _sem_tables.build_word_tables(W, inv_tot, beta, self.alpha, wptr, wlen, wtop,
+                                               wprob, walias, Qw, sprob, salias, word_ll, nt)
             self.counts = (W, inv_tot, float(beta), tables, Qs)
         K = self.K
         return float(K * gammaln(self.V * beta) - gammaln(T + self.V * beta).sum()
@@ -188,7 +188,7 @@ class _Sampler:
 
 class _RaoBlackwell:
     """Rao-Blackwellized word-topic counts R (V, K) float32 of assignments z (see
-    :func:`_sampler.rb_doc_part`): every token contributes its collapsed conditional
+    :func:`_rao_blackwell.rb_doc_part`): every token contributes its collapsed conditional
     p(z_i = k | z_{-i}) instead of its sampled topic.
 
     Counts mode (``W``, the counts of the one z given): the conditional of stochastic EM, the
@@ -209,8 +209,8 @@ class _RaoBlackwell:
             topic_totals = W.sum(axis=0, dtype=np.int64)
         self.inv = _EMPTY1 if W is None else 1.0 / (topic_totals + self.V * self.beta)
         self.A = np.empty(self.V)
-        _sampler.rb_word_mass(self.W, self.w, self.inv, self.beta, alpha, self.A,
-                              threads_for_work(n_threads, self.V * K, _MIN_WORK_PER_THREAD))
+        _rao_blackwell.rb_word_mass(self.W, self.w, self.inv, self.beta, alpha, self.A,
+                                    threads_for_work(n_threads, self.V * K, _MIN_WORK_PER_THREAD))
 
     def sum(self, lay, zs, *, in_place=False):
         """R summed over the assignments in ``zs``: a new float64 array, or, with ``in_place``
@@ -229,12 +229,12 @@ class _RaoBlackwell:
             out = np.zeros((hi - lo, K)) if in_place else dest
             s = np.zeros(hi - lo)
             for z in zs:
-                _sampler.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, self.W,
-                                     self.w, self.inv, self.beta, self.alpha, self.A, out, s,
-                                     lo, nt)
-            _sampler.rb_smooth_part(self.W, self.w, self.inv, self.beta, self.alpha, s, out,
-                                    lo,
-                                    threads_for_work(self.n_threads, out.size,
+                _rao_blackwell.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, self.W,
+                                           self.w, self.inv, self.beta, self.alpha, self.A, out, s,
+                                           lo, nt)
+            _rao_blackwell.rb_smooth_part(self.W, self.w, self.inv, self.beta, self.alpha, s, out,
+                                          lo,
+                                          threads_for_work(self.n_threads, out.size,
                                                      _MIN_WORK_PER_THREAD))
             if in_place:
                 dest[lo:hi] = out  # the rows of these words are not read again
