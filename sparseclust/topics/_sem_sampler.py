@@ -1,15 +1,17 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The token sampler of stochastic EM (:class:`sparseclust.topics.StochasticEMLDA`): token
-layout, seeds, word weights and sampler tables, the Rao-Blackwellized counts and the sweep
-loop. Shared by the in-process fit (:mod:`sparseclust.topics._sem`), the Gibbs local step
-(:mod:`sparseclust.topics._gibbs`) and the fit on Dask collections (:mod:`sparseclust._dask`),
-which import it; it imports none of them.
+layout, seeds, word weights and sampler tables, the Rao-Blackwellized counts, the sweep
+loop and the pieces of one partition of a corpus (its initial assignments, a sweep, its
+Rao-Blackwellized counts). Shared by the in-process fit (:mod:`sparseclust.topics._sem`), the
+Gibbs local step (:mod:`sparseclust.topics._gibbs`) and the fit on Dask collections
+(:mod:`sparseclust._dask._sem`), which import it; it imports none of them.
 """
 
 import time
 from collections import namedtuple
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import gammaln
 
 from .._kernels import _rao_blackwell, _sampler, _sem_tables, _tokens
@@ -286,3 +288,45 @@ def run_sweeps(est, sweep, *, n_tokens, n_docs, rng, elapsed, callback, estimate
     est._n_samples_fit = n_docs
     est._t = None
     return est
+
+
+def init_partition(part, offset, seed, K, n_threads):
+    """Uniform initial assignments of one partition of a corpus (a block of rows whose first
+    document is ``offset``: keys offset..offset+D-1, as in one process) and their word-topic
+    counts; returns (z, (counts as sparse int64, word totals, tokens)). The partition pieces
+    of a fit on a Dask collection (:mod:`sparseclust._dask._sem`)."""
+    D, V = part.shape
+    lay = token_layout(part)
+    N = int(lay.tokptr[-1])
+    keys = np.arange(offset, offset + D, dtype=np.uint64)
+    z = np.empty(N, dtype=_z_dtype(K))
+    nt = threads_for_work(n_threads, N, _MIN_WORK_PER_THREAD)
+    _tokens.random_assign(lay.tokptr, z, keys, seed, K, nt)
+    W = np.zeros((V, K), np.int32)
+    _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, nt)
+    totals = np.bincount(lay.indices, weights=lay.cnt, minlength=V).astype(np.int64)
+    return z, (sp.csr_array(W, dtype=np.int64), totals, N)
+
+
+def sweep_partition(part, z, offset, W, word_totals, sampler_args, beta, seed, sweep):
+    """One stochastic-EM sweep of one partition reading the whole-data counts W: returns
+    (new z, (new word-topic counts as sparse int64, log-likelihood of its documents, tokens
+    that changed topic))."""
+    D, V = part.shape
+    lay = token_layout(part)
+    smp = _Sampler(V, *sampler_args)
+    smp.set_weights_from_counts(W, beta, word_totals)
+    smp.build_tables()
+    keys = np.arange(offset, offset + D, dtype=np.uint64)
+    z = z.copy()  # the previous assignments stay valid (Dask may recompute from them)
+    Wout = np.zeros_like(W)
+    ll_doc = np.zeros(D)
+    changed = smp.sweep(lay, z, keys, seed, sweep, Wout=Wout, ll_doc=ll_doc)
+    return z, (sp.csr_array(Wout, dtype=np.int64), float(ll_doc.sum()), int(changed))
+
+
+def rao_blackwell_partition(part, z, W, beta, alpha, n_threads):
+    """The Rao-Blackwellized word-topic counts (V, K) float64 of one partition's assignments
+    z given the whole-data counts W (``StochasticEMLDA(topic_estimate='rao_blackwell')``);
+    summed over the partitions in float64, kept as float32 as in-process."""
+    return _RaoBlackwell(W.shape[1], beta, alpha, n_threads, W=W).sum(token_layout(part), [z])
