@@ -6,7 +6,7 @@
 
 from libc.stdint cimport int32_t, int64_t, uint16_t, uint64_t
 
-from sparseclust._kernels._sampling cimport _scan, _search, sc_popcount64, sc_uniform
+from sparseclust._kernels._sampling cimport _scan, _search, sc_popcount64, sc_uniform, tab_t
 
 
 cdef struct _Args:
@@ -66,19 +66,34 @@ cdef struct _Args:
                                    # the entry's (d, v) other tokens, see _draw_live_entry
 
 
-cdef inline int _alias_draw(const _Args* a, int v, double x) noexcept nogil:
-    """Draw from word v's alias table with x uniform in [0, 1)."""
-    cdef int K = a.K, i
-    cdef double y = x * K, frac
+cdef inline int _alias_slot(double x, int n, double* frac) noexcept nogil:
+    """The slot i of an alias table of n entries in which x uniform in [0, 1) falls, and
+    ``*frac`` = x n - i, the position within the slot that the slot's probability decides."""
+    cdef double y = x * n
+    cdef int i
     if y < 0.0:
         y = 0.0
     i = <int> y
-    if i >= K:
-        i = K - 1
-    frac = y - i
-    if frac < a.prob[<int64_t> v * K + i]:
+    if i >= n:
+        i = n - 1
+    frac[0] = y - i
+    return i
+
+
+cdef inline int _alias_pick(const float* prob, const int32_t* alias, int n,
+                            double x) noexcept nogil:
+    """A draw from the alias table (prob, alias) of n topics, x uniform in [0, 1)."""
+    cdef double frac
+    cdef int i = _alias_slot(x, n, &frac)
+    if frac < prob[i]:
         return i
-    return a.alias[<int64_t> v * K + i]
+    return alias[i]
+
+
+cdef inline int _alias_draw(const _Args* a, int v, double x) noexcept nogil:
+    """Draw from word v's alias table with x uniform in [0, 1)."""
+    cdef int64_t row = <int64_t> v * a.K
+    return _alias_pick(a.prob + row, a.alias + row, a.K, x)
 
 
 cdef inline int _wt(const _Args* a, int64_t i) noexcept nogil:
@@ -91,14 +106,8 @@ cdef inline int _wt(const _Args* a, int64_t i) noexcept nogil:
 cdef inline int _word_draw(const _Args* a, int v, double x) noexcept nogil:
     """Draw from word v's sparse alias table (its topics with W_vk > 0), x uniform in [0, 1)."""
     cdef int64_t off = a.wptr[v]
-    cdef int n = a.wlen[v], i
-    cdef double y = x * n, frac
-    if y < 0.0:
-        y = 0.0
-    i = <int> y
-    if i >= n:
-        i = n - 1
-    frac = y - i
+    cdef double frac
+    cdef int i = _alias_slot(x, a.wlen[v], &frac)
     if frac < a.wprob[off + i]:
         return _wt(a, off + i)
     if a.wide:
@@ -108,17 +117,7 @@ cdef inline int _word_draw(const _Args* a, int v, double x) noexcept nogil:
 
 cdef inline int _smooth_draw(const _Args* a, double x) noexcept nogil:
     """Draw from the shared alias table over alpha_k beta / (T_k + V beta)."""
-    cdef int K = a.K, i
-    cdef double y = x * K, frac
-    if y < 0.0:
-        y = 0.0
-    i = <int> y
-    if i >= K:
-        i = K - 1
-    frac = y - i
-    if frac < a.sprob[i]:
-        return i
-    return a.salias[i]
+    return _alias_pick(a.sprob, a.salias, a.K, x)
 
 
 cdef inline void _nd_add(int32_t* nd, int32_t* act, int32_t* pos, int* na, int k) noexcept nogil:
@@ -233,42 +232,44 @@ cdef inline int _doc_beta_draw(const _Args* a, const int32_t* nd, const int32_t*
     return act[na - 1]
 
 
+cdef inline int _scan_topics(const tab_t* top, int n, const int32_t* nd, const int32_t* Wv,
+                             const int32_t* keep, const double* inv_tot, double* cum,
+                             int32_t* itop, double* acc) noexcept nogil:
+    """The scan of :func:`_doc_word_part` over the topics ``top[0:n]`` (uint16 or int32): a
+    topic k stays in the list when keep[k] > 0."""
+    cdef int i, k, ni = 0
+    cdef double s = acc[0]
+    for i in range(n):
+        k = top[i]
+        s += nd[k] * (<double> Wv[k] * inv_tot[k])
+        cum[ni] = s
+        itop[ni] = k
+        ni += keep[k] > 0
+    acc[0] = s
+    return ni
+
+
 cdef inline int _doc_word_part(const _Args* a, const int32_t* nd, const int32_t* act, int na,
                                const int32_t* Wv, int v, double* cum, int32_t* itop,
                                double* sd) noexcept nogil:
     """The counts path's document-word part, sum over k of n_dk W_vk / (T_k + V beta) for the
     topics both the document (n_dk > 0) and word v (W_vk > 0) hold, scanned over the shorter
     of the two lists: its cumulative sums go to ``cum`` and its topics to ``itop`` (the
-    number of them is returned), its total is added to ``*sd``."""
-    cdef int i, k, ni = 0, wn = a.wlen[v]
+    number of them is returned), its total is added to ``*sd``.
+
+    Branch-free: every topic of the scanned list is added (a zero term leaves the sum
+    unchanged, exactly) and written at slot ni, which advances only when the term is
+    non-zero, so the list is the same as with a test but without mispredicted branches."""
+    cdef int ni, wn = a.wlen[v]
     cdef int64_t wo = a.wptr[v]
-    cdef double acc = sd[0]
-    # Branch-free: every topic of the scanned list is added (a zero term leaves the sum
-    # unchanged, exactly) and written at slot ni, which advances only when the term is
-    # non-zero, so the list is the same as with a test but without mispredicted branches.
-    if wn < na:
-        if a.wide:
-            for i in range(wn):
-                k = (<const int32_t*> a.wtop)[wo + i]
-                acc += nd[k] * (<double> Wv[k] * a.inv_tot[k])
-                cum[ni] = acc
-                itop[ni] = k
-                ni += nd[k] > 0
-        else:
-            for i in range(wn):
-                k = (<const uint16_t*> a.wtop)[wo + i]
-                acc += nd[k] * (<double> Wv[k] * a.inv_tot[k])
-                cum[ni] = acc
-                itop[ni] = k
-                ni += nd[k] > 0
+    if wn >= na:  # the document's topics, those the word holds kept
+        ni = _scan_topics(act, na, nd, Wv, Wv, a.inv_tot, cum, itop, sd)
+    elif a.wide:  # the word's topics, those the document holds kept
+        ni = _scan_topics(<const int32_t*> a.wtop + wo, wn, nd, Wv, nd, a.inv_tot, cum, itop,
+                          sd)
     else:
-        for i in range(na):
-            k = act[i]
-            acc += nd[k] * (<double> Wv[k] * a.inv_tot[k])
-            cum[ni] = acc
-            itop[ni] = k
-            ni += Wv[k] > 0
-    sd[0] = acc
+        ni = _scan_topics(<const uint16_t*> a.wtop + wo, wn, nd, Wv, nd, a.inv_tot, cum, itop,
+                          sd)
     return ni
 
 

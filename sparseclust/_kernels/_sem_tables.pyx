@@ -133,26 +133,17 @@ def sem_word_weights(
     double[::1] word_ll,           # OUT (V,) sum_k [lgamma(W_vk + beta) - lgamma(beta)]
     int n_threads,
 ):
-    """Stochastic-EM word weights from the counts, and the words' terms of log p(x | z, beta)."""
+    """Stochastic-EM word weights from the counts, and the words' terms of log p(x | z, beta)
+    (:func:`word_loglik`)."""
     cdef Py_ssize_t V = W.shape[0], v
     cdef int K = <int> W.shape[1], k
-    cdef double lgb = gammaln(beta), ll
     if inv_tot.shape[0] != K or w.shape[0] != V or w.shape[1] != K or word_ll.shape[0] != V:
         raise ValueError("inconsistent shapes")
-    lbt = np.empty(_LG_TAB)
-    cdef double[::1] lbtv = lbt
-    _lg_table(beta, &lbtv[0])
     with nogil:
         for v in prange(V, schedule="static", num_threads=n_threads):
-            ll = 0.0
             for k in range(K):
                 w[v, k] = <float> ((W[v, k] + beta) * inv_tot[k])
-                if W[v, k] > 0:
-                    if W[v, k] < _LG_TAB:
-                        ll = ll + lbtv[W[v, k]]
-                    else:
-                        ll = ll + gammaln(W[v, k] + beta) - lgb
-            word_ll[v] = ll
+    word_loglik(W, beta, word_ll, n_threads)
 
 
 def word_loglik(
