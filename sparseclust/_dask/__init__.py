@@ -36,16 +36,18 @@ Moves (HDPTopicModel, the Dirichlet-process mixture)
     is the in-process one.
 
 Modules
-    :mod:`._core`, the layer itself, which knows no model: the validated partitions and the
-    rounds (:class:`._core._Runner`), the partitioned source of the engine
+    The layer knows no model and imports none: :mod:`._core`, the validated partitions and
+    the rounds (:class:`._core._Runner`), the partitioned source of the engine
     (:class:`._core.DaskSource`) and the model whose local step runs on the workers
-    (:class:`._core._DistributedModel`); one module per integration, each calling its
-    model's own pieces: :mod:`._topics` (SparseLDA and HDPTopicModel: count partitions,
-    the initial topics), :mod:`._rows` (SparseGaussianMixture: dense rows, the pooled data
-    moments) and :mod:`._sem` (StochasticEMLDA: the sweeps of
-    :mod:`sparseclust.topics._sem_sampler` on the partitions that hold the assignments).
+    (:class:`._core._DistributedModel`, which calls the model's own local step, visit and
+    hooks); :mod:`._rows`, collections of dense rows (SparseGaussianMixture: the pooled data
+    moments, sums over the partitions). The topic models' integrations live beside their
+    models and use the layer: :mod:`sparseclust.topics._dask_lda` (SparseLDA and
+    HDPTopicModel: count partitions, the initial topics) and
+    :mod:`sparseclust.topics._dask_sem` (StochasticEMLDA: the model's partition sweeps).
 
 Nothing here is imported by ``import sparseclust``: an estimator imports its integration only
 when ``fit`` receives a Dask collection, and the modules import Dask only inside functions.
-The layer imports no estimator module (the estimators import it), so there is no cycle.
+The layer imports only :mod:`sparseclust._engine`: no import reaches up to a model package,
+so there is no cycle, not even through a package's ``__init__``.
 """

@@ -421,7 +421,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             if self.algorithm != "batch":
                 raise ValueError("StochasticEMLDA fits a Dask collection with "
                                  f"algorithm='batch' only, got {self.algorithm!r}.")
-            from .._dask._sem import fit_sem
+            from ._dask_sem import fit_sem
 
             return fit_sem(self, X, callback)
         X = self._check_X(X, reset=True, whom="StochasticEMLDA.fit", fitting=True)

@@ -4,7 +4,7 @@ layout, seeds, word weights and sampler tables, the Rao-Blackwellized counts, th
 loop and the pieces of one partition of a corpus (its initial assignments, a sweep, its
 Rao-Blackwellized counts). Shared by the in-process fit (:mod:`sparseclust.topics._sem`), the
 Gibbs local step (:mod:`sparseclust.topics._gibbs`) and the fit on Dask collections
-(:mod:`sparseclust._dask._sem`), which import it; it imports none of them.
+(:mod:`sparseclust.topics._dask_sem`), which import it; it imports none of them.
 """
 
 import time
@@ -294,7 +294,7 @@ def init_partition(part, offset, seed, K, n_threads):
     """Uniform initial assignments of one partition of a corpus (a block of rows whose first
     document is ``offset``: keys offset..offset+D-1, as in one process) and their word-topic
     counts; returns (z, (counts as sparse int64, word totals, tokens)). The partition pieces
-    of a fit on a Dask collection (:mod:`sparseclust._dask._sem`)."""
+    of a fit on a Dask collection (:mod:`sparseclust.topics._dask_sem`)."""
     D, V = part.shape
     lay = token_layout(part)
     N = int(lay.tokptr[-1])

@@ -1102,7 +1102,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                     "(its random streams are keyed by the local step's visit and the "
                     "document's place in the batch, which the workers do not share); use "
                     "local_step='variational', or pass a sparse matrix or a CorpusStream.")
-            from .._dask._topics import prepare_lda
+            from ._dask_lda import prepare_lda
 
             rng = check_random_state(self.random_state)
             X, init, n_docs, n_tokens, wrap = prepare_lda(self, X, rng, "SparseLDA.fit")

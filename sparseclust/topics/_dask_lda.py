@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""SparseLDA and HDPTopicModel on a Dask collection of counts: the partitions validated on
-the workers as ``fit`` validates a matrix (:func:`sparseclust.topics._local.check_counts`),
-the initial topics, and what each model's local step reads shipped to the workers."""
+"""SparseLDA and HDPTopicModel on a Dask collection of counts, through the Dask layer
+(:mod:`sparseclust._dask`): the partitions validated on the workers as ``fit`` validates a
+matrix (:func:`sparseclust.topics._local.check_counts`), the initial topics, and what each
+model's local step reads shipped to the workers. The estimators import this module only when
+``fit`` receives a Dask collection."""
 
 import copy
 import types
@@ -9,8 +11,8 @@ import types
 import numpy as np
 import scipy.sparse as sp
 
-from ..topics._local import TopicTables, check_counts
-from ._core import DaskSource, _bag_item, _DistributedModel, _Runner, _set_n_features
+from .._dask._core import DaskSource, _bag_item, _DistributedModel, _Runner, _set_n_features
+from ._local import TopicTables, check_counts
 
 __all__ = ["prepare_lda"]
 

@@ -1,22 +1,23 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""StochasticEMLDA (algorithm='batch') on a Dask collection of counts: the token assignments
-of a partition stay on its worker, the sweeps of the model's own partition pieces
-(:func:`sparseclust.topics._sem_sampler.sweep_partition` and its companions) map over the
-partitions, the word-topic counts reduce, and the sweep loop is the model's
-(:func:`sparseclust.topics._sem_sampler.run_sweeps`)."""
+"""StochasticEMLDA (algorithm='batch') on a Dask collection of counts, through the Dask layer
+(:mod:`sparseclust._dask`): the token assignments of a partition stay on its worker, the
+model's partition pieces (:func:`sparseclust.topics._sem_sampler.sweep_partition` and its
+companions) map over the partitions, the word-topic counts reduce, and the sweep loop is the
+model's (:func:`sparseclust.topics._sem_sampler.run_sweeps`). The estimator imports this
+module only when ``fit`` receives a Dask collection."""
 
 import numpy as np
 
-from ..topics._sem_sampler import (
+from .._dask._core import _Runner, _set_n_features, _sum, _tree
+from ..utils._threads import effective_n_threads
+from ._dask_lda import _check_part
+from ._sem_sampler import (
     _seed,
     init_partition,
     rao_blackwell_partition,
     run_sweeps,
     sweep_partition,
 )
-from ..utils._threads import effective_n_threads
-from ._core import _Runner, _set_n_features, _sum, _tree
-from ._topics import _check_part
 
 __all__ = ["fit_sem"]
 
