@@ -475,25 +475,9 @@ def _elbo_change(new, old, tol_scale):
 
 
 def fit_engine(
-    model,
-    X,
-    init_stats,
-    *,
-    algorithm="memoized",
-    max_iter=100,
-    tol=1e-6,
-    n_batches=10,
-    batch_size=256,
-    kappa=0.6,
-    delta=1.0,
-    total_samples=None,
-    random_state=None,
-    verbose=0,
-    callback=None,
-    heldout_score=None,
-    state=None,
-    tol_scale=None,
-    window=STOCHASTIC_WINDOW,
+    model, X, init_stats, *, algorithm="memoized", max_iter=100, tol=1e-6, n_batches=10,
+    batch_size=256, kappa=0.6, delta=1.0, total_samples=None, random_state=None, verbose=0,
+    callback=None, heldout_score=None, state=None, tol_scale=None, window=STOCHASTIC_WINDOW,
 ):
     """Train ``model`` on ``X`` from ``init_stats`` with the chosen learning algorithm.
 
@@ -560,220 +544,253 @@ def fit_engine(
     if int(window) < 1:
         raise ValueError(f"window must be at least 1, got {window!r}")
     rng = check_random_state(random_state)
-    stream = _is_stream(X)
-    partitioned = _is_partitioned(X)
-    if partitioned:
-        stream = False
-        n = int(X.n_samples)
-        if n == 0:
-            raise ValueError("cannot fit on an empty dataset.")
-    elif stream:
-        if algorithm != "memoized":
-            raise ValueError(f"a stream of minibatches needs algorithm='memoized', got "
-                             f"{algorithm!r}")
-        n = None
-    else:
-        n = model.n_samples(X)
-        if n == 0:
-            raise ValueError("cannot fit on an empty dataset.")
-    trace = []
-    lower_bounds = []
-    clock = {"elapsed": 0.0, "t0": time.perf_counter()}
-
-    def _pause():
-        clock["elapsed"] += time.perf_counter() - clock["t0"]
-
-    def _resume():
-        clock["t0"] = time.perf_counter()
-
-    def _record(entry, params, stats):
-        _pause()
-        entry["elapsed"] = clock["elapsed"]
-        if heldout_score is not None:
-            entry["heldout"] = float(heldout_score(params))
-        trace.append(entry)
-        stop = False
-        if verbose:
-            msg = (
-                f"[sparseclust] pass {entry['pass']:4d}  elbo {entry['elbo']: .6e}  "
-                f"elapsed {entry['elapsed']:8.2f}s"
-            )
-            if "heldout" in entry:
-                msg += f"  heldout {entry['heldout']: .5f}"
-            if "rho" in entry:
-                msg += f"  rho {entry['rho']:.4f}"
-            print(msg, file=sys.stderr, flush=True)
-        if callback is not None:
-            info = dict(entry)
-            info.update(params=params, stats=stats, n_passes=max_iter)
-            stop = bool(callback(info))
-        _resume()
-        return stop
-
-    converged = False
-    n_iter = 0
-    batch_stats = None
-
+    n, stream, partitioned = _source(model, X, algorithm)
+    trace = _Trace(max_iter, verbose, callback, heldout_score)
+    stop_rule = dict(max_iter=max_iter, tol=tol, tol_scale=tol_scale, window=window)
     if algorithm == "stochastic":
-        total = float(n if total_samples is None else total_samples)
         if state is None:
             state = StochasticState(stats=init_stats.copy(), t=0)
         init_stats = None  # only the copy is updated
-        steps_per_pass = max(1, math.ceil(n / batch_size))
-
-        def _minibatches():
-            if partitioned:
-                for X_mb in X.minibatches(rng, batch_size):
-                    model.before_step(None, None)
-                    yield X_mb
-                return
-            perm = rng.permutation(n)
-            for s in range(steps_per_pass):
-                idx = np.sort(perm[s * batch_size : (s + 1) * batch_size])
-                if idx.size:
-                    X_mb = model.take(X, idx)
-                    model.before_step(X, idx)
-                    yield X_mb
-
-        for it in range(max_iter):
-            timings = {}
-            for X_mb in _minibatches():
-                params = stochastic_step(
-                    model,
-                    state,
-                    X_mb,
-                    kappa=kappa,
-                    delta=delta,
-                    total_samples=total,
-                    timings=timings,
-                )
-            state.stats, params = model.after_pass(state.stats, params, state)
-            state.params = params
-            elbo = float(model.elbo(state.stats, params))
-            lower_bounds.append(elbo)
-            n_iter = it + 1
-            entry = {
-                "pass": n_iter,
-                "step": state.t,
-                "elbo": elbo,
-                "rho": state.rho,
-                "time_local": timings.get("local", 0.0),
-                "time_global": timings.get("global", 0.0),
-            }
-            # noisy objective: compare means over windows of passes, not single passes
-            change = _windowed_change(lower_bounds, window, tol_scale)
-            entry["elbo_change"] = change
-            stop = _record(entry, params, state.stats)
-            if tol > 0 and change < tol:
-                converged = True
-            if converged or stop:
-                break
-        return EngineResult(
-            params=params,
-            stats=state.stats,
-            lower_bounds=lower_bounds,
-            n_iter=n_iter,
-            converged=converged,
-            trace=trace,
-            state=state,
-        )
-
-    # batch and memoized
-    if stream:
-        Xb_list = _StreamBatches(X)
-    elif partitioned:
-        Xb_list = X.fixed_batches(algorithm, int(n_batches))
-    else:
-        if algorithm == "batch":
-            batches = [np.arange(n)]
-        else:
-            batches = _split_batches(n, int(n_batches), rng)
-        Xb_list = [X if len(batches) == 1 else model.take(X, b) for b in batches]
+        total = float(n if total_samples is None else total_samples)
+        minibatches = _Minibatches(model, X, n, batch_size, rng, partitioned)
+        return _fit_stochastic(model, minibatches, state, trace, total=total, kappa=kappa,
+                               delta=delta, **stop_rule)
+    batches = _fixed_batches(model, X, algorithm, n, n_batches, rng, stream, partitioned)
     # the batches hold the data from here on: this frame's reference to X goes (with it the
     # whole matrix when the caller passed its only reference, e.g. a validated copy)
     X = None
-    params = model.initial_params(init_stats)
+    run = _FixedBatchRun(model, batches, model.initial_params(init_stats), stream)
     # the initial statistics only define the first parameters: release them (the caller may
     # pass them without keeping a reference; with large K they are K x V dense)
     init_stats = None
-    total = None
-    batch_stats = [] if stream else [None] * len(Xb_list)
-    prev = -np.inf
-    n_global = 0  # global steps taken (the initial one from init_stats not counted)
+    return _fit_fixed_batches(run, trace, full_sweeps=algorithm == "batch", **stop_rule)
+
+
+def _source(model, X, algorithm):
+    """``(n, stream, partitioned)`` of the training data: its number of samples (None for a
+    stream, whose size is known after a pass) and which kind of source it is."""
+    partitioned = _is_partitioned(X)
+    if not partitioned and _is_stream(X):
+        if algorithm != "memoized":
+            raise ValueError(f"a stream of minibatches needs algorithm='memoized', got "
+                             f"{algorithm!r}")
+        return None, True, False
+    n = int(X.n_samples) if partitioned else model.n_samples(X)
+    if n == 0:
+        raise ValueError("cannot fit on an empty dataset.")
+    return n, False, partitioned
+
+
+class _Trace:
+    """The record of a fit, one entry a pass: the objective, the elapsed training time (the
+    held-out score, the printed line and the callback are not counted), and the user's
+    ``heldout_score``, ``verbose`` line and ``callback`` (see :func:`fit_engine`)."""
+
+    def __init__(self, max_iter, verbose, callback, heldout_score):
+        self.max_iter, self.verbose = max_iter, verbose
+        self.callback, self.heldout_score = callback, heldout_score
+        self.entries, self.lower_bounds = [], []
+        self.elapsed, self.t0 = 0.0, time.perf_counter()
+
+    def record(self, entry, params, stats):
+        """Complete and keep the pass's ``entry``; returns whether the callback asks to
+        stop."""
+        self.elapsed += time.perf_counter() - self.t0
+        entry["elapsed"] = self.elapsed
+        if self.heldout_score is not None:
+            entry["heldout"] = float(self.heldout_score(params))
+        self.entries.append(entry)
+        stop = False
+        if self.verbose:
+            print(_pass_line(entry), file=sys.stderr, flush=True)
+        if self.callback is not None:
+            info = dict(entry)
+            info.update(params=params, stats=stats, n_passes=self.max_iter)
+            stop = bool(self.callback(info))
+        self.t0 = time.perf_counter()
+        return stop
+
+
+def _pass_line(entry):
+    """The line ``verbose`` prints after a pass."""
+    msg = (
+        f"[sparseclust] pass {entry['pass']:4d}  elbo {entry['elbo']: .6e}  "
+        f"elapsed {entry['elapsed']:8.2f}s"
+    )
+    if "heldout" in entry:
+        msg += f"  heldout {entry['heldout']: .5f}"
+    if "rho" in entry:
+        msg += f"  rho {entry['rho']:.4f}"
+    return msg
+
+
+class _Minibatches:
+    """The minibatches of one stochastic pass, in a new random order every pass: the
+    partitions' own (``X.minibatches``) or ``batch_size`` rows of a permutation, each row
+    sorted; the model is told of each before its step (``before_step``)."""
+
+    def __init__(self, model, X, n, batch_size, rng, partitioned):
+        self.model, self.X, self.n = model, X, n
+        self.batch_size, self.rng, self.partitioned = batch_size, rng, partitioned
+
+    def __iter__(self):
+        if self.partitioned:
+            for X_mb in self.X.minibatches(self.rng, self.batch_size):
+                self.model.before_step(None, None)
+                yield X_mb
+            return
+        perm = self.rng.permutation(self.n)
+        bs = self.batch_size
+        for s in range(max(1, math.ceil(self.n / bs))):
+            idx = np.sort(perm[s * bs : (s + 1) * bs])
+            if idx.size:
+                X_mb = self.model.take(self.X, idx)
+                self.model.before_step(self.X, idx)
+                yield X_mb
+
+
+def _fit_stochastic(model, minibatches, state, trace, *, total, kappa, delta, max_iter, tol,
+                    tol_scale, window):
+    """Stochastic training: an SVI step per minibatch (:func:`stochastic_step`), the moves
+    and the objective of the blended statistics after each pass, which is noisy: convergence
+    compares the means of windows of passes (:func:`_windowed_change`)."""
+    converged = False
+    n_iter = 0
     for it in range(max_iter):
-        t_local = t_global = 0.0
-        model.before_pass(total, params, {"batch_stats": batch_stats, "pass": it + 1})
-        if total is None or algorithm == "batch":
-            # full sweep under fixed params, one global step at the end
-            # the accumulator is dense (the whole-data total); a batch's statistics may be
-            # sparse, of the batch's size
-            acc = None
-            for b, Xb in enumerate(Xb_list):
-                ta = time.perf_counter()
-                s_b = model.visit(Xb, params, b)
-                t_local += time.perf_counter() - ta
-                if b == len(batch_stats):  # first pass over a stream
-                    batch_stats.append(s_b)
-                else:
-                    batch_stats[b] = s_b
-                if acc is None:
-                    acc = s_b.densified_copy()
-                else:
-                    acc.add_(s_b)
-            if acc is None:  # a stream without minibatches
-                raise ValueError("cannot fit on an empty dataset.")
-            total = acc
-            ta = time.perf_counter()
-            params = None  # the old parameters go before the new ones are built
-            params = model.global_step(total)
-            n_global += 1
-            t_global += time.perf_counter() - ta
-        else:
-            for b, Xb in enumerate(Xb_list):
-                ta = time.perf_counter()
-                s_b = model.visit(Xb, params, b)
-                tb = time.perf_counter()
-                # S <- (S - S_b^old) + S_b^new, in place: the same arithmetic, no dense copies
-                total.sub_(batch_stats[b]).add_(s_b)
-                batch_stats[b] = s_b
-                params = None
-                params = model.global_step(total)
-                n_global += 1
-                t_local += tb - ta
-                t_global += time.perf_counter() - tb
-        tm = time.perf_counter()
-        total, params = model.after_pass(
-            total, params, {"batch_stats": batch_stats, "batches": Xb_list, "pass": it + 1}
-        )
-        t_moves = time.perf_counter() - tm
-        elbo = float(model.elbo(total, params))
-        lower_bounds.append(elbo)
+        timings = {}
+        for X_mb in minibatches:
+            params = stochastic_step(model, state, X_mb, kappa=kappa, delta=delta,
+                                     total_samples=total, timings=timings)
+        state.stats, params = model.after_pass(state.stats, params, state)
+        state.params = params
+        elbo = float(model.elbo(state.stats, params))
+        trace.lower_bounds.append(elbo)
         n_iter = it + 1
-        if getattr(model, "noisy_objective", False):
-            change = _windowed_change(lower_bounds, window, tol_scale)
-        else:
-            change = _elbo_change(elbo, prev, tol_scale)
         entry = {
             "pass": n_iter,
-            "step": n_global,
+            "step": state.t,
             "elbo": elbo,
-            "elbo_change": change,
-            "time_local": t_local,
-            "time_global": t_global,
-            "time_moves": t_moves,
+            "rho": state.rho,
+            "time_local": timings.get("local", 0.0),
+            "time_global": timings.get("global", 0.0),
         }
-        stop = _record(entry, params, total)
+        change = _windowed_change(trace.lower_bounds, window, tol_scale)
+        entry["elbo_change"] = change
+        stop = trace.record(entry, params, state.stats)
+        if tol > 0 and change < tol:
+            converged = True
+        if converged or stop:
+            break
+    return EngineResult(params=params, stats=state.stats, lower_bounds=trace.lower_bounds,
+                        n_iter=n_iter, converged=converged, trace=trace.entries, state=state)
+
+
+def _fixed_batches(model, X, algorithm, n, n_batches, rng, stream, partitioned):
+    """The fixed batches of batch and memoized training: a stream's minibatches, the
+    partitions' batches, the whole data (batch) or ``n_batches`` random splits of the rows."""
+    if stream:
+        return _StreamBatches(X)
+    if partitioned:
+        return X.fixed_batches(algorithm, int(n_batches))
+    if algorithm == "batch":
+        batches = [np.arange(n)]
+    else:
+        batches = _split_batches(n, int(n_batches), rng)
+    return [X if len(batches) == 1 else model.take(X, b) for b in batches]
+
+
+class _FixedBatchRun:
+    """What batch and memoized training carry between passes: the parameters, the
+    whole-data statistics (None before the first pass), each batch's cached statistics, the
+    number of global steps (the initial one from the initial statistics not counted) and the
+    seconds of the current pass's local and global steps."""
+
+    def __init__(self, model, batches, params, stream):
+        self.model, self.batches, self.params = model, batches, params
+        self.total = None
+        self.batch_stats = [] if stream else [None] * len(batches)
+        self.n_global = 0
+        self.t_local = self.t_global = 0.0
+
+    def _global_step(self):
+        t0 = time.perf_counter()
+        self.params = None  # the old parameters go before the new ones are built
+        self.params = self.model.global_step(self.total)
+        self.n_global += 1
+        self.t_global += time.perf_counter() - t0
+
+    def _visit(self, b, Xb):
+        t0 = time.perf_counter()
+        s_b = self.model.visit(Xb, self.params, b)
+        self.t_local += time.perf_counter() - t0
+        return s_b
+
+    def full_sweep(self):
+        """Every batch visited under fixed parameters, then one global step on their sum (a
+        dense accumulator, the whole-data total; a batch's statistics may be sparse)."""
+        acc = None
+        for b, Xb in enumerate(self.batches):
+            s_b = self._visit(b, Xb)
+            if b == len(self.batch_stats):  # first pass over a stream
+                self.batch_stats.append(s_b)
+            else:
+                self.batch_stats[b] = s_b
+            if acc is None:
+                acc = s_b.densified_copy()
+            else:
+                acc.add_(s_b)
+        if acc is None:  # a stream without minibatches
+            raise ValueError("cannot fit on an empty dataset.")
+        self.total = acc
+        self._global_step()
+
+    def memoized_sweep(self):
+        """A global step after every batch, on the whole-data statistics with the batch's
+        cached statistics replaced by its new ones."""
+        for b, Xb in enumerate(self.batches):
+            s_b = self._visit(b, Xb)
+            # S <- (S - S_b^old) + S_b^new, in place: the same arithmetic, no dense copies
+            self.total.sub_(self.batch_stats[b]).add_(s_b)
+            self.batch_stats[b] = s_b
+            self._global_step()
+
+
+def _fit_fixed_batches(run, trace, *, full_sweeps, max_iter, tol, tol_scale, window):
+    """Batch training (``full_sweeps``: every pass a full sweep) or memoized training (a full
+    sweep in the first pass, then a global step after every batch), the moves after each
+    pass, until the objective changes by less than ``tol`` and the model can stop."""
+    model = run.model
+    converged = False
+    n_iter = 0
+    prev = -np.inf
+    for it in range(max_iter):
+        run.t_local = run.t_global = 0.0
+        model.before_pass(run.total, run.params, {"batch_stats": run.batch_stats,
+                                                  "pass": it + 1})
+        if run.total is None or full_sweeps:
+            run.full_sweep()
+        else:
+            run.memoized_sweep()
+        tm = time.perf_counter()
+        run.total, run.params = model.after_pass(
+            run.total, run.params,
+            {"batch_stats": run.batch_stats, "batches": run.batches, "pass": it + 1})
+        t_moves = time.perf_counter() - tm
+        elbo = float(model.elbo(run.total, run.params))
+        trace.lower_bounds.append(elbo)
+        n_iter = it + 1
+        if getattr(model, "noisy_objective", False):
+            change = _windowed_change(trace.lower_bounds, window, tol_scale)
+        else:
+            change = _elbo_change(elbo, prev, tol_scale)
+        entry = {"pass": n_iter, "step": run.n_global, "elbo": elbo, "elbo_change": change,
+                 "time_local": run.t_local, "time_global": run.t_global, "time_moves": t_moves}
+        stop = trace.record(entry, run.params, run.total)
         if change < tol and model.can_stop():
             converged = True
         prev = elbo
         if converged or stop:
             break
-    return EngineResult(
-        params=params,
-        stats=total,
-        lower_bounds=lower_bounds,
-        n_iter=n_iter,
-        converged=converged,
-        trace=trace,
-        batch_stats=batch_stats,
-    )
+    return EngineResult(params=run.params, stats=run.total, lower_bounds=trace.lower_bounds,
+                        n_iter=n_iter, converged=converged, trace=trace.entries,
+                        batch_stats=run.batch_stats)

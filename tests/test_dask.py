@@ -306,7 +306,7 @@ def test_column_chunks_rejected(client, corpus):
 
 
 def test_default_scheduler_without_client(corpus, monkeypatch):
-    import sparseclust._dask as sd
+    import sparseclust._dask._core as sd
 
     X, blocks, S0 = corpus
     monkeypatch.setattr(sd, "_active_client", lambda: None)
@@ -366,7 +366,7 @@ def _same_hdp(got, ref, rtol=1e-9):
 
 
 def test_hdp_batch_with_moves_equals_in_process(client, monkeypatch):
-    import sparseclust._dask as sd
+    import sparseclust._dask._core as sd
 
     X, blocks = _hdp_corpus()
     calls = []

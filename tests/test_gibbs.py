@@ -15,7 +15,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sparseclust import SparseLDA
 from sparseclust._engine import learning_rate
-from sparseclust._kernels import _sampler
+from sparseclust._kernels import _gibbs_tables, _tokens
 from sparseclust.topics import _gibbs
 from sparseclust.topics._gibbs import gibbs_local_step
 
@@ -54,7 +54,7 @@ def _reference(X, Elogphi_T, alpha, B, S, seed, sweep):
         for j in range(X.indptr[d], X.indptr[d + 1]):
             toks += [X.indices[j]] * int(np.floor(X.data[j] + 0.5))
         n = len(toks)
-        u = _sampler.uniform_stream(seed, sweep, d, n * (1 + B + S))
+        u = _tokens.uniform_stream(seed, sweep, d, n * (1 + B + S))
         nd = np.zeros(K, dtype=np.int64)
         z = np.zeros(n, dtype=np.int64)
         i = 0
@@ -507,7 +507,7 @@ def test_count_word_topics_equals_numpy_counts():
     cnt = rng.randint(0, 4, 40).astype(np.int32)
     n_tok = int(cnt.sum())
     zsave = rng.randint(0, K, (S, n_tok)).astype(np.int32)
-    jptr, topics, counts = _sampler.count_word_topics(indices, cnt, zsave, n_words, K)
+    jptr, topics, counts = _gibbs_tables.count_word_topics(indices, cnt, zsave, n_words, K)
     got = np.zeros((n_words, K), np.int64)
     for j in range(n_words):
         assert len(set(topics[jptr[j]:jptr[j + 1]])) == jptr[j + 1] - jptr[j]  # distinct
@@ -518,7 +518,7 @@ def test_count_word_topics_equals_numpy_counts():
         np.add.at(ref, (tok_word, zsave[s]), 1)
     np.testing.assert_array_equal(got, ref)
     with pytest.raises(ValueError, match="topic out of range"):
-        _sampler.count_word_topics(indices, cnt, zsave, n_words, 10)
+        _gibbs_tables.count_word_topics(indices, cnt, zsave, n_words, 10)
 
 
 @pytest.mark.parametrize("split", [False, True])

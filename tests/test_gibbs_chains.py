@@ -9,7 +9,7 @@ import scipy.sparse as sp
 from scipy.special import gammaln, psi
 
 from sparseclust import SparseLDA
-from sparseclust._kernels import _sampler
+from sparseclust._kernels import _tokens
 from sparseclust.topics import _sparse_lda
 from sparseclust.topics._gibbs import gibbs_local_step
 
@@ -35,7 +35,7 @@ def _continue_reference(X, Elogphi_T, alpha, z0, S, seed, sweep):
         n = len(toks)
         z = z_all[t0:t0 + n]
         nd = np.bincount(z, minlength=K)
-        u = _sampler.uniform_stream(seed, sweep, d, n * S)
+        u = _tokens.uniform_stream(seed, sweep, d, n * S)
         i = 0
         for _ in range(S):
             for t, v in enumerate(toks):

@@ -79,16 +79,16 @@ def test_split_tables_bad_exclusion_lists():
     cols = np.array([0, 3], dtype=np.int64)
     st = params.stats
     nnz = np.empty(2, np.int32)
-    _gibbs._sampler.bit_counts(st.bits, cols, nnz)
+    _gibbs._gibbs_tables.bit_counts(st.bits, cols, nnz)
     args = (st.UT, st.bits, cols, float(st.pi), 0.1, params._norm, np.ones(70), nnz, 1)
     with pytest.raises(ValueError, match="shapes"):
-        _gibbs._sampler.split_word_tables(*args, ex_ptr=np.zeros(2, np.int64),
-                                          ex_top=np.zeros(0, np.int32),
-                                          ex_val=np.zeros(0))
+        _gibbs._gibbs_tables.split_word_tables(*args, ex_ptr=np.zeros(2, np.int64),
+                                               ex_top=np.zeros(0, np.int32),
+                                               ex_val=np.zeros(0))
     with pytest.raises(ValueError, match="out of range"):
-        _gibbs._sampler.split_word_tables(*args, ex_ptr=np.array([0, 1, 1]),
-                                          ex_top=np.array([70], np.int32),
-                                          ex_val=np.ones(1))
+        _gibbs._gibbs_tables.split_word_tables(*args, ex_ptr=np.array([0, 1, 1]),
+                                               ex_top=np.array([70], np.int32),
+                                               ex_val=np.ones(1))
 
 
 def _shares_reference(events, n_docs):

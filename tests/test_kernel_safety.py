@@ -22,7 +22,17 @@ import pytest
 import scipy.sparse as sp
 
 from sparseclust import posteriors
-from sparseclust._kernels import _gmm_weights, _lda_local, _sampler, _stats, _topl
+from sparseclust._kernels import (
+    _gibbs_tables,
+    _gmm_weights,
+    _lda_local,
+    _rao_blackwell,
+    _sampler,
+    _sem_tables,
+    _stats,
+    _tokens,
+    _topl,
+)
 from sparseclust.topics._local import TopicTables, _columns, local_step
 from sparseclust.topics._sem import token_layout
 from sparseclust.utils import openmp_enabled
@@ -302,34 +312,38 @@ def test_left_to_right_allocation_failure_raises():
 
 
 # ----------------------------------------------------------------------------- sampler kernels
-# Every def of _sampler.pyx that allocates per-thread scratch (sc_thread_malloc, directly or
-# through the document sweep _run_docs) and the message of its MemoryError.
+# Every def of the sampler modules (_SAMPLER_MODULES) that allocates per-thread scratch
+# (sc_thread_malloc, directly or through the document sweep _run_docs), its module and the
+# message of its MemoryError.
 _SAMPLER_MESSAGES = {
-    "sample_sweep": "could not allocate the sampler scratch space",
-    "sample_sweep_counts": "could not allocate the sampler scratch space",
-    "build_alias": "could not allocate the alias-table scratch space",
-    "build_word_tables": "could not allocate the alias-table scratch space",
-    "variational_word_weights": "could not allocate the word-weight scratch space",
-    "split_word_tables": "could not allocate the split-table scratch space",
-    "count_words": "could not allocate the counting scratch space",
-    "rb_doc_part": "could not allocate the Rao-Blackwellization scratch space",
+    "sample_sweep": (_sampler, "could not allocate the sampler scratch space"),
+    "sample_sweep_counts": (_sampler, "could not allocate the sampler scratch space"),
+    "build_alias": (_sampler, "could not allocate the alias-table scratch space"),
+    "build_word_tables": (_sem_tables, "could not allocate the alias-table scratch space"),
+    "variational_word_weights": (
+        _gibbs_tables, "could not allocate the word-weight scratch space"),
+    "split_word_tables": (_gibbs_tables, "could not allocate the split-table scratch space"),
+    "count_words": (_tokens, "could not allocate the counting scratch space"),
+    "rb_doc_part": (_rao_blackwell, "could not allocate the Rao-Blackwellization scratch space"),
 }
+_SAMPLER_MODULES = (_sampler, _sem_tables, _gibbs_tables, _rao_blackwell, _tokens)
 _E2F, _E2I, _E2D, _E1 = (np.zeros((0, 0), np.float32), np.zeros((0, 0), np.int32),
                          np.zeros((0, 0)), np.zeros(0))
 
 
 @pytest.fixture
 def sampler_failures():
-    """The _sampler module's allocation failures, switched off again (-1) after the test
+    """The sampler modules' allocation failures, switched off again (-1) after the test
     however it ends."""
     try:
         yield
     finally:
-        _sampler._fail_thread_allocations(-1)
+        for module in _SAMPLER_MODULES:
+            module._fail_thread_allocations(-1)
 
 
 def _check_sampler_failures(kernel, make, run, untouched):
-    """Allocation failures of one _sampler kernel. ``make()`` gives fresh inputs and outputs (a
+    """Allocation failures of one sampler kernel. ``make()`` gives fresh inputs and outputs (a
     dict of arrays), ``run(bufs)`` calls the kernel on them and returns what it computed.
 
     - Every thread's buffers fail: MemoryError with the kernel's message, and the outputs
@@ -339,18 +353,18 @@ def _check_sampler_failures(kernel, make, run, untouched):
     - After the reset (-1): the same call on the same arrays as the failed one (INOUT
       arrays included) gives exactly the result of a call that never failed.
     """
-    message = _SAMPLER_MESSAGES[kernel]
+    module, message = _SAMPLER_MESSAGES[kernel]
     expected = run(make())
     bufs = make()
     before = {name: bufs[name].copy() for name in untouched}
-    _sampler._fail_thread_allocations(-2)
+    module._fail_thread_allocations(-2)
     with pytest.raises(MemoryError, match=f"^{re.escape(message)}$"):
         run(bufs)
-    _sampler._fail_thread_allocations(-1)
+    module._fail_thread_allocations(-1)
     for name in untouched:
         np.testing.assert_array_equal(bufs[name], before[name], err_msg=f"{kernel}: {name}")
     for thread in sorted({0, _one_thread_fails()}):
-        _sampler._fail_thread_allocations(thread)
+        module._fail_thread_allocations(thread)
         try:
             got = run(make())
         except MemoryError as exc:
@@ -358,7 +372,7 @@ def _check_sampler_failures(kernel, make, run, untouched):
         else:
             _assert_equal_tuples(got, expected)
         finally:
-            _sampler._fail_thread_allocations(-1)
+            module._fail_thread_allocations(-1)
     _assert_equal_tuples(run(bufs), expected)
     _assert_equal_tuples(run(make()), expected)
 
@@ -374,7 +388,7 @@ def _sampler_corpus(D=40, V=20, K=6, seed=0):
     lay = token_layout(X)
     keys = np.arange(D, dtype=np.uint64)
     z0 = np.zeros(int(lay.tokptr[-1]), np.uint8)
-    _sampler.random_assign(lay.tokptr, z0, keys, 4, K, 1)
+    _tokens.random_assign(lay.tokptr, z0, keys, 4, K, 1)
     return lay, keys, z0
 
 
@@ -384,12 +398,12 @@ def _split_inputs(V_all, K, seed, *, excluded=False):
     UT = rng.gamma(1.0, 2.0, (V_all, K)) * (rng.random((V_all, K)) < 0.3)
     UT[:, 0] += 0.5
     bits = np.empty((V_all, (K + 63) // 64), np.uint64)
-    _sampler.positive_bits(UT, bits, 1)
+    _gibbs_tables.positive_bits(UT, bits, 1)
     cols = np.arange(V_all, dtype=np.int64)
     nnz = np.empty(V_all, np.int32)
-    _sampler.bit_counts(bits, cols, nnz)
+    _gibbs_tables.bit_counts(bits, cols, nnz)
     tau, pi = 0.1, 1.5
-    norm = _sampler.digamma(V_all * tau + pi * UT.sum(axis=0))
+    norm = _gibbs_tables.digamma(V_all * tau + pi * UT.sum(axis=0))
     alpha = rng.uniform(0.1, 0.5, K)
     kw = {}
     if excluded:  # word i's excluded statistics on its first listed topic (topic 0)
@@ -420,7 +434,7 @@ def test_sample_sweep_allocation_failure(path, sampler_failures):
     prob, alias, Q = _E2F, _E2I, _E1
     if path == "live-split":
         args, _ = _split_inputs(V, K, 2)
-        split = _sampler.split_word_tables(*args[:6], alpha, args[7], 1)
+        split = _gibbs_tables.split_word_tables(*args[:6], alpha, args[7], 1)
         w = np.zeros((0, K), np.float32)
     elif not dense:
         prob, alias, Q = np.empty((V, K), np.float32), np.empty((V, K), np.int32), np.empty(V)
@@ -459,9 +473,9 @@ def _word_tables(W, beta, alpha, tab):
                     salias=np.full(K, -1, np.int32), word_ll=np.full(V, -1.0))
 
     def run(b):
-        Qs = _sampler.build_word_tables(W, inv_tot, beta, alpha, wptr, b["wlen"], b["wtop"],
-                                        b["wprob"], b["walias"], b["Qw"], b["sprob"],
-                                        b["salias"], b["word_ll"], 2)
+        Qs = _sem_tables.build_word_tables(W, inv_tot, beta, alpha, wptr, b["wlen"], b["wtop"],
+                                           b["wprob"], b["walias"], b["Qw"], b["sprob"],
+                                           b["salias"], b["word_ll"], 2)
         return (*b.values(), np.array([Qs]))
 
     return inv_tot, wptr, make, run
@@ -488,7 +502,7 @@ def test_sample_sweep_counts_allocation_failure(path, sampler_failures):
     lay, keys, z0 = _sampler_corpus(V=V, K=K, seed=5)
     D = keys.size
     W = np.zeros((V, K), np.int32)
-    _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, W, 1)
+    _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, W, 1)
     beta, alpha = 0.1, np.full(K, 0.25)
     inv_tot, wptr, make_tables, run_tables = _word_tables(W, beta, alpha, np.uint16)
     t = make_tables()
@@ -543,7 +557,7 @@ def test_variational_word_weights_allocation_failure(sampler_failures):
         return dict(w=np.full((cols.size, 8), -1.0, np.float32))
 
     def run(b):
-        _sampler.variational_word_weights(UT, cols, pi, tau, norm, b["w"], 2)
+        _gibbs_tables.variational_word_weights(UT, cols, pi, tau, norm, b["w"], 2)
         return (b["w"],)
 
     _check_sampler_failures("variational_word_weights", make, run, ["w"])
@@ -556,7 +570,7 @@ def test_split_word_tables_allocation_failure(excluded, sampler_failures):
     args, kw = _split_inputs(25, 70, 8, excluded=excluded)
 
     def run(_):
-        return _split_fields(_sampler.split_word_tables(*args, 2, **kw))
+        return _split_fields(_gibbs_tables.split_word_tables(*args, 2, **kw))
 
     _check_sampler_failures("split_word_tables", dict, run, [])
     np.testing.assert_array_equal(run(None)[1], args[7])  # wlen: the words' listed topics
@@ -573,8 +587,8 @@ def test_count_words_allocation_failure(zero, sorted_words, sampler_failures):
         return dict(W=np.full((V, K), 3, np.int32), T=np.full(K, 5, np.int64))
 
     def run(b):
-        _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, b["W"], 2,
-                             b["T"], zero=zero, sorted_words=sorted_words)
+        _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, b["W"], 2,
+                            b["T"], zero=zero, sorted_words=sorted_words)
         return b["W"], b["T"]
 
     _check_sampler_failures("count_words", make, run, ["W", "T"])
@@ -592,40 +606,40 @@ def test_rb_doc_part_allocation_failure(counts, sampler_failures):
     beta, alpha = 0.1, np.full(K, 0.3)
     if counts:
         W = np.zeros((V, K), np.int32)
-        _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, W, 1)
+        _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, W, 1)
         w, inv = _E2F, 1.0 / (W.sum(axis=0) + V * beta)
     else:
         W, inv = _E2I, _E1
         w = np.random.default_rng(11).uniform(0.05, 1.0, (V, K)).astype(np.float32)
     A = np.empty(V)
-    _sampler.rb_word_mass(W, w, inv, beta, alpha, A, 1)
+    _rao_blackwell.rb_word_mass(W, w, inv, beta, alpha, A, 1)
     v0, n = 2, 15
 
     def make():
         return dict(out=np.full((n, K), 0.5), s=np.full(n, 0.25))
 
     def run(b):
-        _sampler.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, W, w, inv, beta,
-                             alpha, A, b["out"], b["s"], v0, 2)
+        _rao_blackwell.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, W, w, inv,
+                                   beta, alpha, A, b["out"], b["s"], v0, 2)
         return b["out"], b["s"]
 
     _check_sampler_failures("rb_doc_part", make, run, ["out", "s"])
     # with the prior part, every token of the words v0 .. v0 + n - 1 adds one distribution
     out, s = run(make())
-    _sampler.rb_smooth_part(W, w, inv, beta, alpha, s - 0.25, out, v0, 1)
+    _rao_blackwell.rb_smooth_part(W, w, inv, beta, alpha, s - 0.25, out, v0, 1)
     tokens = np.bincount(lay.indices, weights=lay.cnt, minlength=V)[v0:v0 + n]
     np.testing.assert_allclose(out.sum(axis=1) - 0.5 * K, tokens, rtol=1e-9)
 
 
 def test_sampler_allocation_failure_tests_cover_every_allocating_kernel():
-    # the defs of _sampler.pyx that allocate per-thread scratch, directly or through the
-    # document sweep: each has a test above (a new one needs its own)
-    src = (Path(__file__).resolve().parents[1] / "sparseclust" / "_kernels"
-           / "_sampler.pyx").read_text()
-    blocks = re.split(r"^(?=(?:def|cdef|cpdef) )", src, flags=re.M)
+    # the defs of the sampler modules that allocate per-thread scratch, directly or through
+    # the document sweep: each has a test above (a new one needs its own)
     allocating = set()
-    for block in blocks:
-        m = re.match(r"def (\w+)\(", block)
-        if m and ("sc_thread_malloc(" in block or "_run_docs(" in block):
-            allocating.add(m.group(1))
-    assert allocating == set(_SAMPLER_MESSAGES)
+    for module in _SAMPLER_MODULES:
+        src = (Path(__file__).resolve().parents[1] / "sparseclust" / "_kernels"
+               / f"{module.__name__.rsplit('.', 1)[1]}.pyx").read_text()
+        for block in re.split(r"^(?=(?:def|cdef|cpdef) )", src, flags=re.M):
+            m = re.match(r"def (\w+)\(", block)
+            if m and ("sc_thread_malloc(" in block or "_run_docs(" in block):
+                allocating.add((m.group(1), module.__name__))
+    assert allocating == {(k, mod.__name__) for k, (mod, _) in _SAMPLER_MESSAGES.items()}

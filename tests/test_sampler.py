@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The token topic sampler kernel (_kernels/_sampler.pyx): exact conditionals (chi-square),
-alias tables, thread-count bit-identity, counts consistent with the assignments."""
+"""The token topic sampler kernels (_kernels/_sampler.pyx, _sem_tables.pyx, _gibbs_tables.pyx,
+_rao_blackwell.pyx, _tokens.pyx): exact conditionals (chi-square), alias tables, thread-count
+bit-identity, counts consistent with the assignments."""
 
 import itertools
 import re
@@ -12,7 +13,7 @@ import scipy.sparse as sp
 from scipy.special import gammaln
 from scipy.stats import chisquare
 
-from sparseclust._kernels import _sampler
+from sparseclust._kernels import _gibbs_tables, _rao_blackwell, _sampler, _sem_tables, _tokens
 from sparseclust.topics._sem import token_layout
 
 pytestmark = pytest.mark.kernels
@@ -169,7 +170,7 @@ def test_outputs_consistent_with_assignments_and_thread_count(mode, dense):
     runs = []
     for n_threads in (1, 2, 3):
         z = np.zeros(lay.tokptr[-1], np.uint16)
-        _sampler.random_assign(lay.tokptr, z, keys, 5, K, n_threads)
+        _tokens.random_assign(lay.tokptr, z, keys, 5, K, n_threads)
         acc = np.zeros((D, K))
         Wout = np.zeros((V, K), np.int32)
         ll = np.zeros(D)
@@ -203,9 +204,9 @@ def test_single_saved_sweep_counts_equal_assignment_counts_uint32():
     lay = token_layout(X)
     keys = np.arange(D, dtype=np.uint64)
     z = np.zeros(lay.tokptr[-1], np.uint32)
-    _sampler.random_assign(lay.tokptr, z, keys, 9, K, 2)
+    _tokens.random_assign(lay.tokptr, z, keys, 9, K, 2)
     W0 = np.zeros((V, K), np.int32)
-    _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W0, 2)
+    _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W0, 2)
     word = np.repeat(lay.indices, lay.cnt)
     ref = np.zeros((V, K), np.int64)
     np.add.at(ref, (word, z.astype(np.int64)), 1)
@@ -224,7 +225,7 @@ def test_sem_word_weights_and_word_loglik():
     T = W.sum(0)
     w = np.empty(W.shape, np.float32)
     wl = np.empty(20)
-    _sampler.sem_word_weights(W, 1.0 / (T + 20 * beta), beta, w, wl, 2)
+    _sem_tables.sem_word_weights(W, 1.0 / (T + 20 * beta), beta, w, wl, 2)
     np.testing.assert_allclose(w, (W + beta) / (T + 20 * beta), rtol=1e-6)
     np.testing.assert_allclose(wl, (gammaln(W + beta) - gammaln(beta)).sum(1), rtol=1e-12)
 
@@ -235,16 +236,16 @@ def test_fold_in_stream_is_reproducible_from_python():
     w, alpha = _problem(K=6, V=5, seed=7)
     X = sp.csr_array(np.array([[2, 0, 1, 3, 0], [0, 4, 0, 0, 1]], dtype=np.float64))
     lay = token_layout(X)
-    keys = _sampler.content_keys(lay.indptr, lay.indices, lay.cnt)
+    keys = _tokens.content_keys(lay.indptr, lay.indices, lay.cnt)
     z = np.zeros(lay.tokptr[-1], np.uint16)
-    _sampler.random_assign(lay.tokptr, z, keys, 3, 6, 1)
+    _tokens.random_assign(lay.tokptr, z, keys, 3, 6, 1)
     z_ref = z.astype(np.int64).copy()
     for sweep in (1, 2):
         _sweep(lay, z, keys, w, alpha, mode=FROZEN, dense=True, seed=3, sweep=sweep)
         for d in range(2):
             t0, t1 = lay.tokptr[d], lay.tokptr[d + 1]
             nd = np.bincount(z_ref[t0:t1], minlength=6)
-            u = _sampler.uniform_stream(3, sweep, int(keys[d]), t1 - t0)
+            u = _tokens.uniform_stream(3, sweep, int(keys[d]), t1 - t0)
             t = t0
             for j in range(lay.indptr[d], lay.indptr[d + 1]):
                 cum = np.cumsum((nd + alpha) * w[lay.indices[j]].astype(np.float64))
@@ -257,7 +258,7 @@ def test_fold_in_stream_is_reproducible_from_python():
 def test_content_keys_depend_on_content_only():
     X = sp.csr_array(np.array([[1, 0, 2], [0, 3, 0], [1, 0, 2]], dtype=np.float64))
     lay = token_layout(X)
-    k = _sampler.content_keys(lay.indptr, lay.indices, lay.cnt)
+    k = _tokens.content_keys(lay.indptr, lay.indices, lay.cnt)
     assert k[0] == k[2] and k[0] != k[1]
 
 
@@ -282,8 +283,8 @@ def _count_tables(W, beta, alpha, slots=None, tab=np.int32):
     sprob = np.empty(K, np.float32)
     salias = np.empty(K, np.int32)
     word_ll = np.empty(V)
-    Qs = _sampler.build_word_tables(W, inv_tot, beta, alpha, wptr, wlen, wtop, wprob, walias,
-                                    Qw, sprob, salias, word_ll, 2)
+    Qs = _sem_tables.build_word_tables(W, inv_tot, beta, alpha, wptr, wlen, wtop, wprob, walias,
+                                       Qw, sprob, salias, word_ll, 2)
     return inv_tot, (wptr, wlen, wtop, wprob, walias, Qw, sprob, salias), Qs, word_ll
 
 
@@ -391,7 +392,7 @@ def test_counts_path_matches_the_dense_path_in_distribution_and_is_thread_invari
     runs = []
     for n_threads in (1, 2, 3):
         z = np.zeros(lay.tokptr[-1], np.uint16)
-        _sampler.random_assign(lay.tokptr, z, keys, 5, K, n_threads)
+        _tokens.random_assign(lay.tokptr, z, keys, 5, K, n_threads)
         acc = np.zeros((D, K))
         Wout = np.zeros((V, K), np.int32)
         ll = np.zeros(D)
@@ -424,7 +425,7 @@ def test_counts_path_matches_the_dense_path_in_distribution_and_is_thread_invari
         for rep in range(40):
             for i, dense in enumerate((False, True)):
                 z = np.zeros(lay.tokptr[-1], np.uint16)
-                _sampler.random_assign(lay.tokptr, z, keys, 11, K, 1)
+                _tokens.random_assign(lay.tokptr, z, keys, 11, K, 1)
                 if dense:
                     _sweep(lay, z, keys, w, alpha, mode=FROZEN, dense=True, seed=100 + rep)
                 else:
@@ -564,9 +565,9 @@ def _counted_start(X, K):
     lay = token_layout(X)
     keys = np.arange(X.shape[0], dtype=np.uint64)
     z0 = np.zeros(lay.tokptr[-1], np.uint16)
-    _sampler.random_assign(lay.tokptr, z0, keys, 9, K, 1)
+    _tokens.random_assign(lay.tokptr, z0, keys, 9, K, 1)
     W = np.zeros((X.shape[1], K), np.int32)
-    _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, W, 1)
+    _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, W, 1)
     return lay, keys, z0, W
 
 
@@ -674,13 +675,13 @@ def _rb(lay, zs, alpha, beta, V, n_threads, *, W=None, w=None, v0=0, v1=None):
     wa = EMPTY2F if w is None else w
     inv = EMPTY1 if W is None else 1.0 / (W.sum(axis=0) + V * beta)
     A = np.empty(V)
-    _sampler.rb_word_mass(Wa, wa, inv, beta, alpha, A, n_threads)
+    _rao_blackwell.rb_word_mass(Wa, wa, inv, beta, alpha, A, n_threads)
     out = np.zeros((v1 - v0, K))
     s = np.zeros(v1 - v0)
     for z in zs:
-        _sampler.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, Wa, wa, inv,
-                             beta, alpha, A, out, s, v0, n_threads)
-    _sampler.rb_smooth_part(Wa, wa, inv, beta, alpha, s, out, v0, n_threads)
+        _rao_blackwell.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, Wa, wa, inv,
+                                   beta, alpha, A, out, s, v0, n_threads)
+    _rao_blackwell.rb_smooth_part(Wa, wa, inv, beta, alpha, s, out, v0, n_threads)
     return out
 
 
@@ -699,7 +700,7 @@ def test_rao_blackwell_counts_against_numpy_and_thread_invariant(counts):
     W = w = None
     if counts:
         W = np.zeros((V, K), np.int32)
-        _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, zs[0], W, 1)
+        _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, zs[0], W, 1)
     else:
         w = rng.uniform(0.01, 1.0, (V, K)).astype(np.float32)
     got = _rb(lay, zs, alpha, beta, V, 1, W=W, w=w)
@@ -734,34 +735,34 @@ def test_rao_blackwell_argument_checks():
     A = np.empty(6)
     inv = np.ones(K)
     with pytest.raises(ValueError, match="exactly one"):
-        _sampler.rb_word_mass(W, w, inv, 0.1, alpha, A, 1)
+        _rao_blackwell.rb_word_mass(W, w, inv, 0.1, alpha, A, 1)
     with pytest.raises(ValueError, match="exactly one"):
-        _sampler.rb_word_mass(EMPTY2I, EMPTY2F, inv, 0.1, alpha, A, 1)
+        _rao_blackwell.rb_word_mass(EMPTY2I, EMPTY2F, inv, 0.1, alpha, A, 1)
     with pytest.raises(ValueError, match="inconsistent shapes"):
-        _sampler.rb_word_mass(W, EMPTY2F, EMPTY1, 0.1, alpha, A, 1)
+        _rao_blackwell.rb_word_mass(W, EMPTY2F, EMPTY1, 0.1, alpha, A, 1)
     z = np.zeros(int(lay.tokptr[-1]) + 1, np.uint8)
     with pytest.raises(ValueError, match="token layout"):
-        _sampler.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, EMPTY2I, w,
-                             EMPTY1, 0.1, alpha, A, np.zeros((6, K)), np.zeros(6), 0, 1)
+        _rao_blackwell.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, EMPTY2I, w,
+                                   EMPTY1, 0.1, alpha, A, np.zeros((6, K)), np.zeros(6), 0, 1)
     z = z[:-1]
     with pytest.raises(ValueError, match="inconsistent shapes"):  # rows past the last word
-        _sampler.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, EMPTY2I, w,
-                             EMPTY1, 0.1, alpha, A, np.zeros((3, K)), np.zeros(3), 4, 1)
+        _rao_blackwell.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, EMPTY2I, w,
+                                   EMPTY1, 0.1, alpha, A, np.zeros((3, K)), np.zeros(3), 4, 1)
     with pytest.raises(ValueError, match="inconsistent shapes"):
-        _sampler.rb_smooth_part(EMPTY2I, w, EMPTY1, 0.1, alpha, np.zeros(5), np.zeros((6, K)),
-                                0, 1)
+        _rao_blackwell.rb_smooth_part(EMPTY2I, w, EMPTY1, 0.1, alpha, np.zeros(5),
+                                      np.zeros((6, K)), 0, 1)
 
 
 def test_rows_sorted():
     X = sp.csr_matrix(np.array([[1, 0, 2, 0], [0, 0, 0, 0], [3, 1, 0, 1]], float))
     lay = token_layout(X)
-    assert _sampler.rows_sorted(lay.indptr, lay.indices)
+    assert _tokens.rows_sorted(lay.indptr, lay.indices)
     indices = lay.indices.copy()
     indices[[3, 4]] = indices[[4, 3]]  # document 2: words 1, 0, 3
-    assert not _sampler.rows_sorted(lay.indptr, indices)
+    assert not _tokens.rows_sorted(lay.indptr, indices)
     # a repeated word id within a document is not strictly increasing
     indices[[3, 4]] = 0
-    assert not _sampler.rows_sorted(lay.indptr, indices)
+    assert not _tokens.rows_sorted(lay.indptr, indices)
 
 
 def test_count_words_equals_numpy_for_any_thread_count():
@@ -772,35 +773,35 @@ def test_count_words_equals_numpy_for_any_thread_count():
     X.data[::5] = 0
     lay = token_layout(X)
     z = np.random.default_rng(2).integers(0, K, int(lay.tokptr[-1])).astype(np.uint16)
-    assert _sampler.rows_sorted(lay.indptr, lay.indices)
+    assert _tokens.rows_sorted(lay.indptr, lay.indices)
     ref = np.zeros((31, K), np.int64)
     np.add.at(ref, (np.repeat(lay.indices, lay.cnt), z.astype(np.int64)), 1)
     for nt in (1, 2, 3, 8, 64):
         W = np.zeros((31, K), np.int32)
         T = np.full(K, 5, np.int64)  # added to
-        _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, nt, T)
+        _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, nt, T)
         np.testing.assert_array_equal(W, ref)
         np.testing.assert_array_equal(T, ref.sum(axis=0) + 5)
         # zero=True replaces the contents (each thread clears its own rows) instead of adding
         W.fill(7)
-        _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, nt,
-                             zero=True)
+        _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, nt,
+                            zero=True)
         np.testing.assert_array_equal(W, ref)
         # sorted word ids: each thread's entries of a document found by binary search
         T = np.zeros(K, np.int64)
-        _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, nt, T,
-                             zero=True, sorted_words=True)
+        _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, nt, T,
+                            zero=True, sorted_words=True)
         np.testing.assert_array_equal(W, ref)
         np.testing.assert_array_equal(T, ref.sum(axis=0))
     # no tokens at all: zero=True still clears
     lay0 = token_layout(sp.csr_matrix((3, 31)))
     W.fill(3)
-    _sampler.count_words(lay0.indptr, lay0.indices, lay0.cnt, lay0.tokptr, z[:0], W, 2,
-                         zero=True)
+    _tokens.count_words(lay0.indptr, lay0.indices, lay0.cnt, lay0.tokptr, z[:0], W, 2,
+                        zero=True)
     assert not W.any()
     with pytest.raises(ValueError, match="T_out"):
-        _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, 1,
-                             np.zeros(K + 1, np.int64))
+        _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, 1,
+                            np.zeros(K + 1, np.int64))
 
 
 @pytest.mark.parametrize("sorted_words", [False, True])
@@ -814,12 +815,12 @@ def test_count_words_rejects_word_ids_outside_its_rows(sorted_words):
     W = np.zeros((11, K), np.int32)  # one row short of the corpus' 12 words
     assert lay.indices.max() == 11
     with pytest.raises(ValueError, match="word id out of range"):
-        _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, 2,
-                             sorted_words=sorted_words)
+        _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, 2,
+                            sorted_words=sorted_words)
     assert not W.any()
     W = np.zeros((12, K), np.int32)  # the largest id is a row: accepted
-    _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, 2,
-                         sorted_words=sorted_words)
+    _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, 2,
+                        sorted_words=sorted_words)
     assert W.sum() == lay.tokptr[-1]
 
 
@@ -833,15 +834,15 @@ def test_count_words_sorted_words_refuses_unsorted_rows():
     j0 = int(lay.indptr[d])
     indices = lay.indices.copy()
     indices[j0], indices[j0 + 1] = indices[j0 + 1], indices[j0]
-    assert not _sampler.rows_sorted(lay.indptr, indices)
+    assert not _tokens.rows_sorted(lay.indptr, indices)
     z = np.zeros(int(lay.tokptr[-1]), np.uint8)
     W = np.zeros((10, K), np.int32)
     with pytest.raises(ValueError, match="sorted_words needs word ids increasing"):
-        _sampler.count_words(lay.indptr, indices, lay.cnt, lay.tokptr, z, W, 2,
-                             sorted_words=True)
+        _tokens.count_words(lay.indptr, indices, lay.cnt, lay.tokptr, z, W, 2,
+                            sorted_words=True)
     assert not W.any()
     # the scan over every entry takes any order
-    _sampler.count_words(lay.indptr, indices, lay.cnt, lay.tokptr, z, W, 2)
+    _tokens.count_words(lay.indptr, indices, lay.cnt, lay.tokptr, z, W, 2)
     ref = np.zeros((10, K), np.int64)
     np.add.at(ref, (np.repeat(indices, lay.cnt), z.astype(np.int64)), 1)
     np.testing.assert_array_equal(W, ref)
@@ -857,12 +858,12 @@ def test_rao_blackwell_sums_do_not_saturate():
     w = np.ones((1, K), np.float32)
     alpha = np.full(K, 0.5)
     A = np.empty(1)
-    _sampler.rb_word_mass(EMPTY2I, w, EMPTY1, 0.1, alpha, A, 1)
+    _rao_blackwell.rb_word_mass(EMPTY2I, w, EMPTY1, 0.1, alpha, A, 1)
     out = np.full((1, K), 2.0**24)
     s = np.zeros(1)
-    _sampler.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, EMPTY2I, w, EMPTY1,
-                         0.1, alpha, A, out, s, 0, 1)
-    _sampler.rb_smooth_part(EMPTY2I, w, EMPTY1, 0.1, alpha, s, out, 0, 1)
+    _rao_blackwell.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, EMPTY2I, w, EMPTY1,
+                               0.1, alpha, A, out, s, 0, 1)
+    _rao_blackwell.rb_smooth_part(EMPTY2I, w, EMPTY1, 0.1, alpha, s, out, 0, 1)
     # one token per document, alone in it: its conditional is alpha w / sum = 1/2 each
     np.testing.assert_allclose(out - 2.0**24, [[500.0, 500.0]], rtol=1e-9)
 
@@ -874,7 +875,7 @@ def test_kernel_digamma_equals_scipy():
 
     x = np.concatenate([np.geomspace(1e-300, 1e8, 4000), np.linspace(0.01, 20.0, 4000),
                         [1e-8, 1e-8 * (1 - 1e-12), 7.999999999, 8.0]])
-    got = _sampler.digamma(x)
+    got = _gibbs_tables.digamma(x)
     ref = psi(x)
     assert np.all(np.abs(got - ref) <= 1e-13 * np.maximum(1.0, np.abs(ref)))
 
@@ -890,12 +891,12 @@ def _split_tables_for(V, K, seed=0):
     UT = rng.gamma(1.0, 2.0, (V, K)) * (rng.random((V, K)) < 0.3)
     UT[:, 0] += 0.5
     bits = np.empty((V, (K + 63) // 64), np.uint64)
-    _sampler.positive_bits(UT, bits, 1)
+    _gibbs_tables.positive_bits(UT, bits, 1)
     cols = np.arange(V, dtype=np.int64)
     nnz = np.empty(V, np.int32)
-    _sampler.bit_counts(bits, cols, nnz)
-    norm = _sampler.digamma(V * 0.1 + UT.sum(axis=0))
-    return _sampler.split_word_tables(UT, bits, cols, 1.0, 0.1, norm, np.full(K, 0.3), nnz, 1)
+    _gibbs_tables.bit_counts(bits, cols, nnz)
+    norm = _gibbs_tables.digamma(V * 0.1 + UT.sum(axis=0))
+    return _gibbs_tables.split_word_tables(UT, bits, cols, 1.0, 0.1, norm, np.full(K, 0.3), nnz, 1)
 
 
 def _sweep_any(path, lay, z, keys, w, alpha, *, n_inner=1, n_burn=0, seq_init=False,
@@ -940,7 +941,7 @@ def test_sample_sweep_rejects_word_ids_out_of_range(path):
     w, alpha = _problem(K=K, V=V, seed=4)
     lay, keys = _small_corpus()
     z0 = np.zeros(lay.tokptr[-1], np.uint8)
-    _sampler.random_assign(lay.tokptr, z0, keys, 2, K, 1)
+    _tokens.random_assign(lay.tokptr, z0, keys, 2, K, 1)
     z = z0.copy()
     _sweep_any(path, lay, z, keys, w, alpha)  # valid ids (V - 1 included) are accepted
     assert lay.indices.max() == V - 1
@@ -966,7 +967,7 @@ def test_sample_sweep_rejects_topics_out_of_range_read_on_entry(path, dtype):
     w, alpha = _problem(K=K, V=V, seed=4)
     lay, keys = _small_corpus()
     z0 = np.zeros(lay.tokptr[-1], dtype)
-    _sampler.random_assign(lay.tokptr, z0, keys, 2, K, 1)
+    _tokens.random_assign(lay.tokptr, z0, keys, 2, K, 1)
     z = z0.copy()
     z[-1] = K - 1
     _sweep_any(path, lay, z, keys, w, alpha)  # K - 1 is a topic
@@ -1003,9 +1004,9 @@ def test_sample_sweep_counts_rejects_word_ids_and_topics_out_of_range(path):
     V, K = 6, 5
     lay, keys = _small_corpus()
     z0 = np.zeros(lay.tokptr[-1], np.uint16)
-    _sampler.random_assign(lay.tokptr, z0, keys, 2, K, 1)
+    _tokens.random_assign(lay.tokptr, z0, keys, 2, K, 1)
     W = np.zeros((V, K), np.int32)
-    _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, W, 1)
+    _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, W, 1)
     z = z0.copy()
     _sweep_counts_any(path, lay, z, keys, W)  # valid input is accepted
     for j, bad in ((0, V), (5, -1), (7, 2**31 - 1)):
@@ -1039,7 +1040,7 @@ def _seq_init_reference(lay, keys, w, alpha, n_inner, seed):
     z = np.full(int(lay.tokptr[-1]), -1, np.int64)
     for d in range(keys.size):
         t0, t1 = lay.tokptr[d], lay.tokptr[d + 1]
-        u = iter(_sampler.uniform_stream(seed, 1, int(keys[d]), n_inner * (t1 - t0)))
+        u = iter(_tokens.uniform_stream(seed, 1, int(keys[d]), n_inner * (t1 - t0)))
         nd = np.zeros(K, np.int64)
         for it in range(n_inner):
             t = t0
@@ -1110,11 +1111,11 @@ def _rb_call(lay, z, K, counts, *, out=None, s=None):
         W, inv = EMPTY2I, EMPTY1
         w = _problem(K=K, V=V, seed=2)[0]
     A = np.empty(V)
-    _sampler.rb_word_mass(W, w, inv, 0.1, alpha, A, 1)
+    _rao_blackwell.rb_word_mass(W, w, inv, 0.1, alpha, A, 1)
     out = np.zeros((V, K)) if out is None else out
     s = np.zeros(V) if s is None else s
-    _sampler.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, w, inv, 0.1,
-                         alpha, A, out, s, 0, 1)
+    _rao_blackwell.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, w, inv, 0.1,
+                               alpha, A, out, s, 0, 1)
     return out, s
 
 
@@ -1127,12 +1128,12 @@ def test_count_words_rejects_topics_out_of_range(dtype, sorted_words, zero):
     V, K = 6, 5
     lay, keys = _small_corpus()
     z0 = np.zeros(lay.tokptr[-1], dtype)
-    _sampler.random_assign(lay.tokptr, z0, keys, 2, K, 1)
+    _tokens.random_assign(lay.tokptr, z0, keys, 2, K, 1)
     z0[-1] = K - 1  # the largest topic is accepted
     W = np.zeros((V, K), np.int32)
     T = np.zeros(K, np.int64)
-    _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, W, 2, T_out=T,
-                         zero=zero, sorted_words=sorted_words)
+    _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z0, W, 2, T_out=T,
+                        zero=zero, sorted_words=sorted_words)
     assert W.sum() == z0.size and np.array_equal(T, np.bincount(z0, minlength=K))
     for bad in (K, np.iinfo(dtype).max):
         z = z0.copy()
@@ -1140,8 +1141,8 @@ def test_count_words_rejects_topics_out_of_range(dtype, sorted_words, zero):
         W = np.full((V, K), 7, np.int32)
         T = np.full(K, 7, np.int64)
         with pytest.raises(ValueError, match="^topic out of range$"):
-            _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, 2,
-                                 T_out=T, zero=zero, sorted_words=sorted_words)
+            _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, 2,
+                                T_out=T, zero=zero, sorted_words=sorted_words)
         assert np.all(W == 7) and np.all(T == 7)
 
 
@@ -1153,7 +1154,7 @@ def test_rb_doc_part_rejects_topics_out_of_range(dtype, counts):
     K = 5
     lay, keys = _small_corpus()
     z0 = np.zeros(lay.tokptr[-1], dtype)
-    _sampler.random_assign(lay.tokptr, z0, keys, 2, K, 1)
+    _tokens.random_assign(lay.tokptr, z0, keys, 2, K, 1)
     z0[-1] = K - 1  # the largest topic is accepted
     out, s = _rb_call(lay, z0, K, counts)
     assert np.all(np.isfinite(out)) and np.all(s > 0)
@@ -1218,9 +1219,9 @@ def _layout_kernels():
     w, alpha = _problem(K=K, V=V, seed=4)
     lay0, keys = _small_corpus()
     zt = np.zeros(lay0.tokptr[-1], np.uint16)
-    _sampler.random_assign(lay0.tokptr, zt, keys, 2, K, 1)
+    _tokens.random_assign(lay0.tokptr, zt, keys, 2, K, 1)
     W = np.zeros((V, K), np.int32)
-    _sampler.count_words(lay0.indptr, lay0.indices, lay0.cnt, lay0.tokptr, zt, W, 1)
+    _tokens.count_words(lay0.indptr, lay0.indices, lay0.cnt, lay0.tokptr, zt, W, 1)
 
     def new(outs, *arrays):
         outs.extend(arrays)
@@ -1245,8 +1246,8 @@ def _layout_kernels():
     for zero, sw in itertools.product((False, True), (False, True)):
         def run(lay, z, outs, zero=zero, sw=sw):
             Wc, T = new(outs, np.full((V, K), 3, np.int32), np.full(K, 3, np.int64))
-            _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, Wc, 2,
-                                 T_out=T, zero=zero, sorted_words=sw)
+            _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, Wc, 2,
+                                T_out=T, zero=zero, sorted_words=sw)
         kernels[f"count_words zero={zero} sorted_words={sw}"] = run
     for counts in (True, False):
         def run(lay, z, outs, counts=counts):
@@ -1259,8 +1260,10 @@ def _layout_kernels():
 def test_layout_tests_cover_every_def_walking_tokptr():
     # every def of the kernel source that indexes tokptr (token_counts builds it) is among
     # the kernels of the layout tests (random_assign: its own check, below)
-    pyx = Path(__file__).resolve().parents[1] / "sparseclust" / "_kernels" / "_sampler.pyx"
-    blocks = re.split(r"\n(?=[A-Za-z_@])", pyx.read_text())  # the top-level statements
+    kernels_dir = Path(__file__).resolve().parents[1] / "sparseclust" / "_kernels"
+    modules = ("_sampler", "_sem_tables", "_gibbs_tables", "_rao_blackwell", "_tokens")
+    blocks = [b for name in modules  # the top-level statements
+              for b in re.split(r"\n(?=[A-Za-z_@])", (kernels_dir / f"{name}.pyx").read_text())]
     defs = {b[4:].split("(", 1)[0] for b in blocks if b.startswith("def ") and "tokptr[" in b}
     _, kernels = _layout_kernels()
     covered = {name.split()[0] for name in kernels} | {"random_assign", "token_counts"}
@@ -1282,7 +1285,7 @@ def test_kernels_reject_inconsistent_token_layouts(case):
     z = np.full(zt.size, 9, np.uint16)
     if tokptr_only:  # random_assign reads tokptr alone: non-decreasing from 0
         with pytest.raises(ValueError, match=_LAYOUT):
-            _sampler.random_assign(lay.tokptr, z, np.arange(4, dtype=np.uint64), 2, 5, 1)
+            _tokens.random_assign(lay.tokptr, z, np.arange(4, dtype=np.uint64), 2, 5, 1)
         assert np.all(z == 9)
 
 
@@ -1306,6 +1309,6 @@ def test_kernels_accept_valid_token_layouts():
             run(empty, np.zeros(0, np.uint16), [])
     for lay in (lay0, token_layout(sp.csr_array((0, 6)))):
         z = np.full(lay.tokptr[-1], 9, np.uint16)
-        _sampler.random_assign(lay.tokptr, z, np.arange(lay.tokptr.size - 1, dtype=np.uint64),
-                               2, 5, 1)
+        _tokens.random_assign(lay.tokptr, z, np.arange(lay.tokptr.size - 1, dtype=np.uint64),
+                              2, 5, 1)
         assert np.all(z < 5)

@@ -15,7 +15,7 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sparseclust import SparseLDA, StochasticEMLDA
-from sparseclust._kernels import _sampler
+from sparseclust._kernels import _tokens
 from sparseclust.topics import _sem, _sem_sampler
 from sparseclust.topics._sem import token_layout
 
@@ -206,14 +206,14 @@ def _live_fit_reference(X, K, alpha, beta, random_state, sweeps, entry=True):
     z = np.zeros(word.size, np.int64)
     for d in range(D):
         t0, t1 = lay.tokptr[d], lay.tokptr[d + 1]
-        z[t0:t1] = (_sampler.uniform_stream(seed, 0, d, t1 - t0) * K).astype(np.int64) % K
+        z[t0:t1] = (_tokens.uniform_stream(seed, 0, d, t1 - t0) * K).astype(np.int64) % K
     W = np.zeros((V, K), np.int64)
     np.add.at(W, (word, z), 1)
     for s in range(1, sweeps + 1):
         inv = 1.0 / (W.sum(0) + V * beta)
         for d in range(D):
             t0, t1 = lay.tokptr[d], lay.tokptr[d + 1]
-            u = _sampler.uniform_stream(seed, s, d, t1 - t0)
+            u = _tokens.uniform_stream(seed, s, d, t1 - t0)
             nd = np.bincount(z[t0:t1], minlength=K)
             e = np.zeros(K, np.int64)
             for t in range(t0, t1):
@@ -278,7 +278,7 @@ def test_live_fit_equals_numpy_reference_many_topics():
 def _fold_in_reference(m, X):
     """Numpy fold-in with the kernel's documented random streams (dense path)."""
     lay = token_layout(sp.csr_array(X))
-    keys = _sampler.content_keys(lay.indptr, lay.indices, lay.cnt)
+    keys = _tokens.content_keys(lay.indptr, lay.indices, lay.cnt)
     seed = m._fold_in_seed()
     K = m.components_.shape[0]
     alpha = m.doc_topic_prior_
@@ -291,8 +291,8 @@ def _fold_in_reference(m, X):
         if n == 0:
             out[d] = 1.0 / K
             continue
-        z = (_sampler.uniform_stream(seed, 0, int(keys[d]), n) * K).astype(np.int64) % K
-        u = _sampler.uniform_stream(seed, 1, int(keys[d]), n * m.n_fold_in)
+        z = (_tokens.uniform_stream(seed, 0, int(keys[d]), n) * K).astype(np.int64) % K
+        u = _tokens.uniform_stream(seed, 1, int(keys[d]), n * m.n_fold_in)
         pos, acc = 0, np.zeros(K)
         for it in range(m.n_fold_in):
             nd = np.bincount(z, minlength=K)
@@ -416,7 +416,7 @@ def test_rao_blackwell_in_place_equals_a_new_array():
     rng = np.random.default_rng(0)
     z = rng.integers(0, 6, int(lay.tokptr[-1])).astype(np.uint8)
     W = np.zeros((X.shape[1], 6), np.int32)
-    _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, 1)
+    _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, 1)
     alpha = np.full(6, 0.2)
     ref = _sem._RaoBlackwell(6, 0.1, alpha, 2, W=W.copy()).sum(lay, [z])
     got = _sem._RaoBlackwell(6, 0.1, alpha, 2, W=W).sum(lay, [z], in_place=True)
@@ -513,7 +513,7 @@ def test_fit_on_both_sides_of_the_uint8_boundary(K):
     lay = _sem.token_layout(X)
     z = np.empty(int(lay.tokptr[-1]), dtype=_sem._z_dtype(K))
     keys = np.arange(2 * K, dtype=np.uint64)
-    _sampler.random_assign(lay.tokptr, z, keys, 5, K, 1)
+    _tokens.random_assign(lay.tokptr, z, keys, 5, K, 1)
     assert int(z.max()) == K - 1 and int(z.min()) == 0
 
 

@@ -1270,7 +1270,7 @@ class SparseGaussianMixture(
             )
         dist = is_dask_collection(X)
         if dist:
-            from .._dask import DaskRows
+            from .._dask._rows import DaskRows
 
             if X_heldout is not None:
                 raise TypeError("held-out scoring takes in-memory data, not a Dask collection")

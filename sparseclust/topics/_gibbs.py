@@ -50,7 +50,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import psi
 
-from .._kernels import _sampler
+from .._kernels import _gibbs_tables, _sampler
 from ..utils import effective_n_threads
 from ..utils._threads import threads_for_work
 from ._local import stats_csr, stats_csr_from_columns
@@ -221,7 +221,7 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         split=split, zsave=zsave,
     )
     # the saved sweeps' word-topic counts, word by word (no (|cols|, K) table), averaged
-    jptr, topics, counts = _sampler.count_word_topics(indices, lay.cnt, zsave, cols.size, K)
+    jptr, topics, counts = _gibbs_tables.count_word_topics(indices, lay.cnt, zsave, cols.size, K)
     S = stats_csr_from_columns(counts / float(n_samples), topics, jptr, cols, V, K)
     del zsave
     if return_doc_topic:
@@ -280,7 +280,7 @@ class LazyTopicStats:
         self.UT = np.array(S.T, dtype=np.float64, order="C", copy=True)
         V, K = self.UT.shape
         self.bits = np.zeros((V, (K + 63) // 64), np.uint64)
-        _sampler.positive_bits(self.UT, self.bits, 1)
+        _gibbs_tables.positive_bits(self.UT, self.bits, 1)
         self.pi = 1.0
         self.totals = self.UT.sum(axis=0)
         self.elbo_local = float(elbo_local)
@@ -314,8 +314,8 @@ class LazyTopicStats:
         # (k, v) of B is U^T[v, k]; a CSR array has no duplicate (k, v) pairs here
         flat[B.indices.astype(np.int64) * B.shape[0] + rows] += (c / self.pi) * B.data
         pos = B.data > 0
-        _sampler.set_bits(self.bits, rows[pos].astype(np.int32),
-                          B.indices[pos].astype(np.int32))
+        _gibbs_tables.set_bits(self.bits, rows[pos].astype(np.int32),
+                               B.indices[pos].astype(np.int32))
         self.totals *= max(keep, 0.0)
         self.totals += c * np.bincount(rows, weights=B.data, minlength=B.shape[0])
         self.elbo_local = max(keep, 0.0) * self.elbo_local + c * float(elbo_local)
@@ -422,7 +422,7 @@ class LazyParams:
         """exp(E[log phi]) of the word types ``cols`` as float32 (len(cols), K), every row
         scaled by exp(-its maximum exponent): the weights :func:`gibbs_local_step` samples
         with, from ``log_weights(cols)`` in one pass over each word's row of the statistics
-        (:func:`~sparseclust._kernels._sampler.variational_word_weights`; for a view of
+        (:func:`~sparseclust._kernels._gibbs_tables.variational_word_weights`; for a view of
         :meth:`excluding`, from :meth:`log_weights`)."""
         cols = np.ascontiguousarray(cols, dtype=np.int64)
         K = self.stats.shape[0]
@@ -431,9 +431,9 @@ class LazyParams:
             lw -= lw.max(axis=1, keepdims=True) if lw.size else 0.0
             return np.exp(lw).astype(np.float32)
         w = np.empty((cols.size, K), np.float32)
-        _sampler.variational_word_weights(self.stats.UT, cols, float(self.stats.pi), self.tau,
-                                          self._norm, w,
-                                          threads_for_work(n_threads, cols.size * K,
+        _gibbs_tables.variational_word_weights(self.stats.UT, cols, float(self.stats.pi), self.tau,
+                                               self._norm, w,
+                                               threads_for_work(n_threads, cols.size * K,
                                                            _MIN_WORK_PER_THREAD))
         return w
 
@@ -446,7 +446,7 @@ class LazyParams:
         topics with statistics, and the document part reads w_vk from the word's list
         (Mimno, Hoffman & Blei 2012, App. A: the prior's share of every topic plus a sparse
         part). Built from the bit sets of the statistics (``stats.bits``) in O(K / 64 +
-        listed topics) per word (:func:`~sparseclust._kernels._sampler.split_word_tables`).
+        listed topics) per word (:func:`~sparseclust._kernels._gibbs_tables.split_word_tables`).
 
         Returns ``(None, split)`` for :func:`~sparseclust._kernels._sampler.sample_sweep`,
         or ``(w, None)`` with the dense weights of :meth:`word_weights` when more than
@@ -456,12 +456,12 @@ class LazyParams:
         cols = np.ascontiguousarray(cols, dtype=np.int64)
         K = self.stats.shape[0]
         nnz = np.empty(cols.size, np.int32)
-        _sampler.bit_counts(self.stats.bits, cols, nnz)
+        _gibbs_tables.bit_counts(self.stats.bits, cols, nnz)
         if nnz.sum() > SPLIT_MAX_FILL * cols.size * K:
             return self.word_weights(cols, n_threads), None
         ex = {} if self.excluded is None else dict(
             zip(("ex_ptr", "ex_top", "ex_val"), self._excluded_cols(cols), strict=True))
-        split = _sampler.split_word_tables(
+        split = _gibbs_tables.split_word_tables(
             self.stats.UT, self.stats.bits, cols, float(self.stats.pi), self.tau, self._norm,
             np.ascontiguousarray(alpha_v, dtype=np.float64), nnz,
             threads_for_work(n_threads, int(nnz.sum()) + cols.size * K // 64,

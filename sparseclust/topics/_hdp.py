@@ -410,7 +410,7 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             rng = check_random_state(self.random_state)
             X, init, n_docs, n_tokens = _prepare_stream(self, X, rng, "HDPTopicModel.fit")
         elif is_dask_collection(X):
-            from .._dask import _ship_hdp, prepare_lda
+            from ._dask_lda import _ship_hdp, prepare_lda
 
             rng = check_random_state(self.random_state)
             X, init, n_docs, n_tokens, wrap = prepare_lda(self, X, rng, "HDPTopicModel.fit",

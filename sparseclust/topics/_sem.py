@@ -41,7 +41,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._engine import is_dask_collection
 from .._input import check_output_support
-from .._kernels import _sampler
+from .._kernels import _tokens as _sampler  # the token utilities of the samplers
 from ..utils._threads import effective_n_threads, threads_for_work
 from ._local import TopicTables, check_counts, check_whole_counts, local_step
 from ._sem_sampler import (
@@ -419,7 +419,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             if self.algorithm != "batch":
                 raise ValueError("StochasticEMLDA fits a Dask collection with "
                                  f"algorithm='batch' only, got {self.algorithm!r}.")
-            from .._dask import fit_sem
+            from ._dask_sem import fit_sem
 
             return fit_sem(self, X, callback)
         X = self._check_X(X, reset=True, whom="StochasticEMLDA.fit", fitting=True)

@@ -1,18 +1,20 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """The token sampler of stochastic EM (:class:`sparseclust.topics.StochasticEMLDA`): token
-layout, seeds, word weights and sampler tables, the Rao-Blackwellized counts and the sweep
-loop. Shared by the in-process fit (:mod:`sparseclust.topics._sem`), the Gibbs local step
-(:mod:`sparseclust.topics._gibbs`) and the fit on Dask collections (:mod:`sparseclust._dask`),
-which import it; it imports none of them.
+layout, seeds, word weights and sampler tables, the Rao-Blackwellized counts, the sweep
+loop and the pieces of one partition of a corpus (its initial assignments, a sweep, its
+Rao-Blackwellized counts). Shared by the in-process fit (:mod:`sparseclust.topics._sem`), the
+Gibbs local step (:mod:`sparseclust.topics._gibbs`) and the fit on Dask collections
+(:mod:`sparseclust.topics._dask_sem`), which import it; it imports none of them.
 """
 
 import time
 from collections import namedtuple
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import gammaln
 
-from .._kernels import _sampler
+from .._kernels import _rao_blackwell, _sampler, _sem_tables, _tokens
 from ..utils._threads import threads_for_work
 
 #: token layout of a count matrix: CSR structure, tokens per entry and token offsets per document
@@ -50,7 +52,7 @@ def token_layout(X):
     cnt = np.empty(data.size, dtype=np.int32)
     tokptr = np.empty(indptr.size, dtype=np.int64)
     # one pass, no corpus-sized temporaries (they set the peak memory of fit)
-    if not _sampler.token_counts(indptr, data, cnt, tokptr):
+    if not _tokens.token_counts(indptr, data, cnt, tokptr):
         raise ValueError("a count of X exceeds 2**31 - 1 tokens.")
     return TokenLayout(indptr, indices, cnt, tokptr)
 
@@ -108,15 +110,15 @@ class _Sampler:
         nt = threads_for_work(self.n_threads, W.size, _MIN_WORK_PER_THREAD)
         if self.dense:
             # the dense counts path evaluates every topic from W: no tables
-            _sampler.word_loglik(W, beta, word_ll, nt)
+            _sem_tables.word_loglik(W, beta, word_ll, nt)
             self.counts = (W, inv_tot, float(beta), None, 0.0)
         else:
             if word_totals is None:
                 word_totals = W.sum(axis=1, dtype=np.int64)
             tables = self._word_tables(np.minimum(word_totals, self.K))
             wptr, wlen, wtop, wprob, walias, Qw, sprob, salias = tables
-            Qs = _sampler.build_word_tables(W, inv_tot, beta, self.alpha, wptr, wlen, wtop,
-                                            wprob, walias, Qw, sprob, salias, word_ll, nt)
+            Qs = _sem_tables.build_word_tables(W, inv_tot, beta, self.alpha, wptr, wlen, wtop,
+                                               wprob, walias, Qw, sprob, salias, word_ll, nt)
             self.counts = (W, inv_tot, float(beta), tables, Qs)
         K = self.K
         return float(K * gammaln(self.V * beta) - gammaln(T + self.V * beta).sum()
@@ -188,7 +190,7 @@ class _Sampler:
 
 class _RaoBlackwell:
     """Rao-Blackwellized word-topic counts R (V, K) float32 of assignments z (see
-    :func:`_sampler.rb_doc_part`): every token contributes its collapsed conditional
+    :func:`_rao_blackwell.rb_doc_part`): every token contributes its collapsed conditional
     p(z_i = k | z_{-i}) instead of its sampled topic.
 
     Counts mode (``W``, the counts of the one z given): the conditional of stochastic EM, the
@@ -209,8 +211,8 @@ class _RaoBlackwell:
             topic_totals = W.sum(axis=0, dtype=np.int64)
         self.inv = _EMPTY1 if W is None else 1.0 / (topic_totals + self.V * self.beta)
         self.A = np.empty(self.V)
-        _sampler.rb_word_mass(self.W, self.w, self.inv, self.beta, alpha, self.A,
-                              threads_for_work(n_threads, self.V * K, _MIN_WORK_PER_THREAD))
+        _rao_blackwell.rb_word_mass(self.W, self.w, self.inv, self.beta, alpha, self.A,
+                                    threads_for_work(n_threads, self.V * K, _MIN_WORK_PER_THREAD))
 
     def sum(self, lay, zs, *, in_place=False):
         """R summed over the assignments in ``zs``: a new float64 array, or, with ``in_place``
@@ -229,12 +231,12 @@ class _RaoBlackwell:
             out = np.zeros((hi - lo, K)) if in_place else dest
             s = np.zeros(hi - lo)
             for z in zs:
-                _sampler.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, self.W,
-                                     self.w, self.inv, self.beta, self.alpha, self.A, out, s,
-                                     lo, nt)
-            _sampler.rb_smooth_part(self.W, self.w, self.inv, self.beta, self.alpha, s, out,
-                                    lo,
-                                    threads_for_work(self.n_threads, out.size,
+                _rao_blackwell.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, self.W,
+                                           self.w, self.inv, self.beta, self.alpha, self.A, out, s,
+                                           lo, nt)
+            _rao_blackwell.rb_smooth_part(self.W, self.w, self.inv, self.beta, self.alpha, s, out,
+                                          lo,
+                                          threads_for_work(self.n_threads, out.size,
                                                      _MIN_WORK_PER_THREAD))
             if in_place:
                 dest[lo:hi] = out  # the rows of these words are not read again
@@ -286,3 +288,45 @@ def run_sweeps(est, sweep, *, n_tokens, n_docs, rng, elapsed, callback, estimate
     est._n_samples_fit = n_docs
     est._t = None
     return est
+
+
+def init_partition(part, offset, seed, K, n_threads):
+    """Uniform initial assignments of one partition of a corpus (a block of rows whose first
+    document is ``offset``: keys offset..offset+D-1, as in one process) and their word-topic
+    counts; returns (z, (counts as sparse int64, word totals, tokens)). The partition pieces
+    of a fit on a Dask collection (:mod:`sparseclust.topics._dask_sem`)."""
+    D, V = part.shape
+    lay = token_layout(part)
+    N = int(lay.tokptr[-1])
+    keys = np.arange(offset, offset + D, dtype=np.uint64)
+    z = np.empty(N, dtype=_z_dtype(K))
+    nt = threads_for_work(n_threads, N, _MIN_WORK_PER_THREAD)
+    _tokens.random_assign(lay.tokptr, z, keys, seed, K, nt)
+    W = np.zeros((V, K), np.int32)
+    _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, nt)
+    totals = np.bincount(lay.indices, weights=lay.cnt, minlength=V).astype(np.int64)
+    return z, (sp.csr_array(W, dtype=np.int64), totals, N)
+
+
+def sweep_partition(part, z, offset, W, word_totals, sampler_args, beta, seed, sweep):
+    """One stochastic-EM sweep of one partition reading the whole-data counts W: returns
+    (new z, (new word-topic counts as sparse int64, log-likelihood of its documents, tokens
+    that changed topic))."""
+    D, V = part.shape
+    lay = token_layout(part)
+    smp = _Sampler(V, *sampler_args)
+    smp.set_weights_from_counts(W, beta, word_totals)
+    smp.build_tables()
+    keys = np.arange(offset, offset + D, dtype=np.uint64)
+    z = z.copy()  # the previous assignments stay valid (Dask may recompute from them)
+    Wout = np.zeros_like(W)
+    ll_doc = np.zeros(D)
+    changed = smp.sweep(lay, z, keys, seed, sweep, Wout=Wout, ll_doc=ll_doc)
+    return z, (sp.csr_array(Wout, dtype=np.int64), float(ll_doc.sum()), int(changed))
+
+
+def rao_blackwell_partition(part, z, W, beta, alpha, n_threads):
+    """The Rao-Blackwellized word-topic counts (V, K) float64 of one partition's assignments
+    z given the whole-data counts W (``StochasticEMLDA(topic_estimate='rao_blackwell')``);
+    summed over the partitions in float64, kept as float32 as in-process."""
+    return _RaoBlackwell(W.shape[1], beta, alpha, n_threads, W=W).sum(token_layout(part), [z])

@@ -39,7 +39,7 @@ from .._engine import (
     stochastic_step,
 )
 from .._input import check_output_support
-from .._kernels import _sampler
+from .._kernels import _tokens as _sampler  # the token utilities of the samplers
 from ..datasets._stream import CorpusStream
 from ._gibbs import (
     DocumentChains,
@@ -1117,7 +1117,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                     "(its random streams are keyed by the local step's visit and the "
                     "document's place in the batch, which the workers do not share); use "
                     "local_step='variational', or pass a sparse matrix or a CorpusStream.")
-            from .._dask import prepare_lda
+            from ._dask_lda import prepare_lda
 
             rng = check_random_state(self.random_state)
             X, init, n_docs, n_tokens, wrap = prepare_lda(self, X, rng, "SparseLDA.fit")

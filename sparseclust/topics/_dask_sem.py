@@ -1,0 +1,136 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""StochasticEMLDA (algorithm='batch') on a Dask collection of counts, through the Dask layer
+(:mod:`sparseclust._dask`): the token assignments of a partition stay on its worker, the
+model's partition pieces (:func:`sparseclust.topics._sem_sampler.sweep_partition` and its
+companions) map over the partitions, the word-topic counts reduce, and the sweep loop is the
+model's (:func:`sparseclust.topics._sem_sampler.run_sweeps`). The estimator imports this
+module only when ``fit`` receives a Dask collection."""
+
+import numpy as np
+
+from .._dask._core import _Runner, _set_n_features, _sum, _tree
+from ..utils._threads import effective_n_threads
+from ._dask_lda import _check_part
+from ._sem_sampler import (
+    _seed,
+    init_partition,
+    rao_blackwell_partition,
+    run_sweeps,
+    sweep_partition,
+)
+
+__all__ = ["fit_sem"]
+
+
+def _first(pair):
+    return pair[0]
+
+
+def _second(pair):
+    return pair[1]
+
+
+def _sum_sem(*items):
+    out = list(items[0])
+    for it in items[1:]:
+        for j, v in enumerate(it):
+            out[j] = out[j] + v
+    return tuple(out)
+
+
+def _dense_counts(total):
+    """The whole-data word-topic counts W (V, K) int32 from a reduced sum."""
+    return np.ascontiguousarray(total[0].toarray(), dtype=np.int32)
+
+
+def _rest(total):
+    return tuple(total[1:])
+
+
+def _sem_round(runner, fn, per_part_args, shared_args):
+    """Map ``fn`` over the partitions and tree-sum its statistics. Returns the new
+    per-partition assignments and the counts W (futures on a client: every input of the next
+    sweep is a task output, so Dask can recompute what a lost worker held from lineage), and
+    the other sums on the client."""
+    import dask
+
+    outs = [dask.delayed(fn, pure=False)(runner.parts[i], *per_part_args[i], *shared_args)
+            for i in range(len(runner.parts))]
+    zs = [dask.delayed(_first, pure=False)(o) for o in outs]
+    total = _tree([dask.delayed(_second, pure=False)(o) for o in outs], _sum_sem)
+    W = dask.delayed(_dense_counts, pure=False)(total)
+    rest = dask.delayed(_rest, pure=False)(total)
+    if runner.client is not None:
+        futs = runner.client.compute(zs + [W, rest])
+        return futs[:-2], futs[-2], futs[-1].result()
+    res = dask.compute(*zs, W, rest)
+    return list(res[:-2]), res[-2], res[-1]
+
+
+def fit_sem(est, X, callback):
+    """``StochasticEMLDA.fit`` (algorithm='batch') on a Dask collection.
+
+    The token assignments z of a partition stay on its worker (the output of its last sweep
+    task); a sweep maps over the partitions with the whole-data word-topic counts W
+    broadcast, the new counts of every partition are summed by a tree of tasks and W is
+    replaced on the client. Documents keep the random streams of the in-process fit (keyed
+    by their row in the whole collection), so the assignments and the counts equal the
+    in-process fit's exactly; the log joint and the Rao-Blackwellized topics (summed over the
+    partitions in another order) equal it to floating-point rounding.
+    """
+    import time
+
+    from sklearn.utils import check_random_state
+
+    whom = "StochasticEMLDA.fit"
+    runner = _Runner(X, type(est)(), whom, _check_part)
+    _set_n_features(est, runner.n_features)
+    rng = check_random_state(est.random_state)
+    seed = _seed(rng)
+    D, V = int(runner.rows.sum()), runner.n_features
+    K = est.n_components
+    beta = float(est.topic_word_prior)
+    n_threads = effective_n_threads(est.n_threads)
+    offsets = np.concatenate([[0], np.cumsum(runner.rows)[:-1]]).astype(np.int64)
+    t_start = time.perf_counter()
+    zs, W_fut, (word_totals, N) = _sem_round(
+        runner, init_partition, [(int(o),) for o in offsets], (seed, K, n_threads))
+    W = runner.value(W_fut)
+    smp = est._new_sampler(V)
+    smp.set_weights_from_counts(W, beta, word_totals)
+    sampler_args = est._sampler_args(n_threads)
+    state = {"zs": zs, "W": W_fut}
+
+    def sweep(it):
+        zs = state["zs"]
+        state["zs"], state["W"], (ll_docs, changed) = _sem_round(
+            runner, sweep_partition, [(zs[i], int(offsets[i])) for i in range(len(zs))],
+            (state["W"], word_totals, sampler_args, beta, seed, it))
+        W = runner.value(state["W"])
+        state["W_local"] = W
+        return W, smp.set_weights_from_counts(W, beta, word_totals) + float(ll_docs), changed
+
+    def estimate(final=False):
+        import dask
+
+        if not state:
+            raise RuntimeError("topic_estimate can only be called during fit (from the "
+                               "callback); after fit use components_")
+        if est.topic_estimate == "sample":
+            W = state["W_local"]
+        else:
+            if final:
+                smp.release_tables()
+            parts = [dask.delayed(rao_blackwell_partition, pure=False)(
+                runner.parts[i], state["zs"][i], state["W"], beta, smp.alpha, n_threads)
+                for i in range(len(runner.parts))]
+            W = runner.compute(_tree(parts, _sum))[0].astype(np.float32)
+        if final:
+            # the sweeps are done: the chains and counts on the workers are released, and a
+            # callback that kept this function cannot reach them
+            state.clear()
+        return W
+
+    return run_sweeps(est, sweep, n_tokens=N, n_docs=D, rng=rng,
+                      elapsed=time.perf_counter() - t_start, callback=callback,
+                      estimate=estimate)
