@@ -1254,7 +1254,10 @@ class SparseGaussianMixture(
             Called after every pass as ``callback(info)``, as in :meth:`SparseLDA.fit`:
             ``info`` is the pass's trace entry (``pass``, ``elapsed``, ``elbo``,
             ``elbo_change``, ``time_local``, ``time_global``, ``n_components``, ...) plus
-            ``n_passes`` (= ``max_iter``). Returning ``True`` stops training after that pass
+            ``n_passes`` (= ``max_iter``) and the current point estimates ``weights``,
+            ``means`` and ``precisions_cholesky`` (float64, in the layout of the fitted
+            attributes of the same names), e.g. to score held-out data after every pass.
+            Returning ``True`` stops training after that pass
             (with ``n_init > 1``, the remaining initializations are not run either). Time
             spent in the callback is excluded from ``elapsed``.
 
@@ -1266,7 +1269,11 @@ class SparseGaussianMixture(
             return self._fit(X)
 
         def public(info):
-            return callback({k: v for k, v in info.items() if k not in ("params", "stats")})
+            params = info["params"]
+            out = {k: v for k, v in info.items() if k not in ("params", "stats")}
+            out.update(weights=params.weights, means=params.means,
+                       precisions_cholesky=params.prec_chol)
+            return callback(out)
 
         return self._fit(X, callback=public)
 
