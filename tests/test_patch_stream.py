@@ -252,6 +252,8 @@ def test_partial_fit_over_a_stream(image_folder):
     np.testing.assert_array_equal(a.covariances_, b.covariances_)
     assert a.n_batch_iter_ == 2 * len(stream)
     assert np.isfinite(a.score(X))
+    with pytest.raises(TypeError, match="one minibatch.*for X_batch in stream"):
+        SparseGaussianMixture(**kw).partial_fit(stream)
 
 
 # ------------------------------------------------------- resuming stochastic training

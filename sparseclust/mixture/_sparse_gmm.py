@@ -1490,6 +1490,11 @@ class SparseGaussianMixture(
         """
         self._validate_params()
         _refuse_dask(X, "SparseGaussianMixture.partial_fit")
+        if is_row_stream(X):
+            raise TypeError(
+                "SparseGaussianMixture.partial_fit takes one minibatch (an array of rows), "
+                f"got a {type(X).__name__}; call it on each minibatch of the stream "
+                "(for X_batch in stream: model.partial_fit(X_batch)), or fit the stream.")
         first = not hasattr(self, "_svi_state")
         reject_text(X, "SparseGaussianMixture.partial_fit", counts=False)
         X = validate_data(
