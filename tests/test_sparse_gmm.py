@@ -2141,8 +2141,12 @@ def test_fit_callback_sees_every_pass_and_can_stop(algorithm):
         est = SparseGaussianMixture(**kw).fit(X, callback=lambda info: seen.append(info))
     assert [i["pass"] for i in seen] == list(range(1, 7))
     assert all(i["n_passes"] == 6 for i in seen)
-    assert [{k: v for k, v in i.items() if k != "n_passes"} for i in seen] == est.trace_
+    current = ("n_passes", "weights", "means", "precisions_cholesky")
+    assert [{k: v for k, v in i.items() if k not in current} for i in seen] == est.trace_
     assert not any("params" in i or "stats" in i for i in seen)
+    # the point estimates of the last pass are the fitted model's
+    for name in current[1:]:
+        np.testing.assert_array_equal(seen[-1][name], getattr(est, name + "_"))
     # the same fit without a callback
     plain = _ours(X, **kw)
     np.testing.assert_array_equal(plain.means_, est.means_)

@@ -1,14 +1,19 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Scale: memory and throughput as the corpus grows, one and two threads, streamed input."""
+"""Scale: memory and throughput as the corpus grows, one and two threads, streamed input;
+image patches and a 100-million-token corpus streamed from disk."""
 
+import gzip
 import json
+import math
 import os
 import resource
 import subprocess
 import sys
 import time
 
-from .._common import CACHE, ROOT, load_20newsgroups, load_imdb, vectorize
+import numpy as np
+
+from .._common import CACHE, ROOT, SHARED_DATA, load_20newsgroups, load_imdb, vectorize
 from .._topics import fmt
 
 NAME = "scale"
@@ -17,7 +22,12 @@ MEASURES = """\
 Whether throughput and memory hold as the corpus grows: StochasticEMLDA and memoized
 SparseLDA on the first n documents of a corpus, for two sizes n and for one and two
 threads, each run in a fresh process; and SparseLDA's `partial_fit` over minibatches
-streamed from a UCI file on disk."""
+streamed from a UCI file on disk. `patches`: SparseGaussianMixture trained on the 8×8
+patches of 250 BSDS500 images (2.35 million patches) streamed image by image, memoized and
+stochastic, held-out log-likelihood against CPU time after every pass (the sparse-posteriors
+paper's Fig. 2), beside the largest random subsample scikit-learn's `GaussianMixture` fits
+in the same time. `corpus100m`: StochasticEMLDA and memoized SparseLDA on IMDB repeated ten
+times (106 million tokens), at a quarter and at all of it."""
 METHOD = """\
 - Every configuration runs in its own process (`OMP_NUM_THREADS` = the thread count), fits
   a few passes with `tol=0` and reports the process's peak resident memory
@@ -26,7 +36,30 @@ METHOD = """\
 - Tokens per second: fitted tokens × passes / the fit's wall time (two threads need wall
   time); CPU seconds are stored too. Priors are the estimators' defaults.
 - The corpus is vectorized once with `CountVectorizer(stop_words='english', min_df=5)` over
-  all its documents and cached; the streamed run reads a gzip UCI docword file of it."""
+  all its documents and cached; the streamed run reads a gzip UCI docword file of it.
+- `patches`: grayscale 8×8 patches, stride 4, each patch's mean removed, float32, from the
+  200 train and the first 50 val images (sorted by name), read by
+  `stream_image_patches(shuffle=True)`; held out: 20,000 patches drawn (seed 0) from the last
+  50 val images. Zero-mean full-covariance `SparseGaussianMixture`, one thread, `tol=0`,
+  defaults otherwise (`n_candidates='auto'`). Memoized: `fit(stream)` with the stream's
+  minibatches as its 10 fixed batches. Stochastic: `partial_fit` on minibatches of 4,096
+  patches with `total_samples` = all patches, a newly shuffled stream every pass. After
+  every pass the held-out mean log-likelihood per patch is computed from the current point
+  estimates (outside the clock). Each configuration runs until its CPU budget or pass limit.
+  Peak RSS: the process's high-water mark from the start of training (`VmHWM`, reset after
+  loading the held-out patches). scikit-learn: `GaussianMixture(covariance_type='full')`,
+  its defaults, on random subsamples of the training patches (float64) doubling in size
+  until a fit takes longer than the L = 4 memoized run at K = 200; the largest that fit in
+  that time is reported.
+- `corpus100m`: the IMDB counts above (10.6 million tokens once the stop words are removed),
+  repeated until the corpus holds at least 100 million tokens (ten copies), documents
+  reshuffled, written once as a gzip UCI docword file (and its first
+  quarter of documents as another). **A repetition**: it measures throughput and memory,
+  not topic quality. StochasticEMLDA (K = 1000) loads the file into memory; memoized
+  SparseLDA (K = 400, L = 8) trains on `stream_uci_bow` from disk with the stream's
+  minibatches as its 10 fixed batches. Tokens per second from the wall time of the last
+  pass (marked by the fit's callback; CPU time too), peak RSS from the start of training
+  (`VmHWM`)."""
 
 FULL = {
     "imdb": dict(corpus="imdb", n_docs=[25000, 100000], threads=[1, 2],
@@ -38,6 +71,20 @@ QUICK = {
                          models={"sem": dict(K=50, passes=2), "sparselda": dict(K=20, passes=1)},
                          stream=dict(K=20, batch_size=1024)),
 }
+FULL["patches"] = dict(
+    K=[200, 800], L=[1, 4, 16, "K"], algorithms=["memoized", "stochastic"], seed=0,
+    heldout_images=50, n_heldout=20000, train_images=None, n_batches=10, svi_batch_size=4096,
+    max_passes=30, cpu_budget_s=[1200, 4500], sklearn_K=200, sklearn_start=5000)
+QUICK["patches"] = dict(
+    K=[20], L=[1, 4, "K"], algorithms=["memoized", "stochastic"], seed=0,
+    heldout_images=2, n_heldout=2000, train_images=4, n_batches=4, svi_batch_size=2048,
+    max_passes=3, cpu_budget_s=[30], sklearn_K=20, sklearn_start=2000)
+FULL["corpus100m"] = dict(
+    corpus="imdb", min_tokens=100_000_000, threads=[1, 2],
+    models={"sem": dict(K=1000, passes=2), "sparselda": dict(K=400, passes=2, n_batches=10)})
+QUICK["corpus100m"] = dict(
+    corpus="20newsgroups", min_tokens=3_000_000, threads=[1, 2],
+    models={"sem": dict(K=50, passes=2), "sparselda": dict(K=20, passes=2, n_batches=4)})
 
 
 def _corpus(name):
@@ -58,8 +105,341 @@ def _maxrss_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def _rss_mb(field="VmRSS"):
+    """The process's resident memory (``VmRSS``) or its high-water mark (``VmHWM``), MB."""
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:  # pragma: no cover - not Linux
+        pass
+    return _maxrss_mb()
+
+
+def _reset_peak():
+    """Start the high-water mark ``VmHWM`` again from the current RSS (Linux), so that the
+    peak measures training, not the loading before it."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:  # pragma: no cover - not Linux
+        pass
+
+
+def _emit(result):
+    print("@@RESULT@@" + json.dumps(result))
+
+
+# ------------------------------------------------------------------------------ patches
+
+
+def _patch_files(params):
+    """(training image files, held-out image files): the 200 train and the val images but
+    the last ``heldout_images`` (sorted by name), and those last ones."""
+    root = SHARED_DATA / "bsds500" / "images"
+
+    def jpgs(sub):
+        return sorted(str(p) for p in (root / sub).iterdir() if p.suffix.lower() == ".jpg")
+
+    val, h = jpgs("val"), int(params["heldout_images"])
+    train = jpgs("train") + val[:-h]
+    if params.get("train_images"):
+        train = train[: params["train_images"]]
+    return train, val[-h:]
+
+
+def _heldout_patches(files, n):
+    """``n`` patches drawn (seed 0) from the grid patches of ``files``, float64 (the report
+    set of ``benchmarks._common.patch_split`` for the last 50 val images)."""
+    from PIL import Image
+
+    from sparseclust.datasets import extract_patches
+
+    images = [np.asarray(Image.open(f).convert("RGB")) for f in files]
+    return extract_patches(images, max_patches=n, random_state=0)
+
+
+def _loglik(X, weights, means, prec_chol):
+    """Mean ``log sum_k w_k N(x | m_k, (C_k C_k^T)^-1)`` over the rows of X, in float64:
+    ``SparseGaussianMixture.score`` from its point estimates (full covariances)."""
+    weights, means, prec_chol = (np.asarray(a, dtype=np.float64)
+                                 for a in (weights, means, prec_chol))
+    n, D = X.shape
+    lp = np.empty((n, weights.size))
+    for k in range(weights.size):
+        y = (X - means[k]) @ prec_chol[k]
+        lp[:, k] = np.einsum("ij,ij->i", y, y)
+    lp *= -0.5
+    with np.errstate(divide="ignore"):
+        lp += (np.log(weights) - 0.5 * D * np.log(2 * np.pi)
+               + np.log(np.diagonal(prec_chol, axis1=1, axis2=2)).sum(1))
+    top = lp.max(axis=1)
+    return float(np.mean(top + np.log(np.exp(lp - top[:, None]).sum(axis=1))))
+
+
+def _child_sgmm(cfg):
+    """Memoized fit over the patch stream, or partial_fit over a newly shuffled stream every
+    pass; the held-out score and the CPU time after every pass."""
+    import warnings
+
+    from sparseclust.datasets import stream_image_patches
+    from sparseclust.mixture import SparseGaussianMixture
+
+    Xh = _heldout_patches(cfg["heldout"], cfg["n_heldout"])
+    K = cfg["K"]
+    L = K if cfg["L"] == "K" else int(cfg["L"])
+    N = stream_image_patches(cfg["train"]).n_samples
+    seed, budget = cfg["seed"], cfg["cpu_budget_s"]
+    common = dict(n_components=K, L=L, covariance_type="full", zero_mean=True, tol=0,
+                  random_state=seed, n_threads=1, max_iter=cfg["max_passes"])
+    curve, excluded = [], [0.0]
+    _reset_peak()
+    base = _rss_mb()
+    c0, w0 = time.process_time(), time.perf_counter()
+
+    def record(n_pass, weights, means, chol):
+        t, w = time.process_time(), time.perf_counter()
+        cpu, wall = t - c0 - excluded[0], w - w0
+        curve.append(dict(passes=n_pass, cpu_s=cpu, wall_s=wall,
+                          heldout=_loglik(Xh, weights, means, chol), rss_mb=_rss_mb()))
+        excluded[0] += time.process_time() - t
+        return cpu >= budget
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if cfg["algorithm"] == "memoized":
+            stream = stream_image_patches(
+                cfg["train"], batch_size=math.ceil(N / cfg["n_batches"]), dtype=np.float32,
+                shuffle=True, random_state=seed)
+            est = SparseGaussianMixture(algorithm="memoized", **common)
+            est.fit(stream, callback=lambda info: record(
+                info["pass"], info["weights"], info["means"], info["precisions_cholesky"]))
+        else:
+            est = SparseGaussianMixture(algorithm="stochastic", batch_size=cfg["svi_batch_size"],
+                                        total_samples=N, **common)
+            for n_pass in range(1, cfg["max_passes"] + 1):
+                stream = stream_image_patches(
+                    cfg["train"], batch_size=cfg["svi_batch_size"], dtype=np.float32,
+                    shuffle=True, random_state=1000 * seed + n_pass)
+                for Xb in stream:
+                    est.partial_fit(Xb)
+                if record(n_pass, est.weights_, est.means_, est.precisions_cholesky_):
+                    break
+    _emit(dict(n_train=N, n_heldout=int(Xh.shape[0]), curve=curve,
+               final_heldout=float(est.score(Xh)), peak_rss_mb=_rss_mb("VmHWM"),
+               base_rss_mb=base, cpu_s=curve[-1]["cpu_s"], passes=curve[-1]["passes"]))
+
+
+def _child_sklearn(cfg):
+    """scikit-learn's GaussianMixture on a random subsample of ``n`` training patches."""
+    import warnings
+
+    from sklearn.mixture import GaussianMixture
+    from threadpoolctl import threadpool_limits
+
+    from sparseclust.datasets import stream_image_patches
+
+    Xh = _heldout_patches(cfg["heldout"], cfg["n_heldout"])
+    stream = stream_image_patches(cfg["train"], batch_size=65536)
+    N = stream.n_samples
+    n = min(int(cfg["n"]), N)
+    idx = np.sort(np.random.RandomState(cfg["seed"]).choice(N, size=n, replace=False))
+    parts, lo = [], 0
+    for Xb in stream:
+        hi = lo + Xb.shape[0]
+        a, b = np.searchsorted(idx, [lo, hi])
+        parts.append(Xb[idx[a:b] - lo])
+        lo = hi
+    X = np.vstack(parts)
+    del parts
+    _reset_peak()
+    base = _rss_mb()
+    gm = GaussianMixture(n_components=cfg["K"], covariance_type="full",
+                         random_state=cfg["seed"])
+    with warnings.catch_warnings(), threadpool_limits(1):
+        warnings.simplefilter("ignore")
+        c0 = time.process_time()
+        gm.fit(X)
+        cpu = time.process_time() - c0
+    _emit(dict(n_fit=int(n), cpu_s=cpu, n_iter=int(gm.n_iter_), heldout=float(gm.score(Xh)),
+               peak_rss_mb=_rss_mb("VmHWM"), base_rss_mb=base))
+
+
+def _run_patches(params, log):
+    from sparseclust.datasets import stream_image_patches
+
+    train, held = _patch_files(params)
+    N = stream_image_patches(train).n_samples
+    log(f"  {len(train)} training images, {N:,} patches; {len(held)} held-out images")
+    shared = dict(train=train, heldout=held, n_heldout=params["n_heldout"], seed=params["seed"])
+    records = []
+    for K, budget in zip(params["K"], params["cpu_budget_s"], strict=True):
+        for algorithm in params["algorithms"]:
+            for L in params["L"]:
+                cfg = dict(model="sgmm", K=K, L=L, algorithm=algorithm, cpu_budget_s=budget,
+                           max_passes=params["max_passes"], n_batches=params["n_batches"],
+                           svi_batch_size=params["svi_batch_size"], **shared)
+                rec = _run_child(dict(cfg, threads=1))
+                rec.update(method="sgmm", K=K, L=L, algorithm=algorithm, cpu_budget_s=budget)
+                log(f"  SparseGaussianMixture {algorithm} K={K} L={L}: {rec['passes']} passes, "
+                    f"{rec['cpu_s']:.0f} CPU s, held-out {rec['curve'][-1]['heldout']:.3f}, "
+                    f"peak {rec['peak_rss_mb']:.0f} MB")
+                records.append(rec)
+    # scikit-learn: the largest subsample fitted within the L = 4 memoized run's time
+    Ks = params["sklearn_K"]
+    ref = next((r for r in records if r["K"] == Ks and r["L"] == 4
+                and r["algorithm"] == "memoized"), None)
+    if ref is not None:
+        n = int(params["sklearn_start"])
+        while True:
+            rec = _run_child(dict(model="sklearn", K=Ks, n=n, threads=1, **shared))
+            rec.update(method="sklearn", K=Ks, budget_cpu_s=ref["cpu_s"])
+            rec["within_budget"] = rec["cpu_s"] <= ref["cpu_s"]
+            log(f"  scikit-learn GaussianMixture K={Ks} n={rec['n_fit']:,}: "
+                f"{rec['cpu_s']:.0f} CPU s (budget {ref['cpu_s']:.0f}), "
+                f"held-out {rec['heldout']:.3f}")
+            records.append(rec)
+            if not rec["within_budget"] or rec["n_fit"] >= N:
+                break
+            n *= 2
+    return {"data": f"BSDS500 8x8 grayscale patches, stride 4, mean removed: {N:,} patches "
+                    f"of {len(train)} images streamed for training, {params['n_heldout']:,} "
+                    f"held out from {len(held)} other val images",
+            "n_train": N, "records": records}
+
+
+# ---------------------------------------------------------------------------- corpus100m
+
+
+def _write_uci_lines(fh, X, first_doc):
+    rows = np.repeat(np.arange(first_doc + 1, first_doc + 1 + X.shape[0], dtype=np.int64),
+                     np.diff(X.indptr))
+    fh.write("".join(map("{} {} {}\n".format, rows.tolist(), (X.indices + 1).tolist(),
+                         X.data.astype(np.int64).tolist())).encode())
+
+
+def _repeated_corpus(params, log):
+    """The UCI docword files (gzip) of the corpus repeated until it holds ``min_tokens``
+    tokens, documents shuffled (seed 0), and of its first quarter of documents; built once
+    into the cache. Returns {"full"/"quarter": (path, documents, tokens)}, copies."""
+    import scipy.sparse as sp
+
+    X = sp.load_npz(_corpus(params["corpus"])).tocsr()
+    tokens = float(X.sum())
+    copies = max(1, math.ceil(params["min_tokens"] / tokens))
+    stem = f"{params['corpus']}-x{copies}"
+    meta = CACHE / f"docword.{stem}.json"
+    if meta.exists():
+        info = json.loads(meta.read_text())
+        if all(os.path.exists(v[0]) for v in info["files"].values()):
+            return info
+    D, W = X.shape[0] * copies, X.shape[1]
+    src = np.random.RandomState(0).permutation(D) % X.shape[0]
+    Dq = math.ceil(D / 4)
+    nnz_rows = np.diff(X.indptr)[src]
+    tok_rows = np.asarray(X.sum(axis=1)).ravel()[src]
+    files = {"full": (CACHE / f"docword.{stem}.txt.gz", D, int(nnz_rows.sum()),
+                      float(tok_rows.sum())),
+             "quarter": (CACHE / f"docword.{stem}-quarter.txt.gz", Dq,
+                         int(nnz_rows[:Dq].sum()), float(tok_rows[:Dq].sum()))}
+    log(f"  writing {copies} copies of {params['corpus']} ({D:,} documents, "
+        f"{files['full'][3] / 1e6:.1f}M tokens) to {files['full'][0]}")
+    tmp = {k: v[0].with_name(f"{v[0].name}.{os.getpid()}.tmp") for k, v in files.items()}
+    handles = {k: gzip.open(tmp[k], "wb", compresslevel=1) for k in files}
+    try:
+        for k, (_, d, nnz, _) in files.items():
+            handles[k].write(f"{d}\n{W}\n{nnz}\n".encode())
+        step = 20000
+        for lo in range(0, D, step):
+            block = X[src[lo:lo + step]]
+            _write_uci_lines(handles["full"], block, lo)
+            if lo < Dq:
+                _write_uci_lines(handles["quarter"], block[: Dq - lo], lo)
+    finally:
+        for h in handles.values():
+            h.close()
+    for k, (path, *_) in files.items():
+        os.replace(tmp[k], path)
+    info = {"copies": copies, "tokens_per_copy": tokens,
+            "files": {k: [str(p), d, nnz, tok] for k, (p, d, nnz, tok) in files.items()}}
+    meta.write_text(json.dumps(info))
+    return info
+
+
+def _child_corpus(cfg):
+    """StochasticEMLDA on the docword file loaded into memory, or memoized SparseLDA on the
+    file streamed from disk; the time of every pass."""
+    import warnings
+
+    import scipy.sparse as sp
+
+    from sparseclust import SparseLDA, StochasticEMLDA
+    from sparseclust.datasets import stream_uci_bow
+
+    marks = []
+
+    def mark(info):
+        marks.append((time.process_time(), time.perf_counter()))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if cfg["model"] == "corpus-sem":
+            X = sp.vstack(list(stream_uci_bow(cfg["docword"], batch_size=50000)), format="csr")
+            est = StochasticEMLDA(n_components=cfg["K"], max_iter=cfg["passes"], tol=0,
+                                  random_state=0, n_threads=cfg["threads"])
+            _reset_peak()
+            base = _rss_mb()
+            c0, w0 = time.process_time(), time.perf_counter()
+            est.fit(X, callback=mark)
+        else:
+            stream = stream_uci_bow(cfg["docword"],
+                                    batch_size=math.ceil(cfg["n_docs"] / cfg["n_batches"]))
+            est = SparseLDA(n_components=cfg["K"], max_iter=cfg["passes"], tol=0,
+                            random_state=0, n_threads=cfg["threads"])
+            _reset_peak()
+            base = _rss_mb()
+            c0, w0 = time.process_time(), time.perf_counter()
+            est.fit(stream, callback=mark)
+    cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+    prev = marks[-2] if len(marks) > 1 else (c0, w0)
+    last_cpu, last_wall = marks[-1][0] - prev[0], marks[-1][1] - prev[1]
+    _emit(dict(peak_rss_mb=_rss_mb("VmHWM"), base_rss_mb=base, cpu_s=cpu, wall_s=wall,
+               passes=len(marks), last_pass_cpu_s=last_cpu, last_pass_wall_s=last_wall,
+               tokens_per_s=cfg["n_tokens"] / last_wall))
+
+
+def _run_corpus100m(params, log):
+    info = _repeated_corpus(params, log)
+    records = []
+    for model, mp in params["models"].items():
+        for size in ("quarter", "full"):
+            path, n_docs, nnz, n_tokens = info["files"][size]
+            for threads in params["threads"]:
+                cfg = dict(model=f"corpus-{model}", docword=path, n_docs=n_docs,
+                           n_tokens=n_tokens, threads=threads, **mp)
+                rec = {**cfg, **_run_child(cfg), "size": size, "nnz": nnz}
+                rec["model"] = model
+                log(f"  {model} {size} ({n_tokens / 1e6:.1f}M tokens) threads={threads}: "
+                    f"{rec['tokens_per_s'] / 1e6:.3f}M tokens/s, peak {rec['peak_rss_mb']:.0f} MB")
+                records.append(rec)
+    return {"data": f"{params['corpus']} counts repeated {info['copies']} times "
+                    f"({info['tokens_per_copy'] / 1e6:.2f}M tokens each), documents "
+                    "reshuffled: a repetition, measuring throughput and memory, not quality",
+            "copies": info["copies"], "records": records}
+
+
+# --------------------------------------------------------------------------------- child
+
+
 def child(cfg):
     """One configuration in this process; prints its measurements as one JSON line."""
+    if cfg["model"] == "sgmm":
+        return _child_sgmm(cfg)
+    if cfg["model"] == "sklearn":
+        return _child_sklearn(cfg)
+    if cfg["model"].startswith("corpus-"):
+        return _child_corpus(cfg)
     import warnings
 
     import scipy.sparse as sp
@@ -117,6 +497,10 @@ def run(part, params, log):
 
     from sparseclust.datasets import save_uci_bow
 
+    if part == "patches":
+        return _run_patches(params, log)
+    if part == "corpus100m":
+        return _run_corpus100m(params, log)
     data = _corpus(params["corpus"])
     records = []
     for model, mp in params["models"].items():
@@ -139,9 +523,80 @@ def run(part, params, log):
     return {"records": records}
 
 
+def _time_to(curve, target):
+    """CPU seconds of the first pass whose held-out score reaches ``target``, or None."""
+    return next((c["cpu_s"] for c in curve if c["heldout"] >= target), None)
+
+
+def _patch_target(records, K, algorithm):
+    """The best held-out score of the L = K run of ``algorithm`` at K, less 0.1% of its
+    magnitude."""
+    best = [max(c["heldout"] for c in r["curve"]) for r in records
+            if r.get("method") == "sgmm" and r["K"] == K and r["L"] == "K"
+            and r["algorithm"] == algorithm]
+    if not best:
+        return None
+    return max(best) - 1e-3 * abs(max(best))
+
+
+def _patches_table(r):
+    lines = [f"**{r['part']}** (commit `{r['commit']}`): {r['data']}.", "",
+             "| K | method | L | passes | CPU s | held-out (last) | held-out (best) | "
+             "CPU s to the L = K best − 0.1% | peak RSS MB |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    recs = r["records"]
+    for K in sorted({x["K"] for x in recs}):
+        for x in recs:
+            if x["K"] != K:
+                continue
+            if x["method"] == "sgmm":
+                target = _patch_target(recs, K, x["algorithm"])
+                hits = _time_to(x["curve"], target) if target is not None else None
+                lines.append(
+                    f"| {K} | SparseGaussianMixture, {x['algorithm']} | {x['L']} | "
+                    f"{x['passes']} | {x['cpu_s']:.1f} | {x['curve'][-1]['heldout']:.3f} | "
+                    f"{max(c['heldout'] for c in x['curve']):.3f} | {fmt(hits, 1)} | "
+                    f"{x['peak_rss_mb']:.0f} |")
+            else:
+                lines.append(
+                    f"| {K} | scikit-learn GaussianMixture, {x['n_fit']:,} patches"
+                    f"{'' if x['within_budget'] else ' (over the time)'} | – | "
+                    f"{x['n_iter']} | {x['cpu_s']:.1f} | {x['heldout']:.3f} | – | – | "
+                    f"{x['peak_rss_mb']:.0f} |")
+    lines += ["", "The L = K best is that of the same algorithm. Held-out log-likelihood per "
+              "patch after every pass (CPU s: score):", ""]
+    for x in recs:
+        if x["method"] == "sgmm":
+            pts = ", ".join(f"{c['cpu_s']:.1f}: {c['heldout']:.2f}" for c in x["curve"])
+            lines.append(f"- K = {x['K']}, {x['algorithm']}, L = {x['L']}: {pts}")
+    return lines + [""]
+
+
+def _corpus_table(r):
+    lines = [f"**{r['part']}** (commit `{r['commit']}`): {r['data']}.", "",
+             "| model | K | documents | tokens | threads | M tokens/s (last pass) | "
+             "M tokens per CPU s (last pass) | peak RSS MB | RSS before training MB | "
+             "peak RSS bytes per token |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for x in r["records"]:
+        name = {"sem": "StochasticEMLDA (in memory)",
+                "sparselda": "SparseLDA (memoized, streamed from disk)"}[x["model"]]
+        lines.append(f"| {name} | {x['K']} | {x['n_docs']:,} | {x['n_tokens']:,.0f} | "
+                     f"{x['threads']} | {x['tokens_per_s'] / 1e6:.3f} | "
+                     f"{x['n_tokens'] / x['last_pass_cpu_s'] / 1e6:.3f} | "
+                     f"{x['peak_rss_mb']:.0f} | {x['base_rss_mb']:.0f} | "
+                     f"{x['peak_rss_mb'] * 2**20 / x['n_tokens']:.1f} |")
+    return lines + [""]
+
+
 def table(results):
     lines = []
     for r in results:
+        if r["part"] == "patches":
+            lines += _patches_table(r)
+            continue
+        if r["part"] == "corpus100m":
+            lines += _corpus_table(r)
+            continue
         lines += [f"**{r['part']}** (commit `{r['commit']}`).", "",
                   "| model | K | documents | tokens | threads | M tokens/s | CPU s | "
                   "peak RSS MB | added by training MB |", "|---|---|---|---|---|---|---|---|---|"]
@@ -155,10 +610,67 @@ def table(results):
     return "\n".join(lines)
 
 
+def _patches_headline(r):
+    rows, recs = [], r["records"]
+    for K in sorted({x["K"] for x in recs}):
+        target = _patch_target(recs, K, "memoized")
+        four = next((x for x in recs if x["K"] == K and x.get("L") == 4
+                     and x.get("algorithm") == "memoized"), None)
+        dense = next((x for x in recs if x["K"] == K and x.get("L") == "K"
+                      and x.get("algorithm") == "memoized"), None)
+        if target is None or four is None or dense is None:
+            continue
+        a, b = _time_to(four["curve"], target), _time_to(dense["curve"], target)
+        if a is not None and b is not None:
+            rows.append(dict(
+                ours=f"SparseGaussianMixture memoized, L = 4, K = {K}, streamed",
+                peer="the same, L = K", data=f"BSDS500, {r['n_train'] / 1e6:.2f}M patches",
+                metric="CPU s to the best L = K held-out score − 0.1%",
+                figure=f"{a:.0f} s", ratio=f"× {b / a:.2f} faster"))
+        peer = [x for x in recs if x["method"] == "sklearn" and x["K"] == K
+                and x["within_budget"]]
+        if peer:
+            best = max(peer, key=lambda x: x["n_fit"])
+            ours = four["curve"][-1]["heldout"]
+            rows.append(dict(
+                ours=f"SparseGaussianMixture memoized, L = 4, K = {K}, streamed",
+                peer=f"scikit-learn GaussianMixture on {best['n_fit']:,} patches (largest "
+                     "in the same CPU time)",
+                data=f"BSDS500, {r['n_train'] / 1e6:.2f}M patches",
+                metric="held-out log-likelihood per patch",
+                figure=f"{ours:.3f}", ratio=f"{ours - best['heldout']:+.3f}"))
+    return rows
+
+
+def _corpus_headline(r):
+    rows = []
+    for model in ("sem", "sparselda"):
+        xs = {(x["size"], x["threads"]): x for x in r["records"] if x["model"] == model}
+        big, small = xs.get(("full", 1)), xs.get(("quarter", 1))
+        if big and small:
+            rows.append(dict(
+                ours=f"{'StochasticEMLDA' if model == 'sem' else 'SparseLDA memoized, from disk'}"
+                     f", K = {big['K']}, 1 thread",
+                peer=f"the same on a quarter ({small['n_tokens'] / 1e6:.0f}M tokens)",
+                data=f"{r['parameters']['corpus']} ×{r['copies']} (a repetition), "
+                     f"{big['n_tokens'] / 1e6:.0f}M tokens",
+                metric="tokens per second; peak RSS",
+                figure=f"{big['tokens_per_s'] / 1e6:.2f} M/s; {big['peak_rss_mb']:.0f} MB",
+                ratio=f"× {big['tokens_per_s'] / small['tokens_per_s']:.2f}; "
+                      f"RSS × {big['peak_rss_mb'] / small['peak_rss_mb']:.2f}"))
+    return rows
+
+
 def headline(results):
     rows = []
     for r in results:
         if r["part"] not in FULL:
+            continue
+        if r["part"] == "patches":
+            rows += _patches_headline(r)
+            continue
+        if r["part"] == "corpus100m":
+            rows += _corpus_headline(r)
             continue
         for model in ("sem", "sparselda"):
             xs = [x for x in r["records"] if x["model"] == model]

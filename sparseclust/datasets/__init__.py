@@ -7,16 +7,25 @@
 - :func:`stream_uci_bow`, :func:`stream_ldac`, :func:`stream_text_folder` -- the same
   corpora as CSR minibatches read from disk without loading the corpus (:class:`CorpusStream`);
 - :func:`extract_patches`, :func:`load_sample_patches`, :func:`load_image_patches` --
-  image patches on a regular grid, the data of the Gaussian-mixture experiments.
+  image patches on a regular grid, the data of the Gaussian-mixture experiments;
+- :func:`stream_image_patches` -- the same patches as minibatches, read one image at a
+  time (:class:`PatchStream`).
 """
 
 from ._base import load_kos
 from ._bow import load_ldac, load_text_folder, load_text_lines, load_uci_bow, save_uci_bow
-from ._images import extract_patches, load_image_patches, load_sample_patches
+from ._images import (
+    PatchStream,
+    extract_patches,
+    load_image_patches,
+    load_sample_patches,
+    stream_image_patches,
+)
 from ._stream import CorpusStream, stream_ldac, stream_text_folder, stream_uci_bow
 
 __all__ = [
     "CorpusStream",
+    "PatchStream",
     "extract_patches",
     "load_image_patches",
     "load_kos",
@@ -26,6 +35,7 @@ __all__ = [
     "load_text_lines",
     "load_uci_bow",
     "save_uci_bow",
+    "stream_image_patches",
     "stream_ldac",
     "stream_text_folder",
     "stream_uci_bow",

@@ -14,7 +14,13 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 from sklearn.utils import Bunch, check_random_state
 
-__all__ = ["extract_patches", "load_sample_patches", "load_image_patches"]
+__all__ = [
+    "PatchStream",
+    "extract_patches",
+    "load_image_patches",
+    "load_sample_patches",
+    "stream_image_patches",
+]
 
 # ITU-R BT.601 luma weights for (R, G, B)
 _LUMA = np.array([0.299, 0.587, 0.114])
@@ -367,3 +373,251 @@ def load_image_patches(
         max_patches,
         random_state,
     )
+
+
+# ----------------------------------------------------------------------------- streaming
+
+
+def _image_files(source):
+    """The image files of a folder (sorted by name) or of a sequence of paths (in order)."""
+    if isinstance(source, (str, bytes, os.PathLike)):
+        folder = Path(os.fsdecode(source) if isinstance(source, bytes) else source)
+        if not folder.is_dir():
+            raise ValueError(f"{folder} is not a directory")
+        files = sorted(
+            p for p in folder.iterdir() if p.is_file() and p.suffix.lower() in _IMAGE_SUFFIXES
+        )
+        if not files:
+            raise ValueError(f"{folder}: no .jpg, .jpeg or .png images found")
+        return files, str(folder)
+    try:
+        files = [Path(os.fspath(p)) for p in source]
+    except TypeError:
+        raise ValueError(
+            f"images must be a folder or a sequence of image files, got {type(source).__name__}"
+        ) from None
+    if not files:
+        raise ValueError("no image files given")
+    for p in files:
+        if not p.is_file():
+            raise ValueError(f"{p} is not a file")
+    return files, f"{len(files)} image files"
+
+
+def _image_header(path):
+    """``(height, width, n_channels)`` of an image file, read from its header only."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            width, height = image.size
+            mode = image.mode
+    except (UnidentifiedImageError, OSError) as exc:
+        raise ValueError(f"{path}: cannot read the image ({exc})") from None
+    if mode in ("I", "I;16", "I;16B", "I;16L", "F"):
+        raise ValueError(f"{path}: unsupported high bit-depth image mode {mode!r}")
+    return height, width, 1 if mode in ("L", "LA", "1") else 3
+
+
+class PatchStream:
+    """Grid patches of image files, read image by image, as minibatches of rows.
+
+    Returned by :func:`stream_image_patches`; iterate it (again) to read the images (again).
+    Every iteration yields the same minibatches in the same order, so the stream can be the
+    fixed batches of memoized training (``SparseGaussianMixture.fit``) or be fed, minibatch
+    by minibatch, to ``partial_fit``.
+
+    Attributes
+    ----------
+    n_samples : int
+        Number of patches of all the images (counted from the image sizes).
+    n_features : int
+        ``patch_size * patch_size * n_channels``, the columns of every minibatch.
+    batch_size : int
+        Rows of every minibatch but the last, which holds the rest.
+    dtype : numpy dtype
+    filenames : ndarray of str
+        The image files, in reading order when ``shuffle=False``.
+    patches_per_image : ndarray of int64
+        Patches of each file of ``filenames``.
+    source : str
+    """
+
+    def __init__(self, files, shapes, *, source, batch_size, patch_size, stride, remove_mean,
+                 grayscale, dtype, shuffle, shuffle_images, seed):
+        self.filenames = np.asarray([str(f) for f in files])
+        self._files = list(files)
+        self._shapes = shapes
+        self.batch_size = batch_size
+        self.patch_size = patch_size
+        self.stride = stride
+        self.remove_mean = remove_mean
+        self.grayscale = grayscale
+        self.dtype = dtype
+        self.shuffle = shuffle
+        self.shuffle_images = shuffle_images
+        self._seed = seed
+        self.source = source
+        self.patches_per_image = np.array(
+            [((h - patch_size) // stride + 1) * ((w - patch_size) // stride + 1)
+             for h, w, _ in shapes], dtype=np.int64)
+        self.n_samples = int(self.patches_per_image.sum())
+        channels = 1 if grayscale else shapes[0][2]
+        self.n_features = patch_size * patch_size * channels
+
+    def __len__(self):
+        """Number of minibatches, ``ceil(n_samples / batch_size)``."""
+        return -(-self.n_samples // self.batch_size)
+
+    def _image_patches(self, i):
+        pixels = _read_image(self._files[i])
+        return _patches([pixels], self.patch_size, self.stride, self.remove_mean,
+                        self.grayscale, self.dtype)[0]
+
+    def _blocks(self):
+        """Arrays of patches in stream order: one per image, or one per shuffled group."""
+        if not self.shuffle:
+            for i in range(len(self._files)):
+                yield self._image_patches(i)
+            return
+        rng = np.random.RandomState(self._seed)
+        order = rng.permutation(len(self._files))
+        for lo in range(0, order.size, self.shuffle_images):
+            group = [self._image_patches(i) for i in order[lo : lo + self.shuffle_images]]
+            block = np.concatenate(group) if len(group) > 1 else group[0]
+            del group
+            yield block[rng.permutation(block.shape[0])]
+
+    def __iter__(self):
+        bs = self.batch_size
+        pend, n_pend = [], 0
+        for block in self._blocks():
+            pend.append(block)
+            n_pend += block.shape[0]
+            while n_pend >= bs:
+                buf = np.concatenate(pend) if len(pend) > 1 else pend[0]
+                yield buf[:bs]
+                buf = buf[bs:]
+                pend, n_pend = ([buf] if buf.shape[0] else []), buf.shape[0]
+        if n_pend:
+            yield np.concatenate(pend) if len(pend) > 1 else pend[0]
+
+    def __repr__(self):
+        return (f"PatchStream({self.source!r}, n_samples={self.n_samples}, "
+                f"n_features={self.n_features}, batch_size={self.batch_size})")
+
+
+def stream_image_patches(
+    images,
+    batch_size=4096,
+    patch_size=8,
+    stride=4,
+    remove_mean=True,
+    grayscale=True,
+    dtype=np.float64,
+    *,
+    max_images=None,
+    shuffle=False,
+    shuffle_images=16,
+    random_state=None,
+):
+    """Stream the grid patches of a folder of images in minibatches, one image read at a time.
+
+    The streaming counterpart of :func:`load_image_patches`: the same files (``.jpg``,
+    ``.jpeg``, ``.png`` directly in the folder, in sorted name order, read with Pillow), the
+    same patches (see :func:`extract_patches` for the grid, the grayscale conversion and the
+    mean removal), but only the patches of the images being read are held in memory, never
+    all of them. The number of patches is counted from the image headers, before any image
+    is decoded.
+
+    With ``shuffle=False`` the minibatches are the rows of ``extract_patches`` of the images
+    (in file order), ``batch_size`` at a time, the last one holding the rest; a minibatch may
+    hold the patches of several images. With ``shuffle=True`` the images are read in a random
+    order, in groups of ``shuffle_images``, and the patches of each group are permuted before
+    they are cut into minibatches: a minibatch then mixes patches of up to
+    ``shuffle_images`` images (as stochastic training wants), and memory holds one group's
+    patches.
+
+    Every iteration of the returned stream reads the images again and yields the same
+    minibatches in the same order (the shuffled order is drawn once, from ``random_state``),
+    as memoized training needs. For a new order in every stochastic pass, make a stream per
+    pass with its own ``random_state`` (making one reads only the image headers).
+
+    Parameters
+    ----------
+    images : str, path-like or sequence of path-like
+        A folder (e.g. the BSDS500 ``images/train`` folder), or image files, read in the
+        order given.
+    batch_size : int, default=4096
+        Patches per minibatch.
+    patch_size, stride, remove_mean, grayscale, dtype
+        As in :func:`extract_patches`. With ``grayscale=False`` the images must be all RGB
+        or all grayscale.
+    max_images : int, default=None
+        Use only the first ``max_images`` files (in sorted or given order).
+    shuffle : bool, default=False
+        Read the images in a random order and permute the patches within each group of
+        ``shuffle_images`` images.
+    shuffle_images : int, default=16
+        Images whose patches are permuted together when ``shuffle=True`` (memory holds one
+        such group: an 8 x 8 grayscale patch takes 512 bytes in float64).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the shuffled order (drawn once, when the stream is made). Not used without
+        ``shuffle``.
+
+    Returns
+    -------
+    stream : PatchStream
+        An iterable of C-contiguous arrays of shape ``(n, n_features)`` and dtype ``dtype``;
+        ``n_samples`` patches in all, ``len(stream)`` minibatches.
+
+    Raises
+    ------
+    ValueError
+        On a missing or empty folder, an unreadable image, a patch larger than an image, a
+        bad ``batch_size``, ``patch_size``, ``stride``, ``max_images`` or
+        ``shuffle_images``, or (``grayscale=False``) RGB and grayscale images mixed.
+
+    Examples
+    --------
+    >>> from sparseclust.mixture import SparseGaussianMixture
+    >>> stream = stream_image_patches("BSDS500/images/train",
+    ...                               batch_size=100000)  # doctest: +SKIP
+    >>> model = SparseGaussianMixture(n_components=200, zero_mean=True,
+    ...                               random_state=0).fit(stream)  # doctest: +SKIP
+    """
+    try:
+        import PIL  # noqa: F401
+    except ImportError:
+        raise ImportError(
+            "stream_image_patches reads images with Pillow; install it with "
+            "'pip install pillow'"
+        ) from None
+    batch_size = _check_positive_int(batch_size, "batch_size")
+    patch_size = _check_positive_int(patch_size, "patch_size")
+    stride = _check_positive_int(stride, "stride")
+    shuffle_images = _check_positive_int(shuffle_images, "shuffle_images")
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise ValueError(f"dtype must be float32 or float64, got {dtype}")
+    files, source = _image_files(images)
+    if max_images is not None:
+        files = files[: _check_positive_int(max_images, "max_images")]
+    shapes = []
+    for f in files:
+        h, w, c = _image_header(f)
+        if h < patch_size or w < patch_size:
+            raise ValueError(
+                f"patch_size={patch_size} is larger than image {f} of size {h} x {w}")
+        if not grayscale and shapes and c != shapes[0][2]:
+            raise ValueError(
+                f"image {f} has {c} channel(s) but {files[0]} has {shapes[0][2]}; with "
+                "grayscale=False all images must be RGB or all grayscale")
+        shapes.append((h, w, c))
+    seed = None
+    if shuffle:
+        seed = int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
+    return PatchStream(files, shapes, source=source, batch_size=batch_size,
+                       patch_size=patch_size, stride=stride, remove_mean=bool(remove_mean),
+                       grayscale=bool(grayscale), dtype=dtype, shuffle=bool(shuffle),
+                       shuffle_images=shuffle_images, seed=seed)

@@ -40,6 +40,7 @@ from ..utils import effective_n_threads
 from ..utils._threads import threads_for_work
 from . import _gaussian
 from ._dp_moves import MixtureMoves
+from ._stream_rows import StreamRows, is_row_stream
 
 __all__ = ["SparseGaussianMixture"]
 
@@ -225,11 +226,16 @@ class _SparseGMMModel(VariationalModel):
         out += params.const.astype(dt)
         return out
 
+    #: the key of the batch being visited when its array is new at every pass (the
+    #: minibatches of a stream, :mod:`._stream_rows`); None: the array itself is the key
+    _batch_key = None
+
     def _cache_entry(self, X):
+        key = X if self._batch_key is None else self._batch_key
         for entry in self._cand_cache:
-            if entry.X is X:
+            if entry.X is key:
                 return entry
-        entry = _CandidateCache(X)
+        entry = _CandidateCache(key)
         self._cand_cache.append(entry)
         return entry
 
@@ -1221,7 +1227,17 @@ class SparseGaussianMixture(
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features) or Dask collection
+        X : array-like of shape (n_samples, n_features), stream of minibatches or Dask collection
+            A stream -- a re-iterable of arrays of rows that yields the same minibatches at
+            every iteration, e.g. :func:`~sparseclust.datasets.stream_image_patches` --
+            trains on data that need not fit in memory, with ``algorithm='memoized'``: its
+            minibatches (in stream order) are the fixed batches (``n_batches`` is not used),
+            every pass reads the stream again, and only each minibatch's statistics (and
+            candidate sets) are kept. A first read validates the minibatches and gathers the
+            prior's data moments; k-means++ seeds from the first minibatches holding
+            ``n_components`` rows. The Dirichlet-process moves do not act on a stream (pass
+            ``moves='none'``); for stochastic training call :meth:`partial_fit` on each
+            minibatch with ``total_samples`` set.
             A ``dask.array`` chunked along the rows (or a ``dask.bag`` of 2-D row blocks;
             ``pip install sparseclust[dask]``) trains on the active ``distributed.Client``
             with every algorithm (:mod:`sparseclust._dask`, ``doc/training.md``): the
@@ -1237,7 +1253,10 @@ class SparseGaussianMixture(
             Called after every pass as ``callback(info)``, as in :meth:`SparseLDA.fit`:
             ``info`` is the pass's trace entry (``pass``, ``elapsed``, ``elbo``,
             ``elbo_change``, ``time_local``, ``time_global``, ``n_components``, ...) plus
-            ``n_passes`` (= ``max_iter``). Returning ``True`` stops training after that pass
+            ``n_passes`` (= ``max_iter``) and the current point estimates ``weights``,
+            ``means`` and ``precisions_cholesky`` (float64, in the layout of the fitted
+            attributes of the same names), e.g. to score held-out data after every pass.
+            Returning ``True`` stops training after that pass
             (with ``n_init > 1``, the remaining initializations are not run either). Time
             spent in the callback is excluded from ``elapsed``.
 
@@ -1249,7 +1268,11 @@ class SparseGaussianMixture(
             return self._fit(X)
 
         def public(info):
-            return callback({k: v for k, v in info.items() if k not in ("params", "stats")})
+            params = info["params"]
+            out = {k: v for k, v in info.items() if k not in ("params", "stats")}
+            out.update(weights=params.weights, means=params.means,
+                       precisions_cholesky=params.prec_chol)
+            return callback(out)
 
         return self._fit(X, callback=public)
 
@@ -1269,12 +1292,15 @@ class SparseGaussianMixture(
                 "again."
             )
         dist = is_dask_collection(X)
+        stream = not dist and is_row_stream(X)
         if dist:
             from .._dask._rows import DaskRows
 
             if X_heldout is not None:
                 raise TypeError("held-out scoring takes in-memory data, not a Dask collection")
             X = DaskRows(self, X, "SparseGaussianMixture.fit", reset=not warm)
+        elif stream:
+            X = self._stream_rows(X, warm)
         else:
             reject_text(X, "SparseGaussianMixture.fit", counts=False)
             X = validate_data(
@@ -1293,8 +1319,8 @@ class SparseGaussianMixture(
             if warm:
                 prior = self._prior
             else:
-                prior = self._build_prior(X.moments(self.covariance_type == "full") if dist
-                                          else X)
+                prior = self._build_prior(X.moments(self.covariance_type == "full")
+                                          if dist or stream else X)
             moves = self._active_moves()
             rng = check_random_state(self.random_state)
             n_init = 1 if warm else self.n_init
@@ -1355,6 +1381,26 @@ class SparseGaussianMixture(
             self._svi_state = StochasticState(stats=stats.copy(), t=t0, params=params)
         self._n_seen = X.shape[0]
         return self
+
+    def _stream_rows(self, X, warm):
+        """A stream of minibatches for memoized training (:class:`StreamRows`): one read
+        validates them and gathers the data moments the priors need."""
+        whom = "SparseGaussianMixture.fit"
+        if self.algorithm != "memoized":
+            raise ValueError(
+                f"{whom}: a stream of minibatches needs algorithm='memoized' (got "
+                f"{self.algorithm!r}); for stochastic training call partial_fit on each "
+                "minibatch, with total_samples set to the stream's number of samples.")
+        if self._active_moves():
+            raise ValueError(
+                f"{whom}: the moves of the Dirichlet-process mixture revisit the rows of "
+                "chosen clusters, which a stream does not keep; pass moves='none' to fit a "
+                "stream, or the data as an array.")
+        moments = None
+        if not warm and self.covariance_prior is None:
+            moments = "zero_mean" if self.zero_mean else "centred"
+        return StreamRows(self, X, whom, reset=not warm, moments=moments,
+                          full=self.covariance_type == "full")
 
     def _run_engine(self, model, X, init_stats, rng, heldout_score, callback):
         per_pass = []
@@ -1443,6 +1489,11 @@ class SparseGaussianMixture(
         """
         self._validate_params()
         _refuse_dask(X, "SparseGaussianMixture.partial_fit")
+        if is_row_stream(X):
+            raise TypeError(
+                "SparseGaussianMixture.partial_fit takes one minibatch (an array of rows), "
+                f"got a {type(X).__name__}; call it on each minibatch of the stream "
+                "(for X_batch in stream: model.partial_fit(X_batch)), or fit the stream.")
         first = not hasattr(self, "_svi_state")
         reject_text(X, "SparseGaussianMixture.partial_fit", counts=False)
         X = validate_data(
