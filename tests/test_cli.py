@@ -451,7 +451,7 @@ def test_python_dash_m_entry_point():
         [sys.executable, "-m", "sparseclust", "topics", "/no/such/corpus"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=600,  # a guard against a hang; a loaded machine can take minutes to import
     )
     assert proc.returncode == 2
     assert "no such file or directory" in proc.stderr
