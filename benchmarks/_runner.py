@@ -72,8 +72,11 @@ def loadavg():
         return None
 
 
-def run(suite, *, quick=False, parts=None, seeds=None, out=None, log=print):
-    """Run ``suite``'s parts and write one result file each; returns the paths written."""
+def run(suite, *, quick=False, parts=None, seeds=None, overrides=None, out=None, log=print):
+    """Run ``suite``'s parts and write one result file each; returns the paths written.
+
+    ``overrides`` replaces configured parameters (e.g. ``{"K": [100]}``); the result file
+    records the parameters as run."""
     commit, changed = tree_state()
     problem = installed_problem()
     if changed and out is None:
@@ -92,6 +95,11 @@ def run(suite, *, quick=False, parts=None, seeds=None, out=None, log=print):
         params = dict(config[part])
         if seeds is not None:
             params["seeds"] = list(seeds)
+        for key, value in (overrides or {}).items():
+            if key not in params:
+                raise SystemExit(f"{suite.NAME}:{part} has no parameter {key!r}; "
+                                 f"parameters: {sorted(params)}")
+            params[key] = value
         log(f"[{suite.NAME}:{part}] {params}")
         start, t0 = loadavg(), time.time()
         body = suite.run(part, params, log)
@@ -132,6 +140,8 @@ def main(argv=None):
                         help="run only these parts of the suite's configuration")
     parser.add_argument("--seeds", nargs="+", type=int, default=None,
                         help="override the configured seeds")
+    parser.add_argument("--set", nargs="+", default=[], metavar="KEY=JSON",
+                        help="override configured parameters, e.g. --set 'K=[100]'")
     parser.add_argument("--out", default=None,
                         help="write results here instead; allowed from a changed tree, "
                              "and never cited by the pages")
@@ -149,8 +159,19 @@ def main(argv=None):
         from . import _page
 
         return _page.main(check=args.check)
+    import json
+
+    overrides = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep:
+            parser.error(f"--set expects KEY=JSON, got {item!r}")
+        try:
+            overrides[key] = json.loads(value)
+        except ValueError:
+            parser.error(f"--set {key}: {value!r} is not JSON")
     run(suites.load(args.suite), quick=args.quick, parts=args.part, seeds=args.seeds,
-        out=args.out, log=lambda msg: print(msg, flush=True))
+        overrides=overrides, out=args.out, log=lambda msg: print(msg, flush=True))
     return 0
 
 

@@ -74,6 +74,10 @@ def test_runner_refuses_a_changed_tree(monkeypatch, tmp_path):
     (path,) = _runner.run(Fake, quick=True, out=tmp_path, log=lambda m: None)
     res = json.loads(path.read_text())
     assert calls == [("p", {"seeds": [3]})]
+    with pytest.raises(SystemExit, match="no parameter 'K'"):
+        _runner.run(Fake, quick=True, out=tmp_path, overrides={"K": [1]})
+    _runner.run(Fake, quick=True, out=tmp_path, overrides={"seeds": [5]}, log=lambda m: None)
+    assert calls[-1] == ("p", {"seeds": [5]})
     assert res["commit"] == "0123456789+changed" and res["quick"] is True
     assert res["records"] == [{"x": 1}] and res["seeds"] == [3]
     assert {"machine", "load", "date", "duration_s", "parameters"} <= set(res)
@@ -93,9 +97,9 @@ def test_quality_summary_pairs_seeds_with_the_peer():
     s = summ[50, "sparselda"]
     np.testing.assert_allclose(s["report"], np.mean([r["report"] for r in ours]))
     np.testing.assert_allclose(
-        s["delta"], np.mean([a["report"] - b["report"] for a, b in zip(ours, peer)]))
+        s["delta"], np.mean([a["report"] - b["report"] for a, b in zip(ours, peer, strict=True)]))
     np.testing.assert_allclose(
-        s["ratio"], np.median([a["cpu_s"] / b["cpu_s"] for a, b in zip(ours, peer)]))
+        s["ratio"], np.median([a["cpu_s"] / b["cpu_s"] for a, b in zip(ours, peer, strict=True)]))
     np.testing.assert_allclose(s["cpu"], np.median([r["cpu_s"] for r in ours]))
     assert summ[50, "tomotopy"]["delta"] == 0.0
     table = suites.load("quality").table([_result(records=recs)])
