@@ -42,6 +42,7 @@ __all__ = [
     "select_deletes",
     "select_births",
     "subsample_targets",
+    "fetch_rows",
     "improves",
     "ACCEPT_RTOL",
     "compaction",
@@ -277,6 +278,29 @@ def subsample_targets(targets, budget, rng):
     pick = np.sort(rng.choice(n, int(budget), replace=False))
     out = {bb: pos[pick][flat[pick] == bb] for bb in targets}
     return {bb: t for bb, t in out.items() if t.size}
+
+
+def fetch_rows(batches, sel, *, take, pack, unpack):
+    """{b: the rows ``sel[b]`` (positions in batch b) of batch b, in that order}: the items a
+    birth fits its fresh components to.
+
+    In process ``take(batches[b], ids)``; when the batches are those of a Dask collection
+    (their ``map_rows``) the rows come from the partitions that hold them: ``pack(X_rows)``
+    runs there and returns a tuple of arrays (concatenated along their first axis over the
+    partitions, in row order), ``unpack(tuple)`` rebuilds the rows here.
+    """
+    sel = {bb: np.asarray(ids) for bb, ids in sel.items() if len(ids)}
+    run = getattr(batches, "map_rows", None)
+    if run is None:
+        return {bb: take(batches[bb], ids) for bb, ids in sel.items()}
+    order = {bb: np.argsort(ids, kind="stable") for bb, ids in sel.items()}
+    got = run(pack, {bb: ids[order[bb]] for bb, ids in sel.items()}, ())
+    out = {}
+    for bb, o in order.items():
+        inv = np.empty_like(o)
+        inv[o] = np.arange(o.size)
+        out[bb] = unpack(got[bb])[inv]
+    return out
 
 
 class AdaptiveBudget:

@@ -68,9 +68,10 @@ from .._moves import (
     ACCEPT_RTOL,
     MoveBook,
     MoveRound,
+    MoveWorkspace,
     RoundLog,
     compaction,
-    MoveWorkspace,
+    fetch_rows,
     improves,
     select_births,
     select_deletes,
@@ -701,21 +702,10 @@ def _own_rows(X):
 
 
 def _fetch_rows(batches, sel):
-    """{b: the rows ``sel[b]`` (positions in batch b) of batch b, in that order}; from the
-    partitions that hold them when the batches are those of a Dask collection (their
-    ``map_rows``), else by indexing."""
-    sel = {bb: ids for bb, ids in sel.items() if len(ids)}
-    run = getattr(batches, "map_rows", None)
-    if run is None:
-        return {bb: np.ascontiguousarray(batches[bb][ids]) for bb, ids in sel.items()}
-    order = {bb: np.argsort(ids, kind="stable") for bb, ids in sel.items()}
-    got = run(_own_rows, {bb: np.asarray(ids)[order[bb]] for bb, ids in sel.items()}, ())
-    out = {}
-    for bb, o in order.items():
-        X = got[bb][0]
-        out[bb] = np.empty_like(X)
-        out[bb][o] = X
-    return out
+    """{b: the rows ``sel[b]`` of batch b, in that order, dense}
+    (:func:`sparseclust._moves.fetch_rows`)."""
+    return fetch_rows(batches, sel, take=lambda X, ids: np.ascontiguousarray(X[ids]),
+                      pack=_own_rows, unpack=lambda got: got[0])
 
 
 def _csr(v, idx, K):

@@ -55,6 +55,7 @@ import scipy.sparse as sp
 from scipy.special import gammaln, psi
 
 from .._engine import SuffStats
+from .._moves import fetch_rows
 from .._stickbreak import optimize_hdp_sticks, sticks_from_weights
 from ._local import local_step
 
@@ -312,20 +313,13 @@ def _own_docs(X):
 
 
 def _fetch_docs(batches, sel, V):
-    """{b: the documents ``sel[b]`` (positions in batch b) of batch b, in that order, as CSR
-    (n, V)}; from the partitions that hold them when the batches are those of a Dask
-    collection (their ``map_rows``), else by indexing."""
-    run = getattr(batches, "map_rows", None)
-    if run is None:
-        return {bb: sp.csr_array(batches[bb][ids]) for bb, ids in sel.items() if len(ids)}
-    order = {bb: np.argsort(ids, kind="stable") for bb, ids in sel.items() if len(ids)}
-    got = run(_own_docs, {bb: np.asarray(sel[bb])[o] for bb, o in order.items()}, ())
-    out = {}
-    for bb, o in order.items():
-        data, indices, lens = got[bb]
+    """{b: the documents ``sel[b]`` of batch b, in that order, as CSR (n, V)}
+    (:func:`sparseclust._moves.fetch_rows`)."""
+    def unpack(got):
+        data, indices, lens = got
         indptr = np.concatenate([[0], np.cumsum(lens)])
-        X = sp.csr_array((data, indices, indptr), shape=(lens.size, V))
-        inv = np.empty_like(o)
-        inv[o] = np.arange(o.size)
-        out[bb] = sp.csr_array(X[inv])
-    return out
+        return sp.csr_array((data, indices, indptr), shape=(lens.size, V))
+
+    return {bb: sp.csr_array(X) for bb, X in fetch_rows(
+        batches, sel, take=lambda X, ids: sp.csr_array(X[ids]), pack=_own_docs,
+        unpack=unpack).items()}

@@ -60,8 +60,8 @@ from .._engine import SuffStats, VariationalModel
 from .._kernels import _hdp_stats
 from .._moves import (
     MoveBook,
-    MoveWorkspace,
     MoveRound,  # batch -> dict(PT, PG, PH, PA, alpha, D, targets)
+    MoveWorkspace,
     RoundLog,
     compaction,
     improves,
@@ -858,6 +858,8 @@ class HDPModel(MoveBook, VariationalModel):
             n_users = sum(p.size for p in pos.values())
             if n_users < 2 * opts["birth_topics"]:
                 return None
+            # a uniform sample when there are more (on KOS from 25 topics a uniform sample
+            # of 500 came closer to acceptance than the 500 documents of largest N_dk / N_d)
             pos = subsample_targets(pos, opts["birth_docs"], rng)
             whole = sum(p.size for p in pos.values()) == n_users
             sel = {}
