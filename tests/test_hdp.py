@@ -1272,6 +1272,55 @@ def test_rounds_of_a_kind_wait_after_rejections_and_resume_after_an_acceptance()
     assert book.due("births")
 
 
+def test_birth_schedule_loop_and_target_sample_of_the_move_book():
+    # the birth machinery the topic model and the mixture share (sparseclust._moves)
+    from sparseclust._moves import MoveBook, RoundLog, subsample_targets
+
+    book = MoveBook()
+    book.moves = ("merge", "birth")
+    book.move_opts = dict(cooldown=3, max_deletes=4)
+    book.init_book()
+    book.begin_pass(2, 4)
+    # births wait for a round that accepted no merge or delete (and, if asked, tried some);
+    # a single component may try one from the first round on
+    assert not book.births_settled() and book.births_settled(single=True)
+    book.round_logs.append(RoundLog(merges_tried=2).as_dict())
+    assert book.births_settled() and book.births_settled(require_tried=True)
+    book.round_logs.append(RoundLog().as_dict())
+    assert book.births_settled() and not book.births_settled(require_tried=True)
+    book.round_logs.append(RoundLog(merges_tried=1, merges_accepted=1).as_dict())
+    assert not book.births_settled()
+    # the loop skips touched, removed and item-less targets, remembers a rejection
+    alive = np.array([True, True, False, True])
+    tried, applied = [], []
+
+    def run(log, accept):
+        book.run_births([0, 1, 2, 3], lambda: alive, log,
+                        lambda k, rng: None if k == 1 else {0: np.arange(3)},
+                        lambda k, items, rng: tried.append(k) or (k if k in accept else None),
+                        lambda k, items, res: applied.append(res), max_accept=1)
+
+    log = RoundLog()
+    log.touched.add(0)
+    run(log, accept=())
+    assert tried == [3] and applied == [] and (log.births_tried, log.births_accepted) == (1, 0)
+    assert book.birthable().tolist() == [True, True, True, False]
+    log = RoundLog()
+    run(log, accept=(0, 3))
+    assert tried == [3, 0] and applied == [0] and log.births_accepted == 1 and 0 in log.touched
+    # a birth's stream depends on its target's identity and the pass only
+    a, b = book.birth_rng(2).rand(3), book.birth_rng(2).rand(3)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, book.birth_rng(1).rand(3))
+    # the target sample: all items when they fit, else a uniform sample of the budget
+    targets = {0: np.arange(10), 2: np.arange(5, 9)}
+    assert subsample_targets(targets, 14, np.random.RandomState(0)) is targets
+    got = subsample_targets(targets, 6, np.random.RandomState(0))
+    assert sum(t.size for t in got.values()) == 6
+    for bb, t in got.items():
+        assert np.all(np.isin(t, targets[bb])) and np.all(np.diff(t) > 0)
+
+
 def test_rejected_delete_rounds_shrink_the_next_rounds():
     # once no delete is accepted, the rounds try fewer and fewer proposals
     rng = np.random.default_rng(0)

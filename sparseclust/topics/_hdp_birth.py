@@ -132,11 +132,33 @@ def fresh_topics(Xt, J, tau, V, alpha, rng, n_iter, L, n_threads):
 
 
 def propose_birth(work, k, items, rnd, batches, rng):
-    """The birth proposal at topic k of the workspace ``work`` (a ``_Workspace`` of
-    :mod:`._hdp_model`) on the target documents ``sel`` ({batch: [saved rows]}): None when
-    rejected, else (J, the per-batch edits ``{b: (old bundles, new statistics, (alpha^used,
-    token counts of the other documents))}``, the word types, the prior (a'_1..J, a'_{J+1}));
-    the workspace then holds the proposal's statistics and parameters (K + J topics)."""
+    """The birth proposal at topic k, evaluated on the whole-data objective (module
+    docstring, step 3).
+
+    Parameters
+    ----------
+    work : ``_Workspace`` of :mod:`._hdp_model`
+        The round's whole-data statistics and parameters; edited only when accepted.
+    k : int
+        The target topic.
+    items : tuple (dict, bool)
+        The target documents' saved rows per batch ({batch: [rows]}) and whether they are
+        every document that uses k (the fresh topics then replace k).
+    rnd : MoveRound
+        The round, with what the pass gathered per batch (prior alpha^used, token counts).
+    batches : list
+        The batches (or a Dask collection's, with ``map_rows``).
+    rng : RandomState
+        The birth's stream (:meth:`sparseclust._moves.MoveBook.birth_rng`).
+
+    Returns
+    -------
+    None when rejected, else ``(J, edits, cols, prior, whole)``: ``edits[b]`` is batch b's
+    (old statistics of its targets, their re-inferred statistics, (alpha^used, token counts
+    of its other documents), alpha^used) for :func:`apply_birth`, ``cols`` the targets' word
+    types and ``prior`` (a'_1..J, a'_{J+1}). The workspace then holds the proposal's
+    statistics and parameters over K + J topics (k removed when ``whole``).
+    """
     from ._hdp_model import (
         HDPParams,
         _fold_delete,
