@@ -41,11 +41,24 @@ __all__ = [
     "pair_lookup",
     "select_deletes",
     "select_births",
+    "subsample_targets",
+    "fetch_rows",
+    "improves",
+    "ACCEPT_RTOL",
     "compaction",
     "RoundLog",
     "MoveRound",
     "MoveBook",
+    "MoveWorkspace",
 ]
+
+#: a proposal is accepted when it raises the objective by more than this fraction of |L|
+ACCEPT_RTOL = 1e-12
+
+
+def improves(new, old):
+    """The acceptance test of every move: ``new > old + ACCEPT_RTOL * |old|``."""
+    return new > old + ACCEPT_RTOL * abs(old)
 
 
 def parse_moves(moves, allowed):
@@ -248,6 +261,46 @@ def select_births(size, *, max_candidates, allowed=None, min_size=0.0):
             continue
         out.append(int(k))
     return np.asarray(out, dtype=np.int64)
+
+
+def subsample_targets(targets, budget, rng):
+    """A uniform subsample of at most ``budget`` of the items ``targets`` ({batch: positions
+    in the batch}) across batches, drawn with ``rng``; ``targets`` itself when it fits.
+
+    Any subset of a birth's target items gives a valid proposal (the objective is exact for
+    any local parameters of any subset), so a birth may re-infer a sample of its target.
+    """
+    n = sum(t.size for t in targets.values())
+    if n <= budget:
+        return targets
+    flat = np.concatenate([np.full(t.size, bb) for bb, t in targets.items()])
+    pos = np.concatenate([t for t in targets.values()])
+    pick = np.sort(rng.choice(n, int(budget), replace=False))
+    out = {bb: pos[pick][flat[pick] == bb] for bb in targets}
+    return {bb: t for bb, t in out.items() if t.size}
+
+
+def fetch_rows(batches, sel, *, take, pack, unpack):
+    """{b: the rows ``sel[b]`` (positions in batch b) of batch b, in that order}: the items a
+    birth fits its fresh components to.
+
+    In process ``take(batches[b], ids)``; when the batches are those of a Dask collection
+    (their ``map_rows``) the rows come from the partitions that hold them: ``pack(X_rows)``
+    runs there and returns a tuple of arrays (concatenated along their first axis over the
+    partitions, in row order), ``unpack(tuple)`` rebuilds the rows here.
+    """
+    sel = {bb: np.asarray(ids) for bb, ids in sel.items() if len(ids)}
+    run = getattr(batches, "map_rows", None)
+    if run is None:
+        return {bb: take(batches[bb], ids) for bb, ids in sel.items()}
+    order = {bb: np.argsort(ids, kind="stable") for bb, ids in sel.items()}
+    got = run(pack, {bb: ids[order[bb]] for bb, ids in sel.items()}, ())
+    out = {}
+    for bb, o in order.items():
+        inv = np.empty_like(o)
+        inv[o] = np.arange(o.size)
+        out[bb] = unpack(got[bb])[inv]
+    return out
 
 
 class AdaptiveBudget:
@@ -501,6 +554,56 @@ class MoveBook:
         return not any(r["merges_accepted"] or r["deletes_accepted"]
                        or r.get("births_accepted", 0) for r in recent)
 
+    # ------------------------------------------------------------------------- births
+    def births_settled(self, *, single=False, require_tried=False):
+        """May this pass's round propose births (the schedule shared by the models)?
+
+        Births wait until the model has absorbed its merges and deletes: the last round must
+        exist and have accepted none of them (a round that shrank the model is not followed by
+        one that grows it again, and the first round shrinks before anything grows). With
+        ``require_tried`` the last round must also have tried some (when the model has merge
+        or delete moves). A model of a single component has nothing to absorb: it may try a
+        birth from the first round on, and again after every round that did not accept one.
+        Births that were all rejected also wait (:meth:`due`).
+        """
+        last = self.round_logs[-1] if self.round_logs else None
+        if single:
+            return last is None or not last["births_accepted"]
+        settled = last is not None and not (last["merges_accepted"] or last["deletes_accepted"])
+        if require_tried and {"merge", "delete"} & set(self.moves):
+            settled = settled and bool(last["merges_tried"] or last["deletes_tried"])
+        return settled
+
+    def birth_rng(self, k):
+        """The random stream of a birth at component k in this pass (seeded by k's identity
+        and the pass, so that a proposal does not depend on which others were made)."""
+        return np.random.RandomState((int(self.uid[k]) * 7919 + self._pass) % (2 ** 31))
+
+    def run_births(self, candidates, alive, log, select, try_birth, apply, max_accept=None):
+        """The birth loop of a round: the targets ``candidates`` in order, skipping removed or
+        already touched ones. ``select(k, rng)`` returns the target items of k (None to skip
+        k without trying it), ``try_birth(k, items, rng)`` evaluates the proposal on the
+        whole-data objective (None when rejected, else what ``apply(k, items, result)``
+        needs to edit the cached statistics). A rejected target waits its cool-down (:meth:
+        `reject_birth`). At most ``max_accept`` births are accepted (all when None)."""
+        for k in np.asarray(candidates).tolist():
+            if not alive()[k] or k in log.touched:
+                continue
+            rng = self.birth_rng(k)
+            items = select(k, rng)
+            if items is None:
+                continue
+            log.births_tried += 1
+            res = try_birth(k, items, rng)
+            if res is None:
+                self.reject_birth(k)
+                continue
+            log.births_accepted += 1
+            log.touched.add(k)
+            apply(k, items, res)
+            if max_accept is not None and log.births_accepted >= max_accept:
+                break
+
     # ------------------------------------------------------------------------- a round
     def run_merges(self, pairs, alive, log, try_merge, apply, may_chain=None):
         """The merge loop of a round: the pairs in order, skipping those with a removed or
@@ -561,3 +664,37 @@ class MoveBook:
             pp = dense[np.ix_(order, order)]
             self.usage = dict(n_users=u["n_users"][order], sum_p=u["sum_p"][order], n=u["n"],
                               sum_pp=sp.csr_array(pp) if sp.issparse(u["sum_pp"]) else pp)
+
+
+class MoveWorkspace:
+    """What a move round's workspace holds whatever the model (the base of the mixture's and
+    the topic model's workspaces): the whole-data objective ``value`` of the current state,
+    the components of the pass's space (``K``, plus those born in the round) with their
+    ``alive`` flags (a removed component is flagged, not dropped, until the model compacts),
+    ``merge_map`` (component k's statistics now belong to ``merge_map[k]``, -1 when removed)
+    and ``ops``, the accepted moves in order."""
+
+    def init_space(self, K):
+        self.K = int(K)
+        self.alive = np.ones(self.K, dtype=bool)
+        self.merge_map = np.arange(self.K)
+        self.ops = []
+
+    def accepts(self, value):
+        """Does ``value`` improve on the current objective (:func:`improves`)?"""
+        return improves(value, self.value)
+
+    def merged(self, a, b):
+        """Record that b was merged into a."""
+        self.merge_map[self.merge_map == b] = a
+
+    def removed(self, j):
+        """Record that j was removed (its statistics moved to other components)."""
+        self.merge_map[self.merge_map == j] = -1
+
+    def grow(self, n_new):
+        """Append ``n_new`` components born in the round (the last ``n_new`` slots)."""
+        K0 = self.K
+        self.alive = np.concatenate([self.alive, np.ones(n_new, dtype=bool)])
+        self.merge_map = np.concatenate([self.merge_map, K0 + np.arange(n_new)])
+        self.K = K0 + int(n_new)

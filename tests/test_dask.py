@@ -367,6 +367,7 @@ def _same_hdp(got, ref, rtol=1e-9):
 
 def test_hdp_batch_with_moves_equals_in_process(client, monkeypatch):
     import sparseclust._dask._core as sd
+    from sparseclust.topics._hdp_model import HDPModel
 
     X, blocks = _hdp_corpus()
     calls = []
@@ -384,9 +385,13 @@ def test_hdp_batch_with_moves_equals_in_process(client, monkeypatch):
     moves = np.array(_moves(ref))
     assert moves[:, 0].sum() > 0 and moves[:, 1].sum() > 0  # merges and deletes accepted
     assert got.n_components_ < 20
-    # the delete proposals re-inferred their documents through the partitions' map (a
-    # topic no document uses has none to re-infer)
-    assert 0 < len(calls) <= moves[:, 2].sum() and all(n > 0 for n in calls)
+    # the delete and birth proposals fetched and re-inferred their documents through the
+    # partitions' map (a topic no document uses has none to re-infer; a birth fetches its
+    # documents once and re-infers them birth_refine times)
+    births = sum(e["births_tried"] for e in ref.trace_)
+    per_birth = 1 + HDPModel(1, 1, 1, None, {}, 1).move_opts["birth_refine"]
+    assert 0 < len(calls) <= moves[:, 2].sum() + per_birth * births
+    assert all(n > 0 for n in calls)
     np.testing.assert_allclose(got.transform(X[:10]), ref.transform(X[:10]), rtol=1e-7)
 
 

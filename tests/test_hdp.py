@@ -472,6 +472,142 @@ def test_accepted_merge_value_equals_the_objective_of_the_merged_statistics():
     assert m.elbo(stats, p2) == pytest.approx(work.value, rel=1e-10)
 
 
+def _birth_problem(seed=0, K=4, V=40, D=60):
+    """A small corpus, random topics and a model with births only (3 fresh topics)."""
+    X, lam, rho, omega = small_problem(seed=seed, K=K, V=V, D=D)
+    alpha, gamma, tau = 0.7, 2.0, 0.1
+    m = dense_model(alpha, gamma, tau, moves=("birth",))
+    m.L = 3
+    m.sparse_rows = True
+    m.move_opts.update(birth_topics=3, birth_share=0.2)
+    return X, HDPParams(lam, rho, omega, alpha), m
+
+
+def _run_birth(m, X, params, k, monkeypatch=None):
+    """One birth round at topic k on a single batch: (workspace, batch statistics after, log,
+    the re-inference's parameters and target documents)."""
+    from sparseclust._moves import RoundLog
+
+    K = params.K
+    m.begin_pass(2, K)
+    m.round = MoveRound(K, np.zeros((0, 2), dtype=np.int32), [], births=[k])
+    st = m.visit(X, params, 0)
+    seen = {}
+    reinfer = m.reinfer
+
+    def recording(batches, tmask, cols, params0, counter="delete_local_iters"):
+        seen.update(params0=params0, docs=np.flatnonzero(tmask[0]), cols=cols)
+        return reinfer(batches, tmask, cols, params0, counter)
+
+    m.reinfer = recording
+    work = _Workspace(m, st.copy(), params)
+    batch_stats = [st.copy()]
+    log = RoundLog()
+    return work, batch_stats, log, seen
+
+
+def test_birth_value_equals_a_from_scratch_objective():
+    # the value of a birth proposal (old statistics of the target documents out, the prior
+    # of the new entries given to the others, the re-inferred targets in, data terms and
+    # sticks of K + J topics) equals the objective evaluated from its definition on every
+    # document's local parameters: the re-inferred ones for the targets, the pass's with the
+    # new entries of the prior for the others
+    from sparseclust._moves import RoundLog
+
+    X, params, m = _birth_problem(seed=3)
+    K, tau = params.K, m.tau
+    sizes = m.local_step(X, params)["S"].sum(axis=1)
+    k = int(np.argmax(sizes))
+    work, batch_stats, log, seen = _run_birth(m, X, params, k)
+    work.value = -1e300  # accept whatever the proposal is worth: its value is compared
+    m._births(work, m.round, batch_stats, [X], log)
+    assert log.births_accepted == 1
+    J = work.K - K
+    assert J == 3
+    p0, tdocs, cols = seen["params0"], seen["docs"], seen["cols"]
+    assert tdocs.size >= 2 * J
+    # local parameters of the pass (every document) and of the re-inference (targets)
+    opts = dict(L=3, max_iter=2000, tol=1e-10, restarts=0, force_sparse=True,
+                return_doc_topic=True)
+    res = local_step(X, params.tables, params.alpha_vec, alpha_rem=params.alpha_rem,
+                     init_weights=params.P0, extra=_capture_R(X), **opts)
+    docs = _captured_docs(X, res, params)
+    Xt = sp.csr_array(X[tdocs][:, cols])
+    res_t = local_step(Xt, p0.tables, p0.alpha_vec, alpha_rem=p0.alpha_rem,
+                       init_weights=p0.P0, extra=_capture_R(Xt), **opts)
+    docs_t = _captured_docs(Xt, res_t, p0)
+    a0 = p0.alpha_all()
+    # every document that used k was a target (k is removed) or else k stays
+    old = np.flatnonzero(work.alive[:K])
+    assert old.size == (K - 1 if res.doc_topic[:, k].nonzero()[0].size == tdocs.size else K)
+    new_docs = []
+    for d, (theta, R) in enumerate(docs):
+        if d in tdocs:
+            new_docs.append(docs_t[int(np.flatnonzero(tdocs == d)[0])])
+        else:
+            th = np.concatenate([theta[old], a0[old.size:]])
+            new_docs.append((th, np.hstack([R[:, old], np.zeros((R.shape[0], J))])))
+    S = np.zeros((old.size + J, X.shape[1]))
+    for d, (_, R) in enumerate(new_docs):
+        row = X[[d]]
+        S[:, row.indices] += (row.data[:, None] * R).T
+    lam = tau + S
+    want = ref_objective(X, new_docs, lam, work.rho, work.omega, m.alpha, m.gamma, tau)
+    assert work.value == pytest.approx(want, rel=1e-9)
+    # the batch's edited statistics are the whole-data ones, with the same objective
+    stats, p2 = work.compact(batch_stats)
+    Sb = batch_stats[0]["S"]
+    np.testing.assert_allclose(Sb.toarray() if sp.issparse(Sb) else Sb, S, atol=1e-9)
+    np.testing.assert_allclose(stats["S"], S, atol=1e-9)
+    for f in ("T", "G", "A"):
+        np.testing.assert_allclose(batch_stats[0][f], stats[f], rtol=1e-10)
+    assert m.elbo(stats, p2) == pytest.approx(want, rel=1e-9)
+    # a rejected proposal (the current value out of reach) leaves the workspace as it was
+    work2, bs2, log2, _ = _run_birth(m, X, params, k)
+    work2.value = 1e300
+    before = work2.stats["S"].copy()
+    m._births(work2, m.round, bs2, [X], log2)
+    assert (log2.births_tried, log2.births_accepted, work2.K) == (1, 0, K)
+    np.testing.assert_array_equal(work2.stats["S"], before)
+    assert RoundLog().births_tried == 0
+
+
+def test_extension_of_the_documents_prior_to_new_topics_is_exact():
+    # documents whose q(pi_d) gets new entries a'_j (no tokens) and a new remainder entry:
+    # T, G, A and LS of the definition, document by document
+    from sparseclust.topics._hdp_birth import extend_prior
+
+    rng = np.random.RandomState(0)
+    K, J = 4, 3
+    T, G, A, LS = np.zeros(K + 1), np.zeros(K + 1), np.zeros(K + 1), 0.0
+    want = np.zeros((3, K + J + 1))
+    want_LS = 0.0
+    a_new, a_rem = rng.uniform(0.01, 0.5, J), 0.03
+    groups = []
+    for _ in range(3):  # three batches, each with its own prior
+        alpha = rng.uniform(0.05, 1.0, K + 1)
+        lens = []
+        for _ in range(rng.randint(1, 6)):
+            N = rng.gamma(1.0, 3.0, K)
+            lens.append(N.sum())
+            theta = np.concatenate([N + alpha[:K], [alpha[K]]])
+            El = psi(theta) - psi(theta.sum())
+            T += El
+            G += gammaln(theta)
+            A += alpha * El
+            LS += gammaln(theta.sum())
+            th2 = np.concatenate([theta[:K], a_new, [a_rem]])
+            a2 = np.concatenate([alpha[:K], a_new, [a_rem]])
+            El2 = psi(th2) - psi(th2.sum())
+            want += np.stack([El2, gammaln(th2), a2 * El2])
+            want_LS += gammaln(th2.sum())
+        groups.append((alpha, np.array(lens)))
+    *got, got_LS = extend_prior(dict(T=T, G=G, A=A, LS=LS), groups, a_new, a_rem)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-10)
+    assert got_LS == pytest.approx(want_LS, rel=1e-12)
+
+
 def test_accepted_delete_values_equal_a_from_scratch_objective(monkeypatch):
     # every round with accepted deletes: the value the workspace computed column by column (the
     # targets re-inferred on their own word types, the data term updated from column sums)
@@ -497,6 +633,36 @@ def test_accepted_delete_values_equal_a_from_scratch_objective(monkeypatch):
         assert value == pytest.approx(exact, rel=1e-10, abs=1e-8)
 
 
+def test_accepted_birth_values_equal_a_from_scratch_objective(monkeypatch):
+    # every round with an accepted birth, over several batches: the value the workspace
+    # computed equals the whole-data objective recomputed from the compacted statistics, and
+    # the batches' edited statistics add up to the whole-data ones
+    from sparseclust.topics import _hdp_model as hm
+
+    records = []
+    compact = hm._Workspace.compact
+
+    def recording_compact(self, batch_stats):
+        value, ops = self.value, [op[0] for op in self.ops]
+        stats, params = compact(self, batch_stats)
+        total = {f: sum(np.asarray(b[f]) for b in batch_stats) for f in ("T", "G", "A", "LS")}
+        # (copies: the engine's next pass edits the whole-data statistics in place)
+        whole = {f: np.array(stats[f]) for f in total}
+        records.append((value, self.m.elbo(stats, params), ops, total, whole))
+        return stats, params
+
+    monkeypatch.setattr(hm._Workspace, "compact", recording_compact)
+    X = planted_hdp_corpus(2, K=8, V=80, D=240, length=40)
+    HDPTopicModel(max_components=3, moves="birth", max_iter=6, tol=0, n_batches=3,
+                  random_state=0).fit(X)
+    rounds = [r for r in records if "birth" in r[2]]
+    assert rounds, "no birth was accepted"
+    for value, exact, _, total, stats in rounds:
+        assert value == pytest.approx(exact, rel=1e-10, abs=1e-8)
+        for f in ("T", "G", "A", "LS"):
+            np.testing.assert_allclose(total[f], stats[f], rtol=1e-9, atol=1e-6)
+
+
 # ---------------------------------------------------------------------------------------------
 # training
 
@@ -510,6 +676,63 @@ def test_memoized_objective_never_decreases_with_moves():
     tr = m.trace_
     assert sum(e["merges_accepted"] + e["deletes_accepted"] for e in tr) > 0
     assert tr[-1]["n_topics"] < 20
+
+
+def test_memoized_objective_never_decreases_with_births():
+    # from a truncation of 2 below the 6 planted topics: births grow the model, merges and
+    # deletes may shrink it, and every pass (its local and global steps, then its moves)
+    # raises the objective (tight local convergence, as the monotonicity of memoized
+    # training assumes: a cold-started local step stopped at a loose tolerance can land a
+    # few nats below the documents' previous local parameters)
+    X = planted_hdp_corpus(3, K=6, V=60, D=200, length=40)
+    m = HDPTopicModel(max_components=2, max_iter=10, tol=0, n_batches=4, random_state=0,
+                      local_tol=1e-4).fit(X)
+    lb = np.asarray(m.lower_bounds_)
+    assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:]))
+    tr = m.trace_
+    assert sum(e["births_accepted"] for e in tr) >= 2
+    assert tr[-1]["n_topics"] > 2
+
+
+def test_births_stay_under_the_topic_cap_and_the_cap_is_validated():
+    X = planted_hdp_corpus(3, K=6, V=60, D=200, length=40)
+    kw = dict(max_components=2, max_iter=6, tol=0, random_state=0)
+    # (a birth that replaces its target adds J - 1 topics, but needs room for J)
+    m = HDPTopicModel(max_topics=5, **kw).fit(X)
+    assert max(e["n_topics"] for e in m.trace_) <= 5
+    assert sum(e["births_accepted"] for e in m.trace_) >= 1
+    # without births nothing grows
+    m = HDPTopicModel(moves="merge+delete+sort", **kw).fit(X)
+    assert max(e["n_topics"] for e in m.trace_) == 2
+    with pytest.raises(ValueError, match="max_topics"):
+        HDPTopicModel(max_components=10, max_topics=5).fit(X)
+
+
+def test_planted_number_of_topics_is_recovered_from_below():
+    """K = 6 planted block topics (V = 60, 200 documents of 40 tokens), truncation 2, the
+    defaults otherwise: births grow the model to 5-7 live topics on every one of seeds 0,
+    1, 2 (all reported) and the default stopping rule stops before max_iter. Seeds 0-4 all
+    end with 6 topics, after 8-12 passes."""
+    found = []
+    for seed in range(3):
+        X = planted_hdp_corpus(seed, K=6, V=60, D=200, length=40)
+        m = HDPTopicModel(max_components=2, random_state=seed).fit(X)
+        found.append(m.n_components_)
+        assert m.converged_ and m.n_iter_ < m.max_iter
+        assert sum(e["births_accepted"] for e in m.trace_) >= 2
+    assert all(abs(n - 6) <= 1 for n in found), found
+
+
+@pytest.mark.slow
+def test_planted_twenty_topics_are_recovered_from_five():
+    """K = 20 planted block topics (V = 200, 1,000 documents of 50 tokens), truncation 5,
+    the defaults otherwise: within 3 of 20 live topics on at least 4 of seeds 0-4 (all
+    reported)."""
+    found = []
+    for seed in range(5):
+        X = planted_hdp_corpus(seed, K=20, V=200, D=1000, length=50)
+        found.append(HDPTopicModel(max_components=5, random_state=seed).fit(X).n_components_)
+    assert sum(abs(n - 20) <= 3 for n in found) >= 4, found
 
 
 def _with_merge_screen(screen):
@@ -581,6 +804,19 @@ def test_threads_bit_identical():
     b = HDPTopicModel(n_threads=2, **kw).fit(X)
     np.testing.assert_array_equal(a.components_, b.components_)
     assert a.lower_bounds_ == b.lower_bounds_
+
+
+def test_threads_bit_identical_with_births():
+    # births fit fresh topics and re-infer documents with the local step: the same bits for
+    # any thread count
+    X = planted_hdp_corpus(1, K=6, V=60, D=200, length=40)
+    kw = dict(max_components=2, max_iter=5, tol=0, random_state=0, n_batches=3)
+    a = HDPTopicModel(n_threads=1, **kw).fit(X)
+    b = HDPTopicModel(n_threads=2, **kw).fit(X)
+    assert sum(e["births_accepted"] for e in a.trace_) > 0
+    np.testing.assert_array_equal(a.components_, b.components_)
+    assert a.lower_bounds_ == b.lower_bounds_
+    assert [e["n_topics"] for e in a.trace_] == [e["n_topics"] for e in b.trace_]
 
 
 @pytest.mark.contract
@@ -1036,6 +1272,55 @@ def test_rounds_of_a_kind_wait_after_rejections_and_resume_after_an_acceptance()
     assert book.due("births")
 
 
+def test_birth_schedule_loop_and_target_sample_of_the_move_book():
+    # the birth machinery the topic model and the mixture share (sparseclust._moves)
+    from sparseclust._moves import MoveBook, RoundLog, subsample_targets
+
+    book = MoveBook()
+    book.moves = ("merge", "birth")
+    book.move_opts = dict(cooldown=3, max_deletes=4)
+    book.init_book()
+    book.begin_pass(2, 4)
+    # births wait for a round that accepted no merge or delete (and, if asked, tried some);
+    # a single component may try one from the first round on
+    assert not book.births_settled() and book.births_settled(single=True)
+    book.round_logs.append(RoundLog(merges_tried=2).as_dict())
+    assert book.births_settled() and book.births_settled(require_tried=True)
+    book.round_logs.append(RoundLog().as_dict())
+    assert book.births_settled() and not book.births_settled(require_tried=True)
+    book.round_logs.append(RoundLog(merges_tried=1, merges_accepted=1).as_dict())
+    assert not book.births_settled()
+    # the loop skips touched, removed and item-less targets, remembers a rejection
+    alive = np.array([True, True, False, True])
+    tried, applied = [], []
+
+    def run(log, accept):
+        book.run_births([0, 1, 2, 3], lambda: alive, log,
+                        lambda k, rng: None if k == 1 else {0: np.arange(3)},
+                        lambda k, items, rng: tried.append(k) or (k if k in accept else None),
+                        lambda k, items, res: applied.append(res), max_accept=1)
+
+    log = RoundLog()
+    log.touched.add(0)
+    run(log, accept=())
+    assert tried == [3] and applied == [] and (log.births_tried, log.births_accepted) == (1, 0)
+    assert book.birthable().tolist() == [True, True, True, False]
+    log = RoundLog()
+    run(log, accept=(0, 3))
+    assert tried == [3, 0] and applied == [0] and log.births_accepted == 1 and 0 in log.touched
+    # a birth's stream depends on its target's identity and the pass only
+    a, b = book.birth_rng(2).rand(3), book.birth_rng(2).rand(3)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, book.birth_rng(1).rand(3))
+    # the target sample: all items when they fit, else a uniform sample of the budget
+    targets = {0: np.arange(10), 2: np.arange(5, 9)}
+    assert subsample_targets(targets, 14, np.random.RandomState(0)) is targets
+    got = subsample_targets(targets, 6, np.random.RandomState(0))
+    assert sum(t.size for t in got.values()) == 6
+    for bb, t in got.items():
+        assert np.all(np.isin(t, targets[bb])) and np.all(np.diff(t) > 0)
+
+
 def test_rejected_delete_rounds_shrink_the_next_rounds():
     # once no delete is accepted, the rounds try fewer and fewer proposals
     rng = np.random.default_rng(0)
@@ -1085,7 +1370,7 @@ def test_stopping_rule_excludes_the_jump_of_accepted_moves():
 
     def passes_run(script, tol=1e-3):
         est = HDPTopicModel(tol=tol)
-        model = SimpleNamespace(pre_move_elbo=None)
+        model = SimpleNamespace(pre_move_elbo=None, birth_pending=lambda: False)
         snaps = []
         stopper = est._stopper(lambda info: False, snaps, model, 1000.0)
         for t, (pre, post, merges) in enumerate(script, start=1):

@@ -65,20 +65,22 @@ import numpy as np
 
 from .._engine import SuffStats
 from .._moves import (
+    ACCEPT_RTOL,
     MoveBook,
     MoveRound,
+    MoveWorkspace,
     RoundLog,
     compaction,
+    fetch_rows,
+    improves,
     select_births,
     select_deletes,
+    subsample_targets,
     usage_correlation,
 )
 from . import _gaussian
 
 __all__ = ["MixtureMoves"]
-
-#: a proposal is accepted when it raises the objective by more than this fraction of |L|
-ACCEPT_RTOL = 1e-12
 
 #: values (rows x features) a birth re-infers at most: every row of the target up to
 #: ``BIRTH_VALUES // n_features`` rows (or the delete budget if larger). Re-inferring a
@@ -299,18 +301,10 @@ class MixtureMoves(MoveBook):
                                   allowed=self.deletable(),
                                   size=stats["N"])
         births = np.zeros(0, dtype=np.int64)
-        last = self.round_logs[-1] if self.round_logs else None
-        shrinks = {"merge", "delete"} & set(self.moves)
-        settled = last is not None and not (last["merges_accepted"] or last["deletes_accepted"])
-        if single:
-            # nothing to absorb: a single cluster may try a birth from the first round on
-            settled = last is None or not last["births_accepted"]
-        elif shrinks:
-            settled = settled and bool(last["merges_tried"] or last["deletes_tried"])
-        if "birth" in self.moves and self.due("births") and settled:
+        if ("birth" in self.moves and self.due("births")
+                and self.births_settled(single=single, require_tried=True)):
             # births once the merges and deletes are absorbed: after a round that tried them
-            # and accepted none (a round that shrank the model is followed by one that does
-            # not grow it again, and the first round shrinks before anything grows)
+            # and accepted none (MoveBook.births_settled, the schedule shared with the topics)
             births = select_births(stats["N"], max_candidates=opts["max_births"],
                                    allowed=self.birthable(),
                                    min_size=4.0 * opts["birth_components"])
@@ -426,7 +420,7 @@ class MixtureMoves(MoveBook):
             key = np.array([min(a, b) * K + max(a, b)])
             for bb, stb in enumerate(batch_stats):
                 _merge_into(stb, a, b, float(_pair_lookup(rnd.batch[bb]["PH"], key)[0]))
-            work.merge_map[work.merge_map == b] = a
+            work.merged(a, b)
             work.ops.append(("merge", a, b))
 
         # a cluster that already absorbed clusters this round may absorb another, c, when no
@@ -556,7 +550,7 @@ class MixtureMoves(MoveBook):
             for bb, st in enumerate(batch_stats):
                 if bb not in res:
                     _zero(st, j)
-            work.merge_map[work.merge_map == j] = -1
+            work.removed(j)
             work.ops.append(("delete", j))
 
     def _births(self, work, rnd, batch_stats, batches, log):
@@ -568,10 +562,8 @@ class MixtureMoves(MoveBook):
         # rejected even where the clusters are plainly separated
         budget = max(BIRTH_VALUES // max(int(self.prior.n_features), 1),
                      max(500, int(0.1 * n_total)))
-        for k in rnd.births:
-            k = int(k)
-            if not work.alive[k] or k in log.touched:
-                continue
+
+        def select(k, rng):
             targets = {}
             for bb, g in rnd.batch.items():
                 if g["values"] is None:
@@ -579,25 +571,16 @@ class MixtureMoves(MoveBook):
                 m = ((g["indices"] == k) & (g["values"] >= 0.5)).any(axis=1)
                 if m.any():
                     targets[bb] = np.flatnonzero(m)
-            n_rows = sum(t.size for t in targets.values())
-            if n_rows < 2 * opts["birth_components"]:
-                continue
-            rng = np.random.RandomState((int(self.uid[k]) * 7919 + self._pass) % (2 ** 31))
-            if n_rows > budget:
-                # a uniform subsample of the target's rows (any subset gives a valid ELBO)
-                flat = np.concatenate([np.full(t.size, bb) for bb, t in targets.items()])
-                pos = np.concatenate([t for t in targets.values()])
-                pick = np.sort(rng.choice(n_rows, int(budget), replace=False))
-                targets = {bb: pos[pick][flat[pick] == bb] for bb in targets}
-                targets = {bb: t for bb, t in targets.items() if t.size}
-            log.births_tried += 1
-            res = work.try_birth(k, targets, rnd, batches, opts, rng)
-            if res is None:
-                self.reject_birth(k)
-                continue
+            if sum(t.size for t in targets.values()) < 2 * opts["birth_components"]:
+                return None
+            # a uniform subsample of the target's rows (any subset gives a valid ELBO)
+            return subsample_targets(targets, budget, rng)
+
+        def try_birth(k, targets, rng):
+            return work.try_birth(k, targets, rnd, batches, opts, rng)
+
+        def apply(k, targets, res):
             n_new, out = res
-            log.births_accepted += 1
-            log.touched.add(k)
             log.touched.update(range(work.K - n_new, work.K))
             for bb in range(len(batch_stats)):
                 st = _pad(batch_stats[bb], n_new)
@@ -610,6 +593,8 @@ class MixtureMoves(MoveBook):
                 batch_stats[bb] = st
             work.ops.append(("birth", k, n_new))
 
+        self.run_births(rnd.births, lambda: work.alive, log, select, try_birth, apply)
+
     def _sort(self, stats, batch_stats, log):
         N = stats["N"]
         order = np.argsort(-N, kind="stable")
@@ -618,7 +603,7 @@ class MixtureMoves(MoveBook):
         prior = self.prior
         old = _gaussian.optimal_allocation_terms(N, prior)
         new = _gaussian.optimal_allocation_terms(N[order], prior)
-        if not new > old + ACCEPT_RTOL * abs(old):
+        if not improves(new, old):
             return False
         log.sorted = True
         for st in [stats, *batch_stats]:
@@ -717,21 +702,10 @@ def _own_rows(X):
 
 
 def _fetch_rows(batches, sel):
-    """{b: the rows ``sel[b]`` (positions in batch b) of batch b, in that order}; from the
-    partitions that hold them when the batches are those of a Dask collection (their
-    ``map_rows``), else by indexing."""
-    sel = {bb: ids for bb, ids in sel.items() if len(ids)}
-    run = getattr(batches, "map_rows", None)
-    if run is None:
-        return {bb: np.ascontiguousarray(batches[bb][ids]) for bb, ids in sel.items()}
-    order = {bb: np.argsort(ids, kind="stable") for bb, ids in sel.items()}
-    got = run(_own_rows, {bb: np.asarray(ids)[order[bb]] for bb, ids in sel.items()}, ())
-    out = {}
-    for bb, o in order.items():
-        X = got[bb][0]
-        out[bb] = np.empty_like(X)
-        out[bb][o] = X
-    return out
+    """{b: the rows ``sel[b]`` of batch b, in that order, dense}
+    (:func:`sparseclust._moves.fetch_rows`)."""
+    return fetch_rows(batches, sel, take=lambda X, ids: np.ascontiguousarray(X[ids]),
+                      pack=_own_rows, unpack=lambda got: got[0])
 
 
 def _csr(v, idx, K):
@@ -897,22 +871,20 @@ def _merge_into(st, a, b, ph):
         v[b] = 0.0
 
 
-class _Workspace:
+class _Workspace(MoveWorkspace):
     """Whole-data statistics during a move round, in the cluster space of the pass (removed
-    clusters are flagged, not dropped, until :meth:`compact`), with the per-cluster data
-    terms cached so that a proposal re-evaluates only the clusters it changes."""
+    clusters are flagged, not dropped, until :meth:`compact`; the state every model's
+    workspace holds is :class:`sparseclust._moves.MoveWorkspace`'s), with the per-cluster
+    data terms cached so that a proposal re-evaluates only the clusters it changes."""
 
     def __init__(self, model, stats):
         self.m = model
         self.prior = model.prior
         self.stats = stats
         K = stats["N"].shape[0]
-        self.K = K
-        self.alive = np.ones(K, dtype=bool)
+        self.init_space(K)
         self.comp = self._component_terms(stats, np.arange(K))
         self.value = self._value(stats, self.alive, self.comp)
-        self.merge_map = np.arange(K)
-        self.ops = []
         # the per-component posterior of every slot (_gaussian.component_posterior), built on
         # the first delete and refreshed where the statistics changed since
         self._posterior = None
@@ -968,7 +940,7 @@ class _Workspace:
         comp[a] = comp_ab
         value = (_gaussian.optimal_allocation_terms(N[alive], self.prior)
                  + float(np.sum(ent[alive])) + float(np.sum(comp[alive])))
-        if not value > self.value + ACCEPT_RTOL * abs(self.value):
+        if not self.accepts(value):
             return False
         _merge_into(st, a, b, ph)
         self.alive, self.comp, self.value = alive, comp, value
@@ -1076,11 +1048,10 @@ class _Workspace:
         comp = np.concatenate([self.comp, np.zeros(J)])
         comp[ch] = self._component_terms(prop, ch)
         value = self._value(prop, alive, comp)
-        if not value > self.value + ACCEPT_RTOL * abs(self.value):
+        if not self.accepts(value):
             return None
-        self.stats, self.alive, self.comp, self.value = prop, alive, comp, value
-        self.merge_map = np.concatenate([self.merge_map, K0 + np.arange(J)])
-        self.K = Kt
+        self.grow(J)
+        self.stats, self.comp, self.value = prop, comp, value
         self._posterior = None  # new slots
         self._stale.clear()
         return J, out

@@ -39,7 +39,11 @@ from ._sparse_lda import (
 
 __all__ = ["HDPTopicModel"]
 
-_MOVES = ("merge", "delete", "sort")
+_MOVES = ("merge", "delete", "birth", "sort")
+#: max_topics=None: the cap of the truncation is max(DEFAULT_CAP_FACTOR * max_components,
+#: DEFAULT_CAP_MIN)
+DEFAULT_CAP_FACTOR = 2
+DEFAULT_CAP_MIN = 400
 #: a topic is live when it holds at least this many expected tokens
 LIVE_MIN_TOKENS = 1.0
 #: stochastic EM sweeps of init='sem' (chosen on validation documents; see doc/defaults.md)
@@ -59,7 +63,7 @@ def _parse_moves(moves):
 _DOC_FIELDS = ("T", "G", "A", "LS", "H", "D")
 
 class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
-    r"""Hierarchical Dirichlet process topic model with memoized merge and delete moves.
+    r"""Hierarchical Dirichlet process topic model with memoized merge, delete and birth moves.
 
     A topic model that learns its number of topics (Teh et al. 2006). Top-level topic
     weights come from a stick-breaking process, u_k ~ Beta(1, gamma),
@@ -75,19 +79,26 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     - **merge** two topics that co-occur in documents (the terms the merged model needs are
       gathered during the pass, so no extra pass is made);
     - **delete** a topic used by few documents: those documents are re-inferred without it;
+    - **birth** new topics for the documents of a large topic: a few fresh topics are fitted
+      to those documents alone, the documents are re-inferred with them, and the proposal is
+      kept only if the whole-data objective rises (the other documents keep their
+      assignments and receive the new topics' prior mass, in closed form);
     - **sort** the topics by size when that raises the objective.
 
-    The number of live topics (``n_components_``) is the result, not an input.
+    Births run only after a round of merges and deletes that accepted none, so a round either
+    shrinks or grows the model. The number of live topics (``n_components_``) is the result,
+    not an input.
 
     Parameters
     ----------
     max_components : int, default=200
-        Truncation K: the number of topics training starts from (and the most it can have).
-        The moves only remove topics, and how many they keep grows with the truncation, so
-        give at least the largest K you would consider for a SparseLDA of the same corpus.
-        A larger truncation costs time roughly in proportion until the moves have removed
-        topics; lower it for a small corpus or a tight time budget. Evidence for the
-        default: the benchmarks page (``doc/benchmarks.md``).
+        Truncation K that training starts from. Merges and deletes remove topics; births
+        add topics, up to ``max_topics``, where the data support them (with
+        ``moves='all'``). Births are accepted rarely on real corpora, so the number kept still
+        depends on the start: give at least the largest K you would consider for a SparseLDA
+        of the same corpus. A larger truncation costs time roughly in proportion until the
+        moves have removed topics; lower it for a small corpus or a tight time budget.
+        Evidence: the benchmarks page (``doc/benchmarks.md``).
     L : int or None, default=8
         Sparsity level of the document local step (topics per word type). None or
         ``L >= max_components`` gives the dense local step; delete moves need L < K.
@@ -102,8 +113,17 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         Learning algorithm (:mod:`sparseclust._engine`). Moves run in memoized and batch
         training only.
     moves : {'all', 'none'}, str or tuple, default='all'
-        Moves of memoized/batch training: any of 'merge', 'delete', 'sort' (a tuple, or a
-        string joined by '+', e.g. 'merge+sort').
+        Moves of memoized/batch training: any of 'merge', 'delete', 'birth', 'sort' (a
+        tuple, or a string joined by '+', e.g. 'merge+sort'). A **birth** re-infers the
+        documents that use a large topic most with fresh topics fit to them (a short
+        variational LDA fit on those documents) and is accepted, like the others, only when
+        the whole-data objective increases; births let the number of topics grow past
+        ``max_components``, up to ``max_topics``.
+    max_topics : int or None, default=None
+        With births: the most topics the truncation may hold (live or not), an upper bound
+        on memory (the topics are a ``max_topics`` x n_features array, a few copies of it
+        during a pass); ``max_components`` is then the size training starts from. None
+        means ``max(2 * max_components, 400)``. Must be at least ``max_components``.
     n_batches : int, default=10
         Fixed batches of memoized training.
     batch_size : int, default=256
@@ -232,6 +252,7 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         "topic_word_prior": [Interval(numbers.Real, 0, None, closed="neither")],
         "algorithm": [StrOptions({"memoized", "stochastic", "batch"})],
         "moves": [str, tuple, list, None],
+        "max_topics": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "n_batches": [Interval(numbers.Integral, 1, None, closed="left")],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
         "kappa": [Interval(numbers.Real, 0, 1, closed="right")],
@@ -258,6 +279,7 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         topic_word_prior=0.1,
         algorithm="memoized",
         moves="all",
+        max_topics=None,
         n_batches=10,
         batch_size=256,
         kappa=0.6,
@@ -280,6 +302,7 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         self.topic_word_prior = topic_word_prior
         self.algorithm = algorithm
         self.moves = moves
+        self.max_topics = max_topics
         self.n_batches = n_batches
         self.batch_size = batch_size
         self.kappa = kappa
@@ -308,12 +331,23 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     def _check_X(self, X, *, reset, whom, fitting=False):
         return check_counts(self, X, reset=reset, whom=whom, fitting=fitting)
 
+    def _topic_cap(self):
+        """The cap of the truncation under births (``max_topics``, resolved)."""
+        if self.max_topics is None:
+            return max(DEFAULT_CAP_FACTOR * self.max_components, DEFAULT_CAP_MIN)
+        if self.max_topics < self.max_components:
+            raise ValueError(f"max_topics={self.max_topics} must be at least "
+                             f"max_components={self.max_components}.")
+        return int(self.max_topics)
+
     def _model(self, K):
-        L = self.L if (self.L is not None and self.L < K) else None
         opts = dict(max_iter=self.local_max_iter, tol=self.local_tol, restarts=self.restarts)
         moves = _parse_moves(self.moves) if self.algorithm != "stochastic" else ()
+        # births grow K past L: the model then keeps L and runs the L-sparse routine
+        births = "birth" in moves
+        L = self.L if (self.L is not None and (self.L < K or births)) else None
         return HDPModel(self.alpha, self.gamma, self.topic_word_prior, L, opts,
-                        self.n_threads, moves)
+                        self.n_threads, moves, max_topics=self._topic_cap())
 
     def _init_stats(self, X, rng, minibatch=False):
         K, V = self.max_components, X.shape[1]
@@ -508,7 +542,10 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         delete: while moves are still accepted the number of topics is still being learned,
         however small the steps' progress (a rule that also stopped after two passes in a row
         below ``tol``, whatever the moves, left far too many topics on a planted corpus). A
-        sort never blocks stopping.
+        sort never blocks stopping. With births, an accepted birth counts as a move, and
+        training does not stop while births are still to be tried
+        (:meth:`HDPModel.birth_pending`: until two rounds of births in a row were all
+        rejected, or the cap ``max_topics`` leaves no room).
         Stochastic training uses the engine's windowed change instead.
         """
         self._converged = False
@@ -530,7 +567,8 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             state["prev"] = info["elbo"]
             snaps[-1]["progress"] = float(change)
             s = snaps[-1]
-            moved = s.get("merges_accepted", 0) or s.get("deletes_accepted", 0)
+            moved = (s.get("merges_accepted", 0) or s.get("deletes_accepted", 0)
+                     or s.get("births_accepted", 0) or model.birth_pending())
             below = bool(np.isfinite(change) and change < tol)
             if tol > 0 and below and not moved:
                 self._converged = True
@@ -578,6 +616,7 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
                 self._svi_state = StochasticState(stats=self._fitted_stats, t=t0)
             self._svi_state.params = None
         model.moves = ()
+        model.sparse_rows = False
         state = self._svi_state
         if self.total_samples is not None:
             total = self.total_samples

@@ -33,8 +33,23 @@ sum_d log Gamma(theta_da + theta_db), sum_d E[log pi'_da] and the entropy change
 during the pass. A **delete** of topic j re-runs the local step, without j, on the documents
 that use it (N_dj > 0), and folds theta_dj = alpha^used_j into the remainder entry in every
 other document (their theta_d keeps its sum, so no other term changes). Each proposal is
-accepted only if the whole-data objective increases. A **sort** reorders the topics by size
-when that increases the objective (the stick-breaking prior depends on the order).
+accepted only if the whole-data objective increases. A **birth** at topic k re-infers the
+documents that use k most with fresh topics fit to them and splits the remainder entry of
+every other document (:mod:`._hdp_birth`, which states the exact bookkeeping). A **sort**
+reorders the topics by size when that increases the objective (the stick-breaking prior
+depends on the order).
+
+Schedule of a round (one memoized pass; :class:`sparseclust._moves.MoveBook`): merge pairs and
+delete candidates are chosen before the pass, and birth targets (the largest topics whose
+birth was not rejected recently) when the previous round accepted no merge or delete
+(:meth:`~sparseclust._moves.MoveBook.births_settled`), when the last rounds of births were
+not all rejected (:meth:`~sparseclust._moves.MoveBook.due`) and when K + ``birth_topics``
+fits under the cap ``max_topics``. After the pass the merges are tried, then the deletes,
+then the births, but only if this round accepted no merge or delete: a round either shrinks
+the model or grows it, never both, and the round after a birth sees the new topics through a
+whole pass before a merge or delete can remove them. Every accepted move strictly raises the
+objective, so births and merges cannot undo each other indefinitely; a rejected proposal
+waits ``cooldown * 2 ** (n - 1)`` passes after its n-th rejection.
 """
 
 import numpy as np
@@ -46,12 +61,16 @@ from .._kernels import _hdp_stats
 from .._moves import (
     MoveBook,
     MoveRound,  # batch -> dict(PT, PG, PH, PA, alpha, D, targets)
+    MoveWorkspace,
     RoundLog,
     compaction,
+    improves,
     merge_pair_union,
     pair_lookup,
+    select_births,
     select_deletes,
     select_merge_pairs,
+    subsample_targets,
     top_weight_cosine,
     usage_correlation,
 )
@@ -67,9 +86,6 @@ from ._local import _NNZ_PER_THREAD, TopicTables, local_step
 
 #: floor on E[beta_k] in the local step's prior (late sticks can underflow to 0)
 MIN_EBETA = 1e-100
-#: a proposal is accepted when it raises the objective by more than this fraction of |L|
-ACCEPT_RTOL = 1e-12
-
 _FIELDS = ("S", "T", "G", "A", "LS", "H", "D")
 
 
@@ -185,6 +201,8 @@ def combine_sides(a, b):
     else:
         out["usage"] = {k: a["usage"][k] + b["usage"][k] for k in a["usage"]}
     out["targets"] = list(a["targets"]) + list(b["targets"])
+    dl = [x.get("doc_len") for x in (a, b)]
+    out["doc_len"] = None if dl[0] is None else np.concatenate(dl)
     return out
 
 
@@ -331,7 +349,10 @@ class HDPModel(MoveBook, VariationalModel):
         ``max_iter``, ``tol``, ``restarts`` of the local step.
     n_threads : int or None
     moves : tuple of str
-        Subset of ``("merge", "delete", "sort")``.
+        Subset of ``("merge", "delete", "birth", "sort")``.
+    max_topics : int or None
+        Cap of the truncation: a birth is proposed only when the truncation plus
+        ``birth_topics`` fits under it (None: no births).
 
     The options of the moves are fixed (``move_opts``): ``start`` (first pass whose end runs
     moves), ``max_pairs``, ``pairs_per_topic``, ``min_corr`` (pairs by co-usage),
@@ -343,10 +364,22 @@ class HDPModel(MoveBook, VariationalModel):
     half the last number; see :class:`AdaptiveBudget`), ``cooldown`` (passes) and
     ``merge_screen`` (nats per document: a merge whose objective at the warm-start sticks is
     more than ``merge_screen * D`` below the current one is rejected without optimizing its
-    sticks).
+    sticks). The births' options (:mod:`._hdp_birth`): ``birth_topics`` (fresh topics per
+    birth, J), ``birth_docs`` (target documents re-inferred at most), ``birth_iters``
+    (iterations of the fresh topics' own fit), ``birth_refine`` (re-inferences of the
+    targets with the fresh topics), ``max_births`` (targets tried per round, largest first;
+    at most one birth is accepted per round). A birth is proposed only while the truncation
+    plus ``birth_topics`` fits under ``max_topics``. On planted corpora (K = 20 block
+    topics, from 5) J = 2 or 3 were accepted in nearly every round, J = 5 and 8 were
+    rejected more often (their extra topics cost every document that takes them up a
+    sparse-Dirichlet price the data do not repay).
+
+    With births the local step always runs the L-sparse routine (with L = K while L >= K),
+    whose per-document rows the moves save.
     """
 
-    def __init__(self, alpha, gamma, tau, L, local_opts, n_threads, moves=()):
+    def __init__(self, alpha, gamma, tau, L, local_opts, n_threads, moves=(),
+                 max_topics=None):
         self.alpha = float(alpha)
         self.gamma = float(gamma)
         self.tau = float(tau)
@@ -357,7 +390,13 @@ class HDPModel(MoveBook, VariationalModel):
         self.move_opts = dict(start=2, max_pairs=400, pairs_per_topic=4, min_corr=0.05,
                               word_pairs_per_topic=2, min_word_cos=0.3, word_top=50,
                               delete_docs=500, max_deletes=20, delete_budget="follow",
-                              cooldown=3, merge_screen=0.05)
+                              cooldown=3, merge_screen=0.05, birth_topics=3,
+                              birth_docs=2000, birth_iters=30, birth_refine=6,
+                              max_births=3)
+        self.max_topics = max_topics
+        self._birth_possible = False
+        # births need the saved rows of the L-sparse routine at any K
+        self.sparse_rows = "birth" in self.moves
         self.rho = None
         self.omega = None
         #: objective of the last memoized/batch pass before its moves (see after_pass)
@@ -367,7 +406,7 @@ class HDPModel(MoveBook, VariationalModel):
         # the local step of the passes; delete_local_iters: that of the delete proposals'
         # re-inferred documents (kept apart so local_iters compares with SparseLDA's)
         self.counters = {"restarts_tried": 0, "restarts_accepted": 0, "local_iters": 0,
-                         "delete_local_iters": 0}
+                         "delete_local_iters": 0, "birth_local_iters": 0}
 
     # ---------------------------------------------------------------------------------
     # local step
@@ -383,6 +422,7 @@ class HDPModel(MoveBook, VariationalModel):
         pairs = rnd.pairs if rnd is not None else np.zeros((0, 2), dtype=np.int32)
         P = pairs.shape[0]
         dels = rnd.deletes if rnd is not None else np.zeros(0, dtype=np.int64)
+        births = rnd.births if rnd is not None else np.zeros(0, dtype=np.int64)
         acc = dict(G=np.zeros(K), Trem=0.0, LS=0.0, PG=np.zeros(P), PT=np.zeros(P),
                    PH=np.zeros(P), targets=[])
         if want_usage:
@@ -419,8 +459,11 @@ class HDPModel(MoveBook, VariationalModel):
                 Pm = sp.csr_array(Nk / np.where(nd > 0, nd, 1.0)[:, None])
                 acc["sum_p"] += np.asarray(Pm.sum(axis=0)).ravel()
                 acc["sum_pp"] = acc["sum_pp"] + (Pm.T @ Pm)
-            if dels.size and piece["Lk"] > 0:
-                sel = np.flatnonzero(keep & (N[:, dels] > 0).any(axis=1))
+            if (dels.size or births.size) and piece["Lk"] > 0:
+                want = (N[:, dels] > 0).any(axis=1)
+                if births.size:
+                    want |= (N[:, births] > 0).any(axis=1)
+                sel = np.flatnonzero(keep & want)
                 if sel.size:
                     ip = piece["indptr"]
                     take = np.concatenate([np.arange(ip[d], ip[d + 1]) for d in sel])
@@ -436,7 +479,8 @@ class HDPModel(MoveBook, VariationalModel):
         res = local_step(
             X, params.tables, alpha_vec, L=self.L, n_threads=self.n_threads,
             alpha_rem=alpha_rem, init_weights=params.P0, extra=extra,
-            return_doc_topic=return_doc_topic, **self.local_opts,
+            return_doc_topic=return_doc_topic, force_sparse=self.sparse_rows,
+            **self.local_opts,
         )
         self.counters["restarts_tried"] += res.n_restarts_tried
         self.counters["restarts_accepted"] += res.n_restarts_accepted
@@ -478,13 +522,19 @@ class HDPModel(MoveBook, VariationalModel):
         rnd = self.round
         if rnd is not None:
             rnd = rnd.candidates_only()
-        return dict(round=rnd, usage="merge" in self.moves or "delete" in self.moves)
+        return dict(round=rnd, usage=self._gathers, doc_len="birth" in self.moves)
+
+    @property
+    def _gathers(self):
+        return bool({"merge", "delete", "birth"} & set(self.moves))
 
     def worker_model(self):
         """A copy with this model's local-step settings and none of its move bookkeeping
         (what a task that runs the local step elsewhere needs)."""
-        return HDPModel(self.alpha, self.gamma, self.tau, self.L, self.local_opts,
-                        self.n_threads, ())
+        m = HDPModel(self.alpha, self.gamma, self.tau, self.L, self.local_opts,
+                     self.n_threads, ())
+        m.sparse_rows = self.sparse_rows
+        return m
 
     def visit_local(self, X, params, context, doc_offset=0):
         """Local step of the batch (or part of a batch) X with the context of
@@ -503,6 +553,9 @@ class HDPModel(MoveBook, VariationalModel):
             for t in targets:
                 t["doc_ids"] = t["doc_ids"] + int(doc_offset)
         side["targets"] = targets
+        # the documents' token counts N_d (a birth extends every document's q(pi_d))
+        side["doc_len"] = (np.asarray(X.sum(axis=1), dtype=np.float64).ravel()
+                           if context.get("doc_len") else None)
         return stats, side
 
     def record_visit(self, batch, side, params):
@@ -516,9 +569,10 @@ class HDPModel(MoveBook, VariationalModel):
             self.round.batch[batch] = dict(
                 PT=side["PT"], PG=side["PG"], PH=side["PH"], PA=side["PA"], alpha=alpha,
                 alpha0=alpha.copy(), D=side["D"], targets=side["targets"],
+                doc_len=side.get("doc_len"),
             )
 
-    def reinfer(self, batches, tmask, cols, params0):
+    def reinfer(self, batches, tmask, cols, params0, counter="delete_local_iters"):
         """The local step under ``params0`` (the topics without a delete candidate, on the
         word types ``cols``) of the documents ``tmask[b]`` of every batch b: a dict
         b -> (statistics, doc-topic counts). On the batches' own ``map_rows`` when they have
@@ -533,7 +587,7 @@ class HDPModel(MoveBook, VariationalModel):
             res = {bb: reinfer_rows(batches[bb][sel], self, cols, params0)
                    for bb, sel in rows.items()}
         for bb, (stats, doc_topic, counters) in res.items():
-            self.counters["delete_local_iters"] += counters["local_iters"]
+            self.counters[counter] += counters["local_iters"]
             out[bb] = (stats, doc_topic)
         return out
 
@@ -584,7 +638,7 @@ class HDPModel(MoveBook, VariationalModel):
     def before_pass(self, stats, params, state):
         self.round = None
         self._pass = state["pass"]
-        if not ({"merge", "delete"} & set(self.moves)):
+        if not self._gathers:
             return
         K = params.K
         self.begin_pass(state["pass"], K)
@@ -613,12 +667,37 @@ class HDPModel(MoveBook, VariationalModel):
                 min_score=self.move_opts["min_word_cos"])
             pairs = merge_pair_union(pairs, wpairs, max_pairs=self.move_opts["max_pairs"])
         dels = np.zeros(0, dtype=np.int64)
-        if "delete" in self.moves and K > 1 and self.L is not None and self.L < K:
+        if "delete" in self.moves and K > 1 and (
+                self.sparse_rows or (self.L is not None and self.L < K)):
             dels = select_deletes(u["n_users"], max_items=self.move_opts["delete_docs"],
                                   max_candidates=self.delete_budget.value,
                                   allowed=self.deletable())
-        if pairs.shape[0] or dels.size:
-            self.round = MoveRound(K, pairs, dels)
+        births = np.zeros(0, dtype=np.int64)
+        sizes = np.asarray(stats["S"].sum(axis=1)).ravel()
+        min_size = 4.0 * self.move_opts["birth_topics"]
+        self._birth_possible = bool(np.any(sizes >= min_size))
+        if self.birth_room(K) and self.due("births") and self.births_settled():
+            births = select_births(sizes, max_candidates=self.move_opts["max_births"],
+                                   allowed=self.birthable(), min_size=min_size)
+        if pairs.shape[0] or dels.size or births.size:
+            self.round = MoveRound(K, pairs, dels, births)
+
+    def birth_room(self, K):
+        """May a birth add ``birth_topics`` topics to a truncation of K (the cap)?"""
+        return ("birth" in self.moves and self.max_topics is not None
+                and K + self.move_opts["birth_topics"] <= self.max_topics)
+
+    def birth_pending(self):
+        """Are births still to be tried (training does not stop while they are)? True with
+        births on, room under the cap and a topic large enough to be a target, until two
+        rounds of births in a row were all rejected: a round rejected while the topics are
+        still settling is followed, after its wait, by another."""
+        if not self.round_logs or self.uid is None or not self.birth_room(self.uid.size):
+            return False
+        if not getattr(self, "_birth_possible", False):
+            return False
+        rec = self.round_waits.get("births")
+        return rec is None or rec[1] < 2
 
     def after_pass(self, stats, params, state):
         if not isinstance(state, dict):
@@ -644,9 +723,14 @@ class HDPModel(MoveBook, VariationalModel):
             if rnd.deletes.size:
                 self._deletes(work, rnd, batch_stats, state["batches"], log)
                 self.end_deletes(log)
-            if log.merges_accepted or log.deletes_accepted:
+            if rnd.births.size and not (log.merges_accepted or log.deletes_accepted):
+                # a round shrinks the model or grows it, never both
+                self._births(work, rnd, batch_stats, state["batches"], log)
+                self.end_kind("births", log.births_tried, log.births_accepted)
+            if log.merges_accepted or log.deletes_accepted or log.births_accepted:
                 alive = work.alive.copy()
                 stats, params = work.compact(batch_stats)
+                self.grow_book(work.K - self.uid.size)
                 self.end_round(work.ops, alive, work.merge_map)
                 changed = True
         if "sort" in self.moves:
@@ -754,6 +838,55 @@ class HDPModel(MoveBook, VariationalModel):
             work.commit_delete(j)
             work.ops.append(("delete", j))
 
+    def _births(self, work, rnd, batch_stats, batches, log):
+        """Birth proposals at the round's targets (:mod:`._hdp_birth`), at most one accepted;
+        the accepted one edits every batch's cached statistics."""
+        from ._hdp_birth import apply_birth, propose_birth
+
+        opts = self.move_opts
+
+        def select(k, rng):
+            pos, found = {}, {}
+            for bb in rnd.batch:
+                for i, rows in enumerate(rnd.batch[bb]["targets"]):
+                    N = rows["N"]
+                    m = N[:, k] > 0
+                    if m.any():
+                        found.setdefault(bb, []).append((i, m))
+                        pos.setdefault(bb, []).append(rows["doc_ids"][m])
+            pos = {bb: np.concatenate(p) for bb, p in pos.items()}
+            n_users = sum(p.size for p in pos.values())
+            if n_users < 2 * opts["birth_topics"]:
+                return None
+            # a uniform sample when there are more (on KOS from 25 topics a uniform sample
+            # of 500 came closer to acceptance than the 500 documents of largest N_dk / N_d)
+            pos = subsample_targets(pos, opts["birth_docs"], rng)
+            whole = sum(p.size for p in pos.values()) == n_users
+            sel = {}
+            for bb, lst in found.items():
+                if bb not in pos:
+                    continue
+                for i, m in lst:
+                    rows = rnd.batch[bb]["targets"][i]
+                    mm = m & np.isin(rows["doc_ids"], pos[bb])
+                    if mm.any():
+                        sel.setdefault(bb, []).append(_take_rows(rows, mm) | dict(
+                            doc_ids=rows["doc_ids"][mm]))
+            return sel, whole
+
+        def try_birth(k, sel, rng):
+            return propose_birth(work, k, sel, rnd, batches, rng)
+
+        def apply(k, items, res):
+            J, edits, cols, prior, whole = res
+            log.touched.update(range(work.K - J, work.K))
+            for bb, edit in edits.items():
+                apply_birth(batch_stats[bb], edit, cols, prior, work.alive, k, whole)
+            work.ops.append(("birth", k, J))
+
+        self.run_births(rnd.births, lambda: work.alive, log, select, try_birth, apply,
+                        max_accept=1)
+
     def _sort(self, stats, params, batch_stats, log):
         K = params.K
         if K < 2 or float(stats["D"]) <= 0:
@@ -770,7 +903,7 @@ class HDPModel(MoveBook, VariationalModel):
         D = float(stats["D"])
         old = stick_value(D, stats["T"], self.alpha, self.gamma, params.rho, params.omega)
         new = stick_value(D, T, self.alpha, self.gamma, rho, omega)
-        if not new > old + ACCEPT_RTOL * abs(old):
+        if not improves(new, old):
             return None
         log.sorted = True
         self.permute_book(order)
@@ -895,9 +1028,11 @@ def _permute(st, order):
         st[f] = st[f][full]
 
 
-class _Workspace:
+class _Workspace(MoveWorkspace):
     """Whole-data statistics and parameters during a move round, in the topic space of the
-    pass (removed topics are flagged, not dropped, until :meth:`compact`)."""
+    pass (removed topics are flagged, not dropped, until :meth:`compact`; born topics are
+    appended; the state every model's workspace holds is
+    :class:`sparseclust._moves.MoveWorkspace`'s)."""
 
     def __init__(self, model, stats, params):
         self.m = model
@@ -906,16 +1041,14 @@ class _Workspace:
         self.stats = stats
         for f in ("T", "G", "A"):
             stats[f] = stats[f].copy()
-        self.K, self.V = params.lam.shape
-        self.alive = np.ones(self.K, dtype=bool)
+        self.init_space(params.lam.shape[0])
+        self.V = params.lam.shape[1]
         self.lam = params.lam.copy()
         self.El = params.Elogphi.copy()
         self.tterm = (params.tterm if params.tterm is not None
                       else topic_terms(stats["S"], params.lam, params.Elogphi, model.tau)).copy()
         self.Q, self.E, self.Lam = _row_parts(stats["S"], self.lam, model.tau)
         self.rho, self.omega = params.rho.copy(), params.omega.copy()
-        self.ops = []
-        self.merge_map = np.arange(self.K)
         self.alive_after_j = None
         self.value = self._value(self.stats, self.alive, self.tterm, self.rho, self.omega)
 
@@ -978,7 +1111,7 @@ class _Workspace:
             return False
         rho, omega = self._sticks(prop, alive, beta, start)
         value = self._value(prop, alive, tterm, rho, omega)
-        if not value > self.value + ACCEPT_RTOL * abs(self.value):
+        if not self.accepts(value):
             return False
         st["S"][a] = S_ab
         st["S"][b] = 0.0
@@ -989,8 +1122,12 @@ class _Workspace:
         self.lam[a], self.El[a] = lam_ab, El_ab
         q, e, lsum = _row_parts(S_ab[None], lam_ab[None], tau)
         self.Q[a], self.E[a], self.Lam[a] = q[0], e[0], lsum[0]
-        self.merge_map[self.merge_map == b] = a
+        self.merged(a, b)
         return True
+
+    def refresh_parts(self):
+        """The per-topic parts of the data term (:func:`_row_parts`) from scratch."""
+        self.Q, self.E, self.Lam = _row_parts(self.stats["S"], self.lam, self.m.tau)
 
     def try_delete(self, j, befores, tmask, groups, batches):
         """Objective of the model without topic j: its target documents re-inferred without
@@ -1054,7 +1191,7 @@ class _Workspace:
         tterm = _terms_from_parts(Q, E, Lam, self.V, tau)
         rho, omega = self._sticks(rest, alive, beta)
         value = self._value(rest, alive, tterm, rho, omega)
-        if not value > self.value + ACCEPT_RTOL * abs(self.value):
+        if not self.accepts(value):
             return None
         self._pending = (cols, Sc, lam_c, rest, alive, Q, E, Lam, tterm, rho, omega, value)
         self.alive_after_j = alive
@@ -1079,7 +1216,7 @@ class _Workspace:
         self.Q, self.E, self.Lam = Q, E, Lam
         self.alive, self.tterm = alive, tterm
         self.rho, self.omega, self.value = rho, omega, value
-        self.merge_map[self.merge_map == j] = -1
+        self.removed(j)
         self._pending = None
 
     def compact(self, batch_stats):

@@ -1,0 +1,347 @@
+# SPDX-License-Identifier: BSD-3-Clause
+r"""The birth move of HDPTopicModel: new topics from a short fit on target documents,
+accepted only when the whole-data objective increases.
+
+A birth at topic k (Hughes, Kim & Sudderth 2015; the targeted births of Hughes & Sudderth
+2013, with the machinery of the DP mixture's, :mod:`sparseclust._moves`) runs at the end of
+a memoized pass, on the statistics the pass cached:
+
+1. **target**: the documents that use k (N_dk > 0), whose rows the pass saved; a uniform
+   sample of ``birth_docs`` of them when there are more
+   (:func:`sparseclust._moves.subsample_targets`, seeded by k's identity and the pass);
+2. **proposal**: J = ``birth_topics`` fresh topics fit to the target documents alone, on
+   their word types (KL k-means++ seeds and KL k-means, then ``birth_iters`` iterations of
+   the LDA local step with lambda_j = tau + S_j). When every document that uses k is a
+   target the fresh topics *replace* k (a split: k is left to no document and removed, and
+   its entry of every other document's q(pi_d) folds into the remainder, as in a delete);
+   otherwise k stays. Then ``birth_refine`` times: the target documents are re-inferred by
+   the HDP local step under the current topics (k without the targets' counts, the first
+   time) and the fresh ones, every topic is refit on the targets' word types
+   (lambda = tau + S_rest + S_targets) and the sticks are re-optimized to the proposal's
+   statistics, whose prior the next re-inference uses;
+3. **exact evaluation**: the objective is a sum over documents of terms of their local
+   parameters plus terms of the whole-data statistics (:mod:`._hdp_model`), and it is a
+   valid bound for *any* local parameters. The proposal keeps every other document's
+   q(z_d), changes only the target documents' q(z_d), and gives every document a q(pi_d)
+   over K + J + 1 entries, so its statistics are
+
+       stats' = stats - sum_{d in target} stats_d(old q) + sum_{d in target} stats_d(new q)
+                + the change of the other documents' q(pi_d),
+
+   where stats_d(old q) is recomputed from the saved rows (:func:`._hdp_model._numpy_bundle`)
+   and stats_d(new q) comes from the re-inference. A document outside the target had
+   theta_d = N_d + a (a = alpha^used of its batch's pass, no token on the remainder entry
+   K + 1); it gets theta'_d = (theta_{d,1..K}, a'_1..a'_J, a'_{J+1}) with a' the prior of the
+   re-inference on the new topics and the new remainder (the q(pi_d) a local step that
+   gives the new topics no token would leave). With t_d = N_d + sum_k a_k and
+   t'_d = t_d - a_{K+1} + sum_j a'_j its old and new totals, the change is, in closed form
+   from the documents' token counts (:func:`extend_prior`),
+
+       T_k += sum_d [psi(t_d) - psi(t'_d)],  A_k += a_k sum_d [psi(t_d) - psi(t'_d)]  (k <= K),
+       T'_j = sum_d [psi(a'_j) - psi(t'_d)],  G'_j = n log Gamma(a'_j),  A'_j = a'_j T'_j,
+       LS += sum_d [log Gamma(t'_d) - log Gamma(t_d)],
+
+   the old remainder entry replaced by the new one (j = J + 1) and H unchanged. A document
+   that does not use a new topic then pays for it only the gap of the surrogate bound: its
+   q(pi_d) entry equals the prior. The topics' data terms are recomputed from the new S over
+   all K + J topics (lambda at its optimum tau + S), the sticks re-optimized for K + J
+   topics, and the proposal is accepted iff L(stats', lambda', rho', omega') > L + 1e-12 |L|.
+   Every batch's cached statistics get the same edit, so memoized training stays exact and
+   its objective monotone.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import gammaln, psi
+
+from .._engine import SuffStats
+from .._moves import fetch_rows
+from .._stickbreak import optimize_hdp_sticks, sticks_from_weights
+from ._local import local_step
+
+__all__ = ["extend_prior", "fresh_topics", "propose_birth", "apply_birth"]
+
+
+def extend_prior(st, groups, a_new, a_rem):
+    """T, G, A and LS of statistics over K topics + remainder extended to K + J topics +
+    remainder, for documents that get the prior ``a_new`` (J,) on the new topics and ``a_rem``
+    on the new remainder entry (their tokens stay where they were).
+
+    ``groups`` lists (alpha^used (K + 1,), token counts N_d of the documents) of the documents
+    whose q(pi_d) is extended, one group per prior; their old remainder entries are all that
+    ``st`` holds on entry K + 1 (it is replaced). Returns (T, G, A) of K + J + 1 entries and
+    LS; see the module docstring.
+    """
+    T, G, A = st["T"], st["G"], st["A"]
+    K = T.size - 1
+    J = a_new.size
+    out = [np.zeros(K + J + 1) for _ in range(3)]
+    for arr, old in zip(out, (T, G, A), strict=True):
+        arr[:K] = old[:K]
+    T2, G2, A2 = out
+    LS = st["LS"]
+    add = float(a_new.sum()) + a_rem
+    for alpha, lens in groups:
+        n = lens.size
+        if n == 0:
+            continue
+        tot = lens + float(alpha.sum())
+        tot2 = tot - alpha[K] + add
+        p, p2 = psi(tot), psi(tot2)
+        delta = float(np.sum(p - p2))
+        s2 = float(np.sum(p2))
+        T2[:K] += delta
+        A2[:K] += alpha[:K] * delta
+        t_new = n * psi(a_new) - s2
+        T2[K:K + J] += t_new
+        G2[K:K + J] += n * gammaln(a_new)
+        A2[K:K + J] += a_new * t_new
+        t_rem = n * psi(a_rem) - s2
+        T2[K + J] += t_rem
+        G2[K + J] += n * gammaln(a_rem)
+        A2[K + J] += a_rem * t_rem
+        LS = LS + float(np.sum(gammaln(tot2) - gammaln(tot)))
+    return T2, G2, A2, LS
+
+
+def _elogphi(lam, rest):
+    """E[log phi] on a block of word types: psi(lambda_kv) - psi(Lambda_k), with Lambda_k the
+    row total over all word types (``rest``: the total of the word types outside the block)."""
+    return psi(lam) - psi(lam.sum(axis=1) + rest)[:, None]
+
+
+def fresh_topics(Xt, J, tau, V, alpha, rng, n_iter, L, n_threads):
+    """Topic-word counts (J, n_cols) of J topics fit to the documents ``Xt`` (restricted to
+    their word types, V in all): KL k-means++ seeds and KL k-means (the initializer of
+    SparseLDA), then ``n_iter`` iterations of the LDA local step with document prior
+    alpha / J and lambda = tau + S. None when fewer than two topics keep a token."""
+    from ._sparse_lda import _KMEANS_ITERS, _kl_kmeans, _kl_kmeanspp_seeds
+
+    n_cols = Xt.shape[1]
+    seeds = _kl_kmeanspp_seeds(Xt, J, tau, rng)
+    S = _kl_kmeans(Xt, seeds, tau, _KMEANS_ITERS)
+    outside = tau * (V - n_cols)
+    for _ in range(n_iter):
+        lam = tau + S
+        res = local_step(Xt, _elogphi(lam, outside), np.full(J, alpha / J), L=L,
+                         n_threads=n_threads, max_iter=100, tol=0.05, restarts=0)
+        S = res.topic_word_stats
+    if np.count_nonzero(S.sum(axis=1) >= 1.0) < 2:
+        return None
+    return S
+
+
+def propose_birth(work, k, items, rnd, batches, rng):
+    """The birth proposal at topic k, evaluated on the whole-data objective (module
+    docstring, step 3).
+
+    Parameters
+    ----------
+    work : ``_Workspace`` of :mod:`._hdp_model`
+        The round's whole-data statistics and parameters; edited only when accepted.
+    k : int
+        The target topic.
+    items : tuple (dict, bool)
+        The target documents' saved rows per batch ({batch: [rows]}) and whether they are
+        every document that uses k (the fresh topics then replace k).
+    rnd : MoveRound
+        The round, with what the pass gathered per batch (prior alpha^used, token counts).
+    batches : list
+        The batches (or a Dask collection's, with ``map_rows``).
+    rng : RandomState
+        The birth's stream (:meth:`sparseclust._moves.MoveBook.birth_rng`).
+
+    Returns
+    -------
+    None when rejected, else ``(J, edits, cols, prior, whole)``: ``edits[b]`` is batch b's
+    (old statistics of its targets, their re-inferred statistics, (alpha^used, token counts
+    of its other documents), alpha^used) for :func:`apply_birth`, ``cols`` the targets' word
+    types and ``prior`` (a'_1..J, a'_{J+1}). The workspace then holds the proposal's
+    statistics and parameters over K + J topics (k removed when ``whole``).
+    """
+    from ._hdp_model import (
+        HDPParams,
+        _fold_delete,
+        _numpy_bundle,
+        reinfer_rows,
+        stick_value,
+        topic_terms,
+    )
+
+    sel, whole = items
+    m = work.m
+    opts = m.move_opts
+    st = work.stats
+    K, V, tau = work.K, work.V, m.tau
+    nopairs = np.zeros((0, 2), dtype=np.int32)
+    bundles = {bb: [_numpy_bundle(rows, rnd.batch[bb]["alpha0"], K, V, nopairs)
+                    for rows in lst] for bb, lst in sel.items()}
+    doc_ids = {bb: np.concatenate([rows["doc_ids"] for rows in lst]) for bb, lst in sel.items()}
+    cols = np.unique(np.concatenate([b["cols"] for lst in bundles.values()
+                                     for b in lst])).astype(np.int64)
+    # the rest of the data: the whole-data statistics without the target documents
+    Sc = st["S"][:, cols].copy()
+    rest = {f: st[f].copy() for f in ("T", "G", "A")}
+    rest.update(LS=st["LS"], H=st["H"], D=st["D"])
+    for lst in bundles.values():
+        for b in lst:
+            Sc[:, np.searchsorted(cols, b["cols"])] -= b["Sb"]
+            for f in ("T", "G", "A", "LS", "H", "D"):
+                rest[f] = rest[f] - b[f]
+    # fresh topics from the target documents alone
+    docs = _fetch_docs(batches, doc_ids, V)
+    Xt = sp.csr_array(sp.vstack([docs[bb] for bb in sorted(docs)]), dtype=np.float64)
+    Xt = sp.csr_array(Xt[:, cols])
+    J = int(min(opts["birth_topics"], Xt.shape[0] // 2))
+    if J < 2:
+        return None
+    Sf = fresh_topics(Xt, J, tau, V, m.alpha, rng, opts["birth_iters"], m.L, m.n_threads)
+    if Sf is None:
+        return None
+    J = Sf.shape[0]
+    tmask = {bb: np.zeros(rnd.batch[bb]["D"], dtype=bool) for bb in rnd.batch}
+    for bb, ids in doc_ids.items():
+        tmask[bb][ids] = True
+    # the other documents, by batch: their prior of the pass and their token counts
+    groups = [(rnd.batch[bb]["alpha0"].copy(), rnd.batch[bb]["doc_len"][~tmask[bb]])
+              for bb in rnd.batch]
+    keep = work.alive.copy()
+    if whole:
+        # every document that uses k is a target: the fresh topics replace k, which no
+        # document uses after, and the other documents' theta_dk folds into the remainder
+        keep[k] = False
+        fold = dict(T=rest["T"], G=rest["G"], A=rest["A"], Sb=np.zeros((K, 1)))
+        _fold_delete(fold, k, [(a, lens.size) for a, lens in groups])
+        for a, _ in groups:
+            a[K] += a[k]
+            a[k] = 0.0
+    idx = np.flatnonzero(keep)
+    # prior of the first re-inference: the fresh topics take half of k's weight, in
+    # proportion to their sizes (any prior gives a valid proposal; the sticks are
+    # re-optimized after each re-inference)
+    beta = work._beta_full()
+    sizes = Sf.sum(axis=1) + 1e-3
+    fresh_beta = 0.5 * beta[k] * sizes / sizes.sum()
+    beta[k] *= 0.5
+    beta_new = np.concatenate([beta[idx], fresh_beta, [beta[K]]])
+    beta_new /= beta_new.sum()
+    om = np.zeros(K)
+    om[work.alive] = work.omega
+    omega0 = np.concatenate([np.maximum(om[idx], 1e-3), np.full(J, float(np.median(om[idx])))])
+    rho0, omega0 = sticks_from_weights(beta_new, omega0)
+    outside_old = work.Lam[idx] - work.lam[np.ix_(idx, cols)].sum(axis=1)
+    outside = np.concatenate([outside_old, np.full(J, tau * (V - cols.size))])
+    # the first re-inference: the current topics (k without the targets' counts) and the
+    # fresh ones
+    S_old = st["S"][np.ix_(idx, cols)].copy()
+    S_old[idx == k] = np.maximum(Sc[k], 0.0)
+    S_blk = np.vstack([S_old, Sf])
+    K2 = K + J
+    slots = np.concatenate([idx, K + np.arange(J)])
+    alive = np.concatenate([keep, np.ones(J, dtype=bool)])
+    full = np.concatenate([np.flatnonzero(alive), [K2]])
+    n_refine = opts["birth_refine"]
+    for it in range(n_refine):
+        # re-infer the targets under the current proposal, then refit every topic on the
+        # targets' word types and the sticks to the proposal's statistics (the next
+        # re-inference, and the q(pi_d) of the other documents, use those sticks' prior)
+        lam_blk = tau + S_blk
+        params0 = HDPParams(lam_blk, rho0, omega0, m.alpha, _elogphi(lam_blk, outside))
+        if it < n_refine - 1:
+            # only the totals count until the last re-inference: all targets at once, here
+            # (the documents were fetched for the fresh topics' fit)
+            small, _, counters = reinfer_rows(Xt, m, np.arange(cols.size), params0)
+            m.counters["birth_local_iters"] += counters["local_iters"]
+            after = {None: (small, None)}
+        else:
+            # the last one per batch: its statistics edit every batch's cache
+            after = m.reinfer(batches, tmask, cols, params0, counter="birth_local_iters")
+        # every other document: its q(pi_d) gets the re-inference's prior on the new entries
+        alpha_all = params0.alpha_all()
+        prior = (alpha_all[idx.size:idx.size + J], float(alpha_all[-1]))
+        T, G, A, LS = extend_prior(rest, groups, *prior)
+        H, D = rest["H"], rest["D"]
+        S_blk = np.vstack([Sc[idx], np.zeros((J, cols.size))])
+        for small, _ in after.values():
+            S_blk += small["S"].toarray() if sp.issparse(small["S"]) else small["S"]
+            for arr, f in ((T, "T"), (G, "G"), (A, "A")):
+                arr[slots] += small[f][:-1]
+                arr[K2] += small[f][-1]
+            LS, H, D = LS + small["LS"], H + small["H"], D + small["D"]
+        rho, omega, _ = optimize_hdp_sticks(float(D), T[full], m.alpha, m.gamma, rho0, omega0,
+                                            maxiter=100)
+        rho0, omega0 = rho, omega
+        S_blk = np.maximum(S_blk, 0.0)
+    # the proposal's whole-data statistics over K + J topics (the sticks of the last
+    # re-inference's statistics)
+    S = np.zeros((K2, V))
+    S[:K] = st["S"]
+    S[:K, cols] = Sc
+    if whole:
+        S[k] = 0.0
+    for small, _ in after.values():
+        S[np.ix_(slots, cols)] += (small["S"].toarray() if sp.issparse(small["S"])
+                                   else small["S"])
+    lam = tau + np.maximum(S, 0.0)
+    El = psi(lam) - psi(lam.sum(axis=1))[:, None]
+    tterm = topic_terms(S, lam, El, tau)
+    value = (float(tterm[alive].sum()) - LS + float(G[full].sum()) - float(A[full].sum()) + H
+             + stick_value(float(D), T[full], m.alpha, m.gamma, rho, omega))
+    if not work.accepts(value):
+        return None
+    work.grow(J)
+    if whole:
+        work.alive[k] = False
+        work.removed(k)
+    work.stats = SuffStats(S=S, T=T, G=G, A=A, LS=LS, H=H, D=D)
+    work.lam, work.El, work.tterm = lam, El, tterm
+    work.refresh_parts()
+    work.rho, work.omega, work.value = rho, omega, value
+    edits = {bb: (bundles.get(bb, []), after[bb][0] if bb in after else None, groups[i],
+                  rnd.batch[bb]["alpha0"])
+             for i, bb in enumerate(rnd.batch)}
+    return J, edits, cols, prior, whole
+
+
+def apply_birth(st, edit, cols, prior, alive, k, whole):
+    """The birth's edit of one batch's cached statistics ``st`` (in place): its target
+    documents' old statistics out, the prior of the new entries given to its other
+    documents (:func:`extend_prior`), the re-inferred statistics in (over the topics
+    ``alive`` of the K + J)."""
+    from ._hdp_model import _add_expanded, _fold_delete, _sub_bundle
+
+    bundles, small, group, alpha0 = edit
+    for b in bundles:
+        _sub_bundle(st, b)
+    if whole:
+        _fold_delete(st, k, [(alpha0, group[1].size)])
+    st["T"], st["G"], st["A"], st["LS"] = extend_prior(st, [group], *prior)
+    J = prior[0].size
+    S = st["S"]
+    if sp.issparse(S):
+        st["S"] = sp.csr_array(sp.vstack([S, sp.csr_array((J, S.shape[1]))]))
+    else:
+        st["S"] = np.vstack([S, np.zeros((J, S.shape[1]))])
+    if small is not None:
+        _add_expanded(st, small, alive, cols)
+
+
+def _own_docs(X):
+    """The rows X as CSR arrays (data, indices, row lengths), which the partitions' results
+    concatenate."""
+    X = sp.csr_array(X)
+    return (np.asarray(X.data, dtype=np.float64), np.asarray(X.indices, dtype=np.int64),
+            np.diff(X.indptr).astype(np.int64))
+
+
+def _fetch_docs(batches, sel, V):
+    """{b: the documents ``sel[b]`` of batch b, in that order, as CSR (n, V)}
+    (:func:`sparseclust._moves.fetch_rows`)."""
+    def unpack(got):
+        data, indices, lens = got
+        indptr = np.concatenate([[0], np.cumsum(lens)])
+        return sp.csr_array((data, indices, indptr), shape=(lens.size, V))
+
+    return {bb: sp.csr_array(X) for bb, X in fetch_rows(
+        batches, sel, take=lambda X, ids: sp.csr_array(X[ids]), pack=_own_docs,
+        unpack=unpack).items()}
