@@ -862,24 +862,27 @@ def test_init_estimator_starts_from_its_counts():
 
 
 def test_default_init_is_stochastic_em_on_counts_and_kmeanspp_on_weights():
-    # init='auto': SEM_INIT_SWEEPS stochastic EM sweeps for memoized training on integer
-    # counts (the same fit as init='sem'), k-means++ for fractional weights, which the sweeps
-    # would round, and for stochastic training
-    from sparseclust.topics._hdp import SEM_INIT_SWEEPS
+    # init='auto': min(SEM_INIT_SWEEPS, SEM_SWEEPS_PER_PASS * max_iter) stochastic EM sweeps
+    # for memoized training on integer counts (the same fit as init='sem'), k-means++ for
+    # fractional weights, which the sweeps would round, and for stochastic training
+    from sparseclust.topics._hdp import SEM_INIT_SWEEPS, SEM_SWEEPS_PER_PASS
 
     X, _, _ = hdp_corpus(7, K=4, V=40, D=60, length=20)
     K, alpha, tau = 6, 0.7, 0.05
     kw = dict(max_components=K, alpha=alpha, topic_word_prior=tau, max_iter=2, tol=0,
               random_state=3)
+    n_sweeps = min(SEM_INIT_SWEEPS, SEM_SWEEPS_PER_PASS * kw["max_iter"])
+    assert n_sweeps == 32  # max_iter bounds the start
+    assert min(SEM_INIT_SWEEPS, SEM_SWEEPS_PER_PASS * HDPTopicModel().max_iter) == 800
     auto = HDPTopicModel(**kw).fit(X)
     sem = HDPTopicModel(init="sem", **kw).fit(X)
     np.testing.assert_array_equal(auto.components_, sem.components_)
     # the start, built independently from the documentation: the counts (lambda - tau) of
-    # StochasticEMLDA with max_components topics, SEM_INIT_SWEEPS sweeps, document prior
+    # StochasticEMLDA with max_components topics, n_sweeps sweeps, document prior
     # alpha / max_components and the model's tau, seeded by the first draw from the model's
     # random_state, sorted by size; from them the same passes give the same model
     rng = np.random.RandomState(3)
-    ref = StochasticEMLDA(K, max_iter=SEM_INIT_SWEEPS, doc_topic_prior=alpha / K,
+    ref = StochasticEMLDA(K, max_iter=n_sweeps, doc_topic_prior=alpha / K,
                           topic_word_prior=tau, random_state=rng.randint(2**31)).fit(X)
     S = np.maximum(ref.components_ - tau, 0.0)
     S = S[np.argsort(-S.sum(axis=1), kind="stable")]
@@ -910,10 +913,11 @@ def test_default_init_is_stochastic_em_on_counts_and_kmeanspp_on_weights():
     assert not np.allclose(HDPTopicModel(init="sem", **kw).partial_fit(X[:30]).components_,
                            HDPTopicModel(**kw).partial_fit(X[:30]).components_)
 
-    # 'sem' is init=StochasticEMLDA(max_components, max_iter=SEM_INIT_SWEEPS) with the
-    # model's seed
-    est = HDPTopicModel(init=StochasticEMLDA(K, max_iter=SEM_INIT_SWEEPS), **kw).fit(X)
+    # 'sem' is init=StochasticEMLDA(max_components, max_iter=n_sweeps) with the model's seed
+    est = HDPTopicModel(init=StochasticEMLDA(K, max_iter=n_sweeps), **kw).fit(X)
     np.testing.assert_array_equal(est.components_, sem.components_)
+    longer = HDPTopicModel(init=StochasticEMLDA(K, max_iter=SEM_INIT_SWEEPS), **kw).fit(X)
+    assert not np.allclose(longer.components_, sem.components_)
 
 
 class _FixedTopics(BaseEstimator):

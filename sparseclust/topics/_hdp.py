@@ -46,8 +46,10 @@ DEFAULT_CAP_FACTOR = 2
 DEFAULT_CAP_MIN = 400
 #: a topic is live when it holds at least this many expected tokens
 LIVE_MIN_TOKENS = 1.0
-#: stochastic EM sweeps of init='sem' (chosen on validation documents; see doc/defaults.md)
+#: stochastic EM sweeps of init='sem' (chosen on validation documents; see doc/defaults.md),
+#: and their budget per pass of max_iter: the start never runs more than 16 * max_iter sweeps
 SEM_INIT_SWEEPS = 800
+SEM_SWEEPS_PER_PASS = 16
 #: tol='auto' after the stochastic EM start: the passes after it refine the sampler's topics
 #: towards the variational fixed point and need not run to 1e-4 (see doc/defaults.md); else
 #: SparseLDA's default
@@ -161,14 +163,16 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         Initial topics; the topics start sorted by size, with E[beta] proportional to their
         sizes.
 
-        - 'sem': the Rao-Blackwellized topic-word counts of 800 sweeps of
-          :class:`StochasticEMLDA` with ``max_components`` topics, document prior
+        - 'sem': the Rao-Blackwellized topic-word counts of min(800, 16 ``max_iter``) sweeps
+          of :class:`StochasticEMLDA` with ``max_components`` topics, document prior
           alpha / ``max_components`` and this model's topic-word prior (seeded from
           ``random_state``, same threads). Collapsed Gibbs-style sweeps spread the tokens over
           many distinct topics at a cost of a fraction of a variational pass each, so the
           merge and delete moves start from topics worth keeping instead of removing topics
-          while they still move. The sweeps read X's counts rounded to integers; to choose
-          their number, pass an estimator (below).
+          while they still move. The start's budget follows ``max_iter`` (16 sweeps, each
+          a fraction of a pass's cost, per allowed pass), so a short fit gets a short start.
+          The sweeps read X's counts rounded to integers; to choose their number, pass an
+          estimator (below).
         - 'kmeans++', 'random': as in :class:`SparseLDA`.
         - 'auto': 'sem' for memoized and batch training on integer counts, else 'kmeans++'
           (fractional weights such as tf-idf would be rounded by the sweeps; stochastic
@@ -358,7 +362,8 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             memoized = self.algorithm != "stochastic" and not minibatch
             init = "sem" if counts and memoized else "kmeans++"
         if init == "sem":
-            init = StochasticEMLDA(K, max_iter=SEM_INIT_SWEEPS)
+            init = StochasticEMLDA(
+                K, max_iter=min(SEM_INIT_SWEEPS, SEM_SWEEPS_PER_PASS * self.max_iter))
         # a sampler's start: tol='auto' then stops once the moves are done (see ``tol``)
         self._sampler_start = isinstance(init, StochasticEMLDA)
         if hasattr(init, "fit"):
