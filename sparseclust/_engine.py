@@ -296,8 +296,8 @@ def default_delay(delta, n_docs, batch_size):
 
     With delta = 1 the first minibatch, scaled up by n_docs / batch_size, replaces two thirds
     of the initial topics (rho_1 = 2^-0.6 = 0.66 at kappa = 0.6), and the topics do not
-    recover from those early large steps within 10 passes (``benchmarks/README.md``,
-    "Stochastic against memoized training").
+    recover from those early large steps within a few passes; a delay of a few passes of
+    minibatches keeps the first steps small.
     """
     if delta is None:
         return DELAY_PASSES * max(1, -(-int(np.ceil(n_docs)) // int(batch_size)))

@@ -1051,7 +1051,7 @@ class SparseGaussianMixture(
         ``weights_init`` / ``means_init`` / ``precisions_init`` when given).
 
         ``X`` is the data or the partitions of a Dask collection
-        (:class:`sparseclust._dask.DaskRows`, whose ``map_sum(fn, per_part, shared)`` sums
+        (:class:`sparseclust._dask._rows.DaskRows`, whose ``map_sum(fn, per_part, shared)`` sums
         ``fn(part, *shared, *per_part[i])`` over its partitions): the same block
         functions compute the statistics in both cases."""
         stats = self._initial_stats_from_init_params(model, X, rng)

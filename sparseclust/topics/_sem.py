@@ -41,7 +41,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._engine import is_dask_collection
 from .._input import check_output_support
-from .._kernels import _tokens as _sampler  # the token utilities of the samplers
+from .._kernels import _tokens  # the token utilities of the samplers
 from ..utils._threads import effective_n_threads, threads_for_work
 from ._local import TopicTables, check_counts, check_whole_counts, local_step
 from ._sem_sampler import (
@@ -438,13 +438,13 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         keys = np.arange(D, dtype=np.uint64)
         t_start = time.perf_counter()
         z = np.empty(N, dtype=_z_dtype(K))
-        _sampler.random_assign(lay.tokptr, z, keys, seed, K,
+        _tokens.random_assign(lay.tokptr, z, keys, seed, K,
                                threads_for_work(nt, N, _MIN_WORK_PER_THREAD))
         W = np.zeros((V, K), np.int32)
         # (a validated CSR matrix has sorted word ids: the count then finds a thread's words
         # in every document by binary search)
-        sorted_words = _sampler.rows_sorted(lay.indptr, lay.indices)
-        _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
+        sorted_words = _tokens.rows_sorted(lay.indptr, lay.indices)
+        _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
                              threads_for_work(nt, N, _MIN_WORK_PER_THREAD),
                              sorted_words=sorted_words)
         # tokens per word: the row sums of the initial counts (no float64 temporary)
@@ -459,7 +459,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             # paper's write buffer holds exactly these counts, so it is not kept)
             changed = smp.sweep(lay, z, keys, seed, it, ll_doc=ll_doc)
             T = np.zeros(K, np.int64)
-            _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
+            _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
                                  threads_for_work(nt, N, _MIN_WORK_PER_THREAD), T, zero=True,
                                  sorted_words=sorted_words)
             T_last[0] = T
@@ -502,14 +502,14 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         keys = np.arange(D, dtype=np.uint64)
         z = np.empty(int(lay.tokptr[-1]), dtype=_z_dtype(K))
         sweep0 = np.uint64(step) << np.uint64(20)
-        _sampler.random_assign(lay.tokptr, z, keys, seed ^ int(sweep0), K,
+        _tokens.random_assign(lay.tokptr, z, keys, seed ^ int(sweep0), K,
                                threads_for_work(smp.n_threads, z.size, _MIN_WORK_PER_THREAD))
         n_burn = self.n_fold_in // 2
         n_save = self.n_fold_in - n_burn
         rb = self.topic_estimate == "rao_blackwell"
         if update_topics:
             W = np.zeros((V, K), np.int32)
-            _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
+            _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
                                  threads_for_work(smp.n_threads, z.size, _MIN_WORK_PER_THREAD))
             acc = np.zeros((V, K))
             word_totals = W.sum(axis=1, dtype=np.int64)
@@ -693,9 +693,9 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         smp.set_weights(self.topic_word_distribution_.T)
         smp.build_tables()
         lay = token_layout(X)
-        keys = _sampler.content_keys(lay.indptr, lay.indices, lay.cnt)
+        keys = _tokens.content_keys(lay.indptr, lay.indices, lay.cnt)
         z = np.empty(int(lay.tokptr[-1]), dtype=_z_dtype(K))
-        _sampler.random_assign(lay.tokptr, z, keys, seed, K,
+        _tokens.random_assign(lay.tokptr, z, keys, seed, K,
                                threads_for_work(smp.n_threads, z.size, _MIN_WORK_PER_THREAD))
         acc = np.zeros((D, K))
         n_burn = self.n_fold_in // 2

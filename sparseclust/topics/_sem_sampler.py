@@ -20,11 +20,10 @@ from ..utils._threads import threads_for_work
 #: token layout of a count matrix: CSR structure, tokens per entry and token offsets per document
 TokenLayout = namedtuple("TokenLayout", "indptr indices cnt tokptr")
 
-#: 'auto' uses the dense path up to this many topics: on KOS (bench_sem.py --crossover-only,
-#: tokens per CPU second, median of 60 sweeps from uniform assignments, one thread) the dense
-#: path was faster up to K = 48 (by 4 % at 48) and the sparse path faster from K = 64 on (by
-#: 37 % at K = 100; results/sem_crossover_kos.json); the sparse path gains as the documents
-#: concentrate on fewer topics over the sweeps
+#: 'auto' uses the dense path up to this many topics and the sparse (alias) path above: the
+#: dense path costs O(K) per token, the sparse one O(K_d) plus the upkeep of its tables, which
+#: pays once K is large against the topics a document uses, and more so as the documents
+#: concentrate on fewer topics over the sweeps (evidence: ``doc/benchmarks.md``)
 DENSE_MAX_K = 48
 
 #: work units (tokens, or table entries) per thread below which a kernel runs on fewer threads:

@@ -39,7 +39,7 @@ from .._engine import (
     stochastic_step,
 )
 from .._input import check_output_support
-from .._kernels import _tokens as _sampler  # the token utilities of the samplers
+from .._kernels import _tokens  # the token utilities of the samplers
 from ..datasets._stream import CorpusStream
 from ._gibbs import (
     DocumentChains,
@@ -74,7 +74,7 @@ _TRANSFORM_SWEEP = (1 << 62) + 1
 def _content_keys(X):
     """Random-stream keys of the documents of X from their (word, rounded count) entries."""
     lay = token_layout(X)
-    return _sampler.content_keys(lay.indptr, lay.indices, lay.cnt)
+    return _tokens.content_keys(lay.indptr, lay.indices, lay.cnt)
 
 
 #: rows of a K x V array handled at once where a whole-array temporary would cost K x V
