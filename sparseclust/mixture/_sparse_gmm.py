@@ -6,7 +6,6 @@ import contextlib
 import dataclasses
 import sys
 import time
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -14,18 +13,15 @@ import scipy.sparse as sp
 from scipy.linalg import solve_triangular
 from scipy.special import logsumexp
 from sklearn.base import (
-    BaseEstimator,
-    ClassNamePrefixFeaturesOutMixin,
     DensityMixin,
-    TransformerMixin,
 )
 from sklearn.cluster import kmeans_plusplus
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import posteriors
+from .._base import SparseEstimatorBase
 from .._engine import (
     StochasticState,
     SuffStats,
@@ -489,9 +485,7 @@ def _point_log_prob(X, params, prior, n_threads=None):
     return out
 
 
-class SparseGaussianMixture(
-    ClassNamePrefixFeaturesOutMixin, TransformerMixin, DensityMixin, BaseEstimator
-):
+class SparseGaussianMixture(DensityMixin, SparseEstimatorBase):
     r"""Variational Bayesian Gaussian mixture with L-sparse responsibilities.
 
     The model (Hughes & Sudderth 2016, App. A) is
@@ -916,11 +910,6 @@ class SparseGaussianMixture(
         self.verbose_interval = verbose_interval
 
     # ------------------------------------------------------------------ set-up helpers
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
-        return tags
-
     @property
     def _n_features_out(self):
         return self.n_components_
@@ -1352,13 +1341,7 @@ class SparseGaussianMixture(
         stopped = callback is not None and best.n_iter < self.max_iter
         if not best.converged and not stopped and self.algorithm != "stochastic":
             change = best.trace[-1]["elbo_change"] if best.trace else float("nan")
-            warnings.warn(
-                f"Best of {n_init} initialization(s) did not converge in {self.max_iter} passes "
-                f"(last ELBO change {change:.3g} nats per sample >= tol={self.tol}). Try a "
-                "larger max_iter or tol.",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
+            self._warn_not_converged(change, "sample", n_init=n_init)
         self._prior = prior
         self._n_components_fit = self.n_components
         params, stats = best.params, best.stats
@@ -1552,21 +1535,10 @@ class SparseGaussianMixture(
             elapsed = time.perf_counter() - t0
             elbo = float(model.elbo(state.stats, params))
         self._set_fitted(params, state.stats, self._dtype)
-        self.lower_bounds_.append(elbo)
-        self.lower_bound_ = elbo
         self.n_batch_iter_ += 1
         self.converged_ = False
-        entry = {
-            "pass": None,
-            "step": state.t,
-            "elapsed": (self.trace_[-1]["elapsed"] if self.trace_ else 0.0) + elapsed,
-            "elbo": elbo,
-            "rho": state.rho,
-            "time_local": timings.get("local", 0.0),
-            "time_global": timings.get("global", 0.0),
-        }
-        entry.update({f"time_{k}": v for k, v in model.timer.seconds.items()})
-        self.trace_.append(entry)
+        self._append_step(state.t, elbo, elapsed, state.rho, timings,
+                          {f"time_{k}": v for k, v in model.timer.seconds.items()})
         return self
 
     def _set_fitted(self, params, stats, dtype):

@@ -34,7 +34,6 @@ import time
 
 import numpy as np
 from scipy.special import psi
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
@@ -43,7 +42,8 @@ from .._engine import is_dask_collection
 from .._input import check_output_support
 from .._kernels import _tokens  # the token utilities of the samplers
 from ..utils._threads import effective_n_threads, threads_for_work
-from ._local import TopicTables, check_counts, check_whole_counts, local_step
+from ._base import TopicModelBase
+from ._local import TopicTables, local_step
 from ._sem_sampler import (
     _MIN_WORK_PER_THREAD,
     DENSE_MAX_K,
@@ -81,7 +81,7 @@ def _lambda_of_counts(W, beta):
     return lam
 
 
-class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class StochasticEMLDA(TopicModelBase):
     """Latent Dirichlet allocation by parallel stochastic EM (Zaheer & Kottur).
 
     Model: phi_k ~ Dir_V(beta), pi_d ~ Dir_K(alpha), z_dn ~ Cat(pi_d), x_dn ~ Cat(phi_{z_dn}).
@@ -307,24 +307,12 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         self.random_state = random_state
         self.verbose = verbose
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.positive_only = True
-        tags.input_tags.sparse = True
-        tags.transformer_tags.preserves_dtype = ["float32", "float64"]
-        return tags
-
     # -----------------------------------------------------------------------------------
     # helpers
 
-    def _check_X(self, X, *, reset, whom, fitting=False):
-        X = check_counts(self, X, reset=reset, whom=whom, fitting=fitting)
-        if not whom.endswith(".score"):  # fit, partial_fit, transform sample; score does not
-            check_whole_counts(
-                X, whom, fitting=fitting,
-                why="StochasticEMLDA samples one topic per token",
-                instead="SparseLDA with local_step='variational'")
-        return X
+    def _whole_counts_rule(self):
+        return ("StochasticEMLDA samples one topic per token",
+                "SparseLDA with local_step='variational'")
 
     def _alpha(self):
         if self.doc_topic_prior is None:
@@ -583,13 +571,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             self._t = self.n_iter_ * max(1, -(-n_fit // self.batch_size))
         if not hasattr(self, "_rng"):
             self._rng = check_random_state(self.random_state)
-        if self.total_samples is not None:
-            total = float(self.total_samples)
-        elif getattr(self, "_n_samples_fit", None):
-            total = float(self._n_samples_fit)
-        else:
-            total = float(D)
-        self._online_pass(X, total)
+        self._online_pass(X, float(self._step_total(D)))
         return self
 
     def _reset_online(self):
@@ -700,30 +682,12 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         acc = np.zeros((D, K))
         n_burn = self.n_fold_in // 2
         smp.sweep(lay, z, keys, seed, 1, n_inner=self.n_fold_in, n_burn=n_burn, acc=acc)
-        theta = acc / (self.n_fold_in - n_burn) + self.doc_topic_prior_
-        theta /= theta.sum(axis=1, keepdims=True)
-        return theta.astype(X.dtype, copy=False)
+        return self._doc_topic(acc / (self.n_fold_in - n_burn) + self.doc_topic_prior_, X)
 
     def _dense_fitted(self, K):
         if self.sampler == "auto":
             return K <= DENSE_MAX_K
         return self.sampler == "dense"
-
-    def fit_transform(self, X, y=None, **fit_params):
-        """``fit(X, **fit_params)`` then ``transform(X)``.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-        y : ignored
-        **fit_params
-            Passed to :meth:`fit` (``callback``).
-
-        Returns
-        -------
-        doc_topic : ndarray (n_samples, n_components)
-        """
-        return self.fit(X, y, **fit_params).transform(X)
 
     def score(self, X, y=None):
         """Per-token evidence lower bound of X under the fitted topics (larger is better).
@@ -739,13 +703,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         tables = TopicTables(psi(lam) - psi(lam.sum(axis=1))[:, None])
         res = local_step(X, tables, self.doc_topic_prior_, L=None, max_iter=_SCORE_MAX_ITER,
                          tol=_SCORE_TOL, restarts=0, n_threads=self.n_threads)
-        if res.n_tokens == 0:
-            return 0.0
-        return float((res.elbo_local + res.elbo_data) / res.n_tokens)
-
-    def perplexity(self, X):
-        """exp(-score(X)): per-token perplexity bound."""
-        return float(np.exp(-self.score(X)))
+        return self._per_token_bound(res)
 
     @property
     def _n_features_out(self):
