@@ -4,7 +4,6 @@ A-B)."""
 
 import contextlib
 import dataclasses
-import sys
 import time
 from numbers import Integral, Real
 
@@ -33,6 +32,7 @@ from .._engine import (
 from .._input import check_output_support, reject_text
 from .._moves import parse_moves
 from ..utils import effective_n_threads
+from ..utils._progress import Progress
 from ..utils._threads import threads_for_work
 from . import _gaussian
 from ._dp_moves import MixtureMoves
@@ -722,8 +722,11 @@ class SparseGaussianMixture(DensityMixin, SparseEstimatorBase):
         Threads for the compiled kernels and BLAS; ``None`` uses
         :func:`sparseclust.utils.effective_n_threads` defaults and leaves BLAS as configured.
     verbose : int, default=0
-        0 silent, 1 prints the ELBO every ``verbose_interval`` passes, 2 also the local-step
-        time breakdown.
+        0 silent; 1 one line on stderr after the first pass and every ``verbose_interval``
+        passes, the format every estimator shares
+        (:class:`~sparseclust.utils._progress.Progress`):
+        ``[SparseGaussianMixture] pass i/max_iter  ELBO <elbo>  change <c>  K <k>  <seconds> s``;
+        2 adds the time of each part of the local step and of the global step.
     verbose_interval : int, default=10
         Passes between progress lines.
 
@@ -1388,7 +1391,9 @@ class SparseGaussianMixture(DensityMixin, SparseEstimatorBase):
     def _run_engine(self, model, X, init_stats, rng, heldout_score, callback):
         per_pass = []
         last = [model.timer.snapshot()]
-        verbose, interval = self.verbose, self.verbose_interval
+        verbose = self.verbose
+        progress = (Progress("SparseGaussianMixture", self.max_iter, every=self.verbose_interval)
+                    if verbose else None)
 
         def _cb(info):
             now = model.timer.snapshot()
@@ -1399,21 +1404,14 @@ class SparseGaussianMixture(DensityMixin, SparseEstimatorBase):
             if logs:
                 dt.update({k: v for k, v in logs[-1].items() if k != "n_components"})
             per_pass.append(dt)
-            if verbose and info["pass"] % interval == 0:
-                msg = (
-                    f"[SparseGaussianMixture] pass {info['pass']:4d}  ELBO {info['elbo']: .8e}"
-                    f"  elapsed {info['elapsed']:.2f}s"
-                )
-                if "heldout" in info:
-                    msg += f"  heldout {info['heldout']:.5f}"
-                if logs:
-                    msg += f"  K {dt['n_components']}"
+            if progress is not None:
+                extra = None
                 if verbose > 1:
-                    msg += "  local: " + "  ".join(
+                    # the time of each part of the local step, and of the global step
+                    extra = "local: " + "  ".join(
                         f"{k[5:]} {v:.3f}s" for k, v in dt.items() if k.startswith("time_")
-                    )
-                    msg += f"  global {info['time_global']:.3f}s"
-                print(msg, file=sys.stderr, flush=True)
+                    ) + f"  global {info['time_global']:.3f}s"
+                progress({**info, **dt, "n_passes": self.max_iter}, extra)
             if callback is None:
                 return False
             stop[0] = bool(callback({**info, **dt}))

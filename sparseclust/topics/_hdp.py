@@ -160,6 +160,9 @@ class HDPTopicModel(TopicModelBase):
     n_threads : int or None, default=None
         OpenMP threads of the local step; results do not depend on it.
     verbose : int, default=0
+        0 silent; otherwise one line on stderr after every pass, the format every
+        estimator shares (:class:`~sparseclust.utils._progress.Progress`):
+        ``[HDPTopicModel] pass i/max_iter  <objective>  change <c>  ... <seconds> s``.
 
     Attributes
     ----------
@@ -426,6 +429,7 @@ class HDPTopicModel(TopicModelBase):
                                 else self.total_samples, self.batch_size),
             total_samples=self.total_samples,
             random_state=rng.randint(np.iinfo(np.int32).max), verbose=self.verbose,
+            name="HDPTopicModel",
             callback=self._stopper(_cb, snaps, model, max(n_tokens, 1.0)),
             tol_scale=max(n_tokens, 1.0),
         )

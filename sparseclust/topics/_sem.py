@@ -41,6 +41,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._engine import is_dask_collection
 from .._input import check_output_support
 from .._kernels import _tokens  # the token utilities of the samplers
+from ..utils._progress import Progress
 from ..utils._threads import effective_n_threads, threads_for_work
 from ._base import TopicModelBase
 from ._local import TopicTables, local_step
@@ -193,6 +194,10 @@ class StochasticEMLDA(TopicModelBase):
         OpenMP threads (documents in parallel); results do not depend on it.
     random_state : int, RandomState instance or None, default=None
     verbose : int, default=0
+        0 silent; otherwise one line on stderr after every sweep (every pass of
+        ``algorithm='online'``), the format every estimator shares
+        (:class:`~sparseclust.utils._progress.Progress`):
+        ``[StochasticEMLDA] sweep i/max_iter  <objective>  change <c>  ... <seconds> s``.
 
     Attributes
     ----------
@@ -589,9 +594,12 @@ class StochasticEMLDA(TopicModelBase):
         self._reset_online()
         total = float(self.total_samples) if self.total_samples is not None else \
             float(X.shape[0])
+        progress = Progress("StochasticEMLDA", self.max_iter) if self.verbose else None
         for it in range(1, self.max_iter + 1):
             self._online_pass(X, total)
             self.n_iter_ = it
+            if progress is not None:
+                progress(dict(self.trace_[-1], n_passes=self.max_iter, **{"pass": it}))
             if callback is not None:
                 info = dict(self.trace_[-1], n_passes=self.max_iter, components=self.components_)
                 info["pass"] = it

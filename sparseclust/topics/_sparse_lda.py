@@ -751,6 +751,9 @@ class SparseLDA(TopicModelBase):
     n_threads : int or None, default=None
         OpenMP threads of the local step; results do not depend on it.
     verbose : int, default=0
+        0 silent; otherwise one line on stderr after every pass, the format every
+        estimator shares (:class:`~sparseclust.utils._progress.Progress`):
+        ``[SparseLDA] pass i/max_iter  <objective>  change <c>  ... <seconds> s``.
 
     Attributes
     ----------
@@ -1070,6 +1073,7 @@ class SparseLDA(TopicModelBase):
             total_samples=self.total_samples,
             random_state=rng.randint(np.iinfo(np.int32).max),
             verbose=self.verbose,
+            name="SparseLDA",
             callback=_snapshot,
             # tol is in nats per training token (an empty corpus has nothing to converge); a
             # stochastic objective is scaled to total_samples documents
