@@ -9,10 +9,12 @@ moves) and its own parameters; the topic models share more in
 :class:`sparseclust.topics._base.TopicModelBase`.
 """
 
+import numbers
 import warnings
 
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils._param_validation import Interval
 
 __all__ = ["SparseEstimatorBase", "merge_counters"]
 
@@ -44,7 +46,18 @@ class SparseEstimatorBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
     - ``trace_``: one dict per pass of ``fit`` and per step of ``partial_fit``;
     - ``lower_bounds_``: the objective after each of them, ``lower_bound_`` the last one;
     - ``converged_``, ``n_iter_`` and ``n_batch_iter_``.
+
+    Its ``_parameter_constraints`` are those of the parameters every estimator has, with
+    the same meaning; a subclass adds its own.
     """
+
+    _parameter_constraints = {
+        "total_samples": [Interval(numbers.Real, 0, None, closed="neither"), None],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+        "n_threads": [numbers.Integral, None],
+        "verbose": ["verbose"],
+    }
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -807,6 +807,7 @@ class SparseGaussianMixture(DensityMixin, SparseEstimatorBase):
     """
 
     _parameter_constraints = {
+        **SparseEstimatorBase._parameter_constraints,
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "L": [None, Interval(Integral, 1, None, closed="left")],
         "covariance_type": [StrOptions({"full", "diag", "spherical"})],
@@ -828,8 +829,6 @@ class SparseGaussianMixture(DensityMixin, SparseEstimatorBase):
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "kappa": [Interval(Real, 0.0, 1.0, closed="both")],
         "delta": [Interval(Real, 0.0, None, closed="left")],
-        "total_samples": [None, Interval(Real, 0.0, None, closed="neither")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0.0, None, closed="left")],
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "init_params": [StrOptions({"kmeans++", "random"}), "array-like"],
@@ -837,9 +836,6 @@ class SparseGaussianMixture(DensityMixin, SparseEstimatorBase):
         "means_init": [None, "array-like"],
         "precisions_init": [None, "array-like"],
         "warm_start": ["boolean"],
-        "random_state": ["random_state"],
-        "n_threads": [None, Integral],
-        "verbose": ["verbose"],
         "verbose_interval": [Interval(Integral, 1, None, closed="left")],
     }
 

@@ -5,8 +5,11 @@
 ``partial_fit`` step, the normalisation of ``transform``, ``score`` from the document
 bounds, ``perplexity`` and the output feature names."""
 
+import numbers
+
 import numpy as np
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval
 
 from .._base import SparseEstimatorBase
 from .._engine import is_dask_collection
@@ -29,6 +32,12 @@ class TopicModelBase(SparseEstimatorBase):
     (the initial statistics of ``fit`` on the documents X) and, when its local step samples
     one topic per token, ``_whole_counts_rule()``.
     """
+
+    _parameter_constraints = {
+        **SparseEstimatorBase._parameter_constraints,
+        "topic_word_prior": [Interval(numbers.Real, 0, None, closed="neither")],
+        "kappa": [Interval(numbers.Real, 0, 1, closed="right")],
+    }
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -117,6 +126,22 @@ class TopicModelBase(SparseEstimatorBase):
 
     # -----------------------------------------------------------------------------------
     # partial_fit
+
+    def _partial_fit_input(self, X, whom, n_fitted, *, same_k=True):
+        """The validated minibatch of ``partial_fit`` and whether it starts the model.
+
+        ``n_fitted`` is the number of topics of the fitted model, None when nothing is
+        fitted (then X sets ``n_features_in_``). With ``same_k`` a fitted model must still
+        have ``n_components`` topics (a changed ``n_components`` needs a new ``fit``).
+        """
+        first = n_fitted is None
+        X = self._check_X(X, reset=first, whom=whom, fitting=True)
+        if same_k and not first and n_fitted != self.n_components:
+            raise ValueError(
+                f"n_components={self.n_components} differs from the {n_fitted} topics of the "
+                "fitted model; call fit to start over."
+            )
+        return X, first
 
     def _record_step(self, X, total, elbo, elapsed, rho, timings, extra):
         """Record one ``partial_fit`` step (see ``_append_step``). The objective is scaled to

@@ -160,9 +160,8 @@ class HDPTopicModel(TopicModelBase):
     n_threads : int or None, default=None
         OpenMP threads of the local step; results do not depend on it.
     verbose : int, default=0
-        0 silent; otherwise one line on stderr after every pass, the format every
-        estimator shares (:class:`~sparseclust.utils._progress.Progress`):
-        ``[HDPTopicModel] pass i/max_iter  <objective>  change <c>  ... <seconds> s``.
+        When positive, a line on stderr after each pass (the line format that
+        :class:`~sparseclust.utils._progress.Progress` gives every estimator).
 
     Attributes
     ----------
@@ -223,27 +222,21 @@ class HDPTopicModel(TopicModelBase):
     """
 
     _parameter_constraints = {
+        **TopicModelBase._parameter_constraints,
         "max_components": [Interval(numbers.Integral, 1, None, closed="left")],
         "L": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "alpha": [Interval(numbers.Real, 0, None, closed="neither")],
         "gamma": [Interval(numbers.Real, 0, None, closed="neither")],
-        "topic_word_prior": [Interval(numbers.Real, 0, None, closed="neither")],
         "algorithm": [StrOptions({"memoized", "stochastic", "batch"})],
         "moves": [str, tuple, list, None],
         "n_batches": [Interval(numbers.Integral, 1, None, closed="left")],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
-        "kappa": [Interval(numbers.Real, 0, 1, closed="right")],
         "delta": [Interval(numbers.Real, 0, None, closed="left"), None],
-        "total_samples": [Interval(numbers.Real, 0, None, closed="neither"), None],
-        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
         "tol": [Interval(numbers.Real, 0, None, closed="left"), StrOptions({"auto"})],
         "local_max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
         "local_tol": [Interval(numbers.Real, 0, None, closed="left")],
         "restarts": [Interval(numbers.Integral, 0, None, closed="left")],
         "init": [StrOptions({"auto", "sem", "kmeans++", "random"}), HasMethods(["fit"])],
-        "random_state": ["random_state"],
-        "n_threads": [numbers.Integral, None],
-        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -519,6 +512,7 @@ class HDPTopicModel(TopicModelBase):
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The minibatch's word counts or fractional weights, validated as in :meth:`fit`.
         y : ignored
 
         Returns

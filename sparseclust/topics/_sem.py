@@ -254,23 +254,17 @@ class StochasticEMLDA(TopicModelBase):
     """
 
     _parameter_constraints = {
+        **TopicModelBase._parameter_constraints,
         "n_components": [Interval(numbers.Integral, 1, None, closed="left")],
         "doc_topic_prior": [Interval(numbers.Real, 0, None, closed="neither"), None],
-        "topic_word_prior": [Interval(numbers.Real, 0, None, closed="neither")],
-        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
         "sampler": [StrOptions({"auto", "alias", "dense"})],
         "doc_counts": [StrOptions({"live", "frozen"})],
         "topic_estimate": [StrOptions({"rao_blackwell", "sample"})],
         "algorithm": [StrOptions({"batch", "online"})],
         "n_fold_in": [Interval(numbers.Integral, 1, None, closed="left")],
-        "kappa": [Interval(numbers.Real, 0, 1, closed="right")],
         "delta": [Interval(numbers.Real, 0, None, closed="left")],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
-        "total_samples": [Interval(numbers.Real, 0, None, closed="neither"), None],
-        "n_threads": [numbers.Integral, None],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -552,6 +546,8 @@ class StochasticEMLDA(TopicModelBase):
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The documents' word counts, rounded to whole tokens as in :meth:`fit`; they are
+            split into minibatches of ``batch_size`` documents, in order.
         y : ignored
 
         Returns
@@ -559,14 +555,9 @@ class StochasticEMLDA(TopicModelBase):
         self
         """
         self._validate_params()
-        first = not hasattr(self, "_word_topic")
-        X = self._check_X(X, reset=first, whom="StochasticEMLDA.partial_fit", fitting=True)
-        if not first and self._word_topic.shape[1] != self.n_components:
-            raise ValueError(
-                f"n_components={self.n_components} differs from the "
-                f"{self._word_topic.shape[1]} topics of the fitted model; call fit to start "
-                "over."
-            )
+        fitted = getattr(self, "_word_topic", None)
+        X, first = self._partial_fit_input(X, "StochasticEMLDA.partial_fit",
+                                           None if fitted is None else fitted.shape[1])
         D = X.shape[0]
         if first:
             self._reset_online()

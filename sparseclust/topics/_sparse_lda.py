@@ -751,9 +751,8 @@ class SparseLDA(TopicModelBase):
     n_threads : int or None, default=None
         OpenMP threads of the local step; results do not depend on it.
     verbose : int, default=0
-        0 silent; otherwise one line on stderr after every pass, the format every
-        estimator shares (:class:`~sparseclust.utils._progress.Progress`):
-        ``[SparseLDA] pass i/max_iter  <objective>  change <c>  ... <seconds> s``.
+        Progress on stderr when not 0: after every pass, ``[SparseLDA] pass i/max_iter``
+        with the ELBO, its change and the time (:class:`~sparseclust.utils._progress.Progress`).
 
     Attributes
     ----------
@@ -805,17 +804,14 @@ class SparseLDA(TopicModelBase):
     """
 
     _parameter_constraints = {
+        **TopicModelBase._parameter_constraints,
         "n_components": [Interval(numbers.Integral, 1, None, closed="left")],
         "L": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "doc_topic_prior": [Interval(numbers.Real, 0, None, closed="neither"), None],
-        "topic_word_prior": [Interval(numbers.Real, 0, None, closed="neither")],
         "algorithm": [StrOptions({"memoized", "stochastic", "batch"})],
         "n_batches": [Interval(numbers.Integral, 1, None, closed="left")],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left"), None],
-        "kappa": [Interval(numbers.Real, 0, 1, closed="right")],
         "delta": [Interval(numbers.Real, 0, None, closed="left"), None],
-        "total_samples": [Interval(numbers.Real, 0, None, closed="neither"), None],
-        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
         "local_max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
         "local_tol": [Interval(numbers.Real, 0, None, closed="left")],
@@ -824,9 +820,6 @@ class SparseLDA(TopicModelBase):
         "n_burnin": [Interval(numbers.Integral, 0, None, closed="left")],
         "n_saved_sweeps": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "init": [StrOptions({"kmeans++", "random"}), "array-like", HasMethods(["fit"])],
-        "random_state": ["random_state"],
-        "n_threads": [numbers.Integral, None],
-        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -1131,6 +1124,8 @@ class SparseLDA(TopicModelBase):
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The minibatch's word counts, validated as in :meth:`fit` (whole tokens with
+            ``local_step='gibbs'``); its documents are not kept.
         y : ignored
 
         Returns
@@ -1138,13 +1133,9 @@ class SparseLDA(TopicModelBase):
         self
         """
         self._validate_params()
-        first = not hasattr(self, "components_")
-        X = self._check_X(X, reset=first, whom="SparseLDA.partial_fit", fitting=True)
-        if not first and self.components_.shape[0] != self.n_components:
-            raise ValueError(
-                f"n_components={self.n_components} differs from the {self.components_.shape[0]} "
-                "topics of the fitted model; call fit to start over."
-            )
+        fitted = getattr(self, "components_", None)
+        X, first = self._partial_fit_input(X, "SparseLDA.partial_fit",
+                                           None if fitted is None else fitted.shape[0])
         if first:
             rng = check_random_state(self.random_state)
             init = self._init_stats(X, rng)
