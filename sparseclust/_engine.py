@@ -32,13 +32,14 @@ This module drives the two under three algorithms and knows nothing model-specif
 """
 
 import math
-import sys
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
+
+from .utils._progress import Progress
 
 __all__ = [
     "SuffStats",
@@ -296,8 +297,8 @@ def default_delay(delta, n_docs, batch_size):
 
     With delta = 1 the first minibatch, scaled up by n_docs / batch_size, replaces two thirds
     of the initial topics (rho_1 = 2^-0.6 = 0.66 at kappa = 0.6), and the topics do not
-    recover from those early large steps within 10 passes (``benchmarks/README.md``,
-    "Stochastic against memoized training").
+    recover from those early large steps within a few passes; a delay of a few passes of
+    minibatches keeps the first steps small.
     """
     if delta is None:
         return DELAY_PASSES * max(1, -(-int(np.ceil(n_docs)) // int(batch_size)))
@@ -478,6 +479,7 @@ def fit_engine(
     model, X, init_stats, *, algorithm="memoized", max_iter=100, tol=1e-6, n_batches=10,
     batch_size=256, kappa=0.6, delta=1.0, total_samples=None, random_state=None, verbose=0,
     callback=None, heldout_score=None, state=None, tol_scale=None, window=STOCHASTIC_WINDOW,
+    name="sparseclust",
 ):
     """Train ``model`` on ``X`` from ``init_stats`` with the chosen learning algorithm.
 
@@ -521,7 +523,8 @@ def fit_engine(
     random_state : int, RandomState or None
         Batch split and minibatch order.
     verbose : int
-        0 silent; 1 one line per pass; 2 also per batch/step.
+        0 silent; otherwise one line per pass on stderr, written by
+        :class:`~sparseclust.utils._progress.Progress`.
     callback : callable or None
         ``callback(info)`` after every pass, ``info`` a dict with the pass number, elapsed time,
         ELBO, params and stats; returning ``True`` stops training.
@@ -534,6 +537,8 @@ def fit_engine(
         Divisor of the ELBO change in the convergence test (see ``tol``).
     window : int
         Passes per window of the stochastic convergence test (see ``tol``).
+    name : str
+        The name the ``verbose`` lines start with (the estimator's class name).
 
     Returns
     -------
@@ -545,7 +550,8 @@ def fit_engine(
         raise ValueError(f"window must be at least 1, got {window!r}")
     rng = check_random_state(random_state)
     n, stream, partitioned = _source(model, X, algorithm)
-    trace = _Trace(max_iter, verbose, callback, heldout_score)
+    trace = _Trace(max_iter, Progress(name, max_iter) if verbose else None, callback,
+                   heldout_score)
     stop_rule = dict(max_iter=max_iter, tol=tol, tol_scale=tol_scale, window=window)
     if algorithm == "stochastic":
         if state is None:
@@ -584,10 +590,11 @@ def _source(model, X, algorithm):
 class _Trace:
     """The record of a fit, one entry a pass: the objective, the elapsed training time (the
     held-out score, the printed line and the callback are not counted), and the user's
-    ``heldout_score``, ``verbose`` line and ``callback`` (see :func:`fit_engine`)."""
+    ``heldout_score``, the ``verbose`` display (a :class:`Progress` or None) and ``callback``
+    (see :func:`fit_engine`)."""
 
-    def __init__(self, max_iter, verbose, callback, heldout_score):
-        self.max_iter, self.verbose = max_iter, verbose
+    def __init__(self, max_iter, progress, callback, heldout_score):
+        self.max_iter, self.progress = max_iter, progress
         self.callback, self.heldout_score = callback, heldout_score
         self.entries, self.lower_bounds = [], []
         self.elapsed, self.t0 = 0.0, time.perf_counter()
@@ -601,27 +608,14 @@ class _Trace:
             entry["heldout"] = float(self.heldout_score(params))
         self.entries.append(entry)
         stop = False
-        if self.verbose:
-            print(_pass_line(entry), file=sys.stderr, flush=True)
+        if self.progress is not None:
+            self.progress(dict(entry, n_passes=self.max_iter))
         if self.callback is not None:
             info = dict(entry)
             info.update(params=params, stats=stats, n_passes=self.max_iter)
             stop = bool(self.callback(info))
         self.t0 = time.perf_counter()
         return stop
-
-
-def _pass_line(entry):
-    """The line ``verbose`` prints after a pass."""
-    msg = (
-        f"[sparseclust] pass {entry['pass']:4d}  elbo {entry['elbo']: .6e}  "
-        f"elapsed {entry['elapsed']:8.2f}s"
-    )
-    if "heldout" in entry:
-        msg += f"  heldout {entry['heldout']: .5f}"
-    if "rho" in entry:
-        msg += f"  rho {entry['rho']:.4f}"
-    return msg
 
 
 class _Minibatches:

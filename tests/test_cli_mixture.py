@@ -64,3 +64,16 @@ def test_mixture_bad_input_is_one_line(tmp_path, capsys):
         lines = err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("sparseclust: error:"), err
         assert needle in lines[0], err
+
+
+def test_mixture_shows_progress_unless_quiet(tmp_path, capsys):
+    np.save(tmp_path / "x.npy", _blobs())
+    code, _, err = run(["mixture", tmp_path / "x.npy", "-k", "3", "--max-iter", "3"], capsys)
+    assert code == 0, err
+    # stderr is not a terminal under pytest: one line per pass
+    passes = [ln.split()[2] for ln in err.splitlines()
+              if ln.startswith("[SparseGaussianMixture] pass ")]
+    assert passes and passes == [f"{i}/3" for i in range(1, len(passes) + 1)], err
+    code, _, err = run(["mixture", tmp_path / "x.npy", "-k", "3", "--max-iter", "3", "-q"],
+                       capsys)
+    assert code == 0 and "[SparseGaussianMixture]" not in err

@@ -2,7 +2,12 @@
 """The shared progress display (sparseclust.utils._progress.Progress)."""
 
 import io
+import re
 
+import pytest
+
+from sparseclust.mixture import SparseGaussianMixture
+from sparseclust.topics import HDPTopicModel, SparseLDA, StochasticEMLDA
 from sparseclust.utils._progress import Progress
 
 
@@ -44,3 +49,39 @@ def test_bar_redraws_one_line_on_a_terminal():
     text = out.getvalue()
     assert text.count("\r") == 2 and text.endswith("\n") and text.count("\n") == 1
     assert "[####----] [HDPTopicModel] pass 2/4" in text
+
+
+def _counts(seed=0, n_docs=40, n_words=30):
+    import numpy as np
+    import scipy.sparse as sp
+
+    rng = np.random.RandomState(seed)
+    return sp.csr_matrix(rng.poisson(1.0, size=(n_docs, n_words)).astype(np.float64))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: SparseLDA(n_components=3, max_iter=2, tol=0, random_state=0, verbose=1),
+    lambda: HDPTopicModel(max_components=4, max_iter=2, tol=0, random_state=0, verbose=1),
+    lambda: StochasticEMLDA(n_components=3, max_iter=2, tol=0, random_state=0, verbose=1),
+    lambda: StochasticEMLDA(n_components=3, max_iter=2, tol=0, random_state=0, verbose=1,
+                            algorithm="online", batch_size=16),
+    lambda: SparseGaussianMixture(n_components=3, max_iter=2, tol=0, random_state=0,
+                                  verbose=1, verbose_interval=1),
+], ids=["SparseLDA", "HDPTopicModel", "StochasticEMLDA", "StochasticEMLDA-online",
+        "SparseGaussianMixture"])
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_every_estimator_prints_the_same_line_format(make, capsys):
+    import numpy as np
+
+    est = make()
+    X = _counts()
+    if isinstance(est, SparseGaussianMixture):
+        X = np.random.RandomState(0).randn(60, 2)
+    est.fit(X)
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.splitlines()
+    name = type(est).__name__
+    pattern = re.compile(rf"\[{name}\] (pass|sweep) ([12])/2  \S")
+    assert len(lines) == 2
+    assert [int(pattern.match(ln).group(2)) for ln in lines] == [1, 2], lines

@@ -372,7 +372,8 @@ def test_heldout_trace_and_verbose(capsys):
     assert [e["pass"] for e in est.trace_] == [1, 2, 3, 4]
     np.testing.assert_allclose(est.trace_[-1]["heldout"], est.score(X[200:]), rtol=1e-12)
     err = capsys.readouterr().err
-    assert err.count("pass") == 2 and "weights" in err
+    # verbose_interval=2: the first pass, then every second one
+    assert err.count("pass") == 3 and "weights" in err
 
 
 # --------------------------------------------------------------------- direct numpy references

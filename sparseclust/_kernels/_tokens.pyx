@@ -156,9 +156,8 @@ def count_words(
 
     With several threads each thread owns a block of words and scans all entries for its
     words' tokens: no two threads write the same row, so no atomic increments are needed
-    (the rows of frequent words are contended: with atomics the 2-thread speed-up of a
-    sweep on IMDB at K = 100 was 1.63x, without them 1.86x, benchmarks/README.md).  Integer
-    sums: the same for any number of threads.
+    (atomic increments on the contended rows of frequent words would cost more than the
+    scan of the other threads' entries).  Integer sums: the same for any number of threads.
 
     Checked first (ValueError, nothing written): the token layout is that of
     :func:`token_counts` (see :func:`sample_sweep`), every z is a topic < K, every word id is

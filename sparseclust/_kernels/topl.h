@@ -388,7 +388,7 @@ inline int top_l_buffer(const T* w, int K, int L, WeightIndex<T>* work, int32_t*
     return 0;
 }
 
-// Choice between the two single-pass variants (measured, benchmarks/README_responsibilities.md).
+// Choice between the two single-pass variants.
 // The sorted buffer wins for L = 1 on long rows (one compare-and-replace, no seed pass) and
 // for L <= 16 on short rows (K < 16 L: the seed groups would be shorter than a block).
 inline int scan_variant(int K, int L) {

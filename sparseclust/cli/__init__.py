@@ -17,7 +17,7 @@ See ``doc/cli.md``.
 import sys
 
 from ._apply import _run_apply
-from ._common import _HDP_TRUNCATION, CLIError, _Progress  # noqa: F401 (tests use them)
+from ._common import _HDP_TRUNCATION, CLIError  # noqa: F401 (tests use them)
 from ._mixture import _run_mixture
 from ._parser import _build_parser
 from ._topics import _run_topics, _split_documents  # noqa: F401

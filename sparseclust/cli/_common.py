@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..utils._progress import Progress
+
 _UCI_DOCWORD = re.compile(r"^docword\.(?P<name>.+)\.txt(\.gz)?$")
 _LDAC_SUFFIXES = (".ldac", ".lda-c", ".dat")
 _LINES_SUFFIXES = (".txt",)
@@ -41,53 +43,13 @@ def _check_writable(*targets):
                 raise CLIError(f"cannot write {target}: directory {parent} does not exist")
 
 
-class _Progress:
-    """A text progress bar on a stream, fed by the engine's per-pass callback.
-
-    On a terminal the bar is redrawn in place; otherwise one plain line per pass.
-    """
-
-    def __init__(self, total, stream=None, enabled=True, width=28):
-        self.total = max(1, int(total))
-        self.stream = sys.stderr if stream is None else stream
-        self.enabled = enabled
-        self.width = width
-        isatty = getattr(self.stream, "isatty", None)
-        self.tty = bool(isatty and isatty())
-        self._drawn = False
-        self._calls = 0
-
-    def __call__(self, info):
-        if not self.enabled:
-            return False
-        self._calls += 1
-        # the pass (or sweep) number when the estimator gives one, else this call's
-        done = int(info.get("pass") or info.get("sweep") or self._calls)
-        total = int(info.get("n_passes", self.total)) or self.total
-        # StochasticEMLDA reports its log joint likelihood instead of an ELBO (its online
-        # steps none at all: then no objective is shown)
-        label = "ELBO" if "elbo" in info else "log joint"
-        elbo = info.get("elbo", info.get("log_joint"))
-        elapsed = info.get("elapsed", 0.0)
-        if self.tty:
-            filled = int(round(self.width * min(done, total) / total))
-            bar = "#" * filled + "-" * (self.width - filled)
-            objective = f"{label} {elbo: .5e}  " if elbo is not None else ""
-            self.stream.write(
-                f"\r  fit [{bar}] {done:>{len(str(total))}}/{total} passes  "
-                f"{objective}{elapsed:6.1f}s"
-            )
-            self._drawn = True
-        else:
-            objective = f"{label} {elbo: .6e}  " if elbo is not None else ""
-            self.stream.write(f"  pass {done}/{total}  {objective}{elapsed:.2f}s\n")
-        self.stream.flush()
-        return False
-
-    def close(self):
-        if self.enabled and self.tty and self._drawn:
-            self.stream.write("\n")
-            self.stream.flush()
+def _progress(args, name, total):
+    """The progress display of a fit (a ``callback``), or None with ``--quiet``: a bar
+    redrawn in place on a terminal, else one line per pass (see
+    :class:`~sparseclust.utils._progress.Progress`)."""
+    if args.quiet:
+        return None
+    return Progress(name, total, bar=True)
 
 
 def _documents_scored(n_scored, n_heldout, which):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ._common import CLIError, _check_writable, _say
+from ._common import CLIError, _check_writable, _progress, _say
 from ._corpus import _load_matrix
 
 
@@ -33,13 +33,17 @@ def _run_mixture(args):
     )
     _say(args, f"data: {args.data}: {n} rows, {D} columns; fitting SparseGaussianMixture: "
                f"K={K}, L={L}, covariance {args.covariance_type}, algorithm {args.algorithm}")
+    progress = _progress(args, "SparseGaussianMixture", args.max_iter)
     t0 = time.perf_counter()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            labels = model.fit(X).predict(X)
+            labels = model.fit(X, callback=progress).predict(X)
     except ValueError as exc:
         raise CLIError(f"cannot fit: {exc}") from None
+    finally:
+        if progress is not None:
+            progress.close()
     t_fit = time.perf_counter() - t0
     sizes = np.bincount(labels, minlength=K)
     how = "converged" if model.converged_ else "stopped without converging"

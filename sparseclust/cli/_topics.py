@@ -19,7 +19,7 @@ from ._common import (
     _check_writable,
     _documents_scored,
     _plain_trace,
-    _Progress,
+    _progress,
     _save_doc_topics,
     _say,
     _warn,
@@ -247,7 +247,7 @@ def _fit_quietly(model, X_train, args):
     a ConvergenceWarning."""
     from sklearn.exceptions import ConvergenceWarning
 
-    progress = _Progress(args.max_iter, enabled=not args.quiet)
+    progress = _progress(args, type(model).__name__, args.max_iter)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
@@ -255,7 +255,8 @@ def _fit_quietly(model, X_train, args):
     except ValueError as exc:
         raise CLIError(f"cannot fit: {exc}") from None
     finally:
-        progress.close()
+        if progress is not None:
+            progress.close()
 
 
 def _evaluate_topics(model, args, X_train, X_test, feature_names):

@@ -4,9 +4,7 @@ A-B)."""
 
 import contextlib
 import dataclasses
-import sys
 import time
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -14,18 +12,15 @@ import scipy.sparse as sp
 from scipy.linalg import solve_triangular
 from scipy.special import logsumexp
 from sklearn.base import (
-    BaseEstimator,
-    ClassNamePrefixFeaturesOutMixin,
     DensityMixin,
-    TransformerMixin,
 )
 from sklearn.cluster import kmeans_plusplus
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import posteriors
+from .._base import SparseEstimatorBase
 from .._engine import (
     StochasticState,
     SuffStats,
@@ -37,6 +32,7 @@ from .._engine import (
 from .._input import check_output_support, reject_text
 from .._moves import parse_moves
 from ..utils import effective_n_threads
+from ..utils._progress import Progress
 from ..utils._threads import threads_for_work
 from . import _gaussian
 from ._dp_moves import MixtureMoves
@@ -489,9 +485,7 @@ def _point_log_prob(X, params, prior, n_threads=None):
     return out
 
 
-class SparseGaussianMixture(
-    ClassNamePrefixFeaturesOutMixin, TransformerMixin, DensityMixin, BaseEstimator
-):
+class SparseGaussianMixture(DensityMixin, SparseEstimatorBase):
     r"""Variational Bayesian Gaussian mixture with L-sparse responsibilities.
 
     The model (Hughes & Sudderth 2016, App. A) is
@@ -728,8 +722,11 @@ class SparseGaussianMixture(
         Threads for the compiled kernels and BLAS; ``None`` uses
         :func:`sparseclust.utils.effective_n_threads` defaults and leaves BLAS as configured.
     verbose : int, default=0
-        0 silent, 1 prints the ELBO every ``verbose_interval`` passes, 2 also the local-step
-        time breakdown.
+        0 silent; 1 one line on stderr after the first pass and every ``verbose_interval``
+        passes, the format every estimator shares
+        (:class:`~sparseclust.utils._progress.Progress`):
+        ``[SparseGaussianMixture] pass i/max_iter  ELBO <elbo>  change <c>  K <k>  <seconds> s``;
+        2 adds the time of each part of the local step and of the global step.
     verbose_interval : int, default=10
         Passes between progress lines.
 
@@ -810,6 +807,7 @@ class SparseGaussianMixture(
     """
 
     _parameter_constraints = {
+        **SparseEstimatorBase._parameter_constraints,
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "L": [None, Interval(Integral, 1, None, closed="left")],
         "covariance_type": [StrOptions({"full", "diag", "spherical"})],
@@ -831,8 +829,6 @@ class SparseGaussianMixture(
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "kappa": [Interval(Real, 0.0, 1.0, closed="both")],
         "delta": [Interval(Real, 0.0, None, closed="left")],
-        "total_samples": [None, Interval(Real, 0.0, None, closed="neither")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0.0, None, closed="left")],
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "init_params": [StrOptions({"kmeans++", "random"}), "array-like"],
@@ -840,9 +836,6 @@ class SparseGaussianMixture(
         "means_init": [None, "array-like"],
         "precisions_init": [None, "array-like"],
         "warm_start": ["boolean"],
-        "random_state": ["random_state"],
-        "n_threads": [None, Integral],
-        "verbose": ["verbose"],
         "verbose_interval": [Interval(Integral, 1, None, closed="left")],
     }
 
@@ -916,11 +909,6 @@ class SparseGaussianMixture(
         self.verbose_interval = verbose_interval
 
     # ------------------------------------------------------------------ set-up helpers
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
-        return tags
-
     @property
     def _n_features_out(self):
         return self.n_components_
@@ -1051,7 +1039,7 @@ class SparseGaussianMixture(
         ``weights_init`` / ``means_init`` / ``precisions_init`` when given).
 
         ``X`` is the data or the partitions of a Dask collection
-        (:class:`sparseclust._dask.DaskRows`, whose ``map_sum(fn, per_part, shared)`` sums
+        (:class:`sparseclust._dask._rows.DaskRows`, whose ``map_sum(fn, per_part, shared)`` sums
         ``fn(part, *shared, *per_part[i])`` over its partitions): the same block
         functions compute the statistics in both cases."""
         stats = self._initial_stats_from_init_params(model, X, rng)
@@ -1352,13 +1340,7 @@ class SparseGaussianMixture(
         stopped = callback is not None and best.n_iter < self.max_iter
         if not best.converged and not stopped and self.algorithm != "stochastic":
             change = best.trace[-1]["elbo_change"] if best.trace else float("nan")
-            warnings.warn(
-                f"Best of {n_init} initialization(s) did not converge in {self.max_iter} passes "
-                f"(last ELBO change {change:.3g} nats per sample >= tol={self.tol}). Try a "
-                "larger max_iter or tol.",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
+            self._warn_not_converged(change, "sample", n_init=n_init)
         self._prior = prior
         self._n_components_fit = self.n_components
         params, stats = best.params, best.stats
@@ -1405,7 +1387,9 @@ class SparseGaussianMixture(
     def _run_engine(self, model, X, init_stats, rng, heldout_score, callback):
         per_pass = []
         last = [model.timer.snapshot()]
-        verbose, interval = self.verbose, self.verbose_interval
+        verbose = self.verbose
+        progress = (Progress("SparseGaussianMixture", self.max_iter, every=self.verbose_interval)
+                    if verbose else None)
 
         def _cb(info):
             now = model.timer.snapshot()
@@ -1416,21 +1400,14 @@ class SparseGaussianMixture(
             if logs:
                 dt.update({k: v for k, v in logs[-1].items() if k != "n_components"})
             per_pass.append(dt)
-            if verbose and info["pass"] % interval == 0:
-                msg = (
-                    f"[SparseGaussianMixture] pass {info['pass']:4d}  ELBO {info['elbo']: .8e}"
-                    f"  elapsed {info['elapsed']:.2f}s"
-                )
-                if "heldout" in info:
-                    msg += f"  heldout {info['heldout']:.5f}"
-                if logs:
-                    msg += f"  K {dt['n_components']}"
+            if progress is not None:
+                extra = None
                 if verbose > 1:
-                    msg += "  local: " + "  ".join(
+                    # the time of each part of the local step, and of the global step
+                    extra = "local: " + "  ".join(
                         f"{k[5:]} {v:.3f}s" for k, v in dt.items() if k.startswith("time_")
-                    )
-                    msg += f"  global {info['time_global']:.3f}s"
-                print(msg, file=sys.stderr, flush=True)
+                    ) + f"  global {info['time_global']:.3f}s"
+                progress({**info, **dt, "n_passes": self.max_iter}, extra)
             if callback is None:
                 return False
             stop[0] = bool(callback({**info, **dt}))
@@ -1552,21 +1529,10 @@ class SparseGaussianMixture(
             elapsed = time.perf_counter() - t0
             elbo = float(model.elbo(state.stats, params))
         self._set_fitted(params, state.stats, self._dtype)
-        self.lower_bounds_.append(elbo)
-        self.lower_bound_ = elbo
         self.n_batch_iter_ += 1
         self.converged_ = False
-        entry = {
-            "pass": None,
-            "step": state.t,
-            "elapsed": (self.trace_[-1]["elapsed"] if self.trace_ else 0.0) + elapsed,
-            "elbo": elbo,
-            "rho": state.rho,
-            "time_local": timings.get("local", 0.0),
-            "time_global": timings.get("global", 0.0),
-        }
-        entry.update({f"time_{k}": v for k, v in model.timer.seconds.items()})
-        self.trace_.append(entry)
+        self._append_step(state.t, elbo, elapsed, state.rho, timings,
+                          {f"time_{k}": v for k, v in model.timer.seconds.items()})
         return self
 
     def _set_fitted(self, params, stats, dtype):

@@ -5,35 +5,30 @@ Sudderth (2016). The model, the objective and the moves are in :mod:`._hdp_model
 
 import numbers
 import time
-import warnings
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
+from .._base import merge_counters
 from .._engine import (
     StochasticState,
     default_delay,
     fit_engine,
-    is_dask_collection,
     stochastic_step,
 )
 from .._input import check_output_support
 from .._moves import parse_moves
-from ..datasets._stream import CorpusStream
+from ._base import TopicModelBase
 from ._hdp_model import HDPModel, empty_stats
-from ._local import check_counts, local_step, require_tokens
+from ._local import local_step
 from ._sem import StochasticEMLDA
 from ._sparse_lda import (
     _KMEANS_ITERS,
     _kl_kmeans,
     _kl_kmeanspp_seeds,
-    _prepare_stream,
-    _record_step,
     init_counts_from_estimator,
 )
 
@@ -64,7 +59,7 @@ def _parse_moves(moves):
 #: the statistics of the documents beside S (see doc/hdp.md, "Objective")
 _DOC_FIELDS = ("T", "G", "A", "LS", "H", "D")
 
-class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class HDPTopicModel(TopicModelBase):
     r"""Hierarchical Dirichlet process topic model with memoized merge, delete and birth moves.
 
     A topic model that learns its number of topics (Teh et al. 2006). Top-level topic
@@ -189,6 +184,8 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     n_threads : int or None, default=None
         OpenMP threads of the local step; results do not depend on it.
     verbose : int, default=0
+        When positive, a line on stderr after each pass (the line format that
+        :class:`~sparseclust.utils._progress.Progress` gives every estimator).
 
     Attributes
     ----------
@@ -249,28 +246,22 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
     """
 
     _parameter_constraints = {
+        **TopicModelBase._parameter_constraints,
         "max_components": [Interval(numbers.Integral, 1, None, closed="left")],
         "L": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "alpha": [Interval(numbers.Real, 0, None, closed="neither")],
         "gamma": [Interval(numbers.Real, 0, None, closed="neither")],
-        "topic_word_prior": [Interval(numbers.Real, 0, None, closed="neither")],
         "algorithm": [StrOptions({"memoized", "stochastic", "batch"})],
         "moves": [str, tuple, list, None],
         "max_topics": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "n_batches": [Interval(numbers.Integral, 1, None, closed="left")],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
-        "kappa": [Interval(numbers.Real, 0, 1, closed="right")],
         "delta": [Interval(numbers.Real, 0, None, closed="left"), None],
-        "total_samples": [Interval(numbers.Real, 0, None, closed="neither"), None],
-        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
         "tol": [Interval(numbers.Real, 0, None, closed="left"), StrOptions({"auto"})],
         "local_max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
         "local_tol": [Interval(numbers.Real, 0, None, closed="left")],
         "restarts": [Interval(numbers.Integral, 0, None, closed="left")],
         "init": [StrOptions({"auto", "sem", "kmeans++", "random"}), HasMethods(["fit"])],
-        "random_state": ["random_state"],
-        "n_threads": [numbers.Integral, None],
-        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -322,18 +313,13 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         self.n_threads = n_threads
         self.verbose = verbose
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.positive_only = True
-        tags.input_tags.sparse = True
-        tags.transformer_tags.preserves_dtype = ["float32", "float64"]
-        return tags
-
     # -----------------------------------------------------------------------------------
     # helpers
 
-    def _check_X(self, X, *, reset, whom, fitting=False):
-        return check_counts(self, X, reset=reset, whom=whom, fitting=fitting)
+    def _dask_options(self):
+        from ._dask_lda import _ship_hdp
+
+        return {"ship": _ship_hdp}
 
     def _topic_cap(self):
         """The cap of the truncation under births (``max_topics``, resolved)."""
@@ -444,22 +430,7 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         self._validate_params()
         _parse_moves(self.moves)
         check_output_support(self, "HDPTopicModel.fit")
-        wrap = None
-        if isinstance(X, CorpusStream):
-            rng = check_random_state(self.random_state)
-            X, init, n_docs, n_tokens = _prepare_stream(self, X, rng, "HDPTopicModel.fit")
-        elif is_dask_collection(X):
-            from ._dask_lda import _ship_hdp, prepare_lda
-
-            rng = check_random_state(self.random_state)
-            X, init, n_docs, n_tokens, wrap = prepare_lda(self, X, rng, "HDPTopicModel.fit",
-                                                          ship=_ship_hdp)
-            require_tokens("HDPTopicModel.fit", n_tokens)
-        else:
-            X = self._check_X(X, reset=True, whom="HDPTopicModel.fit", fitting=True)
-            rng = check_random_state(self.random_state)
-            init = self._init_stats(X, rng)
-            n_docs, n_tokens = X.shape[0], float(X.sum())
+        X, init, n_docs, n_tokens, wrap, rng = self._fit_input(X, "HDPTopicModel.fit")
         model = self._model(self.max_components)
         engine_model = model if wrap is None else wrap(model)
         snaps = []
@@ -490,17 +461,12 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
                                 else self.total_samples, self.batch_size),
             total_samples=self.total_samples,
             random_state=rng.randint(np.iinfo(np.int32).max), verbose=self.verbose,
+            name="HDPTopicModel",
             callback=self._stopper(_cb, snaps, model, max(n_tokens, 1.0)),
             tol_scale=max(n_tokens, 1.0),
         )
-        trace, prev = [], {k: 0 for k in model.counters}
-        for entry, snap in zip(result.trace, snaps, strict=True):
-            entry = dict(entry)
-            c = snap.pop("counters")
-            entry.update({k: c[k] - prev[k] for k in c})
-            prev = c
-            entry.update(snap)
-            trace.append(entry)
+        counters = [snap.pop("counters") for snap in snaps]
+        trace = merge_counters(result.trace, counters, snaps)
         self.trace_ = trace
         self.lower_bounds_ = list(result.lower_bounds)
         self.lower_bound_ = result.lower_bound
@@ -521,11 +487,7 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             self._doc_stats = {f: np.array(result.stats[f], dtype=np.float64)
                                for f in _DOC_FIELDS}
         if not self.converged_ and not self._user_stopped and self._tol > 0:
-            warnings.warn(
-                f"HDPTopicModel did not converge in max_iter={self.max_iter} passes "
-                f"(tol={self._tol}); increase max_iter or tol.", ConvergenceWarning,
-                stacklevel=2,
-            )
+            self._warn_not_converged(trace[-1]["progress"], "token", tol=self._tol)
         return self
 
     def _resolved_tol(self):
@@ -593,6 +555,7 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The minibatch's word counts or fractional weights, validated as in :meth:`fit`.
         y : ignored
 
         Returns
@@ -606,10 +569,7 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         if first:
             rng = check_random_state(self.random_state)
             self._svi_state = StochasticState(stats=self._init_stats(X, rng, minibatch=True), t=0)
-            self._n_samples_fit = None
-            self.lower_bounds_, self.trace_ = [], []
-            self.n_iter_ = 0
-            self.converged_ = False
+            self._start_partial_fit()
             model = self._model(self.max_components)
         else:
             params = self._params
@@ -623,12 +583,7 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         model.moves = ()
         model.sparse_rows = False
         state = self._svi_state
-        if self.total_samples is not None:
-            total = self.total_samples
-        elif getattr(self, "_n_samples_fit", None):
-            total = self._n_samples_fit
-        else:
-            total = X.shape[0]
+        total = self._step_total(X.shape[0])
         timings = {}
         t0 = time.perf_counter()
         params = stochastic_step(model, state, X, kappa=self.kappa,
@@ -641,8 +596,8 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         elbo = float(model.elbo(state.stats, params))
         self._set_fitted(params)
         self.n_batch_iter_ = state.t
-        _record_step(self, X, total, elbo, elapsed, state.rho, timings,
-                     {"n_topics": int(params.K), "n_live": int(self.n_components_)})
+        self._record_step(X, total, elbo, elapsed, state.rho, timings,
+                          {"n_topics": int(params.K), "n_live": int(self.n_components_)})
         return self
 
     @property
@@ -690,14 +645,8 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         check_is_fitted(self)
         X = self._check_X(X, reset=False, whom="HDPTopicModel.transform")
         res = self._doc_topic_all(X)
-        theta = res.doc_topic[:, self._live] + self.doc_topic_prior_
-        if normalize:
-            theta /= theta.sum(axis=1, keepdims=True)
-        return theta.astype(X.dtype, copy=False)
-
-    def fit_transform(self, X, y=None, **fit_params):
-        """``fit(X, **fit_params)`` then ``transform(X)``."""
-        return self.fit(X, y, **fit_params).transform(X)
+        return self._doc_topic(res.doc_topic[:, self._live] + self.doc_topic_prior_, X,
+                               normalize)
 
     def score(self, X, y=None):
         """Per-token evidence lower bound of X under the fitted model (larger is better).
@@ -708,16 +657,5 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         """
         check_is_fitted(self)
         X = self._check_X(X, reset=False, whom="HDPTopicModel.score")
-        res = self._doc_topic_all(X)
-        if res.n_tokens == 0:
-            return 0.0
-        return float((res.elbo_local + res.elbo_data) / res.n_tokens)
-
-    def perplexity(self, X):
-        """exp(-score(X)): per-token perplexity bound."""
-        return float(np.exp(-self.score(X)))
-
-    @property
-    def _n_features_out(self):
-        return self.n_components_
+        return self._per_token_bound(self._doc_topic_all(X))
 

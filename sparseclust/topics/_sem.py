@@ -34,16 +34,17 @@ import time
 
 import numpy as np
 from scipy.special import psi
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from .._engine import is_dask_collection
 from .._input import check_output_support
-from .._kernels import _tokens as _sampler  # the token utilities of the samplers
+from .._kernels import _tokens  # the token utilities of the samplers
+from ..utils._progress import Progress
 from ..utils._threads import effective_n_threads, threads_for_work
-from ._local import TopicTables, check_counts, check_whole_counts, local_step
+from ._base import TopicModelBase
+from ._local import TopicTables, local_step
 from ._sem_sampler import (
     _MIN_WORK_PER_THREAD,
     DENSE_MAX_K,
@@ -81,7 +82,7 @@ def _lambda_of_counts(W, beta):
     return lam
 
 
-class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class StochasticEMLDA(TopicModelBase):
     """Latent Dirichlet allocation by parallel stochastic EM (Zaheer & Kottur).
 
     Model: phi_k ~ Dir_V(beta), pi_d ~ Dir_K(alpha), z_dn ~ Cat(pi_d), x_dn ~ Cat(phi_{z_dn}).
@@ -193,6 +194,10 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         OpenMP threads (documents in parallel); results do not depend on it.
     random_state : int, RandomState instance or None, default=None
     verbose : int, default=0
+        0 silent; otherwise one line on stderr after every sweep (every pass of
+        ``algorithm='online'``), the format every estimator shares
+        (:class:`~sparseclust.utils._progress.Progress`):
+        ``[StochasticEMLDA] sweep i/max_iter  <objective>  change <c>  ... <seconds> s``.
 
     Attributes
     ----------
@@ -249,23 +254,17 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
     """
 
     _parameter_constraints = {
+        **TopicModelBase._parameter_constraints,
         "n_components": [Interval(numbers.Integral, 1, None, closed="left")],
         "doc_topic_prior": [Interval(numbers.Real, 0, None, closed="neither"), None],
-        "topic_word_prior": [Interval(numbers.Real, 0, None, closed="neither")],
-        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
         "sampler": [StrOptions({"auto", "alias", "dense"})],
         "doc_counts": [StrOptions({"live", "frozen"})],
         "topic_estimate": [StrOptions({"rao_blackwell", "sample"})],
         "algorithm": [StrOptions({"batch", "online"})],
         "n_fold_in": [Interval(numbers.Integral, 1, None, closed="left")],
-        "kappa": [Interval(numbers.Real, 0, 1, closed="right")],
         "delta": [Interval(numbers.Real, 0, None, closed="left")],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
-        "total_samples": [Interval(numbers.Real, 0, None, closed="neither"), None],
-        "n_threads": [numbers.Integral, None],
-        "random_state": ["random_state"],
-        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -307,24 +306,12 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         self.random_state = random_state
         self.verbose = verbose
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.positive_only = True
-        tags.input_tags.sparse = True
-        tags.transformer_tags.preserves_dtype = ["float32", "float64"]
-        return tags
-
     # -----------------------------------------------------------------------------------
     # helpers
 
-    def _check_X(self, X, *, reset, whom, fitting=False):
-        X = check_counts(self, X, reset=reset, whom=whom, fitting=fitting)
-        if not whom.endswith(".score"):  # fit, partial_fit, transform sample; score does not
-            check_whole_counts(
-                X, whom, fitting=fitting,
-                why="StochasticEMLDA samples one topic per token",
-                instead="SparseLDA with local_step='variational'")
-        return X
+    def _whole_counts_rule(self):
+        return ("StochasticEMLDA samples one topic per token",
+                "SparseLDA with local_step='variational'")
 
     def _alpha(self):
         if self.doc_topic_prior is None:
@@ -438,13 +425,13 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         keys = np.arange(D, dtype=np.uint64)
         t_start = time.perf_counter()
         z = np.empty(N, dtype=_z_dtype(K))
-        _sampler.random_assign(lay.tokptr, z, keys, seed, K,
+        _tokens.random_assign(lay.tokptr, z, keys, seed, K,
                                threads_for_work(nt, N, _MIN_WORK_PER_THREAD))
         W = np.zeros((V, K), np.int32)
         # (a validated CSR matrix has sorted word ids: the count then finds a thread's words
         # in every document by binary search)
-        sorted_words = _sampler.rows_sorted(lay.indptr, lay.indices)
-        _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
+        sorted_words = _tokens.rows_sorted(lay.indptr, lay.indices)
+        _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
                              threads_for_work(nt, N, _MIN_WORK_PER_THREAD),
                              sorted_words=sorted_words)
         # tokens per word: the row sums of the initial counts (no float64 temporary)
@@ -459,7 +446,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             # paper's write buffer holds exactly these counts, so it is not kept)
             changed = smp.sweep(lay, z, keys, seed, it, ll_doc=ll_doc)
             T = np.zeros(K, np.int64)
-            _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
+            _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
                                  threads_for_work(nt, N, _MIN_WORK_PER_THREAD), T, zero=True,
                                  sorted_words=sorted_words)
             T_last[0] = T
@@ -502,14 +489,14 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         keys = np.arange(D, dtype=np.uint64)
         z = np.empty(int(lay.tokptr[-1]), dtype=_z_dtype(K))
         sweep0 = np.uint64(step) << np.uint64(20)
-        _sampler.random_assign(lay.tokptr, z, keys, seed ^ int(sweep0), K,
+        _tokens.random_assign(lay.tokptr, z, keys, seed ^ int(sweep0), K,
                                threads_for_work(smp.n_threads, z.size, _MIN_WORK_PER_THREAD))
         n_burn = self.n_fold_in // 2
         n_save = self.n_fold_in - n_burn
         rb = self.topic_estimate == "rao_blackwell"
         if update_topics:
             W = np.zeros((V, K), np.int32)
-            _sampler.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
+            _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
                                  threads_for_work(smp.n_threads, z.size, _MIN_WORK_PER_THREAD))
             acc = np.zeros((V, K))
             word_totals = W.sum(axis=1, dtype=np.int64)
@@ -559,6 +546,8 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The documents' word counts, rounded to whole tokens as in :meth:`fit`; they are
+            split into minibatches of ``batch_size`` documents, in order.
         y : ignored
 
         Returns
@@ -566,14 +555,9 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         self
         """
         self._validate_params()
-        first = not hasattr(self, "_word_topic")
-        X = self._check_X(X, reset=first, whom="StochasticEMLDA.partial_fit", fitting=True)
-        if not first and self._word_topic.shape[1] != self.n_components:
-            raise ValueError(
-                f"n_components={self.n_components} differs from the "
-                f"{self._word_topic.shape[1]} topics of the fitted model; call fit to start "
-                "over."
-            )
+        fitted = getattr(self, "_word_topic", None)
+        X, first = self._partial_fit_input(X, "StochasticEMLDA.partial_fit",
+                                           None if fitted is None else fitted.shape[1])
         D = X.shape[0]
         if first:
             self._reset_online()
@@ -583,13 +567,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
             self._t = self.n_iter_ * max(1, -(-n_fit // self.batch_size))
         if not hasattr(self, "_rng"):
             self._rng = check_random_state(self.random_state)
-        if self.total_samples is not None:
-            total = float(self.total_samples)
-        elif getattr(self, "_n_samples_fit", None):
-            total = float(self._n_samples_fit)
-        else:
-            total = float(D)
-        self._online_pass(X, total)
+        self._online_pass(X, float(self._step_total(D)))
         return self
 
     def _reset_online(self):
@@ -607,9 +585,12 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         self._reset_online()
         total = float(self.total_samples) if self.total_samples is not None else \
             float(X.shape[0])
+        progress = Progress("StochasticEMLDA", self.max_iter) if self.verbose else None
         for it in range(1, self.max_iter + 1):
             self._online_pass(X, total)
             self.n_iter_ = it
+            if progress is not None:
+                progress(dict(self.trace_[-1], n_passes=self.max_iter, **{"pass": it}))
             if callback is not None:
                 info = dict(self.trace_[-1], n_passes=self.max_iter, components=self.components_)
                 info["pass"] = it
@@ -693,37 +674,19 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         smp.set_weights(self.topic_word_distribution_.T)
         smp.build_tables()
         lay = token_layout(X)
-        keys = _sampler.content_keys(lay.indptr, lay.indices, lay.cnt)
+        keys = _tokens.content_keys(lay.indptr, lay.indices, lay.cnt)
         z = np.empty(int(lay.tokptr[-1]), dtype=_z_dtype(K))
-        _sampler.random_assign(lay.tokptr, z, keys, seed, K,
+        _tokens.random_assign(lay.tokptr, z, keys, seed, K,
                                threads_for_work(smp.n_threads, z.size, _MIN_WORK_PER_THREAD))
         acc = np.zeros((D, K))
         n_burn = self.n_fold_in // 2
         smp.sweep(lay, z, keys, seed, 1, n_inner=self.n_fold_in, n_burn=n_burn, acc=acc)
-        theta = acc / (self.n_fold_in - n_burn) + self.doc_topic_prior_
-        theta /= theta.sum(axis=1, keepdims=True)
-        return theta.astype(X.dtype, copy=False)
+        return self._doc_topic(acc / (self.n_fold_in - n_burn) + self.doc_topic_prior_, X)
 
     def _dense_fitted(self, K):
         if self.sampler == "auto":
             return K <= DENSE_MAX_K
         return self.sampler == "dense"
-
-    def fit_transform(self, X, y=None, **fit_params):
-        """``fit(X, **fit_params)`` then ``transform(X)``.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-        y : ignored
-        **fit_params
-            Passed to :meth:`fit` (``callback``).
-
-        Returns
-        -------
-        doc_topic : ndarray (n_samples, n_components)
-        """
-        return self.fit(X, y, **fit_params).transform(X)
 
     def score(self, X, y=None):
         """Per-token evidence lower bound of X under the fitted topics (larger is better).
@@ -739,13 +702,7 @@ class StochasticEMLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         tables = TopicTables(psi(lam) - psi(lam.sum(axis=1))[:, None])
         res = local_step(X, tables, self.doc_topic_prior_, L=None, max_iter=_SCORE_MAX_ITER,
                          tol=_SCORE_TOL, restarts=0, n_threads=self.n_threads)
-        if res.n_tokens == 0:
-            return 0.0
-        return float((res.elbo_local + res.elbo_data) / res.n_tokens)
-
-    def perplexity(self, X):
-        """exp(-score(X)): per-token perplexity bound."""
-        return float(np.exp(-self.score(X)))
+        return self._per_token_bound(res)
 
     @property
     def _n_features_out(self):

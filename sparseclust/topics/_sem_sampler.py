@@ -15,16 +15,16 @@ import scipy.sparse as sp
 from scipy.special import gammaln
 
 from .._kernels import _rao_blackwell, _sampler, _sem_tables, _tokens
+from ..utils._progress import Progress
 from ..utils._threads import threads_for_work
 
 #: token layout of a count matrix: CSR structure, tokens per entry and token offsets per document
 TokenLayout = namedtuple("TokenLayout", "indptr indices cnt tokptr")
 
-#: 'auto' uses the dense path up to this many topics: on KOS (bench_sem.py --crossover-only,
-#: tokens per CPU second, median of 60 sweeps from uniform assignments, one thread) the dense
-#: path was faster up to K = 48 (by 4 % at 48) and the sparse path faster from K = 64 on (by
-#: 37 % at K = 100; results/sem_crossover_kos.json); the sparse path gains as the documents
-#: concentrate on fewer topics over the sweeps
+#: 'auto' uses the dense path up to this many topics and the sparse (alias) path above: the
+#: dense path costs O(K) per token, the sparse one O(K_d) plus the upkeep of its tables, which
+#: pays once K is large against the topics a document uses, and more so as the documents
+#: concentrate on fewer topics over the sweeps (evidence: ``doc/benchmarks.md``)
 DENSE_MAX_K = 48
 
 #: work units (tokens, or table entries) per thread below which a kernel runs on fewer threads:
@@ -250,6 +250,7 @@ def run_sweeps(est, sweep, *, n_tokens, n_docs, rng, elapsed, callback, estimate
     True, and sets the fitted attributes from ``estimate(final=True)``, the word-topic counts
     of the topic estimate of the last assignments (``topic_estimate``)."""
     trace, prev, converged, W = [], None, False, None
+    progress = Progress("StochasticEMLDA", est.max_iter) if est.verbose else None
     for it in range(1, est.max_iter + 1):
         t0 = time.perf_counter()
         W, ll, changed = sweep(it)
@@ -263,9 +264,9 @@ def run_sweeps(est, sweep, *, n_tokens, n_docs, rng, elapsed, callback, estimate
         }
         trace.append(entry)
         prev = ll
-        if est.verbose:
-            print(f"sweep {it:4d}  log joint {ll:.6e}  change/token {change:.3g}  "
-                  f"changed {changed}  {entry['tokens_per_s']:.3g} tokens/s")
+        if progress is not None:
+            progress(dict(entry, n_passes=est.max_iter),
+                     f"changed {changed}  {entry['tokens_per_s']:.3g} tokens/s")
         # the callback sees every sweep, the converged one too (as the engine's callback of
         # the other estimators sees every pass)
         if callback is not None:

@@ -14,13 +14,11 @@ shared training engine (:func:`sparseclust._engine.fit_engine`).
 
 import numbers
 import time
-import warnings
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import gammaln, psi
-from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin, clone
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.base import clone
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import (
@@ -29,18 +27,19 @@ from sklearn.utils.validation import (
     check_non_negative,
 )
 
+from .._base import merge_counters
 from .._engine import (
     StochasticState,
     SuffStats,
     VariationalModel,
     default_delay,
     fit_engine,
-    is_dask_collection,
     stochastic_step,
 )
 from .._input import check_output_support
-from .._kernels import _tokens as _sampler  # the token utilities of the samplers
+from .._kernels import _tokens  # the token utilities of the samplers
 from ..datasets._stream import CorpusStream
+from ._base import TopicModelBase
 from ._gibbs import (
     DocumentChains,
     LazyParams,
@@ -48,7 +47,7 @@ from ._gibbs import (
     excluded_mass,
     gibbs_local_step,
 )
-from ._local import TopicTables, check_counts, check_whole_counts, local_step, require_tokens
+from ._local import TopicTables, local_step
 from ._sem import _seed, _state_seed, token_layout
 
 __all__ = ["SparseLDA"]
@@ -74,7 +73,7 @@ _TRANSFORM_SWEEP = (1 << 62) + 1
 def _content_keys(X):
     """Random-stream keys of the documents of X from their (word, rounded count) entries."""
     lay = token_layout(X)
-    return _sampler.content_keys(lay.indptr, lay.indices, lay.cnt)
+    return _tokens.content_keys(lay.indptr, lay.indices, lay.cnt)
 
 
 #: rows of a K x V array handled at once where a whole-array temporary would cost K x V
@@ -488,37 +487,6 @@ class _GibbsLDAModel(_LDAModel):
         return _CountParams.from_stats(init_stats["S"], self.tau)
 
 
-def _mean_doc_tokens(X):
-    """Mean number of tokens per document of X (1 for a minibatch without tokens)."""
-    n = float(X.sum())
-    return n / X.shape[0] if n > 0 else 1.0
-
-
-def _record_step(est, X, total, elbo, elapsed, rho, timings, extra):
-    """Record one ``partial_fit`` step of a topic model: ``lower_bounds_`` and ``trace_`` grow
-    by one entry (after fit's passes or earlier steps), ``lower_bound_`` is the step's
-    objective. The objective is scaled to ``total`` documents, so its change is divided by
-    about total * (tokens per document of the minibatch X). ``extra`` adds the model's own
-    fields to the trace entry."""
-    prev = est.lower_bounds_[-1] if est.lower_bounds_ else -np.inf
-    scale = max(float(total) * _mean_doc_tokens(X), 1.0)
-    change = abs(elbo - prev) / scale if np.isfinite(prev) else np.inf
-    est.lower_bounds_.append(elbo)
-    est.lower_bound_ = elbo
-    entry = {
-        "pass": None,
-        "step": est.n_batch_iter_,
-        "elapsed": (est.trace_[-1]["elapsed"] if est.trace_ else 0.0) + elapsed,
-        "elbo": elbo,
-        "elbo_change": change,
-        "rho": rho,
-        "time_local": timings.get("local", 0.0),
-        "time_global": timings.get("global", 0.0),
-    }
-    entry.update(extra)
-    est.trace_.append(entry)
-
-
 def _kl_kmeanspp_seeds(X, K, tau, rng):
     """Bregman (KL) k-means++ seeding on documents (Hughes & Sudderth 2016, Sec. 6).
 
@@ -625,38 +593,7 @@ def init_counts_from_estimator(estimator, X, K, alpha, tau, n_threads, rng, whom
     return np.ascontiguousarray(np.maximum(lam - tau, 0.0))
 
 
-def _prepare_stream(est, stream, rng, whom):
-    """For ``fit`` on a :class:`CorpusStream`: validate every minibatch (one read, the first
-    sets ``n_features_in_``), initialize the topics from the first minibatch with
-    ``est._init_stats``; returns (validating stream, initial statistics, documents, tokens)."""
-    if est.algorithm != "memoized":
-        raise ValueError(
-            f"fitting a CorpusStream needs algorithm='memoized' (got {est.algorithm!r}); for "
-            "stochastic training call partial_fit on each minibatch."
-        )
-    first, n_docs, n_tokens = None, 0, 0.0
-    for Xb in stream:
-        Xb = est._check_X(Xb, reset=first is None, whom=whom)
-        if first is None:
-            first = Xb
-        n_docs += Xb.shape[0]
-        n_tokens += float(Xb.sum())
-    if first is None or n_docs == 0:
-        raise ValueError("cannot fit on an empty dataset: the stream has no documents.")
-    require_tokens(whom, n_tokens)
-    init = est._init_stats(first, rng)
-
-    def checked():
-        for Xb in stream:
-            yield est._check_X(Xb, reset=False, whom=whom)
-
-    wrapped = CorpusStream(checked, n_features=stream.n_features,
-                           n_documents=stream.n_documents, batch_size=stream.batch_size,
-                           feature_names=stream.feature_names, source=stream.source)
-    return wrapped, init, n_docs, n_tokens
-
-
-class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class SparseLDA(TopicModelBase):
     """Latent Dirichlet allocation with L-sparse responsibilities (Hughes & Sudderth).
 
     Variational inference for LDA (Hughes & Sudderth 2016, Sec. 5, App. C): topics
@@ -814,6 +751,8 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     n_threads : int or None, default=None
         OpenMP threads of the local step; results do not depend on it.
     verbose : int, default=0
+        Progress on stderr when not 0: after every pass, ``[SparseLDA] pass i/max_iter``
+        with the ELBO, its change and the time (:class:`~sparseclust.utils._progress.Progress`).
 
     Attributes
     ----------
@@ -865,17 +804,14 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
     """
 
     _parameter_constraints = {
+        **TopicModelBase._parameter_constraints,
         "n_components": [Interval(numbers.Integral, 1, None, closed="left")],
         "L": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "doc_topic_prior": [Interval(numbers.Real, 0, None, closed="neither"), None],
-        "topic_word_prior": [Interval(numbers.Real, 0, None, closed="neither")],
         "algorithm": [StrOptions({"memoized", "stochastic", "batch"})],
         "n_batches": [Interval(numbers.Integral, 1, None, closed="left")],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left"), None],
-        "kappa": [Interval(numbers.Real, 0, 1, closed="right")],
         "delta": [Interval(numbers.Real, 0, None, closed="left"), None],
-        "total_samples": [Interval(numbers.Real, 0, None, closed="neither"), None],
-        "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
         "local_max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
         "local_tol": [Interval(numbers.Real, 0, None, closed="left")],
@@ -884,9 +820,6 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         "n_burnin": [Interval(numbers.Integral, 0, None, closed="left")],
         "n_saved_sweeps": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "init": [StrOptions({"kmeans++", "random"}), "array-like", HasMethods(["fit"])],
-        "random_state": ["random_state"],
-        "n_threads": [numbers.Integral, None],
-        "verbose": ["verbose"],
     }
 
     def __init__(
@@ -938,28 +871,22 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.n_threads = n_threads
         self.verbose = verbose
 
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.positive_only = True
-        tags.input_tags.sparse = True
-        tags.transformer_tags.preserves_dtype = ["float32", "float64"]
-        return tags
-
     # -----------------------------------------------------------------------------------
     # helpers
 
-    def _check_X(self, X, *, reset, whom, fitting=False):
-        X = check_counts(self, X, reset=reset, whom=whom, fitting=fitting)
-        if self.local_step == "gibbs" and not whom.endswith(".score"):
-            # the sampled local step (fit, partial_fit, transform); score is variational
-            check_whole_counts(
-                X, whom, fitting=fitting,
-                why="SparseLDA with local_step='gibbs' samples one topic per token",
-                instead="local_step='variational'")
-        return X
+    def _whole_counts_rule(self):
+        if self.local_step == "gibbs":
+            return ("SparseLDA with local_step='gibbs' samples one topic per token",
+                    "local_step='variational'")
+        return None
 
-    def _prepare_stream(self, stream, rng):
-        return _prepare_stream(self, stream, rng, "SparseLDA.fit")
+    def _check_dask(self, whom):
+        if self.local_step == "gibbs":
+            raise TypeError(
+                f"{whom}: local_step='gibbs' does not train on Dask collections "
+                "(its random streams are keyed by the local step's visit and the "
+                "document's place in the batch, which the workers do not share); use "
+                "local_step='variational', or pass a sparse matrix or a CorpusStream.")
 
     def _svi_scale(self, n_docs):
         """Factor by which the stochastic objective scales the documents given to fit."""
@@ -1105,28 +1032,8 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         """
         self._validate_params()
         check_output_support(self, "SparseLDA.fit")
-        wrap = None
         stream = isinstance(X, CorpusStream)
-        if stream:
-            rng = check_random_state(self.random_state)
-            X, init, n_docs, n_tokens = self._prepare_stream(X, rng)
-        elif is_dask_collection(X):
-            if self.local_step == "gibbs":
-                raise TypeError(
-                    "SparseLDA.fit: local_step='gibbs' does not train on Dask collections "
-                    "(its random streams are keyed by the local step's visit and the "
-                    "document's place in the batch, which the workers do not share); use "
-                    "local_step='variational', or pass a sparse matrix or a CorpusStream.")
-            from ._dask_lda import prepare_lda
-
-            rng = check_random_state(self.random_state)
-            X, init, n_docs, n_tokens, wrap = prepare_lda(self, X, rng, "SparseLDA.fit")
-            require_tokens("SparseLDA.fit", n_tokens)
-        else:
-            X = self._check_X(X, reset=True, whom="SparseLDA.fit", fitting=True)
-            rng = check_random_state(self.random_state)
-            init = self._init_stats(X, rng)
-            n_docs, n_tokens = X.shape[0], float(X.sum())
+        X, init, n_docs, n_tokens, wrap, rng = self._fit_input(X, "SparseLDA.fit")
         self._new_gibbs_seed(rng)
         model = self._model(chains=self._keeps_chains(n_docs, stream))
         engine_model = model if wrap is None else wrap(model)
@@ -1159,17 +1066,13 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             total_samples=self.total_samples,
             random_state=rng.randint(np.iinfo(np.int32).max),
             verbose=self.verbose,
+            name="SparseLDA",
             callback=_snapshot,
             # tol is in nats per training token (an empty corpus has nothing to converge); a
             # stochastic objective is scaled to total_samples documents
             tol_scale=max(n_tokens * self._svi_scale(n_docs), 1.0),
         )
-        trace, prev = [], {k: 0 for k in model.counters}
-        for entry, snap in zip(result.trace, snapshots, strict=True):
-            entry = dict(entry)
-            entry.update({k: snap[k] - prev[k] for k in snap})
-            prev = snap
-            trace.append(entry)
+        trace = merge_counters(result.trace, snapshots)
         if self.algorithm != "stochastic":
             # the documents' ELBO terms of the fitted statistics, for partial_fit's objective
             self._elbo_local_fit = float(result.stats["elbo_local"])
@@ -1201,13 +1104,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         stopped = callback is not None and len(trace) < self.max_iter
         if (not self.converged_ and not stopped and self.algorithm != "stochastic"
                 and self.tol > 0):
-            warnings.warn(
-                f"SparseLDA did not converge in {self.max_iter} passes: the last ELBO change "
-                f"was {trace[-1]['elbo_change']:.3g} nats per token, tol={self.tol}. Increase "
-                "max_iter (or tol).",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
+            self._warn_not_converged(trace[-1]["elbo_change"], "token")
         return self
 
     def partial_fit(self, X, y=None):
@@ -1227,6 +1124,8 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         Parameters
         ----------
         X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            The minibatch's word counts, validated as in :meth:`fit` (whole tokens with
+            ``local_step='gibbs'``); its documents are not kept.
         y : ignored
 
         Returns
@@ -1234,25 +1133,16 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self
         """
         self._validate_params()
-        first = not hasattr(self, "components_")
-        X = self._check_X(X, reset=first, whom="SparseLDA.partial_fit", fitting=True)
-        if not first and self.components_.shape[0] != self.n_components:
-            raise ValueError(
-                f"n_components={self.n_components} differs from the {self.components_.shape[0]} "
-                "topics of the fitted model; call fit to start over."
-            )
+        fitted = getattr(self, "components_", None)
+        X, first = self._partial_fit_input(X, "SparseLDA.partial_fit",
+                                           None if fitted is None else fitted.shape[0])
         if first:
             rng = check_random_state(self.random_state)
             init = self._init_stats(X, rng)
             self._new_gibbs_seed(rng)
             self._svi_state = StochasticState(stats=init, t=0)
-            self._n_samples_fit = None
+            self._start_partial_fit()
             self.n_restarts_tried_ = self.n_restarts_accepted_ = 0
-            self.lower_bounds_ = []
-            self.trace_ = []
-            self.n_iter_ = 0
-            self.n_batch_iter_ = 0
-            self.converged_ = False
         elif getattr(self, "_svi_state", None) is None:
             # continue from a batch/memoized fit as if it had been n_iter_ passes of SVI
             # minibatches: the step counter resumes where those passes would have left it
@@ -1271,12 +1161,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
             self._new_gibbs_seed(check_random_state(self.random_state))
         model = self._model()
         state = self._svi_state
-        if self.total_samples is not None:
-            total = self.total_samples
-        elif getattr(self, "_n_samples_fit", None):
-            total = self._n_samples_fit
-        else:
-            total = X.shape[0]
+        total = self._step_total(X.shape[0])
         timings = {}
         t0 = time.perf_counter()
         params = stochastic_step(
@@ -1290,7 +1175,7 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         self.n_batch_iter_ = getattr(self, "n_batch_iter_", 0) + 1
         self.n_restarts_tried_ += model.counters["restarts_tried"]
         self.n_restarts_accepted_ += model.counters["restarts_accepted"]
-        _record_step(self, X, total, elbo, elapsed, state.rho, timings, model.counters)
+        self._record_step(X, total, elbo, elapsed, state.rho, timings, model.counters)
         return self
 
     # -----------------------------------------------------------------------------------
@@ -1339,34 +1224,13 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
                              max_iter=self.local_max_iter, tol=self.local_tol,
                              restarts=self.restarts, return_doc_topic=True,
                              n_threads=self.n_threads)
-        theta = res.doc_topic + self.doc_topic_prior_
-        if normalize:
-            theta /= theta.sum(axis=1, keepdims=True)
-        return theta.astype(X.dtype, copy=False)
-
-    def fit_transform(self, X, y=None, **fit_params):
-        """``fit(X, **fit_params)`` then ``transform(X)``.
-
-        Parameters
-        ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-        y : ignored
-        **fit_params
-            Passed to :meth:`fit` (``callback``).
-
-        Returns
-        -------
-        doc_topic : ndarray (n_samples, n_components)
-        """
-        return self.fit(X, y, **fit_params).transform(X)
+        return self._doc_topic(res.doc_topic + self.doc_topic_prior_, X, normalize)
 
     def _elbo_per_token(self, X):
         res = local_step(X, self._tables(), self.doc_topic_prior_, L=None,
                          max_iter=self.local_max_iter, tol=self.local_tol,
                          restarts=self.restarts, n_threads=self.n_threads)
-        if res.n_tokens == 0:
-            return 0.0
-        return (res.elbo_local + res.elbo_data) / res.n_tokens
+        return self._per_token_bound(res)
 
     def score(self, X, y=None):
         """Per-token evidence lower bound of X under the fitted topics (larger is better).
@@ -1384,11 +1248,3 @@ class SparseLDA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator
         check_is_fitted(self)
         X = self._check_X(X, reset=False, whom="SparseLDA.score")
         return float(self._elbo_per_token(X))
-
-    def perplexity(self, X):
-        """exp(-score(X)): per-token perplexity bound."""
-        return float(np.exp(-self.score(X)))
-
-    @property
-    def _n_features_out(self):
-        return self.components_.shape[0]

@@ -85,13 +85,17 @@ class Progress:
             parts.append(f"{info['elapsed']:.2f} s")
         return "  ".join(parts)
 
-    def __call__(self, info):
+    def __call__(self, info, extra=None):
+        """Show the step ``info`` (its line, then the text ``extra`` when given); returns
+        False, so that it can serve as a ``callback``."""
         self._calls += 1
         step = int(info.get("pass") or info.get("sweep") or self._calls)
         if step % self.every and step != 1:
             return False
         out = self._out()
         text = self.line(info)
+        if extra:
+            text = f"{text}  {extra}"
         if self.bar:
             total = int(info.get("n_passes") or self.total)
             filled = int(round(self.width * min(step, total) / total))
