@@ -1139,7 +1139,12 @@ def _first_stopping_pass(m, n_tokens, tol):
 
 
 def test_auto_tol_is_large_after_the_sampler_start_only():
-    from sparseclust.topics._hdp import DEFAULT_TOL, SEM_START_TOL
+    from sparseclust.topics._hdp import (
+        DEFAULT_TOL,
+        SEM_INIT_SWEEPS,
+        SEM_START_TOL,
+        SEM_SWEEPS_PER_PASS,
+    )
 
     X = planted_hdp_corpus(0, D=60)
     kw = dict(max_components=8, max_iter=2, random_state=0)
@@ -1163,7 +1168,11 @@ def test_auto_tol_is_large_after_the_sampler_start_only():
         kw = dict(max_components=8, moves="merge+delete", random_state=0, init=init)
         auto = HDPTopicModel(max_iter=40, **kw).fit(X)
         assert auto.converged_ and auto.tol_ == tol
-        full = HDPTopicModel(max_iter=auto.n_iter_ + 2, tol=0, **kw).fit(X)
+        # the same start: the sampler's sweeps follow max_iter, so pin them to auto's
+        same_start = dict(kw, init=StochasticEMLDA(
+            8, max_iter=min(SEM_INIT_SWEEPS, SEM_SWEEPS_PER_PASS * 40))) \
+            if init == "auto" else kw
+        full = HDPTopicModel(max_iter=auto.n_iter_ + 2, tol=0, **same_start).fit(X)
         np.testing.assert_array_equal(full.lower_bounds_[:auto.n_iter_], auto.lower_bounds_)
         assert _first_stopping_pass(full, n_tokens, tol) == auto.n_iter_
         stop_other = _first_stopping_pass(full, n_tokens, other)
