@@ -324,7 +324,7 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
             memoized = self.algorithm != "stochastic" and not minibatch
             init = "sem" if counts and memoized else "kmeans++"
         if init == "sem":
-            init = StochasticEMLDA(K, max_iter=SEM_INIT_SWEEPS)
+            init = StochasticEMLDA(K, max_iter=SEM_INIT_SWEEPS, init="random")
         # a sampler's start: tol='auto' then stops once the moves are done (see ``tol``)
         self._sampler_start = isinstance(init, StochasticEMLDA)
         if hasattr(init, "fit"):
