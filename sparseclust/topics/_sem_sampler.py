@@ -286,16 +286,21 @@ def sequential_start(smp, lay, z, keys, seed, W, beta, *, sorted_words=False):
     """
     bounds = sequential_blocks(keys.size)
     nt = smp.n_threads
+    V, K = W.shape
+    # the row and column sums of W, kept up to date block by block (not summed from W)
+    word_totals = np.zeros(V, np.int64)
+    T = np.zeros(K, np.int64)
     for i in range(len(bounds) - 1):
         d0, d1 = bounds[i], bounds[i + 1]
         sub, t0, t1 = _sub_layout(lay, d0, d1)
         zb = z[t0:t1]
         if i > 0 and t1 > t0:
-            smp.set_weights_from_counts(W, beta)
+            smp.set_weights_from_counts(W, beta, word_totals, T)
             smp.sweep(sub, zb, keys[d0:d1], seed, _SEQ_SWEEP, seq_init=True)
         _tokens.count_words(sub.indptr, sub.indices, sub.cnt, sub.tokptr, zb, W,
-                            threads_for_work(nt, t1 - t0, _MIN_WORK_PER_THREAD),
+                            threads_for_work(nt, t1 - t0, _MIN_WORK_PER_THREAD), T,
                             sorted_words=sorted_words)
+        word_totals += np.bincount(sub.indices, weights=sub.cnt, minlength=V).astype(np.int64)
     smp.release_tables()
     return W
 
