@@ -644,7 +644,8 @@ def test_default_init_is_stochastic_em_on_counts_and_kmeanspp_on_weights():
     # random_state, sorted by size; from them the same passes give the same model
     rng = np.random.RandomState(3)
     ref = StochasticEMLDA(K, max_iter=SEM_INIT_SWEEPS, doc_topic_prior=alpha / K,
-                          topic_word_prior=tau, random_state=rng.randint(2**31)).fit(X)
+                          topic_word_prior=tau, init="random",
+                          random_state=rng.randint(2**31)).fit(X)
     S = np.maximum(ref.components_ - tau, 0.0)
     S = S[np.argsort(-S.sum(axis=1), kind="stable")]
 
@@ -674,9 +675,10 @@ def test_default_init_is_stochastic_em_on_counts_and_kmeanspp_on_weights():
     assert not np.allclose(HDPTopicModel(init="sem", **kw).partial_fit(X[:30]).components_,
                            HDPTopicModel(**kw).partial_fit(X[:30]).components_)
 
-    # 'sem' is init=StochasticEMLDA(max_components, max_iter=SEM_INIT_SWEEPS) with the
-    # model's seed
-    est = HDPTopicModel(init=StochasticEMLDA(K, max_iter=SEM_INIT_SWEEPS), **kw).fit(X)
+    # 'sem' is init=StochasticEMLDA(max_components, max_iter=SEM_INIT_SWEEPS,
+    # init='random') with the model's seed
+    est = HDPTopicModel(init=StochasticEMLDA(K, max_iter=SEM_INIT_SWEEPS, init="random"),
+                        **kw).fit(X)
     np.testing.assert_array_equal(est.components_, sem.components_)
 
 

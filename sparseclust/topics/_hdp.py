@@ -142,7 +142,8 @@ class HDPTopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstim
         sizes.
 
         - 'sem': the Rao-Blackwellized topic-word counts of 800 sweeps of
-          :class:`StochasticEMLDA` with ``max_components`` topics, document prior
+          :class:`StochasticEMLDA` from uniform assignments (``init='random'``, the start
+          the 800 sweeps were chosen with) with ``max_components`` topics, document prior
           alpha / ``max_components`` and this model's topic-word prior (seeded from
           ``random_state``, same threads). Collapsed Gibbs-style sweeps spread the tokens over
           many distinct topics at a cost of a fraction of a variational pass each, so the
