@@ -208,7 +208,8 @@ def test_stochastic_equals_partial_fit_on_same_minibatches(client, corpus):
 
 def test_sem_equals_in_process(client, corpus):
     X, blocks, _ = corpus
-    kw = dict(n_components=K, max_iter=4, tol=0, random_state=5)
+    # (a fit on a Dask collection starts from uniform assignments: init='random' in-process)
+    kw = dict(n_components=K, max_iter=4, tol=0, random_state=5, init="random")
     ref = StochasticEMLDA(**kw, topic_estimate="sample").fit(X)
     got = StochasticEMLDA(**kw, topic_estimate="sample").fit(_darray(blocks))
     # the same random streams per document: identical assignments and counts
@@ -252,7 +253,8 @@ def test_worker_killed_mid_fit(client, corpus):
     assert S.sum() == pytest.approx(X.sum(), rel=1e-9)
 
     # stochastic EM keeps the token assignments on the workers: lost ones are recomputed
-    semkw = dict(n_components=K, max_iter=3, tol=0, random_state=1, topic_estimate="sample")
+    semkw = dict(n_components=K, max_iter=3, tol=0, random_state=1, topic_estimate="sample",
+                 init="random")
     sref = StochasticEMLDA(**semkw).fit(X)
 
     def kill_after_sweep(info):
@@ -317,7 +319,8 @@ def test_default_scheduler_without_client(corpus, monkeypatch):
     ref = _fit(SparseLDA(**kw), X)
     np.testing.assert_allclose(got.components_, ref.components_, rtol=1e-10, atol=1e-9)
     np.testing.assert_allclose(
-        sem.components_, StochasticEMLDA(K, max_iter=2, random_state=0).fit(X).components_,
+        sem.components_,
+        StochasticEMLDA(K, max_iter=2, random_state=0, init="random").fit(X).components_,
         rtol=1e-5, atol=1e-4)
 
 

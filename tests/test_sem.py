@@ -177,13 +177,14 @@ def test_fitted_state_is_the_int32_counts_and_components_attribute():
 
 @pytest.mark.kernels
 @pytest.mark.parametrize("doc_counts", ["live", "frozen"])
-def test_bit_identical_for_any_thread_count(monkeypatch, doc_counts):
+@pytest.mark.parametrize("init", ["sequential", "random"])
+def test_bit_identical_for_any_thread_count(monkeypatch, doc_counts, init):
     # use every thread on small data (the constant is read by the sampler and by the fit)
     monkeypatch.setattr(_sem_sampler, "_MIN_WORK_PER_THREAD", 1)
     monkeypatch.setattr(_sem, "_MIN_WORK_PER_THREAD", 1)
     X, _ = planted_corpus(seed=3, K=8, block=10, D=200, length=50)
     fits = [StochasticEMLDA(40, max_iter=5, sampler="alias", doc_counts=doc_counts,
-                            n_threads=t, random_state=4).fit(X)
+                            init=init, n_threads=t, random_state=4).fit(X)
             for t in (1, 2, 3)]
     for f in fits[1:]:
         np.testing.assert_array_equal(f.components_, fits[0].components_)
@@ -191,7 +192,104 @@ def test_bit_identical_for_any_thread_count(monkeypatch, doc_counts):
         assert f.log_joint_ == fits[0].log_joint_
 
 
-def _live_fit_reference(X, K, alpha, beta, random_state, sweeps, entry=True):
+def _sequential_start_reference(X, K, alpha, beta, random_state, entry=True):
+    """Numpy sequential start (``init='sequential'``) from the kernel's documented random
+    streams, dense inverse-CDF draws: the first ceil(D / 128) documents uniform, then blocks
+    that double in size, each token drawn given its document's earlier tokens and the counts
+    of the earlier blocks (with ``entry``, corrected by the new topics of its entry's earlier
+    tokens). Returns (z, W)."""
+    from sklearn.utils import check_random_state
+
+    seed = _sem._seed(check_random_state(random_state))
+    lay = token_layout(sp.csr_array(X))
+    D, V = X.shape
+    word = np.repeat(lay.indices, lay.cnt)
+    z = np.zeros(word.size, np.int64)
+    W = np.zeros((V, K), np.int64)
+    bounds = [0, -(-D // 128)]
+    while bounds[-1] < D:
+        bounds.append(min(2 * bounds[-1], D))
+    for b in range(len(bounds) - 1):
+        inv = 1.0 / (W.sum(0) + V * beta)
+        for d in range(bounds[b], bounds[b + 1]):
+            t0, t1 = lay.tokptr[d], lay.tokptr[d + 1]
+            if b == 0:
+                u = _tokens.uniform_stream(seed, 0, d, t1 - t0)
+                z[t0:t1] = (u * K).astype(np.int64) % K
+                continue
+            u = _tokens.uniform_stream(seed, 1 << 62, d, t1 - t0)
+            nd = np.zeros(K, np.int64)
+            e = np.zeros(K, np.int64)
+            for t in range(t0, t1):
+                v = word[t]
+                if t == t0 or word[t - 1] != v:
+                    e[:] = 0
+                w = (W[v] + beta) * inv
+                if entry:
+                    w = (W[v] + e + beta) / (1.0 / inv + e)
+                cum = np.cumsum((nd + alpha) * w)
+                k = min(int(np.searchsorted(cum, u[t - t0] * cum[-1], side="right")), K - 1)
+                nd[k] += 1
+                e[k] += 1
+                z[t] = k
+        for d in range(bounds[b], bounds[b + 1]):
+            t0, t1 = lay.tokptr[d], lay.tokptr[d + 1]
+            np.add.at(W, (word[t0:t1], z[t0:t1]), 1)
+    return z, W
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("sampler", ["dense", "alias"])
+def test_sequential_start_equals_numpy_reference(sampler):
+    # the start of init='sequential' against a numpy replay of its blocks and streams: the
+    # same assignments and counts on the dense path; on the alias path (the same conditionals,
+    # other draws) the start's counts are those of its assignments
+    from sklearn.utils import check_random_state
+
+    rng = np.random.default_rng(8)
+    D, V, K = 300, 30, 5
+    X = rng.integers(0, 3, (D, V)).astype(float)
+    X[7] = 0  # an empty document
+    X = sp.csr_array(X)
+    z_ref, W_ref = _sequential_start_reference(X, K, 0.3, 0.1, 11)
+    m = StochasticEMLDA(K, doc_topic_prior=0.3, sampler=sampler, random_state=11)
+    seed = _sem._seed(check_random_state(11))
+    lay = token_layout(X)
+    z = np.full(int(lay.tokptr[-1]), 255, np.uint8)
+    keys = np.arange(D, dtype=np.uint64)
+    _tokens.random_assign(lay.tokptr, z, keys, seed, K, 1)
+    W = np.zeros((V, K), np.int32)
+    _sem_sampler.sequential_start(m._new_sampler(V), lay, z, keys, seed, W, 0.1)
+    word = np.repeat(lay.indices, lay.cnt)
+    W_z = np.zeros((V, K), np.int64)
+    np.add.at(W_z, (word, z.astype(np.int64)), 1)
+    np.testing.assert_array_equal(W, W_z)
+    if sampler == "dense":
+        np.testing.assert_array_equal(z, z_ref)
+        np.testing.assert_array_equal(W, W_ref)
+        # the reference can fail: without the entry's earlier tokens it draws otherwise
+        z_other = _sequential_start_reference(X, K, 0.3, 0.1, 11, entry=False)[0]
+        assert not np.array_equal(z_other, z_ref)
+        # fit's first sweep starts from this start: one live sweep from the reference start
+        fit = StochasticEMLDA(K, max_iter=1, doc_topic_prior=0.3, sampler="dense",
+                              random_state=11, topic_estimate="sample").fit(X)
+        ref = _live_fit_reference(X.toarray(), K, 0.3, 0.1, 11, 1, z0=z_ref)
+        np.testing.assert_array_equal(fit._word_topic, ref)
+
+
+def test_sequential_start_concentrates_documents():
+    # a distributional check of the start: on planted topics the counts after one sweep from
+    # the sequential start are far closer to the planted topics than from uniform assignments
+    X, topics = planted_corpus(seed=2, K=8, block=10, D=600, length=60)
+    H = {}
+    for init in ("sequential", "random"):
+        f = StochasticEMLDA(8, max_iter=1, init=init, random_state=0,
+                            topic_estimate="sample").fit(X)
+        H[init] = hellinger_matching(f.topic_word_distribution_, topics).mean()
+    assert H["sequential"] < 0.7 * H["random"]
+
+
+def _live_fit_reference(X, K, alpha, beta, random_state, sweeps, entry=True, z0=None):
     """Numpy stochastic EM with the document's counts live and W and T corrected by the
     token's entry (``entry``: the previous topics of the entry's tokens up to this one out,
     the new topics of its earlier tokens in; else only the token's own previous topic out),
@@ -207,6 +305,8 @@ def _live_fit_reference(X, K, alpha, beta, random_state, sweeps, entry=True):
     for d in range(D):
         t0, t1 = lay.tokptr[d], lay.tokptr[d + 1]
         z[t0:t1] = (_tokens.uniform_stream(seed, 0, d, t1 - t0) * K).astype(np.int64) % K
+    if z0 is not None:
+        z = np.array(z0, np.int64)
     W = np.zeros((V, K), np.int64)
     np.add.at(W, (word, z), 1)
     for s in range(1, sweeps + 1):
@@ -252,11 +352,11 @@ def test_live_fit_equals_numpy_reference():
     X = rng.integers(0, 3, (25, 12)).astype(float)
     X[4] = 0  # an empty document
     ref = _live_fit_reference(X, 4, 0.3, 0.1, 7, 3)
-    m = StochasticEMLDA(4, max_iter=3, doc_topic_prior=0.3, sampler="dense",
+    m = StochasticEMLDA(4, max_iter=3, doc_topic_prior=0.3, sampler="dense", init="random",
                         random_state=7, topic_estimate="sample").fit(X)
     np.testing.assert_array_equal(m._word_topic, ref)
     frozen = StochasticEMLDA(4, max_iter=3, doc_topic_prior=0.3, sampler="dense",
-                             doc_counts="frozen", random_state=7,
+                             doc_counts="frozen", init="random", random_state=7,
                              topic_estimate="sample").fit(X)
     assert not np.array_equal(frozen._word_topic, ref)
     # the reference can fail: leaving out only the token's own topic gives other counts
@@ -271,7 +371,7 @@ def test_live_fit_equals_numpy_reference_many_topics():
     X = rng.integers(0, 3, (15, 10)).astype(float)
     ref = _live_fit_reference(X, 300, 0.05, 0.1, 3, 2)
     m = StochasticEMLDA(300, max_iter=2, doc_topic_prior=0.05, sampler="dense",
-                        random_state=3, topic_estimate="sample").fit(X)
+                        init="random", random_state=3, topic_estimate="sample").fit(X)
     np.testing.assert_array_equal(m._word_topic, ref)
 
 

@@ -314,7 +314,7 @@ cdef inline int _draw_live_counts(const _Args* a, const int32_t* nd, const int32
     cdef const int32_t* Wv = a.W + <int64_t> v * K
     cdef double tot = 0.0, sd = 0.0, u, qw, sb, ratio = 1.0, wk
     if a.dense:
-        if a.exclude_own and Wv[old] > 0:
+        if a.exclude_own and old >= 0 and Wv[old] > 0:
             ratio = _own_ratio(a, Wv, old)
         for k in range(K):
             wk = (Wv[k] + a.beta) * a.inv_tot[k]

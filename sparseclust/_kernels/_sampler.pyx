@@ -170,14 +170,21 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
                 # LIVE counts: n_dk without the token, updated token by token; W, T frozen
                 # (with ``live_entry`` up to the entry's own changes dl, topics dset)
                 for r in range(c):
-                    old = z[t]
-                    _nd_remove(nd, act, pos, &na, old)
-                    sdb -= a.inv_tot[old]
-                    if na == 0:
-                        sdb = 0.0
+                    if it > 0 or not a.seq_init:
+                        old = z[t]
+                        _nd_remove(nd, act, pos, &na, old)
+                        sdb -= a.inv_tot[old]
+                        if na == 0:
+                            sdb = 0.0
+                    else:
+                        # sequential start: the token has no topic yet and W, T do not count
+                        # it (z[t] is not read); it sees the document's earlier tokens (and,
+                        # with ``live_entry``, its entry's earlier tokens in W and T)
+                        old = -1
                     if a.live_entry and c > 1:
                         # (one token: the own-topic rejection below, the same draws)
-                        _dl_add(dl, dmark, dset, &nds, old, -1)
+                        if old >= 0:
+                            _dl_add(dl, dmark, dset, &nds, old, -1)
                         k = _draw_live_entry(a, nd, act, na, sdb, cum, itop, v, dl, dset,
                                              nds, etop, &state)
                         _dl_add(dl, dmark, dset, &nds, k, 1)
@@ -625,6 +632,8 @@ def sample_sweep_counts(
     int mode=0,                    # FROZEN (0): n_dk of the previous sweep; LIVE (1): live
     bint exclude_own=False,        # LIVE only: the token's previous topic out of W_vk and T_k
     bint live_entry=False,         # LIVE with exclude_own: W_vk, T_k follow the entry's tokens
+    bint seq_init=False,           # LIVE only: z is not read, every token drawn given the
+                                   # document's earlier tokens and W (see below)
 ):
     """One sweep with the word weights w_vk = (W_vk + beta) / (T_k + V beta) given by
     the counts (stochastic EM), from the three-part decomposition
@@ -653,6 +662,13 @@ def sample_sweep_counts(
     (as in :func:`sample_sweep`), every entry's word id is a row of W (also for entries with
     no tokens) and every z is a topic < K (z is read on entry in both modes).
 
+    ``seq_init`` (LIVE only; the sequential start of ``StochasticEMLDA(init='sequential')``):
+    z is not read on entry and W, T count none of the documents' tokens; the first inner
+    sweep draws every token given the topics of the tokens before it in its document,
+    p(z_dn = k) propto (alpha_k + sum_{m < n} [z_dm = k]) (W_vk + e_k + beta) / (T_k + e_k
+    + V beta), e the new topics of the entry's earlier tokens with ``live_entry`` (else 0),
+    and every token counts as changed.
+
     Returns the number of tokens whose topic changed in the last inner sweep.
     """
     cdef Py_ssize_t D = indptr.shape[0] - 1
@@ -660,6 +676,8 @@ def sample_sweep_counts(
     cdef _Args a
     if mode not in (0, 1):
         raise ValueError("bad mode")
+    if seq_init and mode != 1:
+        raise ValueError("seq_init needs LIVE mode")
     if live_entry and not (exclude_own and mode == 1):
         raise ValueError("live_entry needs mode=LIVE and exclude_own")
     if exclude_own and n_inner != 1:
@@ -681,7 +699,7 @@ def sample_sweep_counts(
     _check_outputs(acc, Wout, ll_doc, D, V, K)
     if K == 0 or not (dense or Qs > 0):
         raise ValueError("the smoothing mass must be positive")
-    _check_tokens(indptr, indices, cnt, tokptr, z, V, K, True)  # z is read on entry
+    _check_tokens(indptr, indices, cnt, tokptr, z, V, K, not seq_init)  # z read on entry
     memset(&a, 0, sizeof(_Args))
     # equal alphas (stochastic EM): the per-topic terms of log p(z_d | alpha) from a table
     held = _set_common(&a, indptr, indices, cnt, tokptr, z.shape[0], alpha, True, mode,
@@ -689,6 +707,7 @@ def sample_sweep_counts(
     a.counts = 1
     a.exclude_own = exclude_own
     a.live_entry = live_entry
+    a.seq_init = seq_init
     a.W = &W[0, 0] if V > 0 else NULL
     a.inv_tot = &inv_tot[0]
     tot_ = np.ascontiguousarray(1.0 / np.asarray(inv_tot))

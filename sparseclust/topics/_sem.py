@@ -53,6 +53,7 @@ from ._sem_sampler import (
     _seed,
     _z_dtype,
     run_sweeps,
+    sequential_start,
     token_layout,
 )
 
@@ -120,7 +121,8 @@ class StochasticEMLDA(TopicModelBase):
     from one alias table over the K topics; the tables are built once per sweep in
     O(nnz(W)) work beyond one scan of the read buffer.  For
     small K every topic is evaluated (``sampler='dense'``).  The initial assignments are
-    uniform.  The tokens of X are its counts rounded to the nearest integer.
+    drawn by one sequential pass over blocks of documents (``init``).  The tokens of X are
+    its counts rounded to the nearest integer.
 
     The topics kept after the last sweep (``topic_estimate='rao_blackwell'``) are the
     estimator of Papanikolaou et al. (2017): the word-topic counts with every token's sampled
@@ -164,6 +166,23 @@ class StochasticEMLDA(TopicModelBase):
         redrawn: exact rejection sampling); 'frozen' = every count from the previous sweep,
         the token's own topic included (Zaheer & Kottur's fully double-buffered sweep).
         Fold-in (:meth:`transform`, later minibatches) is not affected.
+    init : {'sequential', 'random'}, default='sequential'
+        The assignments the first sweep of ``fit`` (``algorithm='batch'``) starts from.
+        'random': uniform over the K topics. 'sequential': the documents are taken in
+        blocks, the first ceil(D / 128) documents, then blocks that double in size (each
+        as large as all the blocks before it); the first block is uniform, and every token
+        of a later block is drawn once, in document order, given its document's earlier
+        tokens and the word-topic counts of the blocks before it,
+
+            p(z_dn = k)  propto  (sum_{m < n} [z_dm = k] + alpha) (W_kv + e_k + beta)
+                                 / (T_k + e_k + V beta),
+
+        e_k the earlier tokens of the same word in the document drawn to k (with
+        ``doc_counts='frozen'``, e = 0). The documents of a block are independent, so the
+        start does not depend on ``n_threads``. It costs about one sweep and the first
+        sweeps start from documents concentrated on few topics (faster per token with the
+        alias sampler, and with a higher held-out likelihood early on) instead of documents
+        spread over min(N_d, K) topics. A fit on a Dask collection starts uniformly.
     topic_estimate : {'rao_blackwell', 'sample'}, default='rao_blackwell'
         The word-topic counts the fitted topics are made of: 'rao_blackwell' = every token's
         collapsed conditional given the others' topics, summed (see above; float32, one extra
@@ -260,6 +279,7 @@ class StochasticEMLDA(TopicModelBase):
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
         "sampler": [StrOptions({"auto", "alias", "dense"})],
         "doc_counts": [StrOptions({"live", "frozen"})],
+        "init": [StrOptions({"random", "sequential"})],
         "topic_estimate": [StrOptions({"rao_blackwell", "sample"})],
         "algorithm": [StrOptions({"batch", "online"})],
         "n_fold_in": [Interval(numbers.Integral, 1, None, closed="left")],
@@ -277,6 +297,7 @@ class StochasticEMLDA(TopicModelBase):
         tol=0.0,
         sampler="auto",
         doc_counts="live",
+        init="sequential",
         topic_estimate="rao_blackwell",
         algorithm="batch",
         n_fold_in=20,
@@ -295,6 +316,7 @@ class StochasticEMLDA(TopicModelBase):
         self.tol = tol
         self.sampler = sampler
         self.doc_counts = doc_counts
+        self.init = init
         self.topic_estimate = topic_estimate
         self.algorithm = algorithm
         self.n_fold_in = n_fold_in
@@ -431,9 +453,12 @@ class StochasticEMLDA(TopicModelBase):
         # (a validated CSR matrix has sorted word ids: the count then finds a thread's words
         # in every document by binary search)
         sorted_words = _tokens.rows_sorted(lay.indptr, lay.indices)
-        _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
-                             threads_for_work(nt, N, _MIN_WORK_PER_THREAD),
-                             sorted_words=sorted_words)
+        if self.init == "sequential":
+            sequential_start(smp, lay, z, keys, seed, W, beta, sorted_words=sorted_words)
+        else:
+            _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
+                                threads_for_work(nt, N, _MIN_WORK_PER_THREAD),
+                                sorted_words=sorted_words)
         # tokens per word: the row sums of the initial counts (no float64 temporary)
         word_totals = W.sum(axis=1, dtype=np.int64)
         smp.set_weights_from_counts(W, beta, word_totals)

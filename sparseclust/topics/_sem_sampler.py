@@ -164,7 +164,7 @@ class _Sampler:
                                                   _MIN_WORK_PER_THREAD))
 
     def sweep(self, lay, z, keys, seed, sweep, *, n_inner=1, n_burn=0, acc=None, Wout=None,
-              ll_doc=None):
+              ll_doc=None, seq_init=False):
         acc = _EMPTY2D if acc is None else acc
         Wout = _EMPTY2I if Wout is None else Wout
         ll_doc = _EMPTY1 if ll_doc is None else ll_doc
@@ -178,8 +178,8 @@ class _Sampler:
                 lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, W, inv_tot, beta,
                 self.alpha, wptr, wlen, wtop, wprob, walias, Qw, sprob, salias, Qs,
                 n_inner, n_burn, seed, sweep, acc, Wout, ll_doc, nt, dense=self.dense,
-                mode=_sampler.LIVE if self.live else _sampler.FROZEN,
-                exclude_own=self.exclude_own, live_entry=self.live_entry,
+                mode=_sampler.LIVE if self.live or seq_init else _sampler.FROZEN,
+                exclude_own=self.exclude_own, live_entry=self.live_entry, seq_init=seq_init,
             )
         return _sampler.sample_sweep(
             lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, self._weights(), self.alpha,
@@ -241,6 +241,68 @@ class _RaoBlackwell:
             if in_place:
                 dest[lo:hi] = out  # the rows of these words are not read again
         return dest
+
+
+#: the random stream (seed, _SEQ_SWEEP, key) of the sequential start (sweeps are 1, 2, ...;
+#: 0 is the stream of the uniform assignments)
+_SEQ_SWEEP = 1 << 62
+
+#: the sequential start's first block is this fraction of the documents; each later block
+#: is as large as all the blocks before it
+_SEQ_FIRST = 1 / 128
+
+
+def sequential_blocks(D):
+    """Document boundaries of the blocks of the sequential start: [0, b_1), [b_1, b_2), ...
+    with b_1 = ceil(D / 128) and b_{i+1} = min(2 b_i, D) (a function of D alone)."""
+    b = [0, min(D, max(1, int(np.ceil(D * _SEQ_FIRST))))] if D > 0 else [0]
+    while b[-1] < D:
+        b.append(min(2 * b[-1], D))
+    return b
+
+
+def _sub_layout(lay, d0, d1):
+    """The token layout of documents d0..d1-1 (views of lay's arrays where possible) and the
+    token range [t0, t1) of their tokens."""
+    j0, j1 = int(lay.indptr[d0]), int(lay.indptr[d1])
+    t0, t1 = int(lay.tokptr[d0]), int(lay.tokptr[d1])
+    return TokenLayout(lay.indptr[d0:d1 + 1] - j0, lay.indices[j0:j1], lay.cnt[j0:j1],
+                       lay.tokptr[d0:d1 + 1] - t0), t0, t1
+
+
+def sequential_start(smp, lay, z, keys, seed, W, beta, *, sorted_words=False):
+    """The sequential start of ``StochasticEMLDA(init='sequential')``: z and its word-topic
+    counts W (zero on entry, (V, K) int32, written in place).
+
+    The documents are processed in the blocks of :func:`sequential_blocks` in order. The
+    first block keeps the uniform assignments z holds on entry and is counted into W. Every
+    later block is drawn by one sequential pass (``sample_sweep_counts`` with ``seq_init``):
+    each token given its document's earlier tokens and the counts W of all the blocks before
+    it, p(z_dn = k) propto (alpha + n_dk^{<n}) (W_vk + e_k + beta) / (T_k + e_k + V beta),
+    then counted into W. The documents of a block are independent (one thread each, streams
+    keyed by (seed, _SEQ_SWEEP, key[d])), so z and W do not depend on the number of
+    threads. Work: one sweep over the tokens plus one build of the word tables per block
+    (about log2(128) + 1 = 8).
+    """
+    bounds = sequential_blocks(keys.size)
+    nt = smp.n_threads
+    V, K = W.shape
+    # the row and column sums of W, kept up to date block by block (not summed from W)
+    word_totals = np.zeros(V, np.int64)
+    T = np.zeros(K, np.int64)
+    for i in range(len(bounds) - 1):
+        d0, d1 = bounds[i], bounds[i + 1]
+        sub, t0, t1 = _sub_layout(lay, d0, d1)
+        zb = z[t0:t1]
+        if i > 0 and t1 > t0:
+            smp.set_weights_from_counts(W, beta, word_totals, T)
+            smp.sweep(sub, zb, keys[d0:d1], seed, _SEQ_SWEEP, seq_init=True)
+        _tokens.count_words(sub.indptr, sub.indices, sub.cnt, sub.tokptr, zb, W,
+                            threads_for_work(nt, t1 - t0, _MIN_WORK_PER_THREAD), T,
+                            sorted_words=sorted_words)
+        word_totals += np.bincount(sub.indices, weights=sub.cnt, minlength=V).astype(np.int64)
+    smp.release_tables()
+    return W
 
 
 def run_sweeps(est, sweep, *, n_tokens, n_docs, rng, elapsed, callback, estimate):
