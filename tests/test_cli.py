@@ -417,11 +417,14 @@ def test_help_and_version_exit_0(capsys):
     assert "--n-topics" in capsys.readouterr().out
 
 
-def test_python_dash_m_entry_point():
+def test_python_dash_m_entry_point(tmp_path):
+    # run outside the repository: `python -m` puts the working directory first on sys.path,
+    # and the repository's sources are not the built package
     proc = subprocess.run(
         [sys.executable, "-m", "sparseclust", "topics", "/no/such/corpus"],
         capture_output=True,
         text=True,
+        cwd=tmp_path,
         timeout=600,  # a guard against a hang; a loaded machine can take minutes to import
     )
     assert proc.returncode == 2
