@@ -272,7 +272,8 @@ def test_sequential_start_equals_numpy_reference(sampler):
         assert not np.array_equal(z_other, z_ref)
         # fit's first sweep starts from this start: one live sweep from the reference start
         fit = StochasticEMLDA(K, max_iter=1, doc_topic_prior=0.3, sampler="dense",
-                              random_state=11, topic_estimate="sample").fit(X)
+                              init="sequential", random_state=11,
+                              topic_estimate="sample").fit(X)
         ref = _live_fit_reference(X.toarray(), K, 0.3, 0.1, 11, 1, z0=z_ref)
         np.testing.assert_array_equal(fit._word_topic, ref)
 
