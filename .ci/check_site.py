@@ -26,7 +26,7 @@ from PIL import Image
 
 # page -> (text the rendered page must contain, substrings of image files it must show)
 PAGES = {
-    "index.html": ("sparseclust documentation", ["lda_heldout"]),
+    "index.html": ("sparseclust documentation", ["sphx_glr_plot_heldout_vs_L_001"]),
     "generated/sparseclust.SparseLDA.html": ("SparseLDA", ["sphx_glr_plot_"]),
     "auto_examples/plot_kos_topics.html": ("Topics of the KOS blog corpus",
                                            ["sphx_glr_plot_kos_topics_001"]),
