@@ -267,6 +267,90 @@ def test_worker_killed_mid_fit(client, corpus):
     assert W.sum() == pytest.approx(X.sum())
 
 
+# ---------------------------------------------------------------------------------------
+# SparseLDA with the sampled local step: the chains of memoized training stay on the workers
+
+
+def _gibbs_kw(**kw):
+    return dict(n_components=K, local_step="gibbs", n_burnin=2, tol=0, random_state=4, **kw)
+
+
+def test_gibbs_batch_equals_in_process(client, corpus):
+    X, blocks, S0 = corpus
+    kw = _gibbs_kw(init=S0, algorithm="batch", max_iter=3)
+    ref = _fit(SparseLDA(**kw), X)
+    got = _fit(SparseLDA(**kw), _darray(blocks))
+    # every document draws from the stream of its place in the batch, as in process: the
+    # same draws, the statistics summed over the partitions in another order
+    np.testing.assert_allclose(got.components_, ref.components_, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got.lower_bounds_, ref.lower_bounds_, rtol=1e-12)
+    assert [e["local_iters"] for e in got.trace_] == [e["local_iters"] for e in ref.trace_]
+    np.testing.assert_array_equal(got.transform(X), ref.transform(X))
+
+
+def test_gibbs_memoized_chains_stay_on_the_workers(client, corpus, monkeypatch):
+    X, blocks, S0 = corpus
+    kw = _gibbs_kw(init=S0, algorithm="memoized", n_batches=len(blocks), max_iter=4)
+    got = _fit(SparseLDA(**kw), _darray(blocks))
+    # the reference: the same batches (one partition each) as a stream whose fit keeps the
+    # chains as a matrix's fit does (a stream's does not, to save memory) from the first
+    # pass (a stream's batch count is known after one pass)
+    from sparseclust.topics._sparse_lda import _GibbsLDAModel
+
+    stream = CorpusStream(lambda: iter(blocks), n_features=X.shape[1], n_documents=N_DOCS,
+                          batch_size=PART, feature_names=None, source="blocks")
+    monkeypatch.setattr(SparseLDA, "_keeps_chains", lambda self, *a, **k: True)
+    monkeypatch.setattr(_GibbsLDAModel, "before_pass",
+                        lambda self, *a: setattr(self, "n_fixed", len(blocks)))
+    ref = _fit(SparseLDA(**kw), stream)
+    np.testing.assert_array_equal(got.components_, ref.components_)
+    np.testing.assert_allclose(got.lower_bounds_, ref.lower_bounds_, rtol=1e-13)
+    # a revisit continues its partition's chain: no initialising sweep, no burn-in, and the
+    # saved sweeps of a kept chain (20)
+    n_tok_sweeps = [e["local_iters"] for e in got.trace_]
+    assert n_tok_sweeps[0] == (1 + 2 + 20) * N_DOCS
+    assert all(n == 20 * N_DOCS for n in n_tok_sweeps[1:]), n_tok_sweeps
+    # ... and they are the chains: restarting them every visit gives other topics
+    monkeypatch.setattr(SparseLDA, "_keeps_chains", lambda self, *a, **k: False)
+    fresh = _fit(SparseLDA(**kw), _darray(blocks))
+    assert np.abs(fresh.components_ - got.components_).max() > 1.0
+
+    def kill_after_first(info):
+        if info["pass"] == 2:
+            _kill_one_worker(client)
+
+    monkeypatch.undo()
+    again = _fit(SparseLDA(**kw), _darray(blocks), callback=kill_after_first)
+    np.testing.assert_array_equal(again.components_, got.components_)
+
+
+def test_gibbs_stochastic_equals_partial_fit_on_same_minibatches(client, corpus):
+    X, blocks, S0 = corpus
+    kw = _gibbs_kw(init=S0, algorithm="stochastic", batch_size=2 * PART, max_iter=2,
+                   kappa=0.7, delta=2.0, total_samples=N_DOCS)
+    got = _fit(SparseLDA(**kw), _darray(blocks))
+    # the engine's seed follows the sampler's (two draws) in random_state's sequence
+    seq = np.random.RandomState(4)
+    seq.randint(2**31, size=2)
+    rng = np.random.RandomState(seq.randint(np.iinfo(np.int32).max))
+    ref = SparseLDA(**kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _partial_fit_documented_minibatches(ref, blocks, rng)
+    assert got.n_batch_iter_ == ref.n_batch_iter_ == 4
+    np.testing.assert_allclose(got.components_, ref.components_, rtol=1e-12, atol=1e-12)
+
+
+def test_gibbs_fractional_counts_in_a_partition(client, corpus):
+    X, blocks, S0 = corpus
+    frac = [b.copy() for b in blocks]
+    frac[1].data = frac[1].data / 7.0  # most entries round to no token
+    with pytest.raises(ValueError, match="needs whole-number counts"):
+        SparseLDA(**_gibbs_kw(max_iter=1)).fit(_darray(frac))
+    # the variational step takes fractional weights
+    _fit(SparseLDA(K, max_iter=1, random_state=0), _darray(frac))
+
+
 @pytest.mark.parametrize("bad", [-1.0, np.nan])
 def test_bad_value_in_one_partition(client, corpus, bad):
     X, blocks, _ = corpus
@@ -300,11 +384,6 @@ def test_column_chunks_rejected(client, corpus):
         hdp.transform(_darray(blocks))
     with pytest.raises(TypeError, match="does not take a Dask collection"):
         hdp.partial_fit(_darray(blocks))
-    # the sampled local step trains in-process only (it used to fail inside the workers)
-    gibbs = SparseLDA(K, local_step="gibbs", max_iter=2, random_state=0)
-    with pytest.raises(TypeError, match="local_step='gibbs' does not train on Dask"):
-        gibbs.fit(_darray(blocks))
-    assert not hasattr(gibbs, "components_")
 
 
 def test_default_scheduler_without_client(corpus, monkeypatch):

@@ -137,6 +137,24 @@ def _sum_visits(combine, *items):
     return stats, side, counters
 
 
+def _state_part(part, state, first, job):
+    """One partition's share of a round of a model whose partitions carry state between
+    rounds (``job = (model, data)``; ``model.state_part``): (new state, statistics, counter
+    increments). ``first`` is the partition's first row in its batch."""
+    model, data = job
+    m = _fresh(model)
+    new, stats = m.state_part(part, data, state, first)
+    return new, stats, _increments(m)
+
+
+def _first(item):
+    return item[0]
+
+
+def _tail(item):
+    return tuple(item[1:])
+
+
 def _rows_part(part, rows, job, own):
     """``fn(part[rows], *args, *own)`` for ``job = (fn, args)``: a map over selected rows
     (``own``: arrays aligned with ``rows``)."""
@@ -258,6 +276,26 @@ class _Runner:
 
         leaves = [dask.delayed(fn, pure=False)(self.parts[i], *args) for i in idx]
         return self.compute(_tree(leaves, _sum_pairs))[0]
+
+    def map_state(self, fn, idx, states, firsts, *args):
+        """A round that carries state per partition: ``fn(part_i, state_i, first_i, *args)``
+        returns (new state, statistics, counters) for each partition ``idx[j]`` (``states[j]``
+        None in its first round); the statistics and counters are summed by a tree of tasks.
+        Returns (new states, statistics, counters). On a client the new states stay on the
+        workers (futures: every input of the next round is a task output, so Dask recomputes
+        what a lost worker held from lineage); without one they are values."""
+        import dask
+
+        outs = [dask.delayed(fn, pure=False)(self.parts[i], s, int(f), *args)
+                for i, s, f in zip(idx, states, firsts, strict=True)]
+        new = [dask.delayed(_first, pure=False)(o) for o in outs]
+        total = _tree([dask.delayed(_tail, pure=False)(o) for o in outs], _sum_pairs)
+        if self.client is not None:
+            futs = self.client.compute(new + [total])
+            stats, counters = futs[-1].result()
+            return futs[:-1], stats, counters
+        res = dask.compute(*new, total)
+        return list(res[:-1]), res[-1][0], res[-1][1]
 
 
 def _blocks(X, whom):
@@ -387,13 +425,25 @@ class DaskSource:
 
 class _DistributedModel(VariationalModel):
     """``model`` with its local step mapped over partitions and reduced by Dask; the global
-    step, the objective and the hooks run here, on the client."""
+    step, the objective and the hooks run here, on the client.
+
+    A model whose partitions carry state between visits of the same fixed batch (e.g. the
+    chains of a sampled local step) defines ``state_job(params, batch)`` (on the client:
+    the model copy and the data its tasks receive, for a visit of fixed batch ``batch`` or,
+    for None, a stochastic step), ``state_part(X, data, state, first)`` (on a worker: the
+    partition's new state and statistics; ``first`` is its first row in the batch) and
+    ``record_state(batch, stats)`` (on the client, after the round). The states stay on the
+    workers, one per partition of each fixed batch."""
 
     def __init__(self, model, runner, ship):
         self.model = model
         self.runner = runner
         self.ship = ship
         self._shipped = (None, None)
+        self._states = {}
+        update = getattr(model, "stochastic_update", None)
+        if update is not None:  # the model's own blend of the stochastic statistics
+            self.stochastic_update = update
 
     def n_samples(self, X):
         return X.n_rows
@@ -421,10 +471,29 @@ class _DistributedModel(VariationalModel):
         return wm() if wm is not None else self.model
 
     def local_step(self, X, params):
+        if getattr(self.model, "state_job", None) is not None:
+            return self._state_round(X, params, None)
         model = self._task_model()
         stats, counters = self.runner.map_reduce(_local_part, X.idx, model,
                                                  self._params_on_workers(params))
         self._count(counters)
+        return stats
+
+    def _state_round(self, X, params, batch):
+        """A stochastic step (``batch`` None) or the visit of fixed batch ``batch`` by a
+        model whose partitions carry state (see the class docstring)."""
+        r = self.runner
+        job = r.broadcast(self.model.state_job(params, batch))
+        states = self._states.get(batch) if batch is not None else None
+        if states is None:
+            states = [None] * len(X.idx)
+        sizes = r.rows[X.idx]
+        firsts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        new, stats, counters = r.map_state(_state_part, X.idx, states, firsts, job)
+        if batch is not None:
+            self._states[batch] = new
+        self._count(counters)
+        self.model.record_state(batch, stats)
         return stats
 
     def visit(self, X, params, batch):
@@ -433,7 +502,10 @@ class _DistributedModel(VariationalModel):
         ``visit_local`` on every partition of the batch with the round's context broadcast;
         the statistics and the side results its moves need (e.g. merge terms, co-usage, the
         rows of the documents a delete would re-infer) reduce by the tree of tasks, and the
-        client records them as the in-process visit does."""
+        client records them as the in-process visit does. A model whose partitions carry
+        state visits through :meth:`_state_round`."""
+        if getattr(self.model, "state_job", None) is not None:
+            return self._state_round(X, params, batch)
         if getattr(self.model, "visit_local", None) is None:
             return self.local_step(X, params)
         import dask

@@ -94,9 +94,6 @@ class TopicModelBase(SparseEstimatorBase):
                                feature_names=stream.feature_names, source=stream.source)
         return wrapped, init, n_docs, n_tokens
 
-    def _check_dask(self, whom):
-        """Raise when this model cannot train on a Dask collection (all can by default)."""
-
     def _dask_options(self):
         """Keywords of :func:`~sparseclust.topics._dask_lda.prepare_lda` for this model."""
         return {}
@@ -110,7 +107,6 @@ class TopicModelBase(SparseEstimatorBase):
             rng = check_random_state(self.random_state)
             X, init, n_docs, n_tokens = self._prepare_stream(X, rng, whom)
         elif is_dask_collection(X):
-            self._check_dask(whom)
             from ._dask_lda import prepare_lda
 
             rng = check_random_state(self.random_state)

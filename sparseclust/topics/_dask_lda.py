@@ -6,15 +6,16 @@ model's local step reads shipped to the workers. The estimators import this modu
 ``fit`` receives a Dask collection."""
 
 import copy
+import numbers
 import types
 
 import numpy as np
 import scipy.sparse as sp
 
 from .._dask._core import DaskSource, _bag_item, _DistributedModel, _Runner, _set_n_features
-from ._local import TopicTables, check_counts
+from ._local import TopicTables, check_counts, check_whole_counts
 
-__all__ = ["prepare_lda"]
+__all__ = ["partition_template", "prepare_lda"]
 
 
 def _check_part(block, template, whom, n_features):
@@ -35,7 +36,20 @@ def _check_part(block, template, whom, n_features):
     est = copy.copy(template)
     if block.shape[0] == 0:
         return sp.csr_array(block, dtype=np.float64)
-    return check_counts(est, block, reset=True, whom=whom)
+    X = check_counts(est, block, reset=True, whom=whom)
+    rule = est._whole_counts_rule()
+    if rule is not None and X.nnz:  # a sampled step: whole tokens, as fit checks a matrix
+        check_whole_counts(X, whom, fitting=True, why=rule[0], instead=rule[1])
+    return X
+
+
+def partition_template(est):
+    """The estimator the partitions are validated with on the workers: ``est``'s scalar
+    parameters (those that decide the checks, e.g. ``local_step``), not its ``init``
+    array or estimator."""
+    scalars = (str, numbers.Number, bool, type(None))
+    return type(est)(**{k: v for k, v in est.get_params(deep=False).items()
+                        if isinstance(v, scalars)})
 
 
 def _ship_lda(params):
@@ -55,7 +69,7 @@ def prepare_lda(est, X, rng, whom, ship=_ship_lda):
     or the given array); returns
     (source, initial statistics, documents, tokens, wrap) where ``wrap(model)`` is the model
     to hand to the engine, whose tasks receive ``ship(params)``."""
-    runner = _Runner(X, type(est)(), whom, _check_part)
+    runner = _Runner(X, partition_template(est), whom, _check_part)
     _set_n_features(est, runner.n_features)
     if isinstance(est.init, str) or hasattr(est.init, "fit"):  # an estimator is fitted on it
         init = est._init_stats(runner.first(), rng)

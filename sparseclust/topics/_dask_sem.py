@@ -10,7 +10,7 @@ import numpy as np
 
 from .._dask._core import _Runner, _set_n_features, _sum, _tree
 from ..utils._threads import effective_n_threads
-from ._dask_lda import _check_part
+from ._dask_lda import _check_part, partition_template
 from ._sem_sampler import (
     _seed,
     init_partition,
@@ -83,7 +83,7 @@ def fit_sem(est, X, callback):
     from sklearn.utils import check_random_state
 
     whom = "StochasticEMLDA.fit"
-    runner = _Runner(X, type(est)(), whom, _check_part)
+    runner = _Runner(X, partition_template(est), whom, _check_part)
     _set_n_features(est, runner.n_features)
     rng = check_random_state(est.random_state)
     seed = _seed(rng)

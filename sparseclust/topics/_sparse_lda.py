@@ -12,6 +12,7 @@ The estimator is thin: it validates input, builds a :class:`_LDAModel` (local st
 shared training engine (:func:`sparseclust._engine.fit_engine`).
 """
 
+import copy
 import numbers
 import time
 
@@ -440,12 +441,15 @@ class _GibbsLDAModel(_LDAModel):
 
         return log_weights
 
-    def _run(self, X, log_weights, z0, return_z):
+    def _run(self, X, log_weights, z0, return_z, first=0):
         """One call of the sampled local step (local step number ``calls``), continuing the
-        chain ``z0`` (None: a new one); returns its result and its statistics."""
+        chain ``z0`` (None: a new one); returns its result and its statistics. ``first`` is
+        the place in the batch of X's first document (the streams' document keys)."""
+        keys = None if first == 0 else np.arange(first, first + X.shape[0], dtype=np.uint64)
         res = gibbs_local_step(X, log_weights, self.alpha, n_burnin=self.n_burnin,
                                n_samples=self.n_saved, seed=self.seed, sweep=self.calls,
-                               n_threads=self.n_threads, z_init=z0, return_z=return_z)
+                               n_threads=self.n_threads, z_init=z0, return_z=return_z,
+                               keys=keys)
         self.calls += 1
         n_sweeps = self.n_saved + (0 if z0 is not None else 1 + self.n_burnin)
         self.counters["local_iters"] += n_sweeps * X.shape[0]
@@ -468,6 +472,41 @@ class _GibbsLDAModel(_LDAModel):
             self.chains[batch] = res.z
             self.last_stats[batch] = res.topic_word_csr
         return stats
+
+    # -- on a Dask collection (sparseclust._dask._core._DistributedModel): the chains of a
+    # fixed batch stay on the workers, one per partition
+
+    def _chained(self, batch):
+        return batch is not None and self.keep_chains and self.n_fixed >= 2
+
+    def state_job(self, params, batch):
+        """What the tasks of a visit of fixed batch ``batch`` (None: a stochastic step) run:
+        a copy of this model that draws from this local step's streams, and the word
+        weights of :meth:`_weights` (a (V, K) table, or the lazily scaled parameters
+        without their cached E[log phi]). Advances the count of local steps."""
+        task = copy.copy(self)
+        task.chains, task.last_stats, task._doc_chains = {}, {}, None
+        self.calls += 1
+        if isinstance(params, LazyParams):
+            weights = copy.copy(params)
+            weights._El = None
+        else:
+            old = self.last_stats.get(batch) if self._chained(batch) else None
+            weights = self._weights(params, old)
+            if callable(weights):
+                weights = weights(np.arange(params.shape[1]))
+        return task, (weights, self._chained(batch))
+
+    def state_part(self, X, data, z0, first):
+        """A partition's share of a visit (on a worker): its new chain (None when chains are
+        not kept) and statistics; ``first`` is its first document's place in the batch."""
+        weights, chained = data
+        res, stats = self._run(X, weights, z0 if chained else None, chained, first=first)
+        return res.z, stats
+
+    def record_state(self, batch, stats):
+        if self._chained(batch):
+            self.last_stats[batch] = stats["S"]
 
     def stochastic_update(self, state, batch_stats, rho, scale):
         # the engine's blend S <- (1 - rho) S + rho * scale * B, kept lazily scaled
@@ -880,14 +919,6 @@ class SparseLDA(TopicModelBase):
                     "local_step='variational'")
         return None
 
-    def _check_dask(self, whom):
-        if self.local_step == "gibbs":
-            raise TypeError(
-                f"{whom}: local_step='gibbs' does not train on Dask collections "
-                "(its random streams are keyed by the local step's visit and the "
-                "document's place in the batch, which the workers do not share); use "
-                "local_step='variational', or pass a sparse matrix or a CorpusStream.")
-
     def _svi_scale(self, n_docs):
         """Factor by which the stochastic objective scales the documents given to fit."""
         if self.algorithm == "stochastic" and self.total_samples is not None:
@@ -911,14 +942,16 @@ class SparseLDA(TopicModelBase):
             return 0.5 / self.n_components
         return float(self.doc_topic_prior)
 
-    def _keeps_chains(self, n_docs, stream=False):
+    def _keeps_chains(self, n_docs, stream=False, partitioned=False):
         """Whether ``fit`` keeps the Gibbs step's chains between visits: training of a
         matrix with two or more batches, memoized (batch training has one) or stochastic (a
-        stream's fit keeps only its minibatches' statistics, not 1-2 bytes per token)."""
+        stream's fit keeps only its minibatches' statistics, not 1-2 bytes per token); on a
+        Dask collection (``partitioned``), memoized training with two or more batches (the
+        chains stay on the workers with their partitions)."""
         if stream:
             return False
         if self.algorithm == "stochastic":
-            return self._batch_size() < n_docs
+            return not partitioned and self._batch_size() < n_docs
         return self.algorithm == "memoized" and min(self.n_batches, n_docs) >= 2
 
     def _n_samples(self, chains=False):
@@ -1003,7 +1036,7 @@ class SparseLDA(TopicModelBase):
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features) or CorpusStream
+        X : {array-like, sparse matrix} of shape (n_samples, n_features), CorpusStream or Dask collection
             Non-negative word counts, not text (vectorize documents first, e.g. with
             ``CountVectorizer``); at least one document and one token (an all-zero corpus
             raises ValueError; empty documents among others are fine). With
@@ -1017,7 +1050,9 @@ class SparseLDA(TopicModelBase):
             memoized training only, its minibatches (in file order) are the fixed batches
             (``n_batches`` is not used), the topics start from ``init`` on the first
             minibatch, and every pass reads the corpus again, caching only each minibatch's
-            statistics. A first read validates every minibatch and counts the tokens.
+            statistics. A first read validates every minibatch and counts the tokens. A Dask
+            array or bag of row blocks trains on the workers, with either local step (user
+            guide, "Training on streams and clusters").
         y : ignored
         callback : callable or None, default=None
             Called after every pass as ``callback(info)``; ``info`` is the pass's trace entry
@@ -1035,7 +1070,7 @@ class SparseLDA(TopicModelBase):
         stream = isinstance(X, CorpusStream)
         X, init, n_docs, n_tokens, wrap, rng = self._fit_input(X, "SparseLDA.fit")
         self._new_gibbs_seed(rng)
-        model = self._model(chains=self._keeps_chains(n_docs, stream))
+        model = self._model(chains=self._keeps_chains(n_docs, stream, wrap is not None))
         engine_model = model if wrap is None else wrap(model)
         snapshots = []
 
