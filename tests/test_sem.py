@@ -73,7 +73,7 @@ def test_log_joint_rises_and_trace_entries():
     assert len(m.trace_) == m.n_iter_ == 30
     ll = [e["log_joint"] for e in m.trace_]
     assert ll[-1] > ll[0] + 0.1 * X.sum()     # uniform start -> topics: > 0.1 nats per token
-    assert m.log_joint_ == ll[-1]
+    assert m.lower_bound_ == ll[-1]
     for e in m.trace_:
         assert e["tokens_per_s"] > 0 and 0 <= e["changed"] <= X.sum()
     assert np.isfinite(ll).all()
@@ -118,13 +118,13 @@ def test_log_joint_matches_numpy_formula(big):
         Wk.T, dtype=np.int32)).sum(lay, [captured["z"]])
     np.testing.assert_array_equal(m.components_, R.astype(np.float32).T + 0.1)
     assert np.abs(m.components_ - sample.components_).max() > 0.1
-    assert sample.log_joint_ == m.log_joint_  # the estimate does not touch the sampling
+    assert sample.lower_bound_ == m.lower_bound_  # the estimate does not touch the sampling
     a, b, V, K = 0.3, 0.1, 15, 4
     ref = (gammaln(K * a) - gammaln(Dk.sum(1) + K * a)).sum()
     ref += (gammaln(Dk + a) - gammaln(a)).sum()
     ref += (gammaln(V * b) - gammaln(Wk.sum(1) + V * b)).sum()
     ref += (gammaln(Wk + b) - gammaln(b)).sum()
-    assert m.log_joint_ == pytest.approx(ref, rel=1e-12)
+    assert m.lower_bound_ == pytest.approx(ref, rel=1e-12)
 
 
 def test_fitted_state_is_the_int32_counts_and_components_attribute():
@@ -189,7 +189,7 @@ def test_bit_identical_for_any_thread_count(monkeypatch, doc_counts, init):
     for f in fits[1:]:
         np.testing.assert_array_equal(f.components_, fits[0].components_)
         np.testing.assert_array_equal(f.transform(X), fits[0].transform(X))
-        assert f.log_joint_ == fits[0].log_joint_
+        assert f.lower_bound_ == fits[0].lower_bound_
 
 
 def _sequential_start_reference(X, K, alpha, beta, random_state, entry=True):
@@ -471,11 +471,26 @@ def test_partial_fit_and_online_fit_recover_topics():
     for _ in range(4):
         m.partial_fit(X)
     assert m.n_batch_iter_ == 20 and len(m.trace_) == 20
+    # the engine's step sizes: rho_t = min(1, (delta + t)^-kappa) for steps t = 1, 2, ...
+    # (the first step starts the topics)
     rho = [e["rho"] for e in m.trace_]
-    np.testing.assert_allclose(rho[1:], (1.0 + np.arange(1, 20)) ** -0.6)
+    np.testing.assert_allclose(rho, (1.0 + np.arange(1, 21)) ** -0.6)
+    # online fit: the same steps over the minibatches of a new permutation every pass (the
+    # engine's seed is drawn first from random_state, then the minibatch seeds)
     o = StochasticEMLDA(5, algorithm="online", max_iter=4, batch_size=100, random_state=0)
     o.fit(X)
-    np.testing.assert_array_equal(o.components_, m.components_)
+    seq = np.random.RandomState(0)
+    order = np.random.RandomState(seq.randint(np.iinfo(np.int32).max))
+    ref = StochasticEMLDA(5, batch_size=100, total_samples=X.shape[0], random_state=seq)
+    for _ in range(4):
+        perm = order.permutation(X.shape[0])
+        for s in range(0, X.shape[0], 100):
+            ref.partial_fit(X[np.sort(perm[s:s + 100])])
+    np.testing.assert_array_equal(o.components_, ref.components_)
+    assert o.n_batch_iter_ == 20 and o.n_iter_ == 4
+    assert [e["step"] for e in o.trace_] == [5, 10, 15, 20]
+    assert o.lower_bounds_ == [e["elbo"] for e in o.trace_]
+    assert hellinger_matching(o.topic_word_distribution_, topics).max() < 0.15
 
 
 def test_rao_blackwell_topics_closer_to_the_planted_ones():
@@ -553,7 +568,9 @@ def test_partial_fit_after_fit_continues_step_counter():
     m = StochasticEMLDA(4, max_iter=5, batch_size=50, random_state=0).fit(X)
     before = m.components_.copy()
     m.partial_fit(X[:50])
-    assert m.trace_[-1]["rho"] == pytest.approx((1.0 + 5 * 2) ** -0.6)
+    # resumed at t = 5 passes x 2 minibatches: this is step 11
+    assert m.trace_[-1]["rho"] == pytest.approx((1.0 + 5 * 2 + 1) ** -0.6)
+    assert len(m.lower_bounds_) == len(m.trace_) == 6
     # a blend, not a replacement: the topics move by at most rho of the way
     assert not np.array_equal(before, m.components_)
 
@@ -655,6 +672,21 @@ def test_tol_stops_on_log_joint_change():
     stopped = StochasticEMLDA(4, max_iter=50, random_state=0).fit(
         X, callback=lambda info: info["sweep"] == 3)
     assert stopped.n_iter_ == 3 and not stopped.converged_
+    # online fit: the engine's stochastic stopping rule, the change between the means of
+    # windows of 3 passes of the objective, in nats per token
+    on = StochasticEMLDA(4, algorithm="online", batch_size=25, max_iter=200, tol=0.01,
+                         random_state=0).fit(X)
+    assert on.converged_ and 6 <= on.n_iter_ < 200
+    lb = np.array(on.lower_bounds_)
+    n_tok = X.sum()
+    change = abs(lb[-3:].mean() - lb[-6:-3].mean()) / n_tok
+    assert change < 0.01 and on.trace_[-1]["elbo_change"] == pytest.approx(change)
+    # the objective is the topic-word log joint of the blended counts
+    W = on._word_topic
+    V, K = W.shape
+    ref = (K * gammaln(V * 0.1) - gammaln(W.sum(axis=0) + V * 0.1).sum()
+           + (gammaln(W + 0.1) - gammaln(0.1)).sum())
+    assert on.lower_bound_ == pytest.approx(ref, rel=1e-12)
 
 
 def test_transform_is_a_function_of_the_fitted_model():

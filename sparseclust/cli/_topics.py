@@ -62,7 +62,10 @@ def _sem_convergence_summary(model, trace, n_iter, tol):
     last = trace[-1].get("log_joint_change") if trace else None
     last = None if last is None or not np.isfinite(last) else float(last)
     if model.algorithm == "online":
-        msg = f"ran {n_iter} passes of online stochastic-EM minibatch steps"
+        last = trace[-1].get("elbo_change") if trace else None
+        last = None if last is None or not np.isfinite(last) else float(last)
+        msg = (f"{'converged after' if converged else 'ran'} {n_iter} passes of online "
+               "stochastic-EM minibatch steps")
     elif converged:
         msg = (f"converged after {n_iter} sweeps (the log joint likelihood changed by "
                f"{last:.2g} nats per token in the last sweep, below tol = {tol:g})")

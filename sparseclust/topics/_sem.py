@@ -38,13 +38,20 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
-from .._engine import is_dask_collection
+from .._base import merge_counters
+from .._engine import (
+    StochasticState,
+    SuffStats,
+    fit_engine,
+    is_dask_collection,
+    stochastic_step,
+)
 from .._input import check_output_support
 from .._kernels import _tokens  # the token utilities of the samplers
-from ..utils._progress import Progress
 from ..utils._threads import effective_n_threads, threads_for_work
 from ._base import TopicModelBase
 from ._local import TopicTables, local_step
+from ._sem_online import OnlineSEMModel
 from ._sem_sampler import (
     _MIN_WORK_PER_THREAD,
     DENSE_MAX_K,
@@ -196,15 +203,20 @@ class StochasticEMLDA(TopicModelBase):
         topics w, averaged over the saved sweeps' assignments.
     algorithm : {'batch', 'online'}, default='batch'
         'batch': ``fit`` runs ``max_iter`` stochastic-EM sweeps over all documents.
-        'online': ``fit`` runs ``max_iter`` passes of the minibatch steps of
-        :meth:`partial_fit` over X (in row order), from new topics, with the corpus size
-        ``total_samples`` (None: the number of documents of X).
+        'online': ``fit`` runs at most ``max_iter`` passes of the minibatch steps of
+        :meth:`partial_fit` over X, from new topics, with the minibatches of every pass in a
+        new random order and the corpus size ``total_samples`` (None: the number of
+        documents of X); it stops early when the objective (see ``lower_bound_``) changes by
+        less than ``tol`` per token between the means of windows of passes, as the other
+        estimators' stochastic training does.
     n_fold_in : int, default=20
         Sweeps of the fold-in of :meth:`transform` and of each minibatch of
         :meth:`partial_fit`; the first ``n_fold_in // 2`` are burn-in, the others are
         averaged.
     kappa, delta : float, default=0.6, 1.0
-        Step size rho_t = (delta + t)^(-kappa) of :meth:`partial_fit` and online ``fit``.
+        Step size rho_t = min(1, (delta + t)^(-kappa)) of step t = 1, 2, ... of
+        :meth:`partial_fit` and online ``fit`` (the rule of every estimator's stochastic
+        training).
     batch_size : int, default=256
         :meth:`partial_fit` (and online ``fit``) processes X in minibatches of this many
         documents.
@@ -244,13 +256,23 @@ class StochasticEMLDA(TopicModelBase):
     n_batch_iter_ : int
         Minibatch steps of :meth:`partial_fit` (t of the step size).
     converged_ : bool
-    log_joint_ : float
-        log p(x, z | alpha, beta) of the final assignments (collapsed over pi and phi).
+    lower_bound_ : float
+        The training objective at the end: after a batch ``fit``, log p(x, z | alpha, beta)
+        of the final assignments (collapsed over pi and phi; see Notes); after online
+        training, the topic-word part of that log joint for the blended counts W~,
+        sum_k [log Gamma(V beta) - log Gamma(T~_k + V beta) + sum_v (log Gamma(W~_vk +
+        beta) - log Gamma(beta))].
+    lower_bounds_ : list of float
+        The objective after every sweep (batch ``fit``), pass (online ``fit``) and
+        :meth:`partial_fit` step.
     trace_ : list of dict
         Per sweep: ``sweep``, ``time`` (seconds of the sweep: weights, alias tables,
         sampling), ``elapsed``, ``tokens_per_s``, ``log_joint``, ``log_joint_change`` (nats
-        per token), ``changed`` (tokens whose topic changed). :meth:`partial_fit` appends
-        ``step``, ``time``, ``elapsed``, ``tokens_per_s``, ``rho`` and ``changed`` per minibatch.
+        per token), ``changed`` (tokens whose topic changed). Online ``fit``: per pass, the
+        entries of the other estimators' stochastic training (``pass``, ``step``, ``elbo``
+        (the objective), ``elbo_change``, ``rho``, ``time_local``, ``time_global``,
+        ``elapsed``) and ``tokens``. :meth:`partial_fit` appends one entry per minibatch
+        step, as the other estimators' ``partial_fit`` does, with ``tokens_per_s``.
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only when X has string feature names.
@@ -416,10 +438,9 @@ class StochasticEMLDA(TopicModelBase):
             Rao-Blackwellized counts as a new float32 array, about one sweep of work; W
             itself with ``topic_estimate='sample'``; valid only during ``fit``); the topics
             are their transpose plus beta, row-normalized. With ``algorithm='online'`` it is
-            called after every pass over X instead, with the trace entry of the pass's last
-            minibatch step plus ``pass`` (the pass number), ``n_passes`` and ``components``
-            (the current topics). Returning ``True`` stops training. Time spent in the
-            callback is excluded from ``elapsed``.
+            called after every pass over X instead, with the pass's trace entry plus
+            ``n_passes`` and ``components`` (the current topics). Returning ``True`` stops
+            training. Time spent in the callback is excluded from ``elapsed``.
 
         Returns
         -------
@@ -503,57 +524,6 @@ class StochasticEMLDA(TopicModelBase):
                           elapsed=time.perf_counter() - t_start, callback=callback,
                           estimate=estimate)
 
-    def _minibatch_counts(self, smp, X, seed, step, *, update_topics):
-        """Word-topic counts (V, K) of the minibatch X, averaged over the saved sweeps.
-
-        With ``update_topics`` the topics are the minibatch's own counts, refreshed every sweep
-        (stochastic EM on X from a uniform start); otherwise they stay at ``smp``'s weights
-        (fold-in).
-        """
-        D, V = X.shape
-        K = self.n_components
-        beta = float(self.topic_word_prior)
-        lay = token_layout(X)
-        keys = np.arange(D, dtype=np.uint64)
-        z = np.empty(int(lay.tokptr[-1]), dtype=_z_dtype(K))
-        sweep0 = np.uint64(step) << np.uint64(20)
-        _tokens.random_assign(lay.tokptr, z, keys, seed ^ int(sweep0), K,
-                               threads_for_work(smp.n_threads, z.size, _MIN_WORK_PER_THREAD))
-        n_burn = self.n_fold_in // 2
-        n_save = self.n_fold_in - n_burn
-        rb = self.topic_estimate == "rao_blackwell"
-        if update_topics:
-            W = np.zeros((V, K), np.int32)
-            _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
-                                 threads_for_work(smp.n_threads, z.size, _MIN_WORK_PER_THREAD))
-            acc = np.zeros((V, K))
-            word_totals = W.sum(axis=1, dtype=np.int64)
-            W_next = np.empty_like(W)
-            for s in range(self.n_fold_in):
-                # W is the read buffer of the sweep, W_next its write buffer
-                smp.set_weights_from_counts(W, beta, word_totals)
-                smp.build_tables()
-                W_next.fill(0)
-                smp.sweep(lay, z, keys, seed, int(sweep0) + s + 1, Wout=W_next)
-                W, W_next = W_next, W
-                if s >= n_burn:
-                    acc += W if not rb else _RaoBlackwell(
-                        K, beta, smp.alpha, smp.n_threads, W=W).sum(lay, [z])
-            return acc / n_save, int(lay.tokptr[-1])
-        smp.build_tables()
-        if rb:
-            zs = []
-            for s in range(self.n_fold_in):
-                smp.sweep(lay, z, keys, seed, int(sweep0) + s + 1)
-                if s >= n_burn:
-                    zs.append(z.copy())  # a minibatch's assignments: small
-            R = _RaoBlackwell(K, beta, smp.alpha, smp.n_threads, w=smp.w).sum(lay, zs)
-            return R / n_save, int(lay.tokptr[-1])
-        W = np.zeros((V, K), np.int32)
-        smp.sweep(lay, z, keys, seed, int(sweep0) + 1, n_inner=self.n_fold_in,
-                  n_burn=n_burn, Wout=W)
-        return W / n_save, int(lay.tokptr[-1])
-
     def partial_fit(self, X, y=None):
         """Online stochastic EM on X, in minibatches of ``batch_size`` documents.
 
@@ -561,15 +531,17 @@ class StochasticEMLDA(TopicModelBase):
         fixed at w_vk = (W~_vk + beta) / (T~_k + V beta), the word-topic counts W_B of the
         last ``n_fold_in - n_fold_in // 2`` sweeps averaged, then the blended M-step
 
-            W~ <- (1 - rho_t) W~ + rho_t (n_total / |B|) W_B,   rho_t = (delta + t)^(-kappa)
+            W~ <- (1 - rho_t) W~ + rho_t (n_total / |B|) W_B,
+            rho_t = min(1, (delta + t)^-kappa)
 
         (the online/incremental form of stochastic EM that Zaheer & Kottur App. E derive from
         its equivalence with stochastic gradient steps; Mimno, Hoffman & Blei 2012 use the
         same blend with a Gibbs local step).  The first minibatch of a model that was never
         fitted starts the topics: ``n_fold_in`` stochastic-EM sweeps over it from uniform
-        assignments, W~ = (n_total / |B|) W_B (t = 0 -> 1).  After :meth:`fit`, W~ starts
-        from the fitted counts and t from ``n_iter_ * ceil(n_fit / batch_size)``, the steps
-        that many passes of minibatches would have taken.
+        assignments, W~ = (n_total / |B|) W_B (step t = 1).  After :meth:`fit`, W~ starts
+        from the fitted counts and t resumes at ``n_iter_ * ceil(n_fit / batch_size)``, the
+        steps that many passes of minibatches would have taken (the steps and their sizes
+        are those of the training engine, :func:`~sparseclust._engine.stochastic_step`).
 
         Parameters
         ----------
@@ -586,81 +558,89 @@ class StochasticEMLDA(TopicModelBase):
         fitted = getattr(self, "_word_topic", None)
         X, first = self._partial_fit_input(X, "StochasticEMLDA.partial_fit",
                                            None if fitted is None else fitted.shape[1])
-        D = X.shape[0]
+        D, V = X.shape
         if first:
-            self._reset_online()
+            self._rng = check_random_state(self.random_state)
+            self._start_partial_fit()
+            self._t = 0
         elif getattr(self, "_t", None) is None:
             # continue from a batch fit as if its sweeps had been passes of minibatch steps
             n_fit = self._n_samples_fit or D
             self._t = self.n_iter_ * max(1, -(-n_fit // self.batch_size))
-        if not hasattr(self, "_rng"):
-            self._rng = check_random_state(self.random_state)
-        self._online_pass(X, float(self._step_total(D)))
+        state = self._online_state()
+        model = self._online_model(V, state.t)
+        total = float(self._step_total(D))
+        for start in range(0, D, self.batch_size):
+            B = X[start:start + self.batch_size]
+            before = model.counters["tokens"]
+            timings = {}
+            t0 = time.perf_counter()
+            params = stochastic_step(model, state, B, kappa=self.kappa, delta=self.delta,
+                                     total_samples=total, timings=timings)
+            elapsed = time.perf_counter() - t0
+            self.n_batch_iter_ += 1
+            n_tok = model.counters["tokens"] - before
+            speed = self.n_fold_in * n_tok / elapsed if elapsed > 0 else np.inf
+            self._record_step(B, total, model.elbo(state.stats, params), elapsed, state.rho,
+                              timings, {"tokens_per_s": speed})
+        self._end_online(state)
         return self
 
-    def _reset_online(self):
-        self.__dict__.pop("_word_topic", None)
-        self._rng = check_random_state(self.random_state)
-        self._t = 0
-        self._n_samples_fit = None
-        self.trace_ = []
-        self.n_iter_ = 0
-        self.n_batch_iter_ = 0
-        self.converged_ = False
-        self.log_joint_ = None
+    def _online_state(self):
+        """The stochastic state of the online steps: the fitted counts W~ (float64) and the
+        step counter, or no counts before the first step."""
+        W = self.__dict__.get("_word_topic")
+        stats = None if W is None else SuffStats(W=np.array(W, dtype=np.float64))
+        return StochasticState(stats=stats, t=self._t)
+
+    def _online_model(self, V, step):
+        return OnlineSEMModel(self._new_sampler(V), self.topic_word_prior, self._rng, step,
+                              n_fold_in=self.n_fold_in,
+                              rao_blackwell=self.topic_estimate == "rao_blackwell")
+
+    def _end_online(self, state):
+        self._t = state.t
+        self._set_topics(state.stats["W"])
 
     def _fit_online(self, X, callback):
-        self._reset_online()
-        total = float(self.total_samples) if self.total_samples is not None else \
-            float(X.shape[0])
-        progress = Progress("StochasticEMLDA", self.max_iter) if self.verbose else None
-        for it in range(1, self.max_iter + 1):
-            self._online_pass(X, total)
-            self.n_iter_ = it
-            if progress is not None:
-                progress(dict(self.trace_[-1], n_passes=self.max_iter, **{"pass": it}))
-            if callback is not None:
-                info = dict(self.trace_[-1], n_passes=self.max_iter, components=self.components_)
-                info["pass"] = it
-                if callback(info):
-                    break
-        self._n_samples_fit = X.shape[0]
-        return self
-
-    def _online_pass(self, X, total):
-        """One minibatch step per ``batch_size`` documents of X (see :meth:`partial_fit`)."""
+        """``algorithm='online'``: ``max_iter`` passes of the engine's stochastic training
+        over X from new topics (see :class:`~sparseclust.topics._sem_online.OnlineSEMModel`)."""
+        self._rng = check_random_state(self.random_state)
+        self._start_partial_fit()
+        self._t = 0
+        self.__dict__.pop("_word_topic", None)
         D, V = X.shape
+        total = float(self.total_samples) if self.total_samples is not None else float(D)
+        state = self._online_state()
+        model = self._online_model(V, 0)
         beta = float(self.topic_word_prior)
-        if hasattr(self, "_word_topic"):
-            Wt = np.array(self._word_topic, dtype=np.float64)
-        else:
-            Wt = None
-        smp = self._new_sampler(V)
-        for start in range(0, max(D, 1), self.batch_size):
-            B = X[start:start + self.batch_size]
-            seed = _seed(self._rng)
-            t0 = time.perf_counter()
-            scale = total / max(B.shape[0], 1)
-            if Wt is None:
-                WB, n_tok = self._minibatch_counts(smp, B, seed, self._t, update_topics=True)
-                Wt = scale * WB
-                rho = 1.0
-            else:
-                T = Wt.sum(axis=0)
-                smp.set_weights((Wt + beta) / (T + V * beta))
-                WB, n_tok = self._minibatch_counts(smp, B, seed, self._t, update_topics=False)
-                rho = float((self.delta + self._t) ** (-self.kappa))
-                Wt = (1.0 - rho) * Wt + rho * scale * WB
-            self._t += 1
-            self.n_batch_iter_ += 1
-            dt = time.perf_counter() - t0
-            prev = self.trace_[-1]["elapsed"] if self.trace_ else 0.0
-            self.trace_.append({
-                "step": self.n_batch_iter_, "time": dt, "elapsed": prev + dt,
-                "tokens_per_s": self.n_fold_in * n_tok / dt if dt > 0 else np.inf,
-                "rho": rho,
-            })
-        self._set_topics(Wt)
+        snapshots = []
+
+        def _pass_done(info):
+            snapshots.append(dict(model.counters))
+            if callback is None:
+                return False
+            public = {k: v for k, v in info.items() if k not in ("params", "stats")}
+            public["components"] = _lambda_of_counts(info["stats"]["W"], beta)
+            return bool(callback(public))
+
+        n_tokens = float(np.floor(X.data.astype(np.float64) + 0.5).sum())
+        result = fit_engine(
+            model, X, None, algorithm="stochastic", max_iter=self.max_iter, tol=self.tol,
+            batch_size=self.batch_size, kappa=self.kappa, delta=self.delta,
+            total_samples=total, random_state=self._rng.randint(np.iinfo(np.int32).max),
+            verbose=self.verbose, name="StochasticEMLDA", callback=_pass_done, state=state,
+            tol_scale=max(n_tokens * total / D, 1.0),
+        )
+        self.trace_ = merge_counters(result.trace, snapshots)
+        self.n_iter_ = result.n_iter
+        self.converged_ = bool(result.converged)
+        self.lower_bounds_ = list(result.lower_bounds)
+        self.lower_bound_ = result.lower_bound
+        self.n_batch_iter_ = state.t
+        self._n_samples_fit = D
+        self._end_online(state)
+        return self
 
     # -----------------------------------------------------------------------------------
     # inference

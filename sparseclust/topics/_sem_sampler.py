@@ -347,7 +347,8 @@ def run_sweeps(est, sweep, *, n_tokens, n_docs, rng, elapsed, callback, estimate
     est.n_batch_iter_ = 0
     est._rng = rng
     est.converged_ = converged
-    est.log_joint_ = trace[-1]["log_joint"]
+    est.lower_bounds_ = [e["log_joint"] for e in trace]
+    est.lower_bound_ = trace[-1]["log_joint"]
     est._n_samples_fit = n_docs
     est._t = None
     return est

@@ -1036,23 +1036,22 @@ class SparseLDA(TopicModelBase):
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features), CorpusStream or Dask collection
-            Non-negative word counts, not text (vectorize documents first, e.g. with
-            ``CountVectorizer``); at least one document and one token (an all-zero corpus
-            raises ValueError; empty documents among others are fine). With
-            local_step='variational' fractional weights (e.g. tf-idf) are used as they are.
-            With local_step='gibbs' the sampler needs whole tokens: non-integer counts are
-            rounded half up with a ``NonIntegerCountsWarning``, and a ValueError is raised
-            instead when the rounded tokens keep less than half of X's total weight (as for
-            tf-idf or row-normalised rows). The same rules hold in :meth:`partial_fit`. A
+        X : {array-like, sparse matrix}, CorpusStream or Dask collection
+            Of shape (n_samples, n_features): non-negative word counts, not text (vectorize
+            documents first, e.g. with ``CountVectorizer``); at least one document and one token
+            (an all-zero corpus raises ValueError; empty documents among others are fine). With
+            local_step='variational' fractional weights (e.g. tf-idf) are used as they are. With
+            local_step='gibbs' the sampler needs whole tokens: non-integer counts are rounded half
+            up with a ``NonIntegerCountsWarning``, and a ValueError is raised instead when the
+            rounded tokens keep less than half of X's total weight (as for tf-idf or row-normalised
+            rows). The same rules hold in :meth:`partial_fit`. A
             :class:`~sparseclust.datasets.CorpusStream` (e.g. from
-            :func:`~sparseclust.datasets.stream_uci_bow`) trains on a corpus on disk:
-            memoized training only, its minibatches (in file order) are the fixed batches
-            (``n_batches`` is not used), the topics start from ``init`` on the first
-            minibatch, and every pass reads the corpus again, caching only each minibatch's
-            statistics. A first read validates every minibatch and counts the tokens. A Dask
-            array or bag of row blocks trains on the workers, with either local step (user
-            guide, "Training on streams and clusters").
+            :func:`~sparseclust.datasets.stream_uci_bow`) trains on a corpus on disk: memoized
+            training only, its minibatches (in file order) are the fixed batches (``n_batches`` is
+            not used), the topics start from ``init`` on the first minibatch, and every pass reads
+            the corpus again, caching only each minibatch's statistics. A first read validates
+            every minibatch and counts the tokens. A Dask array or bag of row blocks trains on the
+            workers, with either local step (user guide, "Training on streams and clusters").
         y : ignored
         callback : callable or None, default=None
             Called after every pass as ``callback(info)``; ``info`` is the pass's trace entry
