@@ -356,18 +356,18 @@ def stochastic_step(model, state, X_batch, *, kappa, delta, total_samples, timin
     batch_stats = model.local_step(X_batch, params)
     tc = time.perf_counter()
     state.t += 1
-    rho = learning_rate(state.t, kappa, delta)
+    rho = state.rho = learning_rate(state.t, kappa, delta)
     update = getattr(model, "stochastic_update", None)
     if update is not None:
         # the model applies the same blend in its own representation (e.g. sparse, lazily
-        # scaled) and returns the new parameters
+        # scaled) and returns the new parameters (and sets ``state.rho`` to the step it
+        # took when that differs, e.g. a first step that starts the statistics)
         params = state.params = update(state, batch_stats, rho, float(total_samples) / n)
     else:
         state.stats = (1.0 - rho) * state.stats + rho * _scale(batch_stats,
                                                                float(total_samples) / n)
         params = state.params = model.global_step(state.stats)
     model.after_step(rho, float(total_samples) / n)
-    state.rho = rho
     if timings is not None:
         timings["local"] = timings.get("local", 0.0) + (tc - tb)
         timings["global"] = timings.get("global", 0.0) + (tb - ta) + (time.perf_counter() - tc)

@@ -474,7 +474,7 @@ def test_partial_fit_and_online_fit_recover_topics():
     # the engine's step sizes: rho_t = min(1, (delta + t)^-kappa) for steps t = 1, 2, ...
     # (the first step starts the topics)
     rho = [e["rho"] for e in m.trace_]
-    np.testing.assert_allclose(rho, (1.0 + np.arange(1, 21)) ** -0.6)
+    np.testing.assert_allclose(rho, [1.0, *((1.0 + np.arange(2, 21)) ** -0.6)])
     # online fit: the same steps over the minibatches of a new permutation every pass (the
     # engine's seed is drawn first from random_state, then the minibatch seeds)
     o = StochasticEMLDA(5, algorithm="online", max_iter=4, batch_size=100, random_state=0)
@@ -729,3 +729,15 @@ def test_callback_sees_every_sweep_the_converged_one_too():
     m = StochasticEMLDA(4, max_iter=20, tol=0, random_state=0).fit(
         X, callback=lambda i: seen.append(i["pass"]) or i["pass"] == 4)
     assert seen == [1, 2, 3, 4] and m.n_iter_ == 4 and len(m.trace_) == 4
+
+
+def test_delta_none_is_four_passes_of_minibatches():
+    # the topic models' rule for delta=None: a delay of 4 ceil(n_total / batch_size) steps
+    X, _ = planted_corpus(seed=2, K=4, block=6, D=120, length=20)
+    m = StochasticEMLDA(4, algorithm="online", max_iter=2, batch_size=40, delta=None,
+                        n_fold_in=4, random_state=0).fit(X)
+    assert m.trace_[-1]["rho"] == pytest.approx((4 * 3 + 6) ** -0.6)
+    p = StochasticEMLDA(4, batch_size=40, delta=None, n_fold_in=4, total_samples=120,
+                        random_state=0).partial_fit(X)
+    np.testing.assert_allclose([e["rho"] for e in p.trace_],
+                               [1.0, (12 + 2) ** -0.6, (12 + 3) ** -0.6])

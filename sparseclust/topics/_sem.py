@@ -42,6 +42,7 @@ from .._base import merge_counters
 from .._engine import (
     StochasticState,
     SuffStats,
+    default_delay,
     fit_engine,
     is_dask_collection,
     stochastic_step,
@@ -213,10 +214,15 @@ class StochasticEMLDA(TopicModelBase):
         Sweeps of the fold-in of :meth:`transform` and of each minibatch of
         :meth:`partial_fit`; the first ``n_fold_in // 2`` are burn-in, the others are
         averaged.
-    kappa, delta : float, default=0.6, 1.0
+    kappa : float in (0, 1], default=0.6
         Step size rho_t = min(1, (delta + t)^(-kappa)) of step t = 1, 2, ... of
         :meth:`partial_fit` and online ``fit`` (the rule of every estimator's stochastic
         training).
+    delta : float >= 0 or None, default=1.0
+        The step size's delay; None means four passes' worth of minibatches,
+        4 ceil(n_total / batch_size), the topic models' default. Here the first minibatch
+        starts the topics from its own counts, so the default delay is short: the next
+        steps must be able to move them.
     batch_size : int, default=256
         :meth:`partial_fit` (and online ``fit``) processes X in minibatches of this many
         documents.
@@ -308,7 +314,7 @@ class StochasticEMLDA(TopicModelBase):
         "topic_estimate": [StrOptions({"rao_blackwell", "sample"})],
         "algorithm": [StrOptions({"batch", "online"})],
         "n_fold_in": [Interval(numbers.Integral, 1, None, closed="left")],
-        "delta": [Interval(numbers.Real, 0, None, closed="left")],
+        "delta": [Interval(numbers.Real, 0, None, closed="left"), None],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left")],
     }
 
@@ -575,7 +581,8 @@ class StochasticEMLDA(TopicModelBase):
             before = model.counters["tokens"]
             timings = {}
             t0 = time.perf_counter()
-            params = stochastic_step(model, state, B, kappa=self.kappa, delta=self.delta,
+            params = stochastic_step(model, state, B, kappa=self.kappa,
+                                     delta=default_delay(self.delta, total, self.batch_size),
                                      total_samples=total, timings=timings)
             elapsed = time.perf_counter() - t0
             self.n_batch_iter_ += 1
@@ -627,7 +634,8 @@ class StochasticEMLDA(TopicModelBase):
         n_tokens = float(np.floor(X.data.astype(np.float64) + 0.5).sum())
         result = fit_engine(
             model, X, None, algorithm="stochastic", max_iter=self.max_iter, tol=self.tol,
-            batch_size=self.batch_size, kappa=self.kappa, delta=self.delta,
+            batch_size=self.batch_size, kappa=self.kappa,
+            delta=default_delay(self.delta, total, self.batch_size),
             total_samples=total, random_state=self._rng.randint(np.iinfo(np.int32).max),
             verbose=self.verbose, name="StochasticEMLDA", callback=_pass_done, state=state,
             tol_scale=max(n_tokens * total / D, 1.0),

@@ -118,8 +118,9 @@ class OnlineSEMModel(VariationalModel):
         return self.global_step(init_stats)
 
     def stochastic_update(self, state, batch_stats, rho, scale):
-        if state.stats is None:
+        if state.stats is None:  # the first minibatch starts the topics: a step of size 1
             state.stats = batch_stats * scale
+            state.rho = 1.0
         else:
             state.stats = (1.0 - rho) * state.stats + batch_stats * (rho * scale)
         return self.global_step(state.stats)
