@@ -152,7 +152,7 @@ def test_old_parameters_released_before_the_global_step(client, corpus, monkeypa
     import gc
     import weakref
 
-    from sparseclust.topics._sparse_lda import _LDAModel
+    from sparseclust.topics._lda_model import _LDAModel
 
     X, blocks, S0 = corpus
     alive, previous = [], []
@@ -295,7 +295,7 @@ def test_gibbs_memoized_chains_stay_on_the_workers(client, corpus, monkeypatch):
     # the reference: the same batches (one partition each) as a stream whose fit keeps the
     # chains as a matrix's fit does (a stream's does not, to save memory) from the first
     # pass (a stream's batch count is known after one pass)
-    from sparseclust.topics._sparse_lda import _GibbsLDAModel
+    from sparseclust.topics._lda_model import _GibbsLDAModel
 
     stream = CorpusStream(lambda: iter(blocks), n_features=X.shape[1], n_documents=N_DOCS,
                           batch_size=PART, feature_names=None, source="blocks")

@@ -255,7 +255,7 @@ def test_sklearn_compatible_gibbs(estimator, check):
 
 @pytest.mark.parametrize("rescale_below", [None, 1e-3])
 def test_lazy_update_equals_dense_update(monkeypatch, rescale_below):
-    from sparseclust.topics._sparse_lda import _LDAParams
+    from sparseclust.topics._lda_model import _LDAParams
 
     if rescale_below is not None:
         monkeypatch.setattr(_gibbs, "RESCALE_BELOW", rescale_below)

@@ -10,7 +10,7 @@ from scipy.special import gammaln, psi
 
 from sparseclust import SparseLDA
 from sparseclust._kernels import _tokens
-from sparseclust.topics import _sparse_lda
+from sparseclust.topics import _lda_model
 from sparseclust.topics._gibbs import gibbs_local_step
 
 from .test_gibbs import _corpus
@@ -128,14 +128,14 @@ def test_fit_continues_each_batch_chain(monkeypatch, algorithm):
     X = _corpus(D=90)
     n_tok = int(X.sum())
     seen = []
-    orig = _sparse_lda.gibbs_local_step
+    orig = _lda_model.gibbs_local_step
 
     def spy(X, *args, z_init=None, **kw):
         res = orig(X, *args, z_init=z_init, **kw)
         seen.append((None if z_init is None else z_init.copy(), res.z))
         return res
 
-    monkeypatch.setattr(_sparse_lda, "gibbs_local_step", spy)
+    monkeypatch.setattr(_lda_model, "gibbs_local_step", spy)
     n_batches = 3 if algorithm == "memoized" else 1
     m = SparseLDA(3, local_step="gibbs", algorithm=algorithm, n_batches=n_batches,
                   max_iter=3, tol=0, random_state=0, n_burnin=2, n_saved_sweeps=2).fit(X)
@@ -173,7 +173,7 @@ def test_revisit_weights_exclude_the_batch_own_statistics(monkeypatch):
     X = _corpus(D=60)
     tau = 0.1
     captured = []
-    orig = _sparse_lda.gibbs_local_step
+    orig = _lda_model.gibbs_local_step
 
     def spy(Xb, log_weights, *args, **kw):
         res = orig(Xb, log_weights, *args, **kw)
@@ -181,10 +181,10 @@ def test_revisit_weights_exclude_the_batch_own_statistics(monkeypatch):
         captured.append((cols, np.array(log_weights(cols)), res.topic_word_csr.toarray()))
         return res
 
-    monkeypatch.setattr(_sparse_lda, "gibbs_local_step", spy)
+    monkeypatch.setattr(_lda_model, "gibbs_local_step", spy)
     totals = []
-    engine_step = _sparse_lda._GibbsLDAModel.global_step
-    engine_init = _sparse_lda._GibbsLDAModel.initial_params
+    engine_step = _lda_model._GibbsLDAModel.global_step
+    engine_init = _lda_model._GibbsLDAModel.initial_params
 
     def keep(S):
         totals.append(np.array(S.toarray() if sp.issparse(S) else S))
@@ -197,8 +197,8 @@ def test_revisit_weights_exclude_the_batch_own_statistics(monkeypatch):
         keep(stats["S"])
         return engine_init(self, stats)
 
-    monkeypatch.setattr(_sparse_lda._GibbsLDAModel, "global_step", keep_total)
-    monkeypatch.setattr(_sparse_lda._GibbsLDAModel, "initial_params", keep_init)
+    monkeypatch.setattr(_lda_model._GibbsLDAModel, "global_step", keep_total)
+    monkeypatch.setattr(_lda_model._GibbsLDAModel, "initial_params", keep_init)
     SparseLDA(3, local_step="gibbs", algorithm="memoized", n_batches=2, max_iter=2, tol=0,
         topic_word_prior=tau, random_state=0).fit(X)
     # statistics: totals[0] the initial ones, totals[1] after pass 1 (the batch algorithm's
@@ -229,7 +229,7 @@ def test_count_params_log_weights_match_dense_formulas():
     old = np.zeros((K, V))
     old[:, cols] = S[:, cols] * rng.rand(K, cols.size)  # part of S, on cols only
     for S_in in (S, sp.csr_array(S)):
-        params = _sparse_lda._CountParams.from_stats(S_in, tau)
+        params = _lda_model._CountParams.from_stats(S_in, tau)
         for mean in (False, True):
             np.testing.assert_allclose(params.log_weights(cols, mean=mean),
                                        _log_weights_reference(S, tau, mean)[cols],
@@ -246,7 +246,7 @@ def test_count_params_log_weights_match_dense_formulas():
     with pytest.raises(ValueError, match="outside"):
         params.log_weights(cols, exclude=sp.csr_array(bad))
     # lambda stored in the statistics' memory (the end of a fit): the same weights
-    params = _sparse_lda._CountParams.from_stats(S.copy(), tau)
+    params = _lda_model._CountParams.from_stats(S.copy(), tau)
     params.materialize(overwrite_stats=True)
     np.testing.assert_allclose(params.log_weights(cols, exclude=sp.csr_array(old), mean=True),
                                _log_weights_reference(S - old, tau, True)[cols],
@@ -257,13 +257,13 @@ def _record_restarts(monkeypatch):
     """Spy on the Gibbs local step: one entry per call, True for a restarted chain (no
     z_init given and none kept)."""
     calls = []
-    orig = _sparse_lda.gibbs_local_step
+    orig = _lda_model.gibbs_local_step
 
     def spy(*args, z_init=None, **kw):
         calls.append(z_init is None and not kw.get("return_z"))
         return orig(*args, z_init=z_init, **kw)
 
-    monkeypatch.setattr(_sparse_lda, "gibbs_local_step", spy)
+    monkeypatch.setattr(_lda_model, "gibbs_local_step", spy)
     return calls
 
 

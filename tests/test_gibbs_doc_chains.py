@@ -9,7 +9,7 @@ from scipy.special import psi
 
 from sparseclust import SparseLDA
 from sparseclust._engine import learning_rate
-from sparseclust.topics import _gibbs, _sparse_lda
+from sparseclust.topics import _gibbs, _lda_model
 from sparseclust.topics._gibbs import DocumentChains
 from sparseclust.topics._sem import token_layout
 
@@ -69,7 +69,7 @@ def test_excluded_weights_match_dense_reference():
     np.testing.assert_array_equal(params.stats.dense(), S)
     np.testing.assert_array_equal(params.log_weights(cols), before)
     # the same weights as the dense statistics' parameters with the same exclusion
-    count = _sparse_lda._CountParams.from_stats(S, tau)
+    count = _lda_model._CountParams.from_stats(S, tau)
     np.testing.assert_allclose(count.log_weights(cols, exclude=sp.csr_array(E), mean=mean),
                                ref, rtol=1e-12, atol=1e-12)
 
@@ -153,9 +153,9 @@ def _spy(monkeypatch):
     assignments returned, the weights' excluded statistics (None without), and every step's
     (rows, rho, scale)."""
     calls, steps = [], []
-    orig_step = _sparse_lda.gibbs_local_step
-    orig_before = _sparse_lda._GibbsLDAModel.before_step
-    orig_after = _sparse_lda._GibbsLDAModel.after_step
+    orig_step = _lda_model.gibbs_local_step
+    orig_before = _lda_model._GibbsLDAModel.before_step
+    orig_after = _lda_model._GibbsLDAModel.after_step
     pending = []
 
     def before(self, X, rows):
@@ -175,9 +175,9 @@ def _spy(monkeypatch):
                           mean=getattr(log_weights, "mean", None)))
         return res
 
-    monkeypatch.setattr(_sparse_lda, "gibbs_local_step", spy)
-    monkeypatch.setattr(_sparse_lda._GibbsLDAModel, "before_step", before)
-    monkeypatch.setattr(_sparse_lda._GibbsLDAModel, "after_step", after)
+    monkeypatch.setattr(_lda_model, "gibbs_local_step", spy)
+    monkeypatch.setattr(_lda_model._GibbsLDAModel, "before_step", before)
+    monkeypatch.setattr(_lda_model._GibbsLDAModel, "after_step", after)
     return calls, steps
 
 

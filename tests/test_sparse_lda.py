@@ -19,8 +19,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sparseclust import SparseLDA, StochasticEMLDA
 from sparseclust._engine import DELAY_PASSES as _DELTA_PASSES
+from sparseclust.topics._lda_model import _LDAModel, _LDAParams
 from sparseclust.topics._local import local_step
-from sparseclust.topics._sparse_lda import _LDAModel, _LDAParams
 
 # most fits here run a few passes on purpose; the warning itself is tested below
 pytestmark = pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
@@ -508,7 +508,7 @@ def _kmeans_objective(X, counts, tau):
 def test_kl_kmeans_never_decreases_its_objective():
     # short documents over a large vocabulary (tau * V = 60 >> N_d ~ 15): the regime where a
     # smoothed document distribution would be mostly prior mass
-    from sparseclust.topics._sparse_lda import _kl_kmeans
+    from sparseclust.topics._lda_init import _kl_kmeans
 
     rng = np.random.default_rng(0)
     K_true, V, D, tau = 6, 600, 240, 0.1
@@ -529,7 +529,7 @@ def test_kl_kmeans_recovers_separated_document_clusters():
     # four clusters with disjoint vocabularies, one seed in each, documents of 8 tokens against
     # tau * V = 160 pseudo-counts: every document must end in its own cluster (scoring the
     # smoothed document, x_d + tau, sends documents to the wrong clusters here)
-    from sparseclust.topics._sparse_lda import _kl_kmeans
+    from sparseclust.topics._lda_init import _kl_kmeans
 
     rng = np.random.default_rng(1)
     K, block, per, tau = 4, 40, 30, 1.0

@@ -15,8 +15,8 @@ from scipy.special import psi
 from sparseclust import HDPTopicModel, SparseLDA
 from sparseclust._engine import SuffStats, _split_batches, fit_engine
 from sparseclust.datasets import load_kos
+from sparseclust.topics._lda_model import _LDAModel
 from sparseclust.topics._local import TopicTables, local_step, stats_csr
-from sparseclust.topics._sparse_lda import _LDAModel
 
 from .test_hdp import densify_local, hdp_corpus
 

@@ -186,7 +186,7 @@ def test_partial_fit_over_a_stream_equals_in_memory_minibatches(tmp_path, cls, p
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_memoized_fit_on_a_stream_equals_the_dense_memoized_loop(tmp_path):
     from sparseclust._engine import SuffStats
-    from sparseclust.topics._sparse_lda import _LDAModel
+    from sparseclust.topics._lda_model import _LDAModel
 
     X = sp.csr_matrix(load_kos().data[:250])
     path = tmp_path / "docword.txt.gz"

@@ -23,14 +23,14 @@ from .._input import check_output_support
 from .._moves import parse_moves
 from ._base import TopicModelBase
 from ._hdp_model import HDPModel, empty_stats
-from ._local import local_step
-from ._sem import StochasticEMLDA
-from ._sparse_lda import (
+from ._lda_init import (
     _KMEANS_ITERS,
     _kl_kmeans,
     _kl_kmeanspp_seeds,
     init_counts_from_estimator,
 )
+from ._local import local_step
+from ._sem import StochasticEMLDA
 
 __all__ = ["HDPTopicModel"]
 

@@ -115,7 +115,7 @@ def fresh_topics(Xt, J, tau, V, alpha, rng, n_iter, L, n_threads):
     their word types, V in all): KL k-means++ seeds and KL k-means (the initializer of
     SparseLDA), then ``n_iter`` iterations of the LDA local step with document prior
     alpha / J and lambda = tau + S. None when fewer than two topics keep a token."""
-    from ._sparse_lda import _KMEANS_ITERS, _kl_kmeans, _kl_kmeanspp_seeds
+    from ._lda_init import _KMEANS_ITERS, _kl_kmeans, _kl_kmeanspp_seeds
 
     n_cols = Xt.shape[1]
     seeds = _kl_kmeanspp_seeds(Xt, J, tau, rng)
