@@ -24,7 +24,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sparseclust import SparseGaussianMixture, posteriors
-from sparseclust.mixture._sparse_gmm import _SparseGMMModel
+from sparseclust.mixture._gmm_model import _SparseGMMModel
 
 CASES = [("full", False), ("diag", False), ("full", True), ("diag", True)]
 # with the spherical model (not in scikit-learn's parity tests: its Bayesian mixture uses the
@@ -510,7 +510,7 @@ def test_sample_with_float32_weights_that_sum_above_one_in_float64():
 def test_kmeanspp_labels_of_float32_data_far_from_the_origin():
     """The nearest-center labels of the k-means++ start are computed in float64 about the
     centers' mean: float32 data 1e4 from the origin get the labels of exact distances."""
-    from sparseclust.mixture._sparse_gmm import _nearest
+    from sparseclust.mixture._gmm_init import _nearest
 
     X, _ = _blobs(n_per=200, sep=3.0)
     X = X * 0.5 + 1e4
@@ -580,7 +580,7 @@ def test_dp_model_with_dense_responsibilities_stays_dense_as_k_changes():
     """L=None asks for dense responsibilities: after births grow K (or moves shrink it) the
     model's L follows K (it stayed at the starting K, so born clusters made training
     L-sparse while predict_proba is dense); an integer L is clamped to K."""
-    from sparseclust.mixture._sparse_gmm import _DPMixtureModel
+    from sparseclust.mixture._gmm_model import _DPMixtureModel
 
     X, _ = _blobs(n_per=30)
     est = SparseGaussianMixture(2, L=None, weight_concentration_prior_type="dirichlet_process")
@@ -813,7 +813,7 @@ def test_warm_start_and_n_init():
 def test_threads_give_identical_results(algorithm, ct, zero_mean):
     # blocks of n_rows * K weights above the size where the kernels start to use threads, so
     # that two threads really share the work; everything must be bit-identical
-    from sparseclust.mixture._sparse_gmm import _MIN_PARALLEL_WEIGHTS
+    from sparseclust.mixture._gmm_model import _MIN_PARALLEL_WEIGHTS
     from sparseclust.utils._threads import threads_for_work
 
     X, _ = _blobs(n_per=4000, D=5, n_clusters=3, sep=3.0)
@@ -1347,7 +1347,7 @@ from sparseclust.mixture._dp_moves import (  # noqa: E402
     _Workspace,
     restrict,
 )
-from sparseclust.mixture._sparse_gmm import _DPMixtureModel  # noqa: E402
+from sparseclust.mixture._gmm_model import _DPMixtureModel  # noqa: E402
 
 DP = "dirichlet_process"
 
