@@ -15,7 +15,7 @@ from .. import posteriors
 from .._engine import SuffStats, VariationalModel
 from ..utils import effective_n_threads
 from ..utils._threads import threads_for_work
-from . import _gaussian
+from . import _gaussian, _quadratic_form
 from ._dp_moves import MixtureMoves
 
 # Bound on the number of floats of a (rows, K) weight block in the local step.
@@ -76,7 +76,7 @@ class _SparseGMMModel(VariationalModel):
     Local step (Hughes & Sudderth 2016, Alg. 1 and Eq. 5-7), over row blocks of the batch:
 
     1. weights ``W_nk = E[log pi_k] + E[log N(x_n | mu_k, Lambda_k)]`` by BLAS
-       (:class:`_gaussian.QuadraticForm`);
+       (:class:`_quadratic_form.QuadraticForm`);
     2. top-L responsibilities ``r_n = responsibilities(W_n, L)``;
     3. additive statistics ``N_k, Sx_k, Sxx_k`` (or their diagonal) and the entropy
        ``-sum_n r_nk log r_nk`` by :func:`sparseclust.posteriors.summary_statistics`.
@@ -173,7 +173,7 @@ class _SparseGMMModel(VariationalModel):
         return SuffStats(**fields)
 
     def quadratic_form(self, params, dtype):
-        return _gaussian.QuadraticForm(
+        return _quadratic_form.QuadraticForm(
             params.means,
             params.prec_chol,
             self.prior.covariance_type,
@@ -186,7 +186,7 @@ class _SparseGMMModel(VariationalModel):
     def weights(self, X, params, out=None, qform=None):
         """Variational weights ``W`` (n, K) in ``X.dtype`` (Hughes & Sudderth 2016, Eq. 5):
         ``W_nk = const_k - E[(x_n - mu_k)^T Lambda_k (x_n - mu_k)] / 2`` with the mean part
-        ``(x_n - m_k)^T E[Lambda_k] (x_n - m_k)`` from :class:`_gaussian.QuadraticForm`."""
+        ``(x_n - m_k)^T E[Lambda_k] (x_n - m_k)`` from :class:`_quadratic_form.QuadraticForm`."""
         dt = X.dtype
         if out is None:
             out = np.empty((X.shape[0], self.n_components), dtype=dt)
@@ -228,7 +228,7 @@ class _SparseGMMModel(VariationalModel):
 
     def restricted_weights(self, X, params, cand, qform=None):
         """Weights of the candidate pairs only, ``out[n, c] = W[n, cand[n, c]]`` (n, C), in
-        ``X.dtype`` (:meth:`_gaussian.QuadraticForm.evaluate_pairs`, ``O(n C D^2)``)."""
+        ``X.dtype`` (:meth:`_quadratic_form.QuadraticForm.evaluate_pairs`, ``O(n C D^2)``)."""
         dt = X.dtype
         if qform is None:
             qform = self.quadratic_form(params, dt)
@@ -421,7 +421,7 @@ def _point_log_prob(X, params, prior, n_threads=None):
     n, D = X.shape
     K = params.theta.shape[0]
     out = np.empty((n, K), dtype=dt)
-    _gaussian.QuadraticForm(
+    _quadratic_form.QuadraticForm(
         params.means,
         params.prec_chol,
         prior.covariance_type,
