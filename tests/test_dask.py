@@ -579,15 +579,16 @@ class _InMemoryParts:
 def _dask_and_in_process(monkeypatch, X, **kw):
     """The mixture fit on a dask.array of 150-row partitions, and the in-process estimator
     with the engine given the same partitions as batches."""
+    import sparseclust.mixture._gmm_fit as gf
     import sparseclust.mixture._sparse_gmm as sg
 
     got = _fit(sg.SparseGaussianMixture(**kw), da.from_array(X, chunks=(150, X.shape[1])))
-    engine = sg.fit_engine
+    engine = gf.fit_engine
 
     def same_batches(model, X_, *a, **k):
         return engine(model, _InMemoryParts(X_, 150), *a, **k)
 
-    monkeypatch.setattr(sg, "fit_engine", same_batches)
+    monkeypatch.setattr(gf, "fit_engine", same_batches)
     return got, _fit(sg.SparseGaussianMixture(**kw), X)
 
 
@@ -657,6 +658,7 @@ def test_gmm_inits_float32_and_dp_prior(client):
 
 @pytest.mark.parametrize("algorithm", ["memoized", "batch"])
 def test_gmm_dp_moves_equal_in_process(client, monkeypatch, algorithm):
+    import sparseclust.mixture._gmm_fit as gf
     import sparseclust.mixture._sparse_gmm as sg
 
     X = _blobs(3)
@@ -664,8 +666,8 @@ def test_gmm_dp_moves_equal_in_process(client, monkeypatch, algorithm):
               algorithm=algorithm, n_batches=2, max_iter=4, tol=0, n_candidates=None,
               init_params=np.random.RandomState(2).randint(0, 14, X.shape[0]))
     got = _fit(sg.SparseGaussianMixture(**kw), da.from_array(X, chunks=(150, 4)))
-    engine = sg.fit_engine
-    monkeypatch.setattr(sg, "fit_engine", lambda model, X_, *a, **k: engine(
+    engine = gf.fit_engine
+    monkeypatch.setattr(gf, "fit_engine", lambda model, X_, *a, **k: engine(
         model, _InMemoryParts(X_, 150), *a, **k))
     ref = _fit(sg.SparseGaussianMixture(**kw), X)
     keys = ("merges_accepted", "deletes_tried", "deletes_accepted", "sorted", "n_components")
@@ -685,6 +687,7 @@ def test_gmm_dp_moves_equal_in_process(client, monkeypatch, algorithm):
 def test_gmm_dp_birth_equals_in_process(client, monkeypatch):
     # a birth fits fresh clusters to rows of one cluster fetched from the partitions that
     # hold them: the same births, clusters and objective as in-process on the same batches
+    import sparseclust.mixture._gmm_fit as gf
     import sparseclust.mixture._sparse_gmm as sg
 
     from .test_sparse_gmm import _merged_away
@@ -694,8 +697,8 @@ def test_gmm_dp_birth_equals_in_process(client, monkeypatch):
               weight_concentration_prior_type="dirichlet_process", moves="all",
               random_state=0)
     got = _fit(sg.SparseGaussianMixture(**kw), da.from_array(X, chunks=(150, 3)))
-    engine = sg.fit_engine
-    monkeypatch.setattr(sg, "fit_engine", lambda model, X_, *a, **k: engine(
+    engine = gf.fit_engine
+    monkeypatch.setattr(gf, "fit_engine", lambda model, X_, *a, **k: engine(
         model, _InMemoryParts(X_, 150), *a, **k))
     ref = _fit(sg.SparseGaussianMixture(**kw), X)
     assert sum(e["births_accepted"] for e in got.trace_) >= 1

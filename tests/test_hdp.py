@@ -26,16 +26,13 @@ from sparseclust._stickbreak import (
     stick_prior_terms,
     sticks_from_weights,
 )
-from sparseclust.topics._hdp_model import (
-    HDPModel,
-    HDPParams,
-    MoveRound,
+from sparseclust.topics._hdp_model import HDPModel, MoveRound, empty_stats
+from sparseclust.topics._hdp_params import HDPParams, stick_value
+from sparseclust.topics._hdp_workspace import (
     _fold_delete,
     _merge_fields,
     _numpy_bundle,
     _Workspace,
-    empty_stats,
-    stick_value,
 )
 from sparseclust.topics._local import local_step
 
@@ -612,10 +609,10 @@ def test_accepted_delete_values_equal_a_from_scratch_objective(monkeypatch):
     # every round with accepted deletes: the value the workspace computed column by column (the
     # targets re-inferred on their own word types, the data term updated from column sums)
     # equals the whole-data objective recomputed from the compacted statistics
-    from sparseclust.topics import _hdp_model as hm
+    from sparseclust.topics import _hdp_workspace as hw
 
     records = []
-    compact = hm._Workspace.compact
+    compact = hw._Workspace.compact
 
     def recording_compact(self, batch_stats):
         value, ops = self.value, [op[0] for op in self.ops]
@@ -623,7 +620,7 @@ def test_accepted_delete_values_equal_a_from_scratch_objective(monkeypatch):
         records.append((value, self.m.elbo(stats, params), ops))
         return stats, params
 
-    monkeypatch.setattr(hm._Workspace, "compact", recording_compact)
+    monkeypatch.setattr(hw._Workspace, "compact", recording_compact)
     X, _, _ = hdp_corpus(2, K=6, V=120, D=240, length=30)
     HDPTopicModel(max_components=25, L=4, moves="delete", max_iter=8, tol=0, n_batches=3,
                   random_state=0).fit(X)
@@ -637,10 +634,10 @@ def test_accepted_birth_values_equal_a_from_scratch_objective(monkeypatch):
     # every round with an accepted birth, over several batches: the value the workspace
     # computed equals the whole-data objective recomputed from the compacted statistics, and
     # the batches' edited statistics add up to the whole-data ones
-    from sparseclust.topics import _hdp_model as hm
+    from sparseclust.topics import _hdp_workspace as hw
 
     records = []
-    compact = hm._Workspace.compact
+    compact = hw._Workspace.compact
 
     def recording_compact(self, batch_stats):
         value, ops = self.value, [op[0] for op in self.ops]
@@ -651,7 +648,7 @@ def test_accepted_birth_values_equal_a_from_scratch_objective(monkeypatch):
         records.append((value, self.m.elbo(stats, params), ops, total, whole))
         return stats, params
 
-    monkeypatch.setattr(hm._Workspace, "compact", recording_compact)
+    monkeypatch.setattr(hw._Workspace, "compact", recording_compact)
     X = planted_hdp_corpus(2, K=8, V=80, D=240, length=40)
     HDPTopicModel(max_components=3, moves="birth", max_iter=6, tol=0, n_batches=3,
                   random_state=0).fit(X)
@@ -753,7 +750,7 @@ def test_merge_screen_skips_stick_optimizations_without_changing_the_fit(monkeyp
     without optimizing them (``merge_screen``); the fit is the same as one that optimizes
     every proposal (a screen of +inf nats, set by the test), with fewer stick optimizations.
     A screen of -inf nats rejects every merge."""
-    from sparseclust.topics import _hdp_model
+    from sparseclust.topics import _hdp_model, _hdp_workspace
 
     calls = []
     real = _hdp_model.optimize_hdp_sticks
@@ -762,7 +759,9 @@ def test_merge_screen_skips_stick_optimizations_without_changing_the_fit(monkeyp
         calls.append(args[1])
         return real(*args, **kw)
 
+    # the model's global step and sort, and the workspace's proposals
     monkeypatch.setattr(_hdp_model, "optimize_hdp_sticks", counting)
+    monkeypatch.setattr(_hdp_workspace, "optimize_hdp_sticks", counting)
     X = planted_hdp_corpus(1, D=200)  # merges are accepted in passes 2, 3 and 4
     kw = dict(max_components=40, max_iter=6, tol=0, random_state=1, init="kmeans++")
     fits, n_calls = {}, {}

@@ -305,7 +305,7 @@ def test_resume_topic_model_partial_fit_from_a_saved_model(make, tmp_path):
 def test_candidate_sets_are_kept_per_minibatch(image_folder, monkeypatch):
     # a stream's minibatches are new arrays at every pass: their candidate sets are kept
     # per batch number, one cache per minibatch however many passes
-    import sparseclust.mixture._sparse_gmm as gmm
+    import sparseclust.mixture._gmm_model as gmm
 
     made = []
 

@@ -24,7 +24,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sparseclust import SparseGaussianMixture, posteriors
-from sparseclust.mixture._sparse_gmm import _SparseGMMModel
+from sparseclust.mixture._gmm_model import _SparseGMMModel
 
 CASES = [("full", False), ("diag", False), ("full", True), ("diag", True)]
 # with the spherical model (not in scikit-learn's parity tests: its Bayesian mixture uses the
@@ -510,7 +510,7 @@ def test_sample_with_float32_weights_that_sum_above_one_in_float64():
 def test_kmeanspp_labels_of_float32_data_far_from_the_origin():
     """The nearest-center labels of the k-means++ start are computed in float64 about the
     centers' mean: float32 data 1e4 from the origin get the labels of exact distances."""
-    from sparseclust.mixture._sparse_gmm import _nearest
+    from sparseclust.mixture._gmm_init import _nearest
 
     X, _ = _blobs(n_per=200, sep=3.0)
     X = X * 0.5 + 1e4
@@ -580,7 +580,7 @@ def test_dp_model_with_dense_responsibilities_stays_dense_as_k_changes():
     """L=None asks for dense responsibilities: after births grow K (or moves shrink it) the
     model's L follows K (it stayed at the starting K, so born clusters made training
     L-sparse while predict_proba is dense); an integer L is clamped to K."""
-    from sparseclust.mixture._sparse_gmm import _DPMixtureModel
+    from sparseclust.mixture._gmm_model import _DPMixtureModel
 
     X, _ = _blobs(n_per=30)
     est = SparseGaussianMixture(2, L=None, weight_concentration_prior_type="dirichlet_process")
@@ -813,7 +813,7 @@ def test_warm_start_and_n_init():
 def test_threads_give_identical_results(algorithm, ct, zero_mean):
     # blocks of n_rows * K weights above the size where the kernels start to use threads, so
     # that two threads really share the work; everything must be bit-identical
-    from sparseclust.mixture._sparse_gmm import _MIN_PARALLEL_WEIGHTS
+    from sparseclust.mixture._gmm_model import _MIN_PARALLEL_WEIGHTS
     from sparseclust.utils._threads import threads_for_work
 
     X, _ = _blobs(n_per=4000, D=5, n_clusters=3, sep=3.0)
@@ -1339,15 +1339,15 @@ def test_defaults_are_sparse_and_memoized():
 from sparseclust._engine import SuffStats, fit_engine  # noqa: E402
 from sparseclust._moves import MoveRound  # noqa: E402
 from sparseclust.mixture import _gaussian  # noqa: E402
-from sparseclust.mixture._dp_moves import (  # noqa: E402
+from sparseclust.mixture._dp_moves import _symmetric_kl  # noqa: E402
+from sparseclust.mixture._dp_rows import (  # noqa: E402
     _pair_lookup,
     _row_pair_entropy,
     _sum_pairs,
-    _symmetric_kl,
-    _Workspace,
     restrict,
 )
-from sparseclust.mixture._sparse_gmm import _DPMixtureModel  # noqa: E402
+from sparseclust.mixture._dp_workspace import _Workspace  # noqa: E402
+from sparseclust.mixture._gmm_model import _DPMixtureModel  # noqa: E402
 
 DP = "dirichlet_process"
 
@@ -1610,20 +1610,20 @@ def test_block_pair_entropy_sums_in_chunks_with_bounded_memory(monkeypatch):
     K(K - 1)/2 pair entries (about 3.5 million here, over 150 MB as arrays)."""
     import tracemalloc
 
-    from sparseclust.mixture import _dp_moves
+    from sparseclust.mixture import _dp_rows
 
     rng = np.random.default_rng(4)
     n, K = 2000, 60
     vals = rng.dirichlet(np.ones(K), size=n)
     idx = np.tile(np.arange(K, dtype=np.int32), (n, 1))
     ref = _sum_pairs(*[[a] for a in _row_pair_entropy(vals[:50], idx[:50], K)])
-    monkeypatch.setattr(_dp_moves, "PAIR_CHUNK", 5000)  # several chunks in 50 rows
-    got = _dp_moves._block_pair_entropy(vals[:50], idx[:50], K)
+    monkeypatch.setattr(_dp_rows, "PAIR_CHUNK", 5000)  # several chunks in 50 rows
+    got = _dp_rows._block_pair_entropy(vals[:50], idx[:50], K)
     np.testing.assert_array_equal(got[0], ref[0])
     np.testing.assert_allclose(got[1], ref[1], rtol=1e-12)
     monkeypatch.undo()
     tracemalloc.start()
-    keys, h = _dp_moves._block_pair_entropy(vals, idx, K)
+    keys, h = _dp_rows._block_pair_entropy(vals, idx, K)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert keys.size == K * (K - 1) // 2
@@ -1800,17 +1800,17 @@ def test_chained_merge_precheck_keeps_every_decision(monkeypatch):
     # the chained merges rejected by the vectorized ELBO change (below -CHAIN_MARGIN S)
     # are exactly those the exact whole-data test rejects: with the pre-check disabled
     # (margin infinite) the fit is bitwise the same, and it needs more exact evaluations
-    from sparseclust.mixture import _dp_moves
+    from sparseclust.mixture import _dp_moves, _dp_workspace
 
     X = _planted(4, K=6, D=3, n_per=120)
     calls = {"n": 0}
-    exact = _dp_moves._Workspace.try_merge
+    exact = _dp_workspace._Workspace.try_merge
 
     def counted(self, *a, **kw):
         calls["n"] += 1
         return exact(self, *a, **kw)
 
-    monkeypatch.setattr(_dp_moves._Workspace, "try_merge", counted)
+    monkeypatch.setattr(_dp_workspace._Workspace, "try_merge", counted)
     fits = {}
     for margin in (_dp_moves.CHAIN_MARGIN, np.inf):
         monkeypatch.setattr(_dp_moves, "CHAIN_MARGIN", margin)
@@ -1935,7 +1935,7 @@ def test_delete_workspace_caches_equal_recomputation(zero_mean):
     # global step on the kept clusters' statistics, bit for bit, also after a merge changed
     # two clusters' statistics; the re-inferred rows' statistics on the clusters they use
     # equal the K-cluster statistics there and are zero elsewhere
-    from sparseclust.mixture._dp_moves import reinfer_rows
+    from sparseclust.mixture._dp_rows import reinfer_rows
 
     X = _planted(4, K=4, D=3, n_per=60) + (0.0 if zero_mean else 1.0)
     K = 6
@@ -1981,7 +1981,7 @@ def test_delete_workspace_caches_equal_recomputation(zero_mean):
 
 
 def test_fold_merged_rows_sum_groups_and_keep_distinct_indices():
-    from sparseclust.mixture._dp_moves import _fold_merged
+    from sparseclust.mixture._dp_rows import _fold_merged
 
     # clusters 1 and 3 merged into 0, 5 into 4 (a chain: 0 absorbed two clusters)
     merge_map = np.array([0, 0, 2, 0, 4, 4, 6])

@@ -57,21 +57,20 @@ lookup table, the round log, compaction; the pair-entropy kernel of
    waits ``cooldown * 2 ** (n - 1)`` passes after its n-th rejection before it is tried
    again (the bookkeeping of :class:`sparseclust._moves.MoveBook`, shared with
    HDPTopicModel).
+
+The row and statistics helpers are in :mod:`._dp_rows`, the workspace that evaluates the
+proposals on the whole-data statistics in :mod:`._dp_workspace`.
 """
 
 import copy
 
 import numpy as np
 
-from .._engine import SuffStats
 from .._moves import (
-    ACCEPT_RTOL,
     MoveBook,
     MoveRound,
-    MoveWorkspace,
     RoundLog,
     compaction,
-    fetch_rows,
     improves,
     select_births,
     select_deletes,
@@ -79,6 +78,22 @@ from .._moves import (
     usage_correlation,
 )
 from . import _gaussian
+from ._dp_rows import (
+    _block_pair_entropy,
+    _csr,
+    _fold_merged,
+    _merge_into,
+    _own,
+    _pad,
+    _pair_lookup,
+    _reinfer_rows_all,
+    _sum_pairs,
+    _update_rows,
+    _zero,
+    reinfer_rows,
+    restrict,
+)
+from ._dp_workspace import _Workspace
 
 __all__ = ["MixtureMoves"]
 
@@ -97,28 +112,6 @@ CHAIN_BATCH = 64
 #: ``-CHAIN_MARGIN * S`` is rejected without the exact evaluation (which it cannot pass);
 #: S = |L| + sum_k |data terms_k| + sum_k |entropy_k| bounds the magnitude that rounds
 CHAIN_MARGIN = 1e-9
-
-
-def restrict(stats, idx):
-    """The statistics of the clusters ``idx`` only (a new SuffStats)."""
-    return SuffStats(**{k: np.ascontiguousarray(v[idx]) for k, v in stats.items()})
-
-
-def _update_rows(stats, rows, before, after):
-    """``stats[rows] = stats[rows] - before + after`` for every field, in place (``before`` and
-    ``after`` hold the statistics of the clusters ``rows`` only)."""
-    for k, v in stats.items():
-        v[rows] = v[rows] - before[k] + after[k]
-
-
-def _zero(stats, j):
-    for _k, v in stats.items():
-        v[j] = 0.0
-
-
-def _own(stats):
-    """A SuffStats whose arrays may be edited in place."""
-    return stats.copy()
 
 
 class MixtureMoves(MoveBook):
@@ -658,408 +651,3 @@ def _mean_terms(P, m):
     mPm = P.reshape(K, -1) @ mm.T
     Q = q[:, None] - 2.0 * cross + mPm
     return Q + Q.T
-
-
-def reinfer_rows(X, model, plain, params0, idx, K, vals_old, idx_old):
-    """The delete move's re-inference of the rows X (their old responsibilities ``vals_old``
-    over clusters ``idx_old``) by the local step of ``plain`` under ``params0``, defined on
-    the clusters ``idx`` of the K: (the clusters ``ids`` the rows use before or after, their
-    statistics before, after, new values, new indices). The statistics are those of
-    ``model.stats_from_responsibilities`` restricted to ``ids`` (every other cluster's are
-    zero), computed on ``ids`` alone."""
-    Xt = np.ascontiguousarray(X)
-    vals_old = np.ascontiguousarray(vals_old)
-    idx_old = np.ascontiguousarray(idx_old)
-    vals_new, loc = _rerun_local(copy.copy(plain), Xt, params0, vals_old.dtype)
-    idx_new = idx[loc].astype(np.int32)
-    # the re-inferred rows keep their support width (when L had to shrink)
-    vals_new, idx_new = _pad_support(vals_new, idx_new, vals_old.shape[1], K)
-    ids = np.union1d(idx_old, idx_new).astype(np.int64)
-    local = model.plain_model(ids.size)
-    before = local.stats_from_responsibilities(
-        vals_old, np.searchsorted(ids, idx_old).astype(np.int32), Xt)
-    after = local.stats_from_responsibilities(
-        vals_new, np.searchsorted(ids, idx_new).astype(np.int32), Xt)
-    return ids, before, after, vals_new, idx_new
-
-
-def _reinfer_rows_all(X, model, plain, params0, idx, K, vals_old, idx_old):
-    """:func:`reinfer_rows` with the statistics on all K clusters (zero outside the clusters
-    used): (before, after, new values, new indices)."""
-    ids, before, after, vals_new, idx_new = reinfer_rows(X, model, plain, params0, idx, K,
-                                                         vals_old, idx_old)
-    full = []
-    for st in (before, after):
-        f = model.empty_stats()
-        for k, v in st.items():
-            f[k][ids] = v
-        full.append(f)
-    return full[0], full[1], vals_new, idx_new
-
-
-def _own_rows(X):
-    return (np.ascontiguousarray(X),)
-
-
-def _fetch_rows(batches, sel):
-    """{b: the rows ``sel[b]`` of batch b, in that order, dense}
-    (:func:`sparseclust._moves.fetch_rows`)."""
-    return fetch_rows(batches, sel, take=lambda X, ids: np.ascontiguousarray(X[ids]),
-                      pack=_own_rows, unpack=lambda got: got[0])
-
-
-def _csr(v, idx, K):
-    import scipy.sparse as sp
-
-    n, Lk = v.shape
-    return sp.csr_array((v.ravel(), idx.ravel(), np.arange(0, n * Lk + 1, Lk)), shape=(n, K))
-
-
-def _fold_merged(values, indices, merge_map):
-    """Rows' responsibilities after merges: index k becomes ``merge_map[k]`` (b -> a for a
-    merge of b into a), and the entries a row then holds twice are summed into one (the
-    other keeps its old index, a removed cluster, with value 0). The statistics of the
-    folded rows are the rows' share of the merged statistics: N, Sx, Sxx add, and the
-    entropy of the merged entry is -(r_a + r_b) log(r_a + r_b), which is what
-    ``H_a + H_b + PH_ab`` holds for the row."""
-    indices = np.asarray(indices)
-    idx = np.asarray(merge_map)[indices].astype(np.int32)
-    vals = np.array(values, copy=True)
-    # rows holding one target twice or more: the first such entry keeps the target and the
-    # sum, the others the merged-away indices of the group (removed, distinct in the row)
-    srt = np.sort(idx, axis=1)
-    for r in np.flatnonzero((srt[:, 1:] == srt[:, :-1]).any(axis=1)):
-        row, orig = idx[r].copy(), indices[r]
-        for t in np.unique(row):
-            cols = np.flatnonzero(row == t)
-            if cols.size < 2:
-                continue
-            keep = cols[0]
-            spare = [int(o) for o in orig[cols] if o != t]
-            vals[r, keep] = vals[r, cols].sum()
-            idx[r, keep] = t
-            for c, o in zip(cols[1:], spare, strict=False):
-                vals[r, c] = 0
-                idx[r, c] = o
-    return vals, idx
-
-
-def _row_pair_entropy(values, indices, K):
-    """Pair entropies of the rows' L-sparse supports: for every two entries x = r_na,
-    y = r_nb > 0 of a row, ``h(x, y) = x log x + y log y - (x + y) log(x + y)`` (< 0) keyed
-    ``min(a, b) * K + max(a, b)``; returns (keys, h), one entry per such pair of a row."""
-    v = np.asarray(values, dtype=np.float64)
-    idx = np.asarray(indices, dtype=np.int64)
-    Lk = v.shape[1]
-    i, j = np.triu_indices(Lk, 1)
-    x, y = v[:, i], v[:, j]
-    a, b = idx[:, i], idx[:, j]
-    m = (x > 0) & (y > 0) & (a != b)
-    x, y, a, b = x[m], y[m], a[m], b[m]
-    xy = x + y
-    h = x * np.log(x) + y * np.log(y) - xy * np.log(xy)
-    return np.minimum(a, b) * K + np.maximum(a, b), h
-
-
-#: pair entries (rows x L(L - 1)/2) per chunk of :func:`_block_pair_entropy`
-PAIR_CHUNK = 1 << 16
-
-
-def _block_pair_entropy(values, indices, K):
-    """:func:`_row_pair_entropy` of a block of rows summed per pair key (sorted unique keys,
-    sums), computed over chunks of at most about :data:`PAIR_CHUNK` pair entries: with dense
-    responsibilities (``L=None``) a row has K(K - 1)/2 pairs, and holding every row's pairs
-    until the end of the pass took memory in proportion to rows x K^2 (about 7 GB for 5,000
-    rows at K = 200); summed per block it is at most K(K - 1)/2 entries per block."""
-    n, Lk = values.shape
-    step = max(1, PAIR_CHUNK // max(1, Lk * (Lk - 1) // 2))
-    keys, hs = [], []
-    for s in range(0, n, step):
-        k, h = _row_pair_entropy(values[s:s + step], indices[s:s + step], K)
-        k, h = _sum_pairs([k], [h])
-        keys.append(k)
-        hs.append(h)
-    return _sum_pairs(keys, hs)
-
-
-def _sum_pairs(keys, values):
-    """The sparse sum of lists of (keys, values): (sorted unique keys, summed values)."""
-    if not len(keys):
-        return np.zeros(0, dtype=np.int64), np.zeros(0)
-    k = np.concatenate(keys)
-    v = np.concatenate(values)
-    uk, inv = np.unique(k, return_inverse=True)
-    return uk, np.bincount(inv.ravel(), weights=v, minlength=uk.size)
-
-
-def _pair_lookup(pairs, keys):
-    """The values of the sparse pair sum ``pairs = (sorted keys, values)`` at ``keys`` (0
-    where absent)."""
-    pk, pv = pairs
-    keys = np.asarray(keys, dtype=np.int64)
-    if pk.size == 0:
-        return np.zeros(keys.shape)
-    pos = np.minimum(np.searchsorted(pk, keys), pk.size - 1)
-    return np.where(pk[pos] == keys, pv[pos], 0.0)
-
-
-def _pad(stats, n_new):
-    """``stats`` with ``n_new`` empty clusters appended (a new SuffStats)."""
-    return SuffStats(**{k: np.concatenate([v, np.zeros((n_new,) + v.shape[1:], dtype=v.dtype)])
-                        for k, v in stats.items()})
-
-
-def _pad_support(vals, idx, width, K):
-    """Rows re-inferred with a narrower support than ``width`` (fewer clusters than L) padded
-    with zero responsibilities on other clusters (of ``range(K)``), which change no
-    statistic."""
-    if vals.shape[1] >= width:
-        return vals, idx
-    pad = width - vals.shape[1]
-    vals = np.hstack([vals, np.zeros((vals.shape[0], pad), dtype=vals.dtype)])
-    extra = np.empty((idx.shape[0], pad), dtype=np.int32)
-    for r in range(idx.shape[0]):
-        extra[r] = np.setdiff1d(np.arange(K), idx[r])[:pad]
-    return vals, np.hstack([idx, extra])
-
-
-def _rerun_local(plain, Xt, params, dtype):
-    """The local step of ``plain`` on ``Xt``: (values, indices in ``plain``'s clusters)."""
-    got = []
-
-    def keep(start, values, indices, Xc):
-        got.append((start, np.array(values), np.array(indices)))
-
-    plain._collect = keep
-    try:
-        plain.local_step(Xt, params)
-    finally:
-        plain._collect = None
-    got.sort(key=lambda t: t[0])
-    return (np.vstack([t[1] for t in got]).astype(dtype),
-            np.vstack([t[2] for t in got]).astype(np.int64))
-
-
-def _fresh_clusters(model, X, J, rng, n_iter):
-    """Statistics of ``J`` clusters fit to the rows ``X`` by a plain mixture: k-means++ seeds
-    (Arthur & Vassilvitskii 2007), each row to its nearest seed, then ``n_iter`` iterations of
-    the local and global steps. None when fewer than two clusters keep mass."""
-    from sklearn.cluster import kmeans_plusplus
-
-    Xd = np.asarray(X, dtype=np.float64)
-    centers, _ = kmeans_plusplus(Xd, J, random_state=rng)
-    d2 = (Xd ** 2).sum(1)[:, None] - 2.0 * Xd @ centers.T + (centers ** 2).sum(1)[None]
-    labels = d2.argmin(1).astype(np.int32)
-    plain = model.plain_model(J)
-    stats = plain.stats_from_responsibilities(
-        np.ones((X.shape[0], 1), dtype=X.dtype), labels[:, None], X)
-    for _ in range(n_iter):
-        stats = plain.local_step(X, plain.global_step(stats))
-    if np.count_nonzero(stats["N"] >= 1.0) < 2:
-        return None
-    return stats
-
-
-def _merge_into(st, a, b, ph):
-    """Merge cluster b into a in statistics (in place): N, Sx, Sxx add; the entropy of the
-    merged cluster is H_a + H_b + ph."""
-    for k, v in st.items():
-        if k == "entropy":
-            v[a] = v[a] + v[b] + ph
-        else:
-            v[a] = v[a] + v[b]
-        v[b] = 0.0
-
-
-class _Workspace(MoveWorkspace):
-    """Whole-data statistics during a move round, in the cluster space of the pass (removed
-    clusters are flagged, not dropped, until :meth:`compact`; the state every model's
-    workspace holds is :class:`sparseclust._moves.MoveWorkspace`'s), with the per-cluster
-    data terms cached so that a proposal re-evaluates only the clusters it changes."""
-
-    def __init__(self, model, stats):
-        self.m = model
-        self.prior = model.prior
-        self.stats = stats
-        K = stats["N"].shape[0]
-        self.init_space(K)
-        self.comp = self._component_terms(stats, np.arange(K))
-        self.value = self._value(stats, self.alive, self.comp)
-        # the per-component posterior of every slot (_gaussian.component_posterior), built on
-        # the first delete and refreshed where the statistics changed since
-        self._posterior = None
-        self._stale = set()
-
-    def _params_of(self, idx):
-        """``global_step(restrict(stats, idx))`` from the cached per-component posterior (the
-        same numbers: each component's posterior depends on its own statistics only)."""
-        prior = self.prior
-        if self._posterior is None:
-            self._posterior = _gaussian.component_posterior(self.stats, prior)
-        elif self._stale:
-            ch = np.array(sorted(self._stale), dtype=np.int64)
-            fresh = _gaussian.component_posterior(restrict(self.stats, ch), prior)
-            for f in _gaussian.COMPONENT_FIELDS:
-                self._posterior[f][ch] = fresh[f]
-        self._stale.clear()
-        comp = {f: self._posterior[f][idx] for f in _gaussian.COMPONENT_FIELDS}
-        return _gaussian.assemble_params(comp, self.stats["N"][idx], prior)
-
-    def _component_terms(self, stats, idx):
-        sub = restrict(stats, idx)
-        return _gaussian.optimal_component_terms(sub, self.prior)
-
-    def _value(self, stats, alive, comp):
-        """The ELBO of the clusters ``alive`` at their optimal global parameters."""
-        N = stats["N"][alive]
-        return (_gaussian.optimal_allocation_terms(N, self.prior)
-                + float(np.sum(stats["entropy"][alive])) + float(np.sum(comp[alive])))
-
-    def pooled_component_terms(self, ia, ib):
-        """The data terms of the clusters ``ia[p] + ib[p]`` pooled, for every p (one Cholesky
-        factor each); :meth:`try_merge` computes a single pair's the same way."""
-        st = self.stats
-        if self.prior.covariance_type == "full":
-            return _gaussian.merged_component_terms(st, ia, ib, self.prior)
-        prop = {k: v[ia] + v[ib] for k, v in st.items() if k != "entropy"}
-        return _gaussian.optimal_component_terms(prop, self.prior)
-
-    def try_merge(self, a, b, ph, comp_ab=None):
-        """Merge b into a if that raises the whole-data ELBO; ``comp_ab``: the merged
-        cluster's data terms when already computed (they do not depend on ``ph``)."""
-        st = self.stats
-        if comp_ab is None:
-            comp_ab = self.pooled_component_terms([a], [b])[0]
-        alive = self.alive.copy()
-        alive[b] = False
-        N = st["N"].copy()
-        N[a] = st["N"][a] + st["N"][b]
-        ent = st["entropy"].copy()
-        ent[a] = (st["entropy"][a] + st["entropy"][b]) + ph
-        comp = self.comp.copy()
-        comp[a] = comp_ab
-        value = (_gaussian.optimal_allocation_terms(N[alive], self.prior)
-                 + float(np.sum(ent[alive])) + float(np.sum(comp[alive])))
-        if not self.accepts(value):
-            return False
-        _merge_into(st, a, b, ph)
-        self.alive, self.comp, self.value = alive, comp, value
-        self._stale.update((a, b))
-        return True
-
-    def try_delete(self, j, targets, rnd, batches):
-        """Re-run the local step without j on the rows that use it; returns per batch
-        (clusters used, their statistics before, after, new values, new indices;
-        :func:`reinfer_rows`) when the whole-data ELBO increases."""
-        m = self.m
-        alive = self.alive.copy()
-        alive[j] = False
-        idx = np.flatnonzero(alive)
-        if idx.size == 0:
-            return None
-        params0 = self._params_of(idx)
-        plain = m.plain_model(idx.size)
-        changed = {j}
-        ids = {bb: rnd.batch[bb]["rows"][rows] for bb, rows in targets.items()}
-        old = {bb: (np.ascontiguousarray(rnd.batch[bb]["values"][rows]),
-                    np.ascontiguousarray(rnd.batch[bb]["indices"][rows]))
-               for bb, rows in targets.items()}
-        out = m.reinfer(batches, ids, old, plain, params0, idx)
-        for bb in targets:
-            changed.update(out[bb][0].tolist())
-        # the statistics change only on the clusters the rows used before or after: the
-        # proposal is computed on those, batch by batch as the whole-data update would be
-        moved = np.array(sorted(changed), dtype=np.int64)
-        sub = restrict(self.stats, moved)
-        for bb in targets:
-            ids, before, after = out[bb][:3]
-            _update_rows(sub, np.searchsorted(moved, ids), before, after)
-        _zero(sub, int(np.searchsorted(moved, j)))
-        prop = {f: self.stats[f].copy() for f in ("N", "entropy")}
-        for f in prop:
-            prop[f][moved] = sub[f]
-        keep = alive[moved]
-        ch = moved[keep]
-        comp = self.comp.copy()
-        comp[j] = 0.0
-        if ch.size:
-            comp[ch] = _gaussian.optimal_component_terms(restrict(sub, np.flatnonzero(keep)),
-                                                         self.prior)
-        value = self._value(prop, alive, comp)
-        # a cluster no row uses is removed when that costs nothing: at the end of the sticks
-        # it contributes exactly zero (q = prior), so the objective ties up to rounding
-        slack = ACCEPT_RTOL * abs(self.value)
-        if not (value > self.value + slack or (not targets and value >= self.value - slack)):
-            return None
-        stats = self.stats.copy()
-        for f, v in sub.items():
-            stats[f][moved] = v
-        self.stats, self.alive, self.comp, self.value = stats, alive, comp, value
-        self._stale.update(moved.tolist())
-        return out
-
-    def try_birth(self, k, targets, rnd, batches, opts, rng):
-        """Fit fresh clusters to a subsample of k's rows ``targets`` and re-run the local
-        step on those rows under the live clusters plus the fresh ones; returns
-        ``(n_new, {batch: (before, after, new values, new indices)})`` when the whole-data
-        ELBO increases (the fresh clusters then occupy the last ``n_new`` slots)."""
-        m = self.m
-        K0 = self.K
-        got = _fetch_rows(batches, {bb: rnd.batch[bb]["rows"][t] for bb, t in targets.items()})
-        rows = {bb: (got[bb], t) for bb, t in targets.items() if bb in got}
-        Xall = np.vstack([x for x, _ in rows.values()])
-        n = Xall.shape[0]
-        fit = Xall if n <= opts["birth_fit_rows"] else Xall[
-            np.sort(rng.choice(n, opts["birth_fit_rows"], replace=False))]
-        J = int(min(opts["birth_components"], fit.shape[0] // 2))
-        if J < 2:
-            return None
-        fresh = _fresh_clusters(m, fit, J, rng, opts["birth_iters"])
-        if fresh is None:
-            return None
-        live = np.flatnonzero(self.alive)
-        # the fresh clusters as the local step sees them: scaled to the rows they stand for
-        cand = SuffStats(**{f: np.concatenate([self.stats[f][live],
-                                               fresh[f] * (n / fit.shape[0])])
-                            for f in self.stats.keys()})
-        params0 = _gaussian.global_step(cand, self.prior)
-        plain = m.plain_model(cand["N"].shape[0])
-        slot = np.concatenate([live, K0 + np.arange(J)])  # local cluster -> workspace slot
-        Kt = K0 + J
-        wide = m.plain_model(Kt)
-        prop = _pad(self.stats, J)
-        out = {}
-        changed = {k}
-        for bb, (Xt, t) in rows.items():
-            g = rnd.batch[bb]
-            vals_old = np.ascontiguousarray(g["values"][t])
-            idx_old = np.ascontiguousarray(g["indices"][t])
-            vals_new, loc = _rerun_local(plain, Xt, params0, vals_old.dtype)
-            idx_new = slot[loc].astype(np.int32)
-            vals_new, idx_new = _pad_support(vals_new, idx_new, vals_old.shape[1], K0)
-            before = wide.stats_from_responsibilities(vals_old, idx_old, Xt)
-            after = wide.stats_from_responsibilities(vals_new, idx_new, Xt)
-            prop = prop - before + after
-            changed.update(np.unique(idx_old).tolist())
-            changed.update(np.unique(idx_new).tolist())
-            out[bb] = (before, after, vals_new, idx_new)
-        alive = np.concatenate([self.alive, np.ones(J, dtype=bool)])
-        ch = np.array(sorted(c for c in changed if alive[c]), dtype=np.int64)
-        comp = np.concatenate([self.comp, np.zeros(J)])
-        comp[ch] = self._component_terms(prop, ch)
-        value = self._value(prop, alive, comp)
-        if not self.accepts(value):
-            return None
-        self.grow(J)
-        self.stats, self.comp, self.value = prop, comp, value
-        self._posterior = None  # new slots
-        self._stale.clear()
-        return J, out
-
-    def compact(self, batch_stats):
-        """Drop the removed clusters from the whole-data and every batch's statistics."""
-        idx = np.flatnonzero(self.alive)
-        for b in range(len(batch_stats)):
-            batch_stats[b] = restrict(batch_stats[b], idx)
-        self.stats = restrict(self.stats, idx)
-        return self.stats

@@ -28,7 +28,7 @@ a memoized pass, on the statistics the pass cached:
        stats' = stats - sum_{d in target} stats_d(old q) + sum_{d in target} stats_d(new q)
                 + the change of the other documents' q(pi_d),
 
-   where stats_d(old q) is recomputed from the saved rows (:func:`._hdp_model._numpy_bundle`)
+   where stats_d(old q) is recomputed from the saved rows (:func:`._hdp_workspace._numpy_bundle`)
    and stats_d(new q) comes from the re-inference. A document outside the target had
    theta_d = N_d + a (a = alpha^used of its batch's pass, no token on the remainder entry
    K + 1); it gets theta'_d = (theta_{d,1..K}, a'_1..a'_J, a'_{J+1}) with a' the prior of the
@@ -137,7 +137,7 @@ def propose_birth(work, k, items, rnd, batches, rng):
 
     Parameters
     ----------
-    work : ``_Workspace`` of :mod:`._hdp_model`
+    work : ``_Workspace`` of :mod:`._hdp_workspace`
         The round's whole-data statistics and parameters; edited only when accepted.
     k : int
         The target topic.
@@ -159,14 +159,9 @@ def propose_birth(work, k, items, rnd, batches, rng):
     types and ``prior`` (a'_1..J, a'_{J+1}). The workspace then holds the proposal's
     statistics and parameters over K + J topics (k removed when ``whole``).
     """
-    from ._hdp_model import (
-        HDPParams,
-        _fold_delete,
-        _numpy_bundle,
-        reinfer_rows,
-        stick_value,
-        topic_terms,
-    )
+    from ._hdp_model import reinfer_rows
+    from ._hdp_params import HDPParams, stick_value, topic_terms
+    from ._hdp_workspace import _fold_delete, _numpy_bundle
 
     sel, whole = items
     m = work.m
@@ -308,7 +303,7 @@ def apply_birth(st, edit, cols, prior, alive, k, whole):
     documents' old statistics out, the prior of the new entries given to its other
     documents (:func:`extend_prior`), the re-inferred statistics in (over the topics
     ``alive`` of the K + J)."""
-    from ._hdp_model import _add_expanded, _fold_delete, _sub_bundle
+    from ._hdp_workspace import _add_expanded, _fold_delete, _sub_bundle
 
     bundles, small, group, alpha0 = edit
     for b in bundles:
