@@ -1795,8 +1795,23 @@ def test_pooled_logdet_kernel_matches_numpy(reg):
     _gmm_weights.pooled_logdet(bad, psi0, pa, pb, N, False, np.empty(pa.size), st, 1)
     assert st.all()
 
+@pytest.fixture
+def early_moves(monkeypatch):
+    """Moves from the second pass (the default waits for the eighth), so that a fit of a few
+    passes exercises the machinery."""
+    from sparseclust.mixture._dp_moves import MixtureMoves
 
-def test_chained_merge_precheck_keeps_every_decision(monkeypatch):
+    orig = MixtureMoves.init_moves
+
+    def init_moves(self, moves):
+        orig(self, moves)
+        self.move_opts["start"] = 2
+
+    monkeypatch.setattr(MixtureMoves, "init_moves", init_moves)
+
+
+
+def test_chained_merge_precheck_keeps_every_decision(monkeypatch, early_moves):
     # the chained merges rejected by the vectorized ELBO change (below -CHAIN_MARGIN S)
     # are exactly those the exact whole-data test rejects: with the pre-check disabled
     # (margin infinite) the fit is bitwise the same, and it needs more exact evaluations
@@ -1857,7 +1872,7 @@ def test_birth_recovers_a_merged_away_cluster(seed):
     assert X.shape[0] - 1.0 < m._stats["N"].sum() <= X.shape[0] * (1 + 1e-9)
 
 
-def test_births_wait_for_a_round_that_tried_merges_or_deletes_and_accepted_none():
+def test_births_wait_for_a_round_that_tried_merges_or_deletes_and_accepted_none(early_moves):
     # the first move round (pass 2) shrinks before anything grows: with merges or deletes on,
     # a birth is proposed only after a round that tried them and accepted none; with births
     # alone they start at the first move round
@@ -1873,7 +1888,8 @@ def test_births_wait_for_a_round_that_tried_merges_or_deletes_and_accepted_none(
             assert prev["merges_accepted"] + prev["deletes_accepted"] == 0
     assert sum(e["births_tried"] for e in t) >= 1
     only = _dp(moves="birth", **kw).fit(X)
-    assert only.trace_[1]["births_tried"] == 1
+    # up to 4 targets per round, here both clusters
+    assert only.trace_[1]["births_tried"] == 2
 
 
 def test_birth_proposal_equals_from_scratch():
@@ -2005,7 +2021,7 @@ def test_fold_merged_rows_sum_groups_and_keep_distinct_indices():
 
 
 @pytest.mark.parametrize("L", [1, 2])
-def test_chained_merges_into_one_cluster_stay_exact(L):
+def test_chained_merges_into_one_cluster_stay_exact(L, early_moves):
     # one Gaussian blob initialized as a centre and four outer quadrants: the centre absorbs
     # quadrants that share no row (opposite ones) in the same round; with hard assignments
     # (L = 1) the round ends at one cluster whose objective equals the one-cluster ELBO
@@ -2165,3 +2181,19 @@ def test_fit_callback_sees_every_pass_and_can_stop(algorithm):
     assert calls == [1, 2] and stopped.n_iter_ == 2 and len(stopped.trace_) == 2
     two = _ours(X, **{**kw, "max_iter": 2})
     np.testing.assert_array_equal(stopped.means_, two.means_)
+
+
+def test_step_size_parameters_match_the_topic_models():
+    # kappa in (0, 1] and delta >= 0 or None, as every estimator: delta=None is four passes'
+    # worth of minibatches, 4 ceil(n / batch_size)
+    rng = np.random.RandomState(0)
+    X = np.concatenate([rng.randn(60, 2) + c for c in ([0, 0], [6, 0], [0, 6])])
+    with pytest.raises(ValueError, match="kappa"):
+        SparseGaussianMixture(3, algorithm="stochastic", kappa=0.0).fit(X)
+    m = SparseGaussianMixture(3, algorithm="stochastic", batch_size=45, delta=None,
+                              max_iter=2, tol=0, random_state=0).fit(X)
+    assert m.trace_[-1]["rho"] == pytest.approx((4 * 4 + 8) ** -0.6)
+    p = SparseGaussianMixture(3, delta=None, batch_size=45, random_state=0)
+    p.partial_fit(X[:45]).partial_fit(X[45:90])
+    # partial_fit scales to the samples seen so far (total_samples=None): 45, then 90
+    assert p.trace_[-1]["rho"] == pytest.approx((4 * 2 + 2) ** -0.6)

@@ -127,7 +127,9 @@ class MixtureMoves(MoveBook):
     partners), ``max_deletes`` (the most per round; a round that accepted none halves the
     next round's number), ``cooldown`` (passes), ``birth_components`` (fresh clusters per
     birth), ``birth_fit_rows`` (rows the fresh clusters are fit to), ``birth_iters``
-    (iterations of that fit), ``max_births`` (targets per round). A pass's deletes revisit
+    (iterations of that fit), ``birth_refine`` (rounds of the global step of the proposal's
+    statistics and the targets' local step after the first re-inference; the best round is
+    the proposal), ``max_births`` (targets per round). A pass's deletes revisit
     10% of the samples, at least 500 rows; a birth re-infers up to :data:`BIRTH_VALUES` /
     n_features rows of its target, or the delete budget if larger (a uniform subsample of
     the target's rows beyond it).
@@ -135,9 +137,9 @@ class MixtureMoves(MoveBook):
 
     def init_moves(self, moves):
         self.moves = tuple(moves)
-        self.move_opts = dict(start=2, near=64, corr_near=4, max_deletes=20, cooldown=3,
+        self.move_opts = dict(start=8, near=64, corr_near=4, max_deletes=20, cooldown=3,
                               birth_components=3, birth_fit_rows=1000, birth_iters=10,
-                              max_births=1)
+                              birth_refine=3, max_births=4)
         # cluster identities, rejected-proposal memo with its cool-down, co-usage, round logs
         self.init_book()
 
@@ -329,12 +331,16 @@ class MixtureMoves(MoveBook):
         return pa[keep], pb[keep]
 
     def can_stop(self):
-        """Training may stop (``tol``) only after ``cooldown + 1`` passes without an accepted
-        merge or delete: a rejected proposal is tried again after its cool-down, and a pass
-        that follows accepted moves has not yet seen their consequences."""
+        """Training may stop (``tol``) only after ``cooldown + 1`` move rounds without an
+        accepted merge, delete or birth: a rejected proposal is tried again after its
+        cool-down, and a pass that follows accepted moves has not yet seen their
+        consequences. Before the moves start, the passes do not count."""
         if not self._gathers:
             return True
-        return self.quiet_for(self.move_opts["cooldown"] + 1)
+        opts = self.move_opts
+        if getattr(self, "_pass", None) is None or self._pass < opts["start"] + opts["cooldown"]:
+            return False
+        return self.quiet_for(opts["cooldown"] + 1)
 
     # ------------------------------------------------------------------------- the moves
     def after_pass(self, stats, params, state):

@@ -172,32 +172,41 @@ class _Workspace(MoveWorkspace):
         cand = SuffStats(**{f: np.concatenate([self.stats[f][live],
                                                fresh[f] * (n / fit.shape[0])])
                             for f in self.stats.keys()})
-        params0 = _gaussian.global_step(cand, self.prior)
+        params = _gaussian.global_step(cand, self.prior)
         plain = m.plain_model(cand["N"].shape[0])
         slot = np.concatenate([live, K0 + np.arange(J)])  # local cluster -> workspace slot
         Kt = K0 + J
         wide = m.plain_model(Kt)
-        prop = _pad(self.stats, J)
-        out = {}
-        changed = {k}
+        olds = {}
         for bb, (Xt, t) in rows.items():
             g = rnd.batch[bb]
             vals_old = np.ascontiguousarray(g["values"][t])
             idx_old = np.ascontiguousarray(g["indices"][t])
-            vals_new, loc = _rerun_local(plain, Xt, params0, vals_old.dtype)
-            idx_new = slot[loc].astype(np.int32)
-            vals_new, idx_new = _pad_support(vals_new, idx_new, vals_old.shape[1], K0)
-            before = wide.stats_from_responsibilities(vals_old, idx_old, Xt)
-            after = wide.stats_from_responsibilities(vals_new, idx_new, Xt)
-            prop = prop - before + after
-            changed.update(np.unique(idx_old).tolist())
-            changed.update(np.unique(idx_new).tolist())
-            out[bb] = (before, after, vals_new, idx_new)
-        alive = np.concatenate([self.alive, np.ones(J, dtype=bool)])
-        ch = np.array(sorted(c for c in changed if alive[c]), dtype=np.int64)
-        comp = np.concatenate([self.comp, np.zeros(J)])
-        comp[ch] = self._component_terms(prop, ch)
-        value = self._value(prop, alive, comp)
+            olds[bb] = (vals_old, idx_old, wide.stats_from_responsibilities(vals_old, idx_old, Xt))
+        best = prop = None
+        for it in range(1 + opts["birth_refine"]):
+            if it:
+                # refinement: the global step of the proposal's statistics (cluster k without
+                # the rows it lost, the fresh clusters with the rows they took), then the
+                # targets' local step again; every round is a valid proposal
+                params = _gaussian.global_step(restrict(prop, slot), self.prior)
+            prop = _pad(self.stats, J)
+            out = {}
+            changed = {k}
+            for bb, (Xt, _) in rows.items():
+                vals_old, idx_old, before = olds[bb]
+                vals_new, loc = _rerun_local(plain, Xt, params, vals_old.dtype)
+                idx_new = slot[loc].astype(np.int32)
+                vals_new, idx_new = _pad_support(vals_new, idx_new, vals_old.shape[1], K0)
+                after = wide.stats_from_responsibilities(vals_new, idx_new, Xt)
+                prop = prop - before + after
+                changed.update(np.unique(idx_old).tolist())
+                changed.update(np.unique(idx_new).tolist())
+                out[bb] = (before, after, vals_new, idx_new)
+            value, comp = self._proposal_value(prop, changed, J)
+            if best is None or value > best[0]:
+                best = (value, comp, prop, out)
+        value, comp, prop, out = best
         if not self.accepts(value):
             return None
         self.grow(J)
@@ -205,6 +214,15 @@ class _Workspace(MoveWorkspace):
         self._posterior = None  # new slots
         self._stale.clear()
         return J, out
+
+    def _proposal_value(self, prop, changed, J):
+        """The whole-data ELBO of birth statistics ``prop`` (``J`` fresh clusters appended)
+        and their component terms; ``changed``: the clusters whose statistics moved."""
+        alive = np.concatenate([self.alive, np.ones(J, dtype=bool)])
+        ch = np.array(sorted(c for c in changed if alive[c]), dtype=np.int64)
+        comp = np.concatenate([self.comp, np.zeros(J)])
+        comp[ch] = self._component_terms(prop, ch)
+        return self._value(prop, alive, comp), comp
 
     def compact(self, batch_stats):
         """Drop the removed clusters from the whole-data and every batch's statistics."""

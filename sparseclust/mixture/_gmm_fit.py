@@ -13,7 +13,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import validate_data
 
-from .._engine import StochasticState, SuffStats, fit_engine, is_dask_collection
+from .._engine import StochasticState, SuffStats, default_delay, fit_engine, is_dask_collection
 from .._input import check_output_support, reject_text
 from .._moves import parse_moves
 from ..utils import effective_n_threads
@@ -272,7 +272,8 @@ class _FittingMixin:
             n_batches=min(self.n_batches, n),
             batch_size=self.batch_size,
             kappa=self.kappa,
-            delta=self.delta,
+            delta=default_delay(self.delta, n if self.total_samples is None
+                                else self.total_samples, self.batch_size),
             total_samples=self.total_samples,
             random_state=rng.randint(np.iinfo(np.int32).max),
             verbose=0,

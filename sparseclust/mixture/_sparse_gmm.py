@@ -21,7 +21,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .. import posteriors
 from .._base import SparseEstimatorBase
-from .._engine import StochasticState, is_dask_collection, stochastic_step
+from .._engine import StochasticState, default_delay, is_dask_collection, stochastic_step
 from .._input import reject_text
 from ..utils._threads import threads_for_work
 from ._gmm_fit import _FittingMixin
@@ -170,16 +170,20 @@ class SparseGaussianMixture(_InitMixin, _FittingMixin, DensityMixin, SparseEstim
         Memoized moves of the Dirichlet-process mixture (Hughes & Sudderth 2013; the machinery
         HDPTopicModel uses, :mod:`sparseclust._moves`): a subset of ``('merge', 'delete',
         'birth', 'sort')``, as a tuple or a ``'+'``-joined string such as ``'merge+delete'``.
-        After every pass from the second on, **merge** tries candidate pairs (each cluster's
+        After every pass from the eighth on (earlier, clusters that have not yet separated
+        look mergeable, and merges taken then are not undone), **merge** tries candidate
+        pairs (each cluster's
         nearest clusters by symmetric KL divergence and most correlated ones by co-usage) in
         decreasing order of their closed-form gain, from the entropy terms
         ``sum_n (r_na + r_nb) log(r_na + r_nb)`` of every two clusters that share a sample,
         gathered during the pass; **delete** tries the smallest clusters, re-running the
         local step without the cluster on the samples that use it; **birth** (after a round
-        that tried merges or deletes and accepted none) fits 3 fresh clusters to a subsample
-        of the largest cluster's samples and re-runs the local step on all of its samples (up
-        to 10^7 / n_features of them, or 10% of the samples if more) with the fresh clusters
-        added; **sort** reorders the clusters by
+        that tried merges or deletes and accepted none; up to 4 of the largest clusters per
+        round) fits 3 fresh clusters to a subsample of a cluster's samples, re-runs the local
+        step on all of its samples (up to 10^7 / n_features of them, or 10% of the samples if
+        more) with the fresh clusters added, and refines the proposal by 3 rounds of the
+        global step of its statistics and the local step of those samples (Hughes &
+        Sudderth 2013); **sort** reorders the clusters by
         size (the stick-breaking prior favours large early sticks). Each proposal is accepted
         only if the whole-data ELBO increases, so training stays monotone, and
         ``n_components_`` becomes the number of clusters left that hold at least one expected
@@ -214,12 +218,14 @@ class SparseGaussianMixture(_InitMixin, _FittingMixin, DensityMixin, SparseEstim
     batch_size : int, default=1024
         Minibatch size of ``'stochastic'``. Larger minibatches give less noisy steps; the
         cost of a pass does not depend on it much.
-    kappa : float, default=0.6
+    kappa : float in (0, 1], default=0.6
         Learning-rate decay of ``'stochastic'`` and :meth:`partial_fit`,
-        ``rho_t = (delta + t)^(-kappa)``; Robbins-Monro convergence needs ``kappa`` in (0.5, 1].
-    delta : float, default=1.0
-        Learning-rate delay (``>= 0``). A larger delay makes the first steps smaller, so the
-        first minibatches do not overwrite the initialization.
+        ``rho_t = min(1, (delta + t)^(-kappa))``; Robbins-Monro convergence needs ``kappa``
+        in (0.5, 1].
+    delta : float >= 0 or None, default=1.0
+        Learning-rate delay. A larger delay makes the first steps smaller, so the first
+        minibatches do not overwrite the initialization. None means four passes' worth of
+        minibatches, ``4 ceil(n_total / batch_size)``, the topic models' default.
     total_samples : float or None, default=None
         Size of the whole dataset the minibatch statistics are scaled to. ``None`` means the
         number of samples passed to :meth:`fit`, and in :meth:`partial_fit` the number of
@@ -374,8 +380,8 @@ class SparseGaussianMixture(_InitMixin, _FittingMixin, DensityMixin, SparseEstim
         "moves": [str, tuple, list, None],
         "candidate_refresh": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "kappa": [Interval(Real, 0.0, 1.0, closed="both")],
-        "delta": [Interval(Real, 0.0, None, closed="left")],
+        "kappa": [Interval(Real, 0.0, 1.0, closed="right")],
+        "delta": [Interval(Real, 0.0, None, closed="left"), None],
         "tol": [Interval(Real, 0.0, None, closed="left")],
         "n_init": [Interval(Integral, 1, None, closed="left")],
         "init_params": [StrOptions({"kmeans++", "random"}), "array-like"],
@@ -594,7 +600,7 @@ class SparseGaussianMixture(_InitMixin, _FittingMixin, DensityMixin, SparseEstim
                 state,
                 X,
                 kappa=self.kappa,
-                delta=self.delta,
+                delta=default_delay(self.delta, total, self.batch_size),
                 total_samples=total,
                 timings=timings,
             )

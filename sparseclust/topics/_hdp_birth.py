@@ -57,6 +57,9 @@ from scipy.special import gammaln, psi
 from .._engine import SuffStats
 from .._moves import fetch_rows
 from .._stickbreak import optimize_hdp_sticks, sticks_from_weights
+from ._hdp_params import HDPParams, stick_value, topic_terms
+from ._hdp_workspace import _add_expanded, _fold_delete, _numpy_bundle, _sub_bundle, reinfer_rows
+from ._lda_init import _KMEANS_ITERS, _kl_kmeans, _kl_kmeanspp_seeds
 from ._local import local_step
 
 __all__ = ["extend_prior", "fresh_topics", "propose_birth", "apply_birth"]
@@ -115,7 +118,6 @@ def fresh_topics(Xt, J, tau, V, alpha, rng, n_iter, L, n_threads):
     their word types, V in all): KL k-means++ seeds and KL k-means (the initializer of
     SparseLDA), then ``n_iter`` iterations of the LDA local step with document prior
     alpha / J and lambda = tau + S. None when fewer than two topics keep a token."""
-    from ._lda_init import _KMEANS_ITERS, _kl_kmeans, _kl_kmeanspp_seeds
 
     n_cols = Xt.shape[1]
     seeds = _kl_kmeanspp_seeds(Xt, J, tau, rng)
@@ -159,9 +161,6 @@ def propose_birth(work, k, items, rnd, batches, rng):
     types and ``prior`` (a'_1..J, a'_{J+1}). The workspace then holds the proposal's
     statistics and parameters over K + J topics (k removed when ``whole``).
     """
-    from ._hdp_model import reinfer_rows
-    from ._hdp_params import HDPParams, stick_value, topic_terms
-    from ._hdp_workspace import _fold_delete, _numpy_bundle
 
     sel, whole = items
     m = work.m
@@ -303,7 +302,6 @@ def apply_birth(st, edit, cols, prior, alive, k, whole):
     documents' old statistics out, the prior of the new entries given to its other
     documents (:func:`extend_prior`), the re-inferred statistics in (over the topics
     ``alive`` of the K + J)."""
-    from ._hdp_workspace import _add_expanded, _fold_delete, _sub_bundle
 
     bundles, small, group, alpha0 = edit
     for b in bundles:

@@ -76,6 +76,7 @@ from .._moves import (
 )
 from .._stickbreak import optimize_hdp_sticks, sticks_from_weights
 from ..utils._threads import threads_for_work
+from ._hdp_birth import apply_birth, propose_birth
 from ._hdp_params import HDPParams, stick_value, topic_terms
 from ._hdp_workspace import (
     _add_expanded,
@@ -87,10 +88,9 @@ from ._hdp_workspace import (
     _sub_bundle,
     _take_rows,
     _Workspace,
+    reinfer_rows,
 )
 from ._local import _NNZ_PER_THREAD, local_step
-
-_FIELDS = ("S", "T", "G", "A", "LS", "H", "D")
 
 
 def combine_sides(a, b):
@@ -107,22 +107,6 @@ def combine_sides(a, b):
     dl = [x.get("doc_len") for x in (a, b)]
     out["doc_len"] = None if dl[0] is None else np.concatenate(dl)
     return out
-
-
-def reinfer_rows(X, model, cols, params):
-    """Local step of the documents X restricted to the word types ``cols`` (all their words
-    are there) under ``params`` (defined on ``cols``): (statistics, doc-topic counts,
-    counter increments) as :meth:`HDPModel.reinfer` uses them. ``model.counters`` are left
-    as they were (they count the passes' local steps)."""
-    X = sp.csr_array(X)
-    used = X.indices[X.data != 0]
-    if used.size and not np.isin(used, cols).all():
-        raise RuntimeError("a re-inferred document has words outside the delete's word types")
-    before = dict(model.counters)
-    stats, acc = model._local(X[:, cols], params, return_doc_topic=True)
-    counters = {k: v - before.get(k, 0) for k, v in model.counters.items()}
-    model.counters.update(before)  # a re-inference is not a pass's local step
-    return stats, acc["doc_topic"], counters
 
 
 def empty_stats(K, V):
@@ -637,7 +621,6 @@ class HDPModel(MoveBook, VariationalModel):
     def _births(self, work, rnd, batch_stats, batches, log):
         """Birth proposals at the round's targets (:mod:`._hdp_birth`), at most one accepted;
         the accepted one edits every batch's cached statistics."""
-        from ._hdp_birth import apply_birth, propose_birth
 
         opts = self.move_opts
 

@@ -450,3 +450,19 @@ class _Workspace(MoveWorkspace):
         lam = self.m.tau + np.maximum(self.stats["S"], 0.0)
         params = HDPParams(lam, self.rho, self.omega, self.m.alpha)
         return self.stats, params
+
+
+def reinfer_rows(X, model, cols, params):
+    """Local step of the documents X restricted to the word types ``cols`` (all their words
+    are there) under ``params`` (defined on ``cols``): (statistics, doc-topic counts,
+    counter increments) as :meth:`HDPModel.reinfer` uses them. ``model.counters`` are left
+    as they were (they count the passes' local steps)."""
+    X = sp.csr_array(X)
+    used = X.indices[X.data != 0]
+    if used.size and not np.isin(used, cols).all():
+        raise RuntimeError("a re-inferred document has words outside the delete's word types")
+    before = dict(model.counters)
+    stats, acc = model._local(X[:, cols], params, return_doc_topic=True)
+    counters = {k: v - before.get(k, 0) for k, v in model.counters.items()}
+    model.counters.update(before)  # a re-inference is not a pass's local step
+    return stats, acc["doc_topic"], counters
