@@ -44,9 +44,11 @@ def tree_state():
     """``(commit, changed)``: HEAD's short hash and the tracked files changed since it,
     outside ``benchmarks/results``."""
     commit = _git("rev-parse", "--short=10", "HEAD")
-    changed = _git("status", "--porcelain", "--untracked-files=no", "--", ".",
-                   ":(exclude)benchmarks/results")
-    return commit, [ln[3:] for ln in changed.splitlines()]
+    changed = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+         ":(exclude)benchmarks/results"], cwd=ROOT, capture_output=True, text=True,
+        check=True).stdout  # not stripped: every line starts with its two status columns
+    return commit, [ln[3:] for ln in changed.splitlines() if ln.strip()]
 
 
 def installed_problem():

@@ -2197,3 +2197,18 @@ def test_step_size_parameters_match_the_topic_models():
     p.partial_fit(X[:45]).partial_fit(X[45:90])
     # partial_fit scales to the samples seen so far (total_samples=None): 45, then 90
     assert p.trace_[-1]["rho"] == pytest.approx((4 * 2 + 2) ** -0.6)
+
+
+def test_births_from_fewer_clusters_than_l(early_moves):
+    """Gathered responsibilities are min(L, K) wide; births at K = 2 with L = 4 re-infer their
+    targets with no more than that width (any responsibilities give a valid ELBO), so two
+    births accepted in one round grow K past L without a shape error, and training stays
+    monotone."""
+    X, _ = _blobs(n_per=150, D=2, n_clusters=8, sep=10.0)
+    m = SparseGaussianMixture(n_components=2, L=4, covariance_type="diag",
+                              weight_concentration_prior_type="dirichlet_process", max_iter=40,
+                              random_state=0).fit(X)
+    assert max(e["births_accepted"] for e in m.trace_) >= 2
+    assert m.n_components_ >= 6
+    lb = np.asarray(m.lower_bounds_)
+    assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:]))

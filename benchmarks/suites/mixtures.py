@@ -24,7 +24,9 @@ METHOD = """\
   (a density of 64-dimensional data, so it can exceed zero).
 - "DP" is `weight_concentration_prior_type='dirichlet_process'` with the merge, delete and
   birth moves on (the default `moves='all'`), started from `n_components` clusters; "learned
-  K" counts the clusters left.
+  K" counts the clusters left. At each training size (patches drawn from the train images)
+  it is compared with the finite fits of a K grid and timed against one finite fit at the K
+  it learned.
 - `tol`: a fit with the default `tol` against a tightly converged fit (`tight_tol`,
   `tight_max_iter`) of the same seed; the gap is the tight fit's report score minus the
   default's, relative to the tight score's magnitude. Data: the patches above (K = 25);
@@ -35,14 +37,16 @@ METHOD = """\
 FULL = {
     "patches": dict(n_fit=50000, K=[25, 100], seeds=[0, 1],
                     methods=["sgmm", "sgmm-dense", "sklearn"], peer_max_K={"sklearn": 25}),
-    "dp": dict(n_fit=50000, grid=[10, 25, 50, 100], starts=[25, 200], seeds=[0]),
+    "dp": dict(sizes=[10000, 50000, 200000], grid=[10, 25, 50, 100, 200], starts=[25, 200],
+               seeds=[0]),
     "tol": dict(datasets={"patches": 25, "digits": 10, "imdb_lsa": 20}, seeds=[0, 1, 2],
                 tight_tol=1e-7, tight_max_iter=3000),
 }
 QUICK = {
     "patches": dict(n_fit=5000, n_report=2000, K=[10], seeds=[0],
                     methods=["sgmm", "sgmm-dense", "sklearn"]),
-    "dp": dict(n_fit=5000, n_report=2000, grid=[5, 10], starts=[10], seeds=[0], max_iter=10),
+    "dp": dict(sizes=[2000, 5000], n_report=2000, grid=[5, 10], starts=[5, 10], seeds=[0],
+               max_iter=12),
     "tol": dict(datasets={"digits": 5}, seeds=[0], tight_tol=1e-5, tight_max_iter=300),
 }
 LABELS = {"sgmm": "SparseGaussianMixture (defaults, L = 4)",
@@ -129,36 +133,53 @@ def _tol(params, log):
 def run(part, params, log):
     if part == "tol":
         return _tol(params, log)
+    if part == "dp":
+        return _dp(params, log)
     data = patch_split(params["n_fit"], n_report=params.get("n_report"),
                        n_validation=params.get("n_report"))
-    X = data["fit"]
-    extra = {"max_iter": params["max_iter"]} if "max_iter" in params else {}
     records = []
-
-    def one(method, K, seed, **fields):
-        model, clock = _fit(method, X, K, seed, extra if method != "sklearn" else {})
-        rec = dict(method=method, K=K, seed=seed, cpu_s=clock.cpu,
-                   n_iter=int(model.n_iter_), report=float(model.score(data["report"])),
-                   validation=float(model.score(data["validation"])),
-                   train=float(model.score(X)), **fields)
-        if method == "dp":
-            rec["learned_K"] = int(model.n_components_)
-        log(f"  {method:10s} K={K} seed={seed} cpu={clock.cpu:.1f}s "
-            f"report={rec['report']:.3f} {fields}")
-        records.append(rec)
-
     for seed in params["seeds"]:
-        if part == "patches":
-            for K in params["K"]:
-                for method in params["methods"]:
-                    if K <= params.get("peer_max_K", {}).get(method, K):
-                        one(method, K, seed)
-        else:
-            for K in params["grid"]:
-                one("finite", K, seed)
+        for K in params["K"]:
+            for method in params["methods"]:
+                if K <= params.get("peer_max_K", {}).get(method, K):
+                    records.append(_one(method, K, seed, data, params, log))
+    return {"data": data["description"], "n_fit": int(len(data["fit"])), "records": records}
+
+
+def _one(method, K, seed, data, params, log, **fields):
+    """Fit one model on ``data['fit']`` and score it: a record."""
+    extra = {"max_iter": params["max_iter"]} if "max_iter" in params else {}
+    X = data["fit"]
+    model, clock = _fit(method, X, K, seed, extra if method != "sklearn" else {})
+    rec = dict(method=method, K=K, seed=seed, n_fit=int(len(X)), cpu_s=clock.cpu,
+               n_iter=int(model.n_iter_), report=float(model.score(data["report"])),
+               validation=float(model.score(data["validation"])),
+               train=float(model.score(X)), **fields)
+    if method == "dp":
+        rec["learned_K"] = int(model.n_components_)
+    log(f"  {method:10s} n={len(X)} K={K} seed={seed} cpu={clock.cpu:.1f}s "
+        f"report={rec['report']:.3f} {fields}")
+    return rec
+
+
+def _dp(params, log):
+    """At each training size: the finite grid, the DP mixture from each start, and a finite
+    fit at each K the DP learned (its time is the yardstick of the DP's)."""
+    records, descriptions = [], []
+    for n in params["sizes"]:
+        data = patch_split(n, n_report=params.get("n_report"),
+                           n_validation=params.get("n_report"))
+        descriptions.append(data["description"])
+        for seed in params["seeds"]:
+            finite = {K: _one("finite", K, seed, data, params, log) for K in params["grid"]}
             for start in params["starts"]:
-                one("dp", start, seed, start=start)
-    return {"data": data["description"], "n_fit": int(len(X)), "records": records}
+                rec = _one("dp", start, seed, data, params, log, start=start)
+                records.append(rec)
+                K = rec["learned_K"]
+                if K not in finite:
+                    finite[K] = _one("finite", K, seed, data, params, log, at_learned=True)
+            records.extend(finite.values())
+    return {"data": "; ".join(descriptions), "records": records}
 
 
 def _by(records, key):
@@ -207,17 +228,46 @@ def table(results):
                     f"{fmt(median([a['cpu_s'] / b['cpu_s'] for a, b in pairs]), 2)} | "
                     f"{fmt(median([r['n_iter'] for r in rs]), 0)} | {len(rs)} |")
         else:
-            lines += ["| model | K (start → learned) | report score | train − report | "
-                      "CPU s | seeds |", "|---|---|---|---|---|---|"]
-            for (method, K), rs in _by(recs, lambda r: (r["method"], r["K"])).items():
-                ks = (f"{K} → {', '.join(str(r['learned_K']) for r in rs)}"
-                      if method == "dp" else str(K))
-                lines.append(
-                    f"| {LABELS[method]} | {ks} | {fmt(mean([r['report'] for r in rs]), 2)} | "
-                    f"{fmt(mean([r['train'] - r['report'] for r in rs]), 2)} | "
-                    f"{fmt(median([r['cpu_s'] for r in rs]), 1)} | {len(rs)} |")
+            lines += _dp_table(result)
         lines.append("")
     return "\n".join(lines)
+
+
+def _best_finite(recs):
+    """(K, mean report score) of the best finite fit of the grid among ``recs``."""
+    grid = _by([r for r in recs if r["method"] == "finite" and not r.get("at_learned")],
+               lambda r: r["K"])
+    if not grid:
+        return None, None
+    best = max(grid, key=lambda K: mean([r["report"] for r in grid[K]]))
+    return best, mean([r["report"] for r in grid[best]])
+
+
+def _dp_table(result):
+    recs = result["records"]
+    lines = ["| training patches | model | K (start → learned) | report score | Δ vs best "
+             "finite (%) | train − report | CPU s | CPU ÷ finite at learned K |",
+             "|---|---|---|---|---|---|---|---|"]
+    for n, rs in _by(recs, lambda r: r.get("n_fit", result.get("n_fit"))).items():
+        best, best_score = _best_finite(rs)
+        finite = {(r["K"], r["seed"]): r for r in rs if r["method"] == "finite"}
+        for (method, K), group in _by(rs, lambda r: (r["method"], r["K"])).items():
+            if method == "finite" and group[0].get("at_learned"):
+                continue
+            ks = (f"{K} → {', '.join(str(r['learned_K']) for r in group)}"
+                  if method == "dp" else f"{K}{' (best)' if K == best else ''}")
+            score = mean([r["report"] for r in group])
+            delta = "" if best_score is None else signed(
+                100 * (score - best_score) / abs(best_score), 2)
+            ratio = ""
+            if method == "dp":
+                pairs = [(r, finite.get((r["learned_K"], r["seed"]))) for r in group]
+                ratio = fmt(median([a["cpu_s"] / b["cpu_s"] for a, b in pairs if b]), 2)
+            lines.append(
+                f"| {n:,} | {LABELS[method]} | {ks} | {fmt(score, 2)} | {delta} | "
+                f"{fmt(mean([r['train'] - r['report'] for r in group]), 2)} | "
+                f"{fmt(median([r['cpu_s'] for r in group]), 1)} | {ratio} |")
+    return lines
 
 
 def headline(results):
@@ -243,17 +293,16 @@ def headline(results):
                           f"; CPU × "
                           f"{median([r['cpu_s'] / peer[r['seed']]['cpu_s'] for r in rs]):.2f}"))
         else:
-            finite = _by([r for r in recs if r["method"] == "finite"], lambda r: r["K"])
-            dp = [r for r in recs if r["method"] == "dp"]
-            if not finite or not dp:
-                continue
-            best = max(finite, key=lambda K: mean([r["report"] for r in finite[K]]))
-            best_score = mean([r["report"] for r in finite[best]])
-            rows.append(dict(
-                ours=f"DP mixture with moves (learned K "
-                     f"{min(r['learned_K'] for r in dp)}–{max(r['learned_K'] for r in dp)})",
-                peer=f"best finite K of a grid (K = {best})", data="BSDS500 8×8 patches",
-                metric="held-out log-density per patch",
-                figure=f"{mean([r['report'] for r in dp]):.2f}",
-                ratio=f"Δ {mean([r['report'] for r in dp]) - best_score:+.2f}"))
+            for n, rs in _by(recs, lambda r: r.get("n_fit", result.get("n_fit"))).items():
+                best, best_score = _best_finite(rs)
+                dp = [r for r in rs if r["method"] == "dp"]
+                if best is None or not dp:
+                    continue
+                rows.append(dict(
+                    ours=f"DP mixture with moves, {n:,} patches (learned K "
+                         f"{min(r['learned_K'] for r in dp)}–{max(r['learned_K'] for r in dp)})",
+                    peer=f"best finite K of a grid (K = {best})", data="BSDS500 8×8 patches",
+                    metric="held-out log-density per patch",
+                    figure=f"{mean([r['report'] for r in dp]):.2f}",
+                    ratio=f"Δ {mean([r['report'] for r in dp]) - best_score:+.2f}"))
     return rows

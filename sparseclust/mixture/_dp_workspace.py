@@ -173,7 +173,10 @@ class _Workspace(MoveWorkspace):
                                                fresh[f] * (n / fit.shape[0])])
                             for f in self.stats.keys()})
         params = _gaussian.global_step(cand, self.prior)
-        plain = m.plain_model(cand["N"].shape[0])
+        # the re-inferred responsibilities replace the gathered ones in place: no wider than
+        # them (any responsibilities give a valid ELBO)
+        width = min(rnd.batch[bb]["values"].shape[1] for bb in rows)
+        plain = m.plain_model(cand["N"].shape[0], max_L=width)
         slot = np.concatenate([live, K0 + np.arange(J)])  # local cluster -> workspace slot
         Kt = K0 + J
         wide = m.plain_model(Kt)

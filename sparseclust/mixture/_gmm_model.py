@@ -389,10 +389,11 @@ class _DPMixtureModel(MixtureMoves, _SparseGMMModel):
         self._auto_candidates = bool(auto_candidates)
         self.init_moves(moves)
 
-    def plain_model(self, K):
-        """A model without moves over ``K`` components (for re-running the local step)."""
-        return _SparseGMMModel(self.prior, K, self._L_at(K), self.dtype,
-                               n_threads=self.n_threads)
+    def plain_model(self, K, max_L=None):
+        """A model without moves over ``K`` components (for re-running the local step), with
+        at most ``max_L`` responsibilities per sample when given."""
+        L = self._L_at(K) if max_L is None else min(self._L_at(K), int(max_L))
+        return _SparseGMMModel(self.prior, K, L, self.dtype, n_threads=self.n_threads)
 
     def _L_at(self, K):
         return K if self._L_requested is None else min(self._L_requested, K)
