@@ -322,6 +322,15 @@ def test_gibbs_memoized_chains_stay_on_the_workers(client, corpus, monkeypatch):
     monkeypatch.undo()
     again = _fit(SparseLDA(**kw), _darray(blocks), callback=kill_after_first)
     np.testing.assert_array_equal(again.components_, got.components_)
+    # tol > 0: the Monte Carlo objective's stopping rule (windows of passes) as in process
+    monkeypatch.setattr(SparseLDA, "_keeps_chains", lambda self, *a, **k: True)
+    monkeypatch.setattr(_GibbsLDAModel, "before_pass",
+                        lambda self, *a: setattr(self, "n_fixed", len(blocks)))
+    kw.update(tol=0.1, max_iter=12)
+    ref = _fit(SparseLDA(**kw), stream)
+    got = _fit(SparseLDA(**kw), _darray(blocks))
+    assert 6 <= got.n_iter_ == ref.n_iter_ < 12 and got.converged_ and ref.converged_
+    np.testing.assert_array_equal(got.components_, ref.components_)
 
 
 def test_gibbs_stochastic_equals_partial_fit_on_same_minibatches(client, corpus):

@@ -571,8 +571,29 @@ def test_partial_fit_after_fit_continues_step_counter():
     # resumed at t = 5 passes x 2 minibatches: this is step 11
     assert m.trace_[-1]["rho"] == pytest.approx((1.0 + 5 * 2 + 1) ** -0.6)
     assert len(m.lower_bounds_) == len(m.trace_) == 6
+    assert m.n_batch_iter_ == m.trace_[-1]["step"] == 11
+    # the step's objective is not the batch sweeps' log joint: no change is measured across
+    assert m.trace_[-1]["elbo_change"] == np.inf
     # a blend, not a replacement: the topics move by at most rho of the way
     assert not np.array_equal(before, m.components_)
+    m.partial_fit(X[50:])
+    assert m.n_batch_iter_ == 12 and np.isfinite(m.trace_[-1]["elbo_change"])
+
+
+def test_partial_fit_of_a_saved_model():
+    # a saved model keeps no random state: partial_fit seeds one from random_state
+    from sparseclust._saved import slim_copy
+
+    X, _ = planted_corpus(seed=8, K=4, block=6, D=100, length=30)
+    for algorithm in ("batch", "online"):
+        m = StochasticEMLDA(4, max_iter=3, batch_size=50, algorithm=algorithm,
+                            random_state=0).fit(X)
+        saved = pickle.loads(pickle.dumps(slim_copy(m)))
+        a = saved.partial_fit(X[:50])
+        b = pickle.loads(pickle.dumps(slim_copy(m))).partial_fit(X[:50])
+        np.testing.assert_array_equal(a.components_, b.components_)
+        # online: the fit's 6 steps, then one; batch: 3 sweeps of 2 minibatches, then one
+        assert a.n_batch_iter_ == 7
 
 
 def test_partial_fit_errors():

@@ -441,6 +441,8 @@ class _DistributedModel(VariationalModel):
         self.ship = ship
         self._shipped = (None, None)
         self._states = {}
+        # a Monte Carlo objective is compared over windows of passes, as in process
+        self.noisy_objective = bool(getattr(model, "noisy_objective", False))
         update = getattr(model, "stochastic_update", None)
         if update is not None:  # the model's own blend of the stochastic statistics
             self.stochastic_update = update

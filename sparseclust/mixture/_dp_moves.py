@@ -4,12 +4,15 @@
 The moves follow Hughes & Sudderth (2013) and Hughes, Kim & Sudderth (2015) and use the
 machinery HDPTopicModel uses (:mod:`sparseclust._moves`: candidate selection, the pair
 lookup table, the round log, compaction; the pair-entropy kernel of
-``sparseclust._kernels._hdp_stats``). A round spans one pass of memoized (or batch) training:
+``sparseclust._kernels._hdp_stats``). A round spans one pass of memoized (or batch) training,
+from the ``start``-th pass on (the eighth: before it, clusters that have not yet separated
+look mergeable, and a merge is never undone):
 
 1. **before the pass** (:meth:`MixtureMoves.before_pass`) delete candidates are chosen: the
    smallest clusters (expected counts N_k) whose samples fit in a budget of rows to revisit;
-   the birth target is the largest cluster whose birth was not rejected recently
-   (:func:`sparseclust._moves.select_births`), tried only after a round that tried merges or
+   the birth targets are the ``max_births`` largest clusters whose births were not rejected
+   recently (:func:`sparseclust._moves.select_births`), tried only after a round that tried
+   merges or
    deletes and accepted none, and after rounds of rejected births only once their wait is over
    (:meth:`sparseclust._moves.MoveBook.due`), and likewise a round of deletes after rounds
    whose deletes were all rejected;
@@ -18,7 +21,7 @@ lookup table, the round log, compaction; the pair-entropy kernel of
    ``h(x, y) = x log x + y log y - (x + y) log(x + y)`` over the rows whose L-sparse support
    holds both a and b (a sparse sum with at most L (L - 1) / 2 entries per row; for every
    other pair merging changes no entropy term, PH_ab = 0), the responsibilities of the rows
-   that use a delete candidate, and those of the rows whose responsibility for the birth
+   that use a delete candidate, and those of the rows whose responsibility for a birth
    target is at least 1/2;
 3. **after the pass** (:meth:`MixtureMoves.after_pass`) the merge candidates are chosen:
    each cluster's ``near`` nearest clusters by the symmetric Kullback-Leibler divergence of
@@ -40,11 +43,14 @@ lookup table, the round log, compaction; the pair-entropy kernel of
    - birth at k (Hughes & Sudderth 2013): ``birth_components`` fresh clusters are fit to a
      subsample of k's rows (k-means++ seeds, then a few iterations of the local and global
      steps of a plain mixture on the subsample), the local step is re-run on k's rows (all of
-     them, up to ``birth_rows``; by default :data:`BIRTH_VALUES` / n_features rows or the
-     delete budget if larger) under the current clusters plus the fresh ones, and the
-     statistics of those rows are replaced. Any responsibilities of any subset of rows give a
-     valid ELBO, so the proposal is accepted, like the others, only when the whole-data ELBO
-     increases; the fresh clusters are appended at the end of the sticks;
+     them up to :data:`BIRTH_VALUES` / n_features rows, or the delete budget if larger; no
+     wider than their gathered responsibilities) under the current clusters plus the fresh
+     ones, and the statistics of those rows are replaced; ``birth_refine`` times more, the
+     global step of the proposal's statistics (k without the rows it lost, the fresh clusters
+     with those they took) and the local step of the rows again, the best round being the
+     proposal. Any responsibilities of any subset of rows give a valid ELBO, so the proposal
+     is accepted, like the others, only when the whole-data ELBO increases; the fresh
+     clusters are appended at the end of the sticks;
    - sort: the clusters are reordered by decreasing N_k when that raises the allocation
      terms (the stick-breaking prior depends on the order; nothing else does).
 

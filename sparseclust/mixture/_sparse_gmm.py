@@ -195,8 +195,9 @@ class SparseGaussianMixture(_InitMixin, _FittingMixin, DensityMixin, SparseEstim
         with the Dirichlet process the moves are the point of choosing it: a truncation
         ``n_components`` is an upper bound and the number of clusters is learned. Moves need
         the cached batches of ``'memoized'`` or ``'batch'`` training; ``'stochastic'`` and
-        :meth:`partial_fit` ignore them. With moves, ``tol`` ends training only after 4 passes
-        without an accepted merge, delete or birth (a proposal rejected n times is retried after
+        :meth:`partial_fit` ignore them. With moves, ``tol`` ends training only after 4 move
+        rounds without an accepted merge, delete or birth, so not before the eleventh pass
+        (a proposal rejected n times is retried after
         ``3 * 2 ** (n - 1)`` passes, at most 24, and so are births and deletes after n rounds
         of rejected ones; the bookkeeping of
         :class:`sparseclust._moves.MoveBook`, shared with HDPTopicModel).

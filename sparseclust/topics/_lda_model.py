@@ -292,8 +292,10 @@ class _GibbsLDAModel(_LDAModel):
     scaled update of Mimno, Hoffman & Blei 2012, App. A) and the local step reads E[log phi]
     of the minibatch's word types only (:class:`LazyParams`).
 
-    With ``chains`` (on in a memoized :class:`SparseLDA` fit of a matrix, see
-    ``SparseLDA._keeps_chains``), training with two or more fixed batches keeps every batch's
+    With ``chains`` (on in a memoized :class:`SparseLDA` fit of a matrix or a Dask collection,
+    see ``SparseLDA._keeps_chains``; on Dask through :meth:`state_job` / :meth:`state_part`,
+    each partition's chain on its worker), training with two or more fixed batches keeps
+    every batch's
     token assignments
     (``chains[b]``, 1 or 2 bytes per token) between visits: a revisit continues the batch's
     chain, its ``n_saved_sweeps`` sweeps all saved (burn-in on the first visit only), and samples

@@ -153,12 +153,14 @@ class StochasticEMLDA(TopicModelBase):
     topic_word_prior : float, default=0.1
         beta: symmetric Dirichlet prior on each topic's word distribution.
     max_iter : int, default=100
-        Sweeps of ``fit``.
+        Sweeps of ``fit`` (passes of minibatch steps with ``algorithm='online'``).
     tol : float, default=0.0
         Stop after the first sweep whose log joint likelihood log p(x, z | alpha, beta)
         changed by less than ``tol`` nats per token (``converged_`` is then True). ``0`` runs
         ``max_iter`` sweeps. The log joint of a sampler fluctuates by about 1/sqrt(N) per token
-        over N tokens, so ``tol`` below that never triggers.
+        over N tokens, so ``tol`` below that never triggers. With ``algorithm='online'`` the
+        change is that of the online objective (see ``lower_bound_``) between the means of
+        windows of three passes, per token of the corpus the steps are scaled to.
     sampler : {'auto', 'alias', 'dense'}, default='auto'
         Per-token sampler: 'alias' (alias tables + document part, cost independent of K),
         'dense' (all K topics), 'auto' = 'dense' for ``n_components <= 48``, else 'alias'
@@ -250,17 +252,18 @@ class StochasticEMLDA(TopicModelBase):
         ``components_`` (the MAP estimate would be (W_kv + beta - 1) / (T_k + V (beta - 1)),
         undefined for beta < 1).
 
-        The fitted model stores only the word-topic counts W (float32 Rao-Blackwellized
-        counts or int32 sampled counts after ``fit``; float64 after :meth:`partial_fit`,
-        whose M-step blends them) and beta: both attributes are computed from them on every
-        access (a new array each time, 8 K V bytes), so a fitted model holds 4 K V bytes of
-        counts instead of two float64 K x V tables.
+        Computed from ``components_`` on every access (a new array each time). The fitted
+        model keeps the word-topic counts W (float32 Rao-Blackwellized counts or int32
+        sampled counts after ``fit``; float64 after :meth:`partial_fit`, whose M-step blends
+        them), which :meth:`partial_fit` continues from, and ``components_`` = W^T + beta.
     doc_topic_prior_, topic_word_prior_ : float
         alpha and beta used.
     n_iter_ : int
-        Sweeps run by ``fit``.
+        Sweeps run by ``fit`` (passes with ``algorithm='online'``).
     n_batch_iter_ : int
-        Minibatch steps of :meth:`partial_fit` (t of the step size).
+        The step counter t of the step size of the online steps (:meth:`partial_fit` and
+        online ``fit``); after a batch ``fit``, :meth:`partial_fit` resumes it at the steps
+        that many passes of minibatches would have taken.
     converged_ : bool
     lower_bound_ : float
         The training objective at the end: after a batch ``fit``, log p(x, z | alpha, beta)
@@ -444,9 +447,10 @@ class StochasticEMLDA(TopicModelBase):
             Rao-Blackwellized counts as a new float32 array, about one sweep of work; W
             itself with ``topic_estimate='sample'``; valid only during ``fit``); the topics
             are their transpose plus beta, row-normalized. With ``algorithm='online'`` it is
-            called after every pass over X instead, with the pass's trace entry plus
-            ``n_passes`` and ``components`` (the current topics). Returning ``True`` stops
-            training. Time spent in the callback is excluded from ``elapsed``.
+            called after every pass over X instead, with the pass's trace entry (its
+            ``tokens`` included) plus ``n_passes`` and ``components`` (the current topics).
+            Returning ``True`` stops training. Time spent in the callback is excluded from
+            ``elapsed``.
 
         Returns
         -------
@@ -565,6 +569,9 @@ class StochasticEMLDA(TopicModelBase):
         X, first = self._partial_fit_input(X, "StochasticEMLDA.partial_fit",
                                            None if fitted is None else fitted.shape[1])
         D, V = X.shape
+        # the first step after a batch fit changes the objective (the batch sweeps' log joint,
+        # then the blended counts' topic-word part): no change is measured across
+        new_objective = False
         if first:
             self._rng = check_random_state(self.random_state)
             self._start_partial_fit()
@@ -573,6 +580,10 @@ class StochasticEMLDA(TopicModelBase):
             # continue from a batch fit as if its sweeps had been passes of minibatch steps
             n_fit = self._n_samples_fit or D
             self._t = self.n_iter_ * max(1, -(-n_fit // self.batch_size))
+            self.n_batch_iter_ = self._t
+            new_objective = True
+        if not hasattr(self, "_rng"):  # a saved model keeps no random state
+            self._rng = check_random_state(self.random_state)
         state = self._online_state()
         model = self._online_model(V, state.t)
         total = float(self._step_total(D))
@@ -585,11 +596,17 @@ class StochasticEMLDA(TopicModelBase):
                                      delta=default_delay(self.delta, total, self.batch_size),
                                      total_samples=total, timings=timings)
             elapsed = time.perf_counter() - t0
-            self.n_batch_iter_ += 1
+            self.n_batch_iter_ = state.t
             n_tok = model.counters["tokens"] - before
             speed = self.n_fold_in * n_tok / elapsed if elapsed > 0 else np.inf
-            self._record_step(B, total, model.elbo(state.stats, params), elapsed, state.rho,
-                              timings, {"tokens_per_s": speed})
+            elbo = model.elbo(state.stats, params)
+            if new_objective:
+                self._append_step(state.t, elbo, elapsed, state.rho, timings,
+                                  {"tokens_per_s": speed}, elbo_change=np.inf)
+                new_objective = False
+            else:
+                self._record_step(B, total, elbo, elapsed, state.rho, timings,
+                                  {"tokens_per_s": speed})
         self._end_online(state)
         return self
 

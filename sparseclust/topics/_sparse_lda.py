@@ -55,9 +55,9 @@ _BATCH_SIZE = {"variational": 256, "gibbs": 4096}
 #: the nominal minibatch size of ``partial_fit`` for ``batch_size=None`` (either local step)
 _PARTIAL_FIT_BATCH_SIZE = 256
 #: saved sweeps per visit of the Gibbs local step for ``n_saved_sweeps=None``: a visit of a kept
-#: chain (memoized ``fit`` with two or more batches of a matrix), and a restarted chain
-#: (stochastic steps, batch training, ``partial_fit``, ``transform``, streams); see
-#: doc/defaults.md
+#: chain (memoized ``fit`` with two or more batches of a matrix or a Dask collection), and a
+#: restarted chain (stochastic steps, batch training, ``partial_fit``, ``transform``,
+#: streams); see doc/defaults.md
 _N_SAMPLES = {"chains": 20, "restart": 5}
 
 
@@ -180,13 +180,15 @@ class SparseLDA(TopicModelBase):
         proportional to (alpha + N_dk^{-dn}) exp(E[log phi_k,v_dn]); the chain starts from a
         sequential draw, discards ``n_burnin`` sweeps and the statistics are the topic-word
         counts averaged over ``n_saved_sweeps`` saved sweeps (sparse: only sampled (k, v) pairs).
-        In memoized training of a matrix with ``n_batches >= 2`` each batch's chain is kept
-        (1-2 bytes per token) and continued on every later visit with the collapsed
+        In memoized training of a matrix or a Dask collection with ``n_batches >= 2`` each
+        batch's chain is kept (1-2 bytes per token; on Dask by each partition's worker) and
+        continued on every later visit with the collapsed
         conditional (alpha + N_dk^{-dn}) E[phi_k,v_dn] under lambda^{-b} = tau + S - S_b, the
         topics of the other batches' statistics (Griffiths & Steyvers 2004; Newman et al.
         2009 with a batch per processor). In stochastic ``fit`` of a matrix with more than
         one minibatch per pass each document's chain is kept the same way, and continued
-        with the stochastic topics less the minibatch's own decayed share of them.
+        with the stochastic topics less the minibatch's own decayed share of them (on Dask,
+        stochastic training restarts the chains every visit).
         ``L``, ``local_max_iter``, ``local_tol`` and ``restarts`` do not apply to it, and
         counts are rounded to whole tokens (see ``fit``). Its training objective (``lower_bound_``,
         ``trace_``) is a Monte Carlo estimate of E_q[log p(x, z, phi)] - E_q[log q(phi)]
@@ -199,9 +201,10 @@ class SparseLDA(TopicModelBase):
     n_saved_sweeps : int or None, default=None
         Gibbs local step: saved sweeps averaged into the statistics (per visit of a kept
         chain, all of its sweeps). None means 20 where ``fit`` keeps the chains (memoized
-        training of a matrix with ``n_batches >= 2``, stochastic training of a matrix with
-        ``batch_size`` below its number of documents) and 5 elsewhere (batch training, a
-        ``CorpusStream``, ``partial_fit``, ``transform``). A restarted chain needs burn-in
+        training of a matrix or a Dask collection with ``n_batches >= 2``, stochastic
+        training of a matrix with ``batch_size`` below its number of documents) and 5
+        elsewhere (batch training, a ``CorpusStream``, ``partial_fit``, ``transform``,
+        stochastic training on Dask). A restarted chain needs burn-in
         and few saved sweeps: (B, S) = (5, 5) is the setting Mimno, Hoffman & Blei (2012,
         Sec. 4) found best in held-out probability. A kept chain is already burnt in, so
         each visit saves all its sweeps; more sweeps per visit cost time in proportion and
