@@ -2212,3 +2212,25 @@ def test_births_from_fewer_clusters_than_l(early_moves):
     assert m.n_components_ >= 6
     lb = np.asarray(m.lower_bounds_)
     assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:]))
+
+
+def test_births_per_round_grow_with_k(monkeypatch):
+    """A round proposes births at up to max(max_births, ceil(birth_fraction * K)) clusters:
+    4, or a quarter of the clusters."""
+    from sparseclust.mixture import _dp_moves
+
+    seen = []
+    orig = _dp_moves.select_births
+
+    def spy(size, *, max_candidates, **kw):
+        seen.append((size.size, max_candidates))
+        return orig(size, max_candidates=max_candidates, **kw)
+
+    monkeypatch.setattr(_dp_moves, "select_births", spy)
+    X, _ = _blobs(n_per=40, D=2, n_clusters=3, sep=8.0)
+    for K in (2, 40):
+        SparseGaussianMixture(n_components=K, covariance_type="diag", moves="birth",
+                              weight_concentration_prior_type="dirichlet_process",
+                              max_iter=10, tol=0, random_state=0).fit(X)
+    assert seen and all(m == max(4, -(-k // 4)) for k, m in seen)
+    assert any(m > 4 for _, m in seen)

@@ -10,7 +10,8 @@ look mergeable, and a merge is never undone):
 
 1. **before the pass** (:meth:`MixtureMoves.before_pass`) delete candidates are chosen: the
    smallest clusters (expected counts N_k) whose samples fit in a budget of rows to revisit;
-   the birth targets are the ``max_births`` largest clusters whose births were not rejected
+   the birth targets are the max(``max_births``, ``birth_fraction`` K) largest clusters whose
+   births were not rejected
    recently (:func:`sparseclust._moves.select_births`), tried only after a round that tried
    merges or
    deletes and accepted none, and after rounds of rejected births only once their wait is over
@@ -135,7 +136,8 @@ class MixtureMoves(MoveBook):
     birth), ``birth_fit_rows`` (rows the fresh clusters are fit to), ``birth_iters``
     (iterations of that fit), ``birth_refine`` (rounds of the global step of the proposal's
     statistics and the targets' local step after the first re-inference; the best round is
-    the proposal), ``max_births`` (targets per round). A pass's deletes revisit
+    the proposal), ``max_births`` and ``birth_fraction`` (targets per round: the larger of
+    ``max_births`` and that fraction of the clusters). A pass's deletes revisit
     10% of the samples, at least 500 rows; a birth re-infers up to :data:`BIRTH_VALUES` /
     n_features rows of its target, or the delete budget if larger (a uniform subsample of
     the target's rows beyond it).
@@ -145,7 +147,7 @@ class MixtureMoves(MoveBook):
         self.moves = tuple(moves)
         self.move_opts = dict(start=8, near=64, corr_near=4, max_deletes=20, cooldown=3,
                               birth_components=3, birth_fit_rows=1000, birth_iters=10,
-                              birth_refine=3, max_births=4)
+                              birth_refine=3, max_births=4, birth_fraction=0.25)
         # cluster identities, rejected-proposal memo with its cool-down, co-usage, round logs
         self.init_book()
 
@@ -306,7 +308,10 @@ class MixtureMoves(MoveBook):
                 and self.births_settled(single=single, require_tried=True)):
             # births once the merges and deletes are absorbed: after a round that tried them
             # and accepted none (MoveBook.births_settled, the schedule shared with the topics)
-            births = select_births(stats["N"], max_candidates=opts["max_births"],
+            # a larger model has more clusters that may split: a quarter of them, at least
+            # max_births
+            n_births = max(opts["max_births"], int(np.ceil(opts["birth_fraction"] * K)))
+            births = select_births(stats["N"], max_candidates=n_births,
                                    allowed=self.birthable(),
                                    min_size=4.0 * opts["birth_components"])
         if merge or dels.size or births.size:
