@@ -293,17 +293,24 @@ class _SparseGMMModel(VariationalModel):
                 indices[stale] = i2
                 n_full += stale.size
                 t1 += t1c - t1b  # the full weights of the refreshed rows: weight step
-            t2 = time.perf_counter()
-            if self._collect is not None:
-                self._collect(start, values, indices, Xc)
-            s = self.stats_from_responsibilities(values, indices, Xc)
-            t3 = time.perf_counter()
-            tm["weights"] += t1 - t0
-            tm["responsibilities"] += t2 - t1
-            tm["summary"] += t3 - t2
+            s = self._chunk_stats(start, values, indices, Xc, tm, t0, t1)
             total = s if total is None else total + s
         entry.rows_refreshed += n_full
         return total
+
+    def _chunk_stats(self, start, values, indices, Xc, tm, t0, t1):
+        """The statistics of a chunk's responsibilities (its rows handed to the moves'
+        collector first); adds the chunk's seconds since ``t0`` (weights until ``t1``) to
+        the timer ``tm``."""
+        t2 = time.perf_counter()
+        if self._collect is not None:
+            self._collect(start, values, indices, Xc)
+        s = self.stats_from_responsibilities(values, indices, Xc)
+        t3 = time.perf_counter()
+        tm["weights"] += t1 - t0
+        tm["responsibilities"] += t2 - t1
+        tm["summary"] += t3 - t2
+        return s
 
     def _candidates_of(self, W, C, n_threads):
         """Candidate sets of full weight rows ``W`` (edited in place): the C largest weights'
@@ -351,14 +358,7 @@ class _SparseGMMModel(VariationalModel):
                 cand[sl], w_ref[sl], gap[sl], values, indices = self._candidates_of(
                     W, n_candidates, nt
                 )
-            t2 = time.perf_counter()
-            if self._collect is not None:
-                self._collect(start, values, indices, Xc)
-            s = self.stats_from_responsibilities(values, indices, Xc)
-            t3 = time.perf_counter()
-            tm["weights"] += t1 - t0
-            tm["responsibilities"] += t2 - t1
-            tm["summary"] += t3 - t2
+            s = self._chunk_stats(start, values, indices, Xc, tm, t0, t1)
             total = s if total is None else total + s
         if total is None:  # no rows (e.g. an empty partition of a Dask collection)
             total = self.empty_stats()

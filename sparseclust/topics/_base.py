@@ -6,13 +6,14 @@
 bounds, ``perplexity`` and the output feature names."""
 
 import numbers
+import time
 
 import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 
 from .._base import SparseEstimatorBase
-from .._engine import is_dask_collection
+from .._engine import is_dask_collection, stochastic_step
 from ..datasets._stream import CorpusStream
 from ._local import check_counts, check_whole_counts, require_tokens
 
@@ -138,6 +139,15 @@ class TopicModelBase(SparseEstimatorBase):
                 "fitted model; call fit to start over."
             )
         return X, first
+
+    def _timed_step(self, model, state, X, total, delta):
+        """One stochastic step of ``partial_fit`` (:func:`~sparseclust._engine.stochastic_step`)
+        on the minibatch X scaled to ``total`` documents: (parameters, seconds, timings)."""
+        timings = {}
+        t0 = time.perf_counter()
+        params = stochastic_step(model, state, X, kappa=self.kappa, delta=delta,
+                                 total_samples=total, timings=timings)
+        return params, time.perf_counter() - t0, timings
 
     def _record_step(self, X, total, elbo, elapsed, rho, timings, extra):
         """Record one ``partial_fit`` step (see ``_append_step``). The objective is scaled to

@@ -4,7 +4,6 @@ it needs (Hughes, Kim & Sudderth 2015), with the L-sparse document local step of
 Sudderth (2016). The model, the objective and the moves are in :mod:`._hdp_model`."""
 
 import numbers
-import time
 
 import numpy as np
 import scipy.sparse as sp
@@ -17,7 +16,6 @@ from .._engine import (
     StochasticState,
     default_delay,
     fit_engine,
-    stochastic_step,
 )
 from .._input import check_output_support
 from .._moves import parse_moves
@@ -586,12 +584,8 @@ class HDPTopicModel(TopicModelBase):
         model.sparse_rows = False
         state = self._svi_state
         total = self._step_total(X.shape[0])
-        timings = {}
-        t0 = time.perf_counter()
-        params = stochastic_step(model, state, X, kappa=self.kappa,
-                                 delta=default_delay(self.delta, total, self.batch_size),
-                                 total_samples=total, timings=timings)
-        elapsed = time.perf_counter() - t0
+        params, elapsed, timings = self._timed_step(
+            model, state, X, total, default_delay(self.delta, total, self.batch_size))
         # the step's objective (of the blended statistics), recorded as SparseLDA.partial_fit
         # and SparseGaussianMixture.partial_fit do: trace_ and lower_bounds_ grow by one
         # entry per step, after fit's passes or earlier steps

@@ -45,7 +45,6 @@ from .._engine import (
     default_delay,
     fit_engine,
     is_dask_collection,
-    stochastic_step,
 )
 from .._input import check_output_support
 from .._kernels import _tokens  # the token utilities of the samplers
@@ -590,12 +589,8 @@ class StochasticEMLDA(TopicModelBase):
         for start in range(0, D, self.batch_size):
             B = X[start:start + self.batch_size]
             before = model.counters["tokens"]
-            timings = {}
-            t0 = time.perf_counter()
-            params = stochastic_step(model, state, B, kappa=self.kappa,
-                                     delta=default_delay(self.delta, total, self.batch_size),
-                                     total_samples=total, timings=timings)
-            elapsed = time.perf_counter() - t0
+            params, elapsed, timings = self._timed_step(
+                model, state, B, total, default_delay(self.delta, total, self.batch_size))
             self.n_batch_iter_ = state.t
             n_tok = model.counters["tokens"] - before
             speed = self.n_fold_in * n_tok / elapsed if elapsed > 0 else np.inf

@@ -13,7 +13,6 @@ shared training engine (:func:`sparseclust._engine.fit_engine`).
 """
 
 import numbers
-import time
 
 import numpy as np
 import scipy.sparse as sp
@@ -32,7 +31,6 @@ from .._engine import (
     SuffStats,
     default_delay,
     fit_engine,
-    stochastic_step,
 )
 from .._input import check_output_support
 from .._kernels import _tokens  # the token utilities of the samplers
@@ -638,13 +636,8 @@ class SparseLDA(TopicModelBase):
         model = self._model()
         state = self._svi_state
         total = self._step_total(X.shape[0])
-        timings = {}
-        t0 = time.perf_counter()
-        params = stochastic_step(
-            model, state, X, kappa=self.kappa, delta=self._delta(total, fitting=False),
-            total_samples=total, timings=timings,
-        )
-        elapsed = time.perf_counter() - t0
+        params, elapsed, timings = self._timed_step(model, state, X, total,
+                                                    self._delta(total, fitting=False))
         elbo = float(model.elbo(state.stats, params))
         self._set_topics(params)
         self._gibbs_calls = getattr(model, "calls", getattr(self, "_gibbs_calls", 0))
