@@ -322,6 +322,7 @@ _SAMPLER_MESSAGES = {
     "build_word_tables": (_sem_tables, "could not allocate the alias-table scratch space"),
     "variational_word_weights": (
         _gibbs_tables, "could not allocate the word-weight scratch space"),
+    "mean_word_weights": (_gibbs_tables, "could not allocate the word-weight scratch space"),
     "split_word_tables": (_gibbs_tables, "could not allocate the split-table scratch space"),
     "count_words": (_tokens, "could not allocate the counting scratch space"),
     "rb_doc_part": (_rao_blackwell, "could not allocate the Rao-Blackwellization scratch space"),
@@ -562,6 +563,66 @@ def test_variational_word_weights_allocation_failure(sampler_failures):
 
     _check_sampler_failures("variational_word_weights", make, run, ["w"])
     # each row is exp(E[log phi] - its maximum): its largest weight is 1
+    np.testing.assert_allclose(run(make())[0].max(axis=1), 1.0, rtol=1e-6)
+
+
+def _mean_weight_inputs(K=6, V=30, seed=7):
+    """Dense statistics S, ascending word types, the excluded statistics E (CSC over all V
+    columns, inside ``cols``) and the topic totals of lambda^{-E}."""
+    rng = np.random.default_rng(seed)
+    S = rng.gamma(0.3, 3.0, (K, V))
+    S[S < 0.4] = 0.0
+    cols = np.sort(rng.choice(V, 12, replace=False)).astype(np.int64)
+    E = np.zeros((K, V))
+    E[:, cols] = np.where(rng.random((K, cols.size)) < 0.5,
+                          rng.random((K, cols.size)) * 1.5 * S[:, cols], 0.0)
+    ex = sp.csc_array(E)
+    tau = 0.1
+    lamsum = (np.maximum(S - E, 0.0) + tau).sum(axis=1)
+    return S, cols, ex, E, tau, lamsum
+
+
+def test_mean_word_weights_matches_numpy_and_refuses_bad_input():
+    S, cols, ex, E, tau, lamsum = _mean_weight_inputs()
+    K = S.shape[0]
+    ptr, top, val = ex.indptr.astype(np.int64), ex.indices.astype(np.int32), ex.data
+    lam = np.maximum(S - E, 0.0) + tau
+    ref = (lam / lamsum[:, None])[:, cols].T
+    ref /= ref.max(axis=1, keepdims=True)
+    for threads in (1, 2):
+        w = np.empty((cols.size, K), np.float32)
+        _gibbs_tables.mean_word_weights(S, cols, ptr, top, val, tau, lamsum, w, threads)
+        np.testing.assert_allclose(w, ref, rtol=1e-6)
+    # nothing excluded: empty arrays
+    w = np.empty((cols.size, K), np.float32)
+    _gibbs_tables.mean_word_weights(S, cols, np.zeros(0, np.int64), np.zeros(0, np.int32),
+                                    np.zeros(0), tau, lamsum, w, 1)
+    ref0 = ((S + tau) / lamsum[:, None])[:, cols].T
+    np.testing.assert_allclose(w, ref0 / ref0.max(axis=1, keepdims=True), rtol=1e-6)
+    bad_top = top.copy()
+    bad_top[0] = K
+    with pytest.raises(ValueError, match="topic out of range"):
+        _gibbs_tables.mean_word_weights(S, cols, ptr, bad_top, val, tau, lamsum, w, 1)
+    with pytest.raises(ValueError, match="word type out of range"):
+        _gibbs_tables.mean_word_weights(S, cols + S.shape[1], ptr, top, val, tau, lamsum, w, 1)
+    with pytest.raises(ValueError, match="topic totals must be positive"):
+        _gibbs_tables.mean_word_weights(S, cols, ptr, top, val, tau, 0 * lamsum, w, 1)
+    with pytest.raises(ValueError, match="inconsistent shapes"):
+        _gibbs_tables.mean_word_weights(S, cols, ptr[:-1], top, val, tau, lamsum, w, 1)
+
+
+def test_mean_word_weights_allocation_failure(sampler_failures):
+    S, cols, ex, _, tau, lamsum = _mean_weight_inputs(K=9, V=40, seed=3)
+    ptr, top, val = ex.indptr.astype(np.int64), ex.indices.astype(np.int32), ex.data
+
+    def make():
+        return dict(w=np.full((cols.size, S.shape[0]), -1.0, np.float32))
+
+    def run(b):
+        _gibbs_tables.mean_word_weights(S, cols, ptr, top, val, tau, lamsum, b["w"], 2)
+        return (b["w"],)
+
+    _check_sampler_failures("mean_word_weights", make, run, ["w"])
     np.testing.assert_allclose(run(make())[0].max(axis=1), 1.0, rtol=1e-6)
 
 

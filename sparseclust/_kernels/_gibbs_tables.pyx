@@ -1,9 +1,11 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""The word tables of the hybrid (sampled) local step of SparseLDA, from its lazily scaled
-variational statistics S = pi UT^T: the dense word weights exp(E[log phi]) of a minibatch's
-words (``variational_word_weights``), the bit sets of the listed (non-zero) topics of every
-word (``positive_bits``, ``set_bits``, ``bit_counts``), the split word tables w_vk = s_v e_k +
-x_vk that :func:`sparseclust._kernels._sampler.sample_sweep` reads without a (V, K) table
+"""The word tables of the hybrid (sampled) local step of SparseLDA: the dense word weights
+of a minibatch's words from its lazily scaled variational statistics S = pi UT^T, exp(E[log
+phi]) (``variational_word_weights``), or from the posterior mean of the topics without a
+batch's own statistics, for a continued chain of memoized training (``mean_word_weights``);
+the bit sets of the listed (non-zero) topics of every word (``positive_bits``, ``set_bits``,
+``bit_counts``), the split word tables w_vk = s_v e_k + x_vk that
+:func:`sparseclust._kernels._sampler.sample_sweep` reads without a (V, K) table
 (``split_word_tables``), and the word-topic counts of the saved sweeps
 (``count_word_topics``)."""
 
@@ -85,6 +87,71 @@ def variational_word_weights(
                     w[i, k] = <float> (e0[k] * em)
                 else:
                     w[i, k] = <float> exp(buf[k] - m)
+        free(buf)
+    if fails:
+        raise MemoryError("could not allocate the word-weight scratch space")
+
+
+def mean_word_weights(
+    const double[:, ::1] S,        # IN (K, V) topic-word statistics
+    const int64_t[::1] cols,       # IN (n,) word types, ascending
+    const int64_t[::1] ex_ptr,     # IN (V + 1,) excluded statistics E, CSC: column v's
+    const int32_t[::1] ex_topics,  # IN       topics ex_topics[ex_ptr[v]:ex_ptr[v + 1]]
+    const double[::1] ex_vals,     # IN       and values E_kv >= 0 (empty: none excluded)
+    double tau,                    # IN topic-word prior
+    const double[::1] lamsum,      # IN (K,) sum_v lambda^{-E}_kv
+    float[:, ::1] w,               # OUT (n, K)
+    int n_threads,
+):
+    """Word weights of the sampled local step from the posterior mean of the topics without
+    the statistics E, one pass per word row: w[i, k] = (lambda_kv / lamsum_k) / m_i, v =
+    cols[i], with lambda_kv = tau + max(S_kv - E_kv, 0) and m_i the row's maximum of
+    lambda_kv / lamsum_k (a per-word constant does not change the conditional of that word's
+    tokens), so every row's largest weight is 1."""
+    cdef Py_ssize_t n = cols.shape[0], i
+    cdef int K = <int> S.shape[0], k, fails = 0
+    cdef int64_t v, V = S.shape[1], e
+    cdef double m, l
+    cdef double* buf
+    cdef bint excl = ex_ptr.shape[0] > 0
+    if lamsum.shape[0] != K or w.shape[0] != n or w.shape[1] != K:
+        raise ValueError("inconsistent shapes")
+    if excl and (ex_ptr.shape[0] != V + 1 or ex_topics.shape[0] != ex_vals.shape[0]
+                 or ex_ptr[V] != ex_vals.shape[0]):
+        raise ValueError("inconsistent shapes of the excluded statistics")
+    _check_word_types(cols, V)
+    for k in range(K):
+        if not lamsum[k] > 0.0:
+            raise ValueError("the topic totals must be positive")
+    if excl:
+        for i in range(ex_topics.shape[0]):
+            if ex_topics[i] < 0 or ex_topics[i] >= K:
+                raise ValueError("topic out of range")
+    if n == 0 or K == 0:
+        return
+    with nogil, parallel(num_threads=n_threads):
+        buf = <double*> sc_thread_malloc(K * sizeof(double))
+        for i in prange(n, schedule="static"):
+            if buf == NULL:
+                fails += 1
+                continue
+            v = cols[i]
+            for k in range(K):
+                buf[k] = S[k, v]
+            if excl:
+                for e in range(ex_ptr[v], ex_ptr[v + 1]):
+                    buf[ex_topics[e]] -= ex_vals[e]
+            m = 0.0
+            for k in range(K):
+                l = buf[k]
+                if l < 0.0:
+                    l = 0.0
+                l = (l + tau) / lamsum[k]
+                buf[k] = l
+                if l > m:
+                    m = l
+            for k in range(K):
+                w[i, k] = <float> (buf[k] / m)
         free(buf)
     if fails:
         raise MemoryError("could not allocate the word-weight scratch space")

@@ -106,10 +106,12 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
     ----------
     X : scipy.sparse CSR matrix or array (D, V)
         Non-negative word counts (rounded half up to whole tokens).
-    log_weights : ndarray (V, K), callable or LazyParams
+    log_weights : ndarray (V, K), callable, LazyParams or word-weight object
         E[log phi] in the (V, K) layout (e.g. ``TopicTables.CT``), ``cols -> (len(cols), K)``
-        giving its rows for the word types ``cols``, or :class:`LazyParams`, whose kernel
-        gives the scaled weights exp(E[log phi]) (and the split word tables) directly.
+        giving its rows for the word types ``cols``, :class:`LazyParams`, whose kernel
+        gives the scaled weights exp(E[log phi]) (and the split word tables) directly, or an
+        object with ``n_topics`` and ``word_weights(cols, n_threads)`` giving the weights
+        (not their logarithms) of the word types ``cols``, each row scaled to maximum 1.
     alpha : float
         Symmetric document-topic prior alpha_k = alpha.
     n_burnin, n_samples : int
@@ -154,6 +156,9 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
             w = log_weights.word_weights(cols, nt_all)
         else:
             w, split = log_weights.split_tables(cols, np.full(K, float(alpha)), nt_all)
+    elif hasattr(log_weights, "word_weights"):
+        K = log_weights.n_topics
+        w = log_weights.word_weights(cols, nt_all)
     else:
         if callable(log_weights):
             Lw = np.asarray(log_weights(cols), dtype=np.float64)

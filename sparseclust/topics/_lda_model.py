@@ -15,6 +15,8 @@ from .._engine import (
     SuffStats,
     VariationalModel,
 )
+from .._kernels import _gibbs_tables
+from ..utils._threads import threads_for_work
 from ._gibbs import (
     DocumentChains,
     LazyParams,
@@ -22,6 +24,7 @@ from ._gibbs import (
     excluded_mass,
     gibbs_local_step,
 )
+from ._sem_sampler import _MIN_WORK_PER_THREAD
 from ._local import TopicTables, local_step
 
 __all__ = ["_CountParams", "_GibbsLDAModel", "_LDAModel", "_LDAParams"]
@@ -168,6 +171,21 @@ class _CountParams(_LDAParams):
     def release(self):
         self._tables = None
 
+    def lam_sums(self):
+        """sum_v lambda_kv = sum_v max(S_kv, 0) + V tau, (K,), computed once, by blocks of
+        topics (no K x V temporary)."""
+        if self._lamsum is None:
+            K, V = self.shape
+            if self._lam is not None:
+                self._lamsum = self._lam.sum(axis=1)
+            else:
+                self._lamsum = np.empty(K)
+                for a, b in _row_blocks(K, V):
+                    rows = self._S[a:b]
+                    rows = rows.toarray() if sp.issparse(rows) else rows
+                    self._lamsum[a:b] = np.maximum(rows, 0.0).sum(axis=1) + V * self._tau
+        return self._lamsum
+
     def log_weights(self, cols, exclude=None, mean=False):
         """Log word weights of the word types ``cols``, (len(cols), K), of
         lambda^{-b} = tau + max(S - S_b, 0), S_b the (K, V) statistics ``exclude`` (None: none
@@ -182,14 +200,7 @@ class _CountParams(_LDAParams):
         else:
             Sc = self._S[:, cols]  # a new array (fancy indexing)
             Sc = Sc.toarray() if sp.issparse(Sc) else np.asarray(Sc, dtype=np.float64)
-            if self._lamsum is None:
-                # sum_v max(S, 0) by blocks of topics (no K x V temporary)
-                self._lamsum = np.empty(K)
-                for a, b in _row_blocks(K, V):
-                    rows = self._S[a:b]
-                    rows = rows.toarray() if sp.issparse(rows) else rows
-                    self._lamsum[a:b] = np.maximum(rows, 0.0).sum(axis=1) + V * self._tau
-            lamsum = self._lamsum
+            lamsum = self.lam_sums()
         if exclude is not None:
             ex = sp.coo_array(exclude)
             ex.sum_duplicates()
@@ -207,6 +218,67 @@ class _CountParams(_LDAParams):
         out = f(lam.T)
         out -= f(lamsum)[None, :]
         return out
+
+
+class _MeanWeights:
+    """The word weights of a continued chain: the posterior mean of the topics without the
+    statistics ``exclude``, lambda^{-b} = tau + max(S - S_b, 0), for
+    :func:`~sparseclust.topics._gibbs.gibbs_local_step` (:meth:`word_weights`), built in one
+    pass over each of a batch's word rows
+    (:func:`~sparseclust._kernels._gibbs_tables.mean_word_weights`) where the parameters keep
+    dense statistics, else from :meth:`_CountParams.log_weights`."""
+
+    def __init__(self, params, exclude):
+        self.params, self.exclude = params, exclude
+
+    @property
+    def n_topics(self):
+        return self.params.shape[0]
+
+    def word_weights(self, cols, n_threads=1):
+        """float32 (len(cols), K) weights lambda^{-b}_kv / sum_u lambda^{-b}_ku of the word
+        types ``cols`` (ascending), each row divided by its maximum."""
+        cols = np.ascontiguousarray(cols, dtype=np.int64)
+        p = self.params
+        S = p._S
+        if not (p._lam is None and isinstance(S, np.ndarray) and S.dtype == np.float64
+                and S.flags.c_contiguous):
+            lw = p.log_weights(cols, exclude=self.exclude, mean=True)
+            lw -= lw.max(axis=1, keepdims=True) if lw.size else 0.0
+            return np.exp(lw).astype(np.float32)
+        K, V = S.shape
+        ex = sp.csc_array(self.exclude)
+        ex.sum_duplicates()
+        ptr = ex.indptr.astype(np.int64)
+        ecol = np.repeat(np.arange(V), np.diff(ptr))
+        inside = np.zeros(V, dtype=bool)
+        inside[cols] = True
+        if not inside[ecol].all():
+            raise ValueError("the excluded statistics lie outside the word types")
+        topics = np.ascontiguousarray(ex.indices, dtype=np.int32)
+        vals = np.ascontiguousarray(ex.data, dtype=np.float64)
+        removed = excluded_mass(topics, vals, S[topics, ecol], K)
+        lamsum = np.maximum(p.lam_sums() - removed, V * p._tau)
+        w = np.empty((cols.size, K), np.float32)
+        _gibbs_tables.mean_word_weights(
+            S, cols, ptr, topics, vals, p._tau, lamsum, w,
+            threads_for_work(n_threads, cols.size * K, _MIN_WORK_PER_THREAD))
+        return w
+
+
+class _WeightTable:
+    """The word weights of :class:`_MeanWeights` for every word type, (V, K) float32, for the
+    partitions of a visit on Dask (each samples with the rows of its own word types)."""
+
+    def __init__(self, table):
+        self.table = table
+
+    @property
+    def n_topics(self):
+        return self.table.shape[1]
+
+    def word_weights(self, cols, n_threads=1):
+        return self.table[np.asarray(cols, dtype=np.int64)]
 
 
 class _LDAModel(VariationalModel):
@@ -388,10 +460,7 @@ class _GibbsLDAModel(_LDAModel):
         if isinstance(params, LazyParams):
             return params.excluding(own)
 
-        def log_weights(cols):
-            return params.log_weights(cols, exclude=own, mean=True)
-
-        return log_weights
+        return _MeanWeights(params, own)
 
     def _run(self, X, log_weights, z0, return_z, first=0):
         """One call of the sampled local step (local step number ``calls``), continuing the
@@ -434,8 +503,9 @@ class _GibbsLDAModel(_LDAModel):
     def state_job(self, params, batch):
         """What the tasks of a visit of fixed batch ``batch`` (None: a stochastic step) run:
         a copy of this model that draws from this local step's streams, and the word
-        weights of :meth:`_weights` (a (V, K) table, or the lazily scaled parameters
-        without their cached E[log phi]). Advances the count of local steps."""
+        weights of :meth:`_weights` (a (V, K) table of E[log phi] or of the weights of a
+        continued chain, or the lazily scaled parameters without their cached E[log phi]).
+        Advances the count of local steps."""
         task = copy.copy(self)
         task.chains, task.last_stats, task._doc_chains = {}, {}, None
         self.calls += 1
@@ -445,8 +515,11 @@ class _GibbsLDAModel(_LDAModel):
         else:
             old = self.last_stats.get(batch) if self._chained(batch) else None
             weights = self._weights(params, old)
-            if callable(weights):
-                weights = weights(np.arange(params.shape[1]))
+            every = np.arange(params.shape[1])
+            if isinstance(weights, _MeanWeights):
+                weights = _WeightTable(weights.word_weights(every))
+            elif callable(weights):
+                weights = weights(every)
         return task, (weights, self._chained(batch))
 
     def state_part(self, X, data, z0, first):
