@@ -387,6 +387,53 @@ def test_split_word_tables_two_token_documents_match_the_collapsed_joint():
     assert _chi2_pvalue(full.topic_word_csr.toarray()[:, 0], joint.sum(axis=1)) > 1e-3
 
 
+@pytest.mark.parametrize("alpha", [0.1, 0.3])
+def test_sparse_path_word_part_by_scan_or_alias_matches_the_collapsed_joint(alpha, monkeypatch):
+    """The sparse path with a (V, K) weight table: sum_k alpha_k <= SCAN_MAX_PRIOR (alpha
+    0.1, K = 6) draws the word part by a scan of the word's weights, without alias tables;
+    alpha 0.3 builds them. Both match the collapsed joint of two-token documents, and
+    one-token documents draw from alpha_k w_vk alone."""
+    from sparseclust.topics import _gibbs
+
+    K, V = 6, 4
+    assert (K * alpha <= _gibbs.SCAN_MAX_PRIOR) == (alpha == 0.1)
+    built = []
+    real = _gibbs._sampler
+
+    class Spy:  # the sampler module, counting the alias tables built
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        @staticmethod
+        def build_alias(*args):
+            built.append(1)
+            return real.build_alias(*args)
+
+    monkeypatch.setattr(_gibbs, "_sampler", Spy())
+    rng = np.random.default_rng(2)
+    LW = np.log(rng.dirichlet(np.full(K, 0.5), size=V))  # (V, K) log weights
+    W = np.exp(LW)
+    D = 12000
+    rows = np.repeat(np.arange(D), 2)
+    cols = np.tile([0, 2], D)
+    X = sp.csr_array((np.ones(2 * D), (rows, cols)), shape=(D, V))
+    res = gibbs_local_step(X, LW, alpha, n_burnin=15, n_samples=1, seed=11, sweep=0,
+                           dense=False)
+    S = res.topic_word_csr.toarray()
+    joint = np.outer(W[0], W[2]) * alpha * (alpha + np.eye(K))
+    assert _chi2_pvalue(S[:, 0], joint.sum(axis=1)) > 1e-3
+    assert _chi2_pvalue(S[:, 2], joint.sum(axis=0)) > 1e-3
+    words = np.repeat(np.arange(V), 1500)
+    X1 = sp.csr_array((np.ones(words.size), (np.arange(words.size), words)),
+                      shape=(words.size, V))
+    res = gibbs_local_step(X1, LW, alpha, n_burnin=0, n_samples=4, seed=3, sweep=0,
+                           dense=False)
+    S1 = res.topic_word_csr.toarray() * 4
+    for v in range(V):
+        assert _chi2_pvalue(S1[:, v], alpha * W[v]) > 1e-3, v
+    assert bool(built) == (alpha == 0.3)
+
+
 def _unpack_bits(bits, K):
     """The (V, K) booleans of the (V, ceil(K / 64)) uint64 bit sets (bit k & 63 of word
     k >> 6)."""

@@ -156,17 +156,37 @@ cdef inline double _word_mass(const _Args* a, int v) noexcept nogil:
     return a.Q[v]
 
 
+cdef inline int _scan_word_draw(const _Args* a, int v, double u) noexcept nogil:
+    """A draw from the word part alpha_k w_vk by a scan of word v's K weights, u uniform in
+    [0, Q[v]): the first topic whose cumulative weight exceeds u (the last topic of positive
+    weight where rounding leaves u at or past the scan's total)."""
+    cdef const float* wv = a.w + <int64_t> v * a.K
+    cdef double s = 0.0, x
+    cdef int k, last = 0
+    for k in range(a.K):
+        x = a.alpha[k] * wv[k]
+        s += x
+        if x > 0.0:
+            last = k
+            if s > u:
+                return k
+    return last
+
+
 cdef inline int _word_part_draw(const _Args* a, int v, double u) noexcept nogil:
     """A draw from the word part alpha_k w_vk, u uniform in [0, _word_mass(a, v)). Split
     tables: w_vk = s_v e_k + x_vk with x_vk > 0 only on the word's listed topics, so the part is
     s_v alpha_k e_k (the shared table, mass s_v Qs) plus alpha_k x_vk (the word's table, mass
-    Qw[v]); otherwise the word's alias table over all K topics."""
+    Qw[v]); otherwise the word's alias table over all K topics, or without alias tables
+    (``prob`` NULL) a scan of its weights."""
     cdef double qs
     if a.sv != NULL:
         qs = a.sv[v] * a.Qs
         if u < qs or a.Qw[v] <= 0.0:
             return _smooth_draw(a, u / qs)
         return _word_draw(a, v, (u - qs) / a.Qw[v])
+    if a.prob == NULL:
+        return _scan_word_draw(a, v, u)
     return _alias_draw(a, v, u / a.Q[v])
 
 

@@ -515,6 +515,8 @@ def sample_sweep(
     const float[:, ::1] prob,      # IN (V, K) alias probabilities (sparse path) or (0, 0)
     const int32_t[:, ::1] alias,   # IN (V, K) alias topics (sparse path) or (0, 0)
     const double[::1] Q,           # IN (V,) sum_k alpha_k w_vk (sparse path) or (0,)
+                                   # (sparse path without alias tables: the word part is
+                                   # drawn by a scan of w's row)
     int mode,                      # FROZEN (0) or LIVE (1)
     bint dense,                    # dense path (every topic) instead of alias + document part
     int n_inner,                   # sweeps over each document's tokens
@@ -574,13 +576,17 @@ def sample_sweep(
     else:
         if w.shape[1] != K:
             raise ValueError("inconsistent shapes")
-        if not dense and (prob.shape[0] != V or prob.shape[1] != K or alias.shape[0] != V
-                          or alias.shape[1] != K or Q.shape[0] != V):
-            raise ValueError("the sparse path needs the alias tables of w")
+        if not dense and not (
+                Q.shape[0] == V
+                and ((prob.shape[0] == V and prob.shape[1] == K and alias.shape[0] == V
+                      and alias.shape[1] == K)
+                     or (prob.shape[0] == 0 and alias.shape[0] == 0))):
+            raise ValueError("the sparse path needs the alias tables of w, or none and Q")
         a.w = &w[0, 0] if V > 0 else NULL
         if not dense and V > 0:
-            a.prob = &prob[0, 0]
-            a.alias = &alias[0, 0]
+            if prob.shape[0] > 0:
+                a.prob = &prob[0, 0]
+                a.alias = &alias[0, 0]
             a.Q = &Q[0]
     if mode not in (0, 1) or n_inner < 1 or n_burn < 0:
         raise ValueError("bad mode, n_inner or n_burn")

@@ -121,8 +121,11 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
     keys : ndarray of uint64 (D,) or None
         Stream keys; None means the row indices 0..D-1.
     dense : bool or None
-        Evaluate all K topics per draw (True) or use the alias tables (False); None means
-        dense up to K = ``DENSE_MAX_K``. The two paths draw from the same distribution.
+        Evaluate all K topics per draw (True) or the sparse path (False): the document's
+        topics, then, in the rare case the draw falls in the word part alpha_k w_vk, the
+        word's alias table, or a scan of its K weights where sum_k alpha_k <=
+        ``SCAN_MAX_PRIOR`` (no tables to build). None means dense up to K = ``DENSE_MAX_K``.
+        The paths draw from the same distribution.
     return_doc_topic : bool
         Also return the average document-topic counts.
     n_threads : int or None
@@ -202,6 +205,11 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         prob, alias, Q = _EMPTY2F, _EMPTY2I, _EMPTY1
         if w is None:
             w = np.empty((0, K), np.float32)
+    elif K * float(alpha) <= SCAN_MAX_PRIOR:
+        # the word part alpha w_v. holds at most one pseudo-token's weight, so it is rarely
+        # drawn: a scan of the word's row then costs less than building its alias table
+        prob, alias = _EMPTY2F, _EMPTY2I
+        Q = float(alpha) * w.sum(axis=1, dtype=np.float64)
     else:
         prob = np.empty(w.shape, np.float32)
         alias = np.empty(w.shape, np.int32)
@@ -233,6 +241,10 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         doc_topic /= float(n_samples)
     return GibbsResult(S, float(ll.sum()), doc_topic, n_tok, z if return_z else None)
 
+
+#: the sparse path draws the word part by a scan of the word's weights, without alias
+#: tables, while the document-topic prior's total sum_k alpha_k is at most this
+SCAN_MAX_PRIOR = 1.0
 
 #: LazyTopicStats renormalises its stored values when the scale factor falls below this
 RESCALE_BELOW = 1e-100
