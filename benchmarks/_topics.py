@@ -51,7 +51,8 @@ class Clock:
 
 def ours(method, K, seed, **params):
     """An unfitted estimator of ours with the shared priors: ``'sparselda'`` (its
-    defaults), ``'sparselda-gibbs'`` (``local_step='gibbs'``) or ``'sem'``."""
+    defaults: the Gibbs local step), ``'sparselda-gibbs'`` (``local_step='gibbs'``, named),
+    ``'sparselda-variational'`` (``local_step='variational'``) or ``'sem'``."""
     from sparseclust.topics import SparseLDA, StochasticEMLDA
 
     common = dict(n_components=K, doc_topic_prior=doc_topic_prior(K),
@@ -60,6 +61,8 @@ def ours(method, K, seed, **params):
         return SparseLDA(**common, **params)
     if method == "sparselda-gibbs":
         return SparseLDA(**common, local_step="gibbs", **params)
+    if method == "sparselda-variational":
+        return SparseLDA(**common, local_step="variational", **params)
     if method == "sem":
         return StochasticEMLDA(**common, **params)
     raise ValueError(method)

@@ -19,8 +19,8 @@ from sparseclust.datasets import load_kos
 X = load_kos().data[:900]
 grid = {"L": [2, 8], "kappa": [0.5, 0.7, 0.9], "delta": [1.0, 10.0]}
 search = GridSearchCV(
-    SparseLDA(n_components=15, algorithm="stochastic", batch_size=100, max_iter=4,
-              random_state=0),
+    SparseLDA(n_components=15, local_step="variational", algorithm="stochastic",
+              batch_size=100, max_iter=4, random_state=0),
     grid, cv=3,
 )
 search.fit(X)

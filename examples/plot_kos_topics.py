@@ -17,7 +17,8 @@ from sparseclust.datasets import load_kos
 
 kos = load_kos()
 X, vocab = kos.data, kos.feature_names
-lda = SparseLDA(n_components=20, L=8, max_iter=15, tol=1e-3, random_state=0).fit(X)
+lda = SparseLDA(n_components=20, L=8, local_step="variational", max_iter=15, tol=1e-3,
+                random_state=0).fit(X)
 print(f"{lda.n_iter_} passes, per-token ELBO {lda.score(X):.3f}")
 
 # %%

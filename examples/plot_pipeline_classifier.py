@@ -22,7 +22,7 @@ X, y = load_digits(return_X_y=True)
 X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.3, random_state=0)
 
 pipe = make_pipeline(
-    SparseLDA(n_components=24, L=4, max_iter=30, random_state=0),
+    SparseLDA(n_components=24, L=4, local_step="variational", max_iter=30, random_state=0),
     LogisticRegression(max_iter=2000),
 )
 pipe.fit(X_train, y_train)

@@ -83,17 +83,20 @@ class SparseEstimatorBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
     # -----------------------------------------------------------------------------------
     # convergence
 
-    def _warn_not_converged(self, change, unit, *, tol=None, n_init=1, stacklevel=3):
+    def _warn_not_converged(self, change, unit, *, tol=None, max_iter=None, n_init=1,
+                            stacklevel=3):
         """Warn that ``fit`` stopped at ``max_iter`` passes before its objective's change per
-        pass (``change``, in nats per ``unit``) fell below ``tol`` (default ``self.tol``).
+        pass (``change``, in nats per ``unit``) fell below ``tol`` (default ``self.tol``;
+        ``max_iter`` defaults to ``self.max_iter``).
         ``stacklevel`` counts from the caller of this method (3: the caller of ``fit`` when
         ``fit`` calls it)."""
         tol = self.tol if tol is None else tol
+        max_iter = self.max_iter if max_iter is None else max_iter
         what = type(self).__name__
         if n_init > 1:
             what = f"{what} (best of {n_init} initializations)"
         warnings.warn(
-            f"{what} did not converge in {self.max_iter} passes: the last ELBO change was "
+            f"{what} did not converge in {max_iter} passes: the last ELBO change was "
             f"{change:.3g} nats per {unit}, tol={tol}. Increase max_iter (or tol).",
             ConvergenceWarning,
             stacklevel=stacklevel,

@@ -100,6 +100,8 @@ def test_topics_on_uci_corpus_recovers_planted_blocks(tmp_path, capsys):
             str(path),
             "--n-topics",
             "3",
+            "--local-step",
+            "variational",
             "--L",
             "2",
             "--max-iter",
@@ -541,11 +543,17 @@ def test_convergence_is_reported(tmp_path, capsys):
 def test_warnings_for_missing_vocabulary_and_clamped_L(tmp_path, capsys):
     path = write_uci(tmp_path, planted_counts(n_docs=30), vocab=False)
     code, out, err = run(["topics", str(path), "-k", "3", "--L", "5", "--max-iter", "2", "-q",
-                          "--heldout-fraction", "0"], capsys)
+                          "--heldout-fraction", "0", "--local-step", "variational"], capsys)
     assert code == 0, err
     assert "warning: no vocabulary" in err and "vocab.tiny.txt" in err
     assert "warning: --L 5 exceeds --n-topics 3: using L = 3" in err
     assert "Topics (K=3, L=3)" in out
+    # --L with the default gibbs step: it does not apply, and the output has no L
+    code, out, err = run(["topics", str(path), "-k", "3", "--L", "2", "--max-iter", "2", "-q",
+                          "--heldout-fraction", "0"], capsys)
+    assert code == 0, err
+    assert "warning: --L applies to --local-step variational only" in err
+    assert "Topics (K=3)" in out and "ran the 2 passes asked for (tol = 0" in out
     # no warning for the default L with few topics, nor with a vocabulary
     path = write_uci(tmp_path, planted_counts(n_docs=30), name="v")
     code, out, err = run(["topics", str(path), "-k", "3", "--max-iter", "2", "-q"], capsys)

@@ -166,7 +166,8 @@ def test_old_parameters_released_before_the_global_step(client, corpus, monkeypa
         return params
 
     monkeypatch.setattr(_LDAModel, "global_step", watched)
-    kw = dict(n_components=K, init=S0, algorithm="batch", max_iter=4, tol=0, random_state=0)
+    kw = dict(n_components=K, init=S0, algorithm="batch", max_iter=4, tol=0, random_state=0,
+              local_step="variational")
     for Xd in (X, _darray(blocks)):
         alive.clear()
         previous.clear()
@@ -178,7 +179,7 @@ def test_old_parameters_released_before_the_global_step(client, corpus, monkeypa
 def test_memoized_equals_stream_of_same_batches(client, corpus):
     X, blocks, S0 = corpus
     kw = dict(n_components=K, init=S0, algorithm="memoized", n_batches=2, max_iter=5, tol=0,
-              random_state=0)
+              random_state=0, local_step="variational")
     got = _fit(SparseLDA(**kw), _darray(blocks))
     # memoized batches = consecutive groups of partitions: blocks 0-1 and 2-3
     groups = [sp.vstack(blocks[:2], format="csr"), sp.vstack(blocks[2:], format="csr")]
@@ -194,7 +195,8 @@ def test_memoized_equals_stream_of_same_batches(client, corpus):
 def test_stochastic_equals_partial_fit_on_same_minibatches(client, corpus):
     X, blocks, S0 = corpus
     kw = dict(n_components=K, init=S0, algorithm="stochastic", batch_size=2 * PART,
-              max_iter=2, random_state=3, kappa=0.7, delta=2.0, total_samples=N_DOCS)
+              max_iter=2, random_state=3, kappa=0.7, delta=2.0, total_samples=N_DOCS,
+              local_step="variational")
     got = _fit(SparseLDA(**kw), _darray(blocks))
     # the documented minibatches: every pass permutes the 4 partitions (the engine's seed is
     # drawn from random_state) and takes them 2 at a time
@@ -357,7 +359,7 @@ def test_gibbs_fractional_counts_in_a_partition(client, corpus):
     with pytest.raises(ValueError, match="needs whole-number counts"):
         SparseLDA(**_gibbs_kw(max_iter=1)).fit(_darray(frac))
     # the variational step takes fractional weights
-    _fit(SparseLDA(K, max_iter=1, random_state=0), _darray(frac))
+    _fit(SparseLDA(K, max_iter=1, random_state=0, local_step="variational"), _darray(frac))
 
 
 @pytest.mark.parametrize("bad", [-1.0, np.nan])

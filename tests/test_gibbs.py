@@ -706,7 +706,7 @@ def test_memoized_gibbs_stops_on_window_means_of_its_noisy_objective():
     n_tokens = float(X.sum())
     for t, e in enumerate(g.trace_):
         np.testing.assert_allclose(e["elbo_change"], _windowed_change(lb[:t + 1], 3, n_tokens))
-    v = SparseLDA(**kw).fit(X)
+    v = SparseLDA(local_step="variational", **kw).fit(X)
     assert v.n_iter_ == 2 and v.converged_
 
 
@@ -752,3 +752,35 @@ def _content_keys_of(X):
     from sparseclust.topics._sparse_lda import _content_keys
 
     return _content_keys(sp.csr_array(X))
+
+
+def test_default_is_the_gibbs_step_with_a_fixed_number_of_passes():
+    """SparseLDA() samples (local_step='gibbs'); max_iter=None and tol=None mean 25 passes,
+    all run, without a ConvergenceWarning, and 50 passes with tol 1e-4 for the variational
+    step; explicit values are used as given."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    from sparseclust.topics._sparse_lda import (
+        GIBBS_MAX_ITER,
+        VARIATIONAL_MAX_ITER,
+        VARIATIONAL_TOL,
+    )
+
+    assert SparseLDA().local_step == "gibbs"
+    assert (GIBBS_MAX_ITER, VARIATIONAL_MAX_ITER, VARIATIONAL_TOL) == (25, 50, 1e-4)
+    X = _corpus(D=40)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        g = SparseLDA(3, random_state=0).fit(X)
+    assert g.n_iter_ == GIBBS_MAX_ITER and len(g.trace_) == GIBBS_MAX_ITER
+    assert not g.converged_
+    assert SparseLDA(3, max_iter=4, random_state=0).fit(X).n_iter_ == 4
+    # a tol > 0 compares window means of 3 passes (see the stopping-rule test above)
+    assert SparseLDA(3, tol=1e6, random_state=0).fit(X).n_iter_ == 6
+    v = SparseLDA(3, local_step="variational", random_state=0, n_batches=2)
+    v.fit(X)
+    assert v.converged_ and v.n_iter_ < VARIATIONAL_MAX_ITER
+    change = np.abs(np.diff(v.lower_bounds_)) / X.sum()
+    assert change[-1] < VARIATIONAL_TOL and np.all(change[:-1] >= VARIATIONAL_TOL)
+    with pytest.warns(ConvergenceWarning, match="did not converge in 50 passes"):
+        SparseLDA(3, local_step="variational", tol=1e-30, L=None, random_state=0).fit(X)

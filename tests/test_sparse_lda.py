@@ -59,6 +59,7 @@ def test_transform_matches_sklearn_with_same_topics():
         random_state=0, mean_change_tol=1e-12, max_doc_update_iter=5000,
     ).fit(X)
     ours = SparseLDA(
+        local_step="variational",
         n_components=6, L=None, doc_topic_prior=0.2, topic_word_prior=0.1, restarts=0,
         local_tol=1e-10, local_max_iter=5000, max_iter=1, random_state=0,
     ).fit(X)
@@ -124,6 +125,7 @@ def test_memoized_elbo_never_decreases(L):
     # corpus it is monotone as well, so it is asserted too.
     X, _ = planted_corpus(seed=3, K=6, block=8, D=150, length=40, noise=0.1)
     m = SparseLDA(
+        local_step="variational",
         n_components=6, L=L, doc_topic_prior=0.2, restarts=0, local_tol=1e-6,
         local_max_iter=1000, max_iter=25, tol=0, n_batches=4, random_state=0,
     ).fit(X)
@@ -148,6 +150,7 @@ def test_planted_topics_recovered_with_L8(algorithm, restarts):
     for seed in range(8):
         X, topics = planted_corpus(seed=100 + seed, K=10, block=10, D=400, length=60)
         m = SparseLDA(
+            local_step="variational",
             n_components=10, L=8, algorithm=algorithm, max_iter=30, batch_size=100,
             random_state=seed, restarts=restarts,
         ).fit(sp.csr_array(X))
@@ -341,9 +344,11 @@ def test_converged_and_convergence_warning():
     X, _ = planted_corpus(seed=12, D=150, length=30)
     # tol is the ELBO change per training token between passes
     with pytest.warns(ConvergenceWarning, match="did not converge in 2 passes"):
-        short = SparseLDA(n_components=5, max_iter=2, tol=1e-9, random_state=0).fit(X)
+        short = SparseLDA(local_step="variational",
+                          n_components=5, max_iter=2, tol=1e-9, random_state=0).fit(X)
     assert not short.converged_
-    m = SparseLDA(n_components=5, max_iter=200, tol=1e-3, random_state=0).fit(X)
+    m = SparseLDA(local_step="variational",
+                  n_components=5, max_iter=200, tol=1e-3, random_state=0).fit(X)
     assert m.converged_ and m.n_iter_ < 200
     change = np.abs(np.diff(m.lower_bounds_)) / X.sum()
     np.testing.assert_allclose([e["elbo_change"] for e in m.trace_[1:]], change, rtol=1e-12)
@@ -354,18 +359,21 @@ def test_converged_and_convergence_warning():
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        SparseLDA(n_components=5, max_iter=20, tol=1e-9, random_state=0).fit(
+        SparseLDA(local_step="variational",
+                  n_components=5, max_iter=20, tol=1e-9, random_state=0).fit(
             X, callback=lambda info: info["pass"] == 2
         )
     # stochastic training runs its passes without a warning (its objective is an estimate)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        SparseLDA(n_components=5, algorithm="stochastic", max_iter=2, tol=1e-9,
+        SparseLDA(local_step="variational",
+                  n_components=5, algorithm="stochastic", max_iter=2, tol=1e-9,
                   random_state=0).fit(X)
     # tol=0 asks for exactly max_iter passes: not a convergence failure either
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
-        fixed = SparseLDA(n_components=5, max_iter=3, tol=0, random_state=0).fit(X)
+        fixed = SparseLDA(local_step="variational",
+                          n_components=5, max_iter=3, tol=0, random_state=0).fit(X)
     assert fixed.n_iter_ == 3 and not fixed.converged_
 
 
@@ -548,14 +556,16 @@ def test_init_array_is_a_warm_start():
     # initial counts S = the planted topics times their token counts: lambda = tau + S, and
     # training from there keeps the planted topics in their order
     X, topics = planted_corpus(seed=4, K=10, block=10, D=400, length=60)
-    kw = dict(n_components=10, L=8, max_iter=30, random_state=0)
+    kw = dict(n_components=10, L=8, local_step="variational", max_iter=30,
+              random_state=0)
     S = topics * (X.sum() / 10)
     warm = SparseLDA(init=S, **kw).fit(X)
     # started at the planted topics, training stays there (each fitted topic next to its own)
     H = np.sqrt(0.5 * ((np.sqrt(warm.topic_word_distribution_) - np.sqrt(topics)) ** 2).sum(1))
     assert H.max() < 0.15, H
     # one batch pass from the array = one global step after a dense-equivalent local step
-    one = SparseLDA(init=S, L=10, n_components=10, algorithm="batch", max_iter=1,
+    one = SparseLDA(local_step="variational",
+                    init=S, L=10, n_components=10, algorithm="batch", max_iter=1,
                     local_tol=1e-10, local_max_iter=1000).fit(X)
     lam0 = S + one.topic_word_prior
     El0 = psi(lam0) - psi(lam0.sum(axis=1))[:, None]

@@ -193,7 +193,8 @@ def test_memoized_fit_on_a_stream_equals_the_dense_memoized_loop(tmp_path):
     save_uci_bow(X, path)
     K, B = 6, 60
     S0 = np.random.default_rng(0).gamma(100.0, 0.01, (K, X.shape[1]))
-    m = SparseLDA(n_components=K, L=3, init=S0, max_iter=3, tol=0, random_state=0)
+    m = SparseLDA(n_components=K, L=3, local_step="variational", init=S0, max_iter=3, tol=0,
+                  random_state=0)
     m.fit(stream_uci_bow(path, batch_size=B))
     # reference: memoized training over the minibatches in file order, dense statistics
     ref = _LDAModel(0.5 / K, 0.1, 3, dict(max_iter=100, tol=0.05, restarts=0), None)

@@ -159,18 +159,26 @@ def _add_model_arguments(t):
         help="learning algorithm (default memoized)",
     )
     t.add_argument(
+        "--local-step",
+        choices=("gibbs", "variational"),
+        default="gibbs",
+        help="--model lda: the document step, sampled topics per token (gibbs, default) or "
+        "the L-sparse variational step (variational; --L applies to it only)",
+    )
+    t.add_argument(
         "--max-iter",
         type=_positive_int,
-        default=50,
-        help="maximum passes over the training documents (default 50; training stops "
-        "earlier when it converges, see --tol)",
+        default=None,
+        help="maximum passes over the training documents (default: the model's, 25 for "
+        "lda with the gibbs step, 50 for lda with the variational step and for hdp, 100 "
+        "sweeps for sem; training stops earlier when it converges, see --tol)",
     )
     t.add_argument(
         "--tol",
         type=_nonnegative_float,
         default=None,
         help="stop when the ELBO changes by less than this many nats per training token "
-        "between passes (default: SparseLDA's; 0 runs every pass)",
+        "between passes (default: the model's; SparseLDA's gibbs step runs every pass)",
     )
     t.add_argument(
         "--n-batches", type=_positive_int, default=None, help="batches of the memoized algorithm"

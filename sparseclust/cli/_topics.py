@@ -31,7 +31,12 @@ def _convergence_summary(model, args):
     """Whether and why training stopped, from the fitted model's trace."""
     trace = getattr(model, "trace_", None) or []
     n_iter = int(getattr(model, "n_iter_", len(trace)))
-    tol = float(getattr(model, "tol_", model.tol))  # HDPTopicModel's tol='auto' resolved
+    if hasattr(model, "tol_"):  # HDPTopicModel's tol='auto' resolved
+        tol = float(model.tol_)
+    elif hasattr(model, "_tolerance"):  # SparseLDA's tol=None: its local step's default
+        tol = float(model._tolerance())
+    else:
+        tol = float(model.tol)
     if type(model).__name__ == "StochasticEMLDA":
         return _sem_convergence_summary(model, trace, n_iter, tol)
     last = trace[-1].get("elbo_change") if trace else None
@@ -49,6 +54,11 @@ def _convergence_summary(model, args):
     elif model.algorithm == "stochastic":
         msg = (f"ran {n_iter} passes of stochastic training (its running objective is an "
                f"estimate; it stops early only if that changes by less than tol = {tol:g})")
+    elif tol == 0:
+        msg = (f"ran the {n_iter} passes asked for (tol = 0: no convergence test; the Gibbs "
+               "step's default, whose objective is a Monte Carlo estimate)"
+               if getattr(model, "local_step", None) == "gibbs"
+               else f"ran the {n_iter} passes asked for (tol = 0: no convergence test)")
     else:
         change = "" if last is None else f"; the ELBO still changed by {last:.2g} nats per token"
         msg = (f"stopped after --max-iter {n_iter} passes without converging{change} "
@@ -191,6 +201,9 @@ def _check_topics_options(args, n_docs):
     if args.model == "sem" and args.n_batches is not None:
         _warn(args, "--n-batches does not apply to --model sem (its batch sweeps visit every "
                     "document; --batch-size sets its online minibatches)")
+    if args.model == "lda" and args.local_step == "gibbs" and args.L is not None:
+        _warn(args, "--L applies to --local-step variational only (the gibbs step samples "
+                    "one topic per token)")
     if args.L is None:
         args.L = min(8, args.n_topics)
     elif args.L > args.n_topics and args.model != "sem":
@@ -213,10 +226,15 @@ def _topic_model(args):
     params = dict(
         L=min(args.L, args.n_topics),
         algorithm=args.algorithm,
-        max_iter=args.max_iter,
         random_state=args.seed,
         n_threads=args.threads,
     )
+    if args.max_iter is not None:
+        params["max_iter"] = args.max_iter
+    if args.model == "lda":
+        params["local_step"] = args.local_step
+        if args.local_step == "gibbs":
+            del params["L"]
     if args.model == "sem":
         del params["L"]
         params["algorithm"] = "online" if args.algorithm == "stochastic" else "batch"
@@ -232,13 +250,19 @@ def _topic_model(args):
     except TypeError as exc:  # pragma: no cover - estimator contract
         raise CLIError(f"{Estimator.__name__} does not accept these options: {exc}") from None
     what = "truncation K" if args.model == "hdp" else "K"
+    step = f", local_step={params['local_step']}" if "local_step" in params else ""
     _say(
         args,
-        f"fitting {Estimator.__name__}: {what}={args.n_topics}{_l_text(params)}, "
-        f"algorithm={params['algorithm']}, up to {args.max_iter} "
+        f"fitting {Estimator.__name__}: {what}={args.n_topics}{_l_text(params)}{step}, "
+        f"algorithm={params['algorithm']}, up to {_passes(model)} "
         f"{'sweeps' if args.model == 'sem' else 'passes'}",
     )
     return model, params
+
+
+def _passes(model):
+    """The model's maximum number of passes (sweeps), its default resolved."""
+    return model._passes() if hasattr(model, "_passes") else model.max_iter
 
 
 def _l_text(params):
@@ -250,7 +274,7 @@ def _fit_quietly(model, X_train, args):
     a ConvergenceWarning."""
     from sklearn.exceptions import ConvergenceWarning
 
-    progress = _progress(args, type(model).__name__, args.max_iter)
+    progress = _progress(args, type(model).__name__, _passes(model))
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)

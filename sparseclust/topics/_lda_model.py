@@ -24,8 +24,8 @@ from ._gibbs import (
     excluded_mass,
     gibbs_local_step,
 )
-from ._sem_sampler import _MIN_WORK_PER_THREAD
 from ._local import TopicTables, local_step
+from ._sem_sampler import _MIN_WORK_PER_THREAD
 
 __all__ = ["_CountParams", "_GibbsLDAModel", "_LDAModel", "_LDAParams"]
 

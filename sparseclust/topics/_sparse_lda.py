@@ -69,6 +69,12 @@ def _content_keys(X):
     return _tokens.content_keys(lay.indptr, lay.indices, lay.cnt)
 
 
+#: the default ``max_iter`` of each local step, and the variational step's default ``tol``
+GIBBS_MAX_ITER = 25
+VARIATIONAL_MAX_ITER = 50
+VARIATIONAL_TOL = 1e-4
+
+
 class SparseLDA(TopicModelBase):
     """Latent Dirichlet allocation with L-sparse responsibilities (Hughes & Sudderth).
 
@@ -87,7 +93,9 @@ class SparseLDA(TopicModelBase):
     (top-L exp-normalization, Alg. 1, over the document's active topics, Alg. 2) until
     max_k |Delta N_dk| < ``local_tol``; the global step is lambda_kv = tau + S_kv with S the
     expected topic-word counts. Trained by memoized, stochastic or batch variational
-    inference through the shared engine. See ``doc/topic_models.md``.
+    inference through the shared engine. The default document step samples the tokens'
+    topics instead (``local_step='gibbs'``, Mimno, Hoffman & Blei 2012; below); the
+    variational step above is ``local_step='variational'``. See ``doc/topic_models.md``.
 
     Parameters
     ----------
@@ -140,24 +148,33 @@ class SparseLDA(TopicModelBase):
     total_samples : float or None, default=None
         Corpus size minibatch statistics are scaled to in stochastic training; None means the
         number of documents given to ``fit`` (or the minibatch size in ``partial_fit``).
-    max_iter : int, default=50
-        Maximum number of passes over the data.
-    tol : float, default=1e-4
-        Stop after the first pass whose ELBO changed by less than ``tol`` nats per training
-        token, ``|L_t - L_{t-1}| / N_tokens < tol`` (``converged_`` is then True; otherwise a
-        ``ConvergenceWarning``, except for stochastic training). ``0`` runs ``max_iter``
-        passes, without a warning. The measure is recorded in ``trace_`` as ``elbo_change``;
-        being per token, it does not depend on the corpus size. The default is the loosest
-        value whose fits end within 0.05% of the held-out score of the same fit run much
-        longer (``doc/defaults.md``); lower it when you need the fixed point itself, raise it
-        for a quick look. scikit-learn's ``LatentDirichletAllocation`` runs all its
-        ``max_iter`` passes unless ``evaluate_every > 0``, in which case it stops on the
-        change of its perplexity bound (``perp_tol``). Stochastic training's objective
-        (evaluated on the blended statistics) is a noisy estimate, and two consecutive
-        passes can agree to within ``tol`` long before it levels off; it compares the mean
-        objective of the last 3 passes with the mean of the 3 passes before them instead, so
-        it runs at least 6 passes (``doc/engine.md``). So does memoized training with
-        ``local_step='gibbs'``, whose objective is a Monte Carlo estimate.
+    max_iter : int or None, default=None
+        Maximum number of passes over the data. None means 25 with ``local_step='gibbs'``
+        and 50 with ``local_step='variational'``.
+    tol : float or None, default=None
+        Stop after the first pass whose objective changed by less than ``tol`` nats per
+        training token, ``|L_t - L_{t-1}| / N_tokens < tol`` (``converged_`` is then True;
+        otherwise a ``ConvergenceWarning``, except for stochastic training). ``0`` runs
+        ``max_iter`` passes, without a warning. The measure is recorded in ``trace_`` as
+        ``elbo_change``; being per token, it does not depend on the corpus size. None means
+        1e-4 with the variational step and 0 with the Gibbs step.
+
+        - Variational step: 1e-4 is the loosest value whose fits end within 0.05% of the
+          held-out score of the same fit run much longer (``doc/defaults.md``); lower it
+          when you need the fixed point itself, raise it for a quick look.
+        - Gibbs step: its objective is a Monte Carlo estimate that keeps rising as the
+          chains settle, long after held-out quality has levelled off, so it cannot tell
+          when to stop; the default runs the ``max_iter`` passes, a cost known in
+          advance. A ``tol > 0`` compares the mean objective of the last 3 passes with the
+          mean of the 3 passes before them, as stochastic training does.
+        - Stochastic training's objective (evaluated on the blended statistics) is a noisy
+          estimate, and two consecutive passes can agree to within ``tol`` long before it
+          levels off; it compares window means of 3 passes too, so it runs at least 6
+          passes (``doc/engine.md``).
+
+        scikit-learn's ``LatentDirichletAllocation`` runs all its ``max_iter`` passes
+        unless ``evaluate_every > 0``, in which case it stops on the change of its
+        perplexity bound (``perp_tol``).
     local_max_iter : int, default=100
         Maximum local iterations per document (Hughes & Sudderth 2016, App. D: 100).
     local_tol : float, default=0.05
@@ -171,8 +188,11 @@ class SparseLDA(TopicModelBase):
         accepted proposal is a greedy per-document improvement; pushing documents onto fewer
         topics early can steer training to a worse fixed point of the whole corpus, so they
         are off unless a held-out comparison on your corpus favours them.
-    local_step : {'variational', 'gibbs'}, default='variational'
-        The document step of training. 'variational': the L-sparse mean-field step above.
+    local_step : {'gibbs', 'variational'}, default='gibbs'
+        The document step of training. 'variational': the L-sparse mean-field step above,
+        whose objective is the ELBO, never decreasing in memoized training; choose it for
+        L-sparse posteriors, for fractional weights (e.g. tf-idf) and when you need the
+        monotone bound. 'gibbs' is the default (the evidence: ``doc/defaults.md``).
         'gibbs': the hybrid SVI-Gibbs step of Mimno, Hoffman & Blei (2012): with theta_d
         collapsed, Gibbs sweeps over each document's tokens draw z_dn = k with probability
         proportional to (alpha + N_dk^{-dn}) exp(E[log phi_k,v_dn]); the chain starts from a
@@ -192,8 +212,8 @@ class SparseLDA(TopicModelBase):
         ``trace_``) is a Monte Carlo estimate of E_q[log p(x, z, phi)] - E_q[log q(phi)]
         without the entropy of q(z): not a bound, and not comparable with the variational
         ELBO; ``score`` is the same held-out bound for both steps. It suits memoized
-        training of a corpus held in memory, where the chains are kept; give it ``max_iter``
-        and ``tol=0`` (its objective is noisy). See ``doc/topic_models.md``.
+        training of a corpus held in memory, where the chains are kept. See
+        ``doc/topic_models.md``.
     n_burnin : int, default=5
         Gibbs local step: burn-in sweeps, discarded after the initialising sweep.
     n_saved_sweeps : int or None, default=None
@@ -291,7 +311,8 @@ class SparseLDA(TopicModelBase):
         "n_batches": [Interval(numbers.Integral, 1, None, closed="left")],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "delta": [Interval(numbers.Real, 0, None, closed="left"), None],
-        "tol": [Interval(numbers.Real, 0, None, closed="left")],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
+        "tol": [Interval(numbers.Real, 0, None, closed="left"), None],
         "local_max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
         "local_tol": [Interval(numbers.Real, 0, None, closed="left")],
         "restarts": [Interval(numbers.Integral, 0, None, closed="left")],
@@ -314,12 +335,12 @@ class SparseLDA(TopicModelBase):
         kappa=0.6,
         delta=None,
         total_samples=None,
-        max_iter=50,
-        tol=1e-4,
+        max_iter=None,
+        tol=None,
         local_max_iter=100,
         local_tol=0.05,
         restarts=0,
-        local_step="variational",
+        local_step="gibbs",
         n_burnin=5,
         n_saved_sweeps=None,
         init="kmeans++",
@@ -352,6 +373,20 @@ class SparseLDA(TopicModelBase):
 
     # -----------------------------------------------------------------------------------
     # helpers
+
+    def _passes(self):
+        """``max_iter``, or its default: 25 passes with the Gibbs local step, 50 with the
+        variational step."""
+        if self.max_iter is not None:
+            return self.max_iter
+        return GIBBS_MAX_ITER if self.local_step == "gibbs" else VARIATIONAL_MAX_ITER
+
+    def _tolerance(self):
+        """``tol``, or its default: 1e-4 with the variational step, 0 (every pass of
+        ``max_iter``) with the Gibbs step."""
+        if self.tol is not None:
+            return self.tol
+        return 0.0 if self.local_step == "gibbs" else VARIATIONAL_TOL
 
     def _whole_counts_rule(self):
         if self.local_step == "gibbs":
@@ -531,8 +566,8 @@ class SparseLDA(TopicModelBase):
             data.pop(),
             init.pop(),
             algorithm=self.algorithm,
-            max_iter=self.max_iter,
-            tol=self.tol,
+            max_iter=self._passes(),
+            tol=self._tolerance(),
             n_batches=min(self.n_batches, n_docs),
             batch_size=self._batch_size(),
             kappa=self.kappa,
@@ -575,10 +610,11 @@ class SparseLDA(TopicModelBase):
             self._svi_state = result.state
         else:
             self._svi_state = None
-        stopped = callback is not None and len(trace) < self.max_iter
+        stopped = callback is not None and len(trace) < self._passes()
         if (not self.converged_ and not stopped and self.algorithm != "stochastic"
-                and self.tol > 0):
-            self._warn_not_converged(trace[-1]["elbo_change"], "token")
+                and self._tolerance() > 0):
+            self._warn_not_converged(trace[-1]["elbo_change"], "token",
+                                     tol=self._tolerance(), max_iter=self._passes())
         return self
 
     def partial_fit(self, X, y=None):
