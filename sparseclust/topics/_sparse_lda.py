@@ -33,17 +33,15 @@ from .._engine import (
     fit_engine,
 )
 from .._input import check_output_support
-from .._kernels import _tokens  # the token utilities of the samplers
 from ..datasets._stream import CorpusStream
 from ._base import TopicModelBase
 from ._gibbs import (
     LazyTopicStats,
-    gibbs_local_step,
 )
 from ._lda_init import _KMEANS_ITERS, _kl_kmeans, _kl_kmeanspp_seeds, init_counts_from_estimator
 from ._lda_model import _GibbsLDAModel, _LDAModel, _LDAParams
 from ._local import TopicTables, local_step
-from ._sem import _seed, _state_seed, token_layout
+from ._sem import _seed
 
 __all__ = ["SparseLDA"]
 
@@ -54,19 +52,10 @@ _BATCH_SIZE = {"variational": 256, "gibbs": 4096}
 _PARTIAL_FIT_BATCH_SIZE = 256
 #: saved sweeps per visit of the Gibbs local step for ``n_saved_sweeps=None``: a visit of a kept
 #: chain (memoized ``fit`` with two or more batches of a matrix or a Dask collection), and a
-#: restarted chain (stochastic steps, batch training, ``partial_fit``, ``transform``,
-#: streams); see doc/defaults.md
+#: restarted chain (stochastic steps, batch training, ``partial_fit``, streams); see
+#: doc/defaults.md
 _N_SAMPLES = {"chains": 20, "restart": 5}
 
-
-#: stream counter of the Gibbs local step in transform (training uses 0, 1, 2, ...)
-_TRANSFORM_SWEEP = (1 << 62) + 1
-
-
-def _content_keys(X):
-    """Random-stream keys of the documents of X from their (word, rounded count) entries."""
-    lay = token_layout(X)
-    return _tokens.content_keys(lay.indptr, lay.indices, lay.cnt)
 
 
 #: the default ``max_iter`` of each local step, and the variational step's default ``tol``
@@ -221,8 +210,8 @@ class SparseLDA(TopicModelBase):
         chain, all of its sweeps). None means 20 where ``fit`` keeps the chains (memoized
         training of a matrix or a Dask collection with ``n_batches >= 2``, stochastic
         training of a matrix with ``batch_size`` below its number of documents) and 5
-        elsewhere (batch training, a ``CorpusStream``, ``partial_fit``, ``transform``,
-        stochastic training on Dask). A restarted chain needs burn-in
+        elsewhere (batch training, a ``CorpusStream``, ``partial_fit``, stochastic training
+        on Dask). A restarted chain needs burn-in
         and few saved sweeps: (B, S) = (5, 5) is the setting Mimno, Hoffman & Blei (2012,
         Sec. 4) found best in held-out probability. A kept chain is already burnt in, so
         each visit saves all its sweeps; more sweeps per visit cost time in proportion and
@@ -243,7 +232,7 @@ class SparseLDA(TopicModelBase):
         sweep old) can reach a better region of topics than the variational step finds from
         k-means++; the first variational pass from them scores best, later passes drift back
         towards the variational step's own fixed point, so use it when you need a variational model
-        (``transform``, ``partial_fit``, L-sparse posteriors) with the sampler's topics. With a
+        (``partial_fit``, L-sparse posteriors) with the sampler's topics. With a
         :class:`~sparseclust.datasets.CorpusStream`, ``partial_fit`` or a Dask collection it is
         fitted on the first minibatch or the first non-empty partition only.
     random_state : int, RandomState instance or None, default=None
@@ -689,17 +678,14 @@ class SparseLDA(TopicModelBase):
     def transform(self, X, *, normalize=True):
         """Document-topic distributions E[pi_d] = theta_d / sum_k theta_dk, theta_d = N_d + alpha.
 
-        With local_step='variational': the dense local step (L = K) with E[log phi] of the
-        fitted topics, from a cold start (with ``restarts`` proposals per document). With
-        local_step='gibbs': N_dk is the document's topic counts averaged over the
-        ``n_saved_sweeps`` saved sweeps of the sampled local step with the fitted topics, so
-        theta_d is a Monte Carlo estimate of the collapsed posterior mean E[N_d] + alpha; each
-        document's random stream is keyed by a seed of the fitted model (the one its Gibbs
-        fit drew; for topics fitted with the variational step, a hash of ``components_``)
-        and a hash of its (word, count) entries, so the result is deterministic for a fitted
-        model (repeated calls agree whatever ``random_state`` is, and ``random_state`` is
-        neither read nor advanced) and does not depend on the document's position in X or on
-        the thread count. Empty documents get the prior mean.
+        The dense variational local step (L = K) with E[log phi] of the fitted topics, from a
+        cold start (with ``restarts`` proposals per document), whichever ``local_step``
+        trained the topics: theta_d is the variational posterior's Dirichlet parameter, a
+        deterministic function of the fitted model and the document (``score`` reads the same
+        step). A short Gibbs chain from a sequential start is not used here: with a small
+        ``doc_topic_prior`` a document's topic posterior has several modes and such a chain
+        stays near the one it starts in, so its average is a noisy summary of the document.
+        Empty documents get the prior mean.
 
         Parameters
         ----------
@@ -713,22 +699,10 @@ class SparseLDA(TopicModelBase):
         """
         check_is_fitted(self)
         X = self._check_X(X, reset=False, whom="SparseLDA.transform")
-        if self.local_step == "gibbs":
-            seed = getattr(self, "_gibbs_seed", None)
-            if seed is None:
-                # fitted with the variational step: a seed from the fitted topics, so that
-                # transform neither depends on nor advances random_state
-                seed = _state_seed(self.components_)
-            lay_keys = _content_keys(X)
-            res = gibbs_local_step(X, self._tables().CT, self.doc_topic_prior_,
-                                   n_burnin=self.n_burnin, n_samples=self._n_samples(),
-                                   seed=seed, sweep=_TRANSFORM_SWEEP, keys=lay_keys,
-                                   return_doc_topic=True, n_threads=self.n_threads)
-        else:
-            res = local_step(X, self._tables(), self.doc_topic_prior_, L=None,
-                             max_iter=self.local_max_iter, tol=self.local_tol,
-                             restarts=self.restarts, return_doc_topic=True,
-                             n_threads=self.n_threads)
+        res = local_step(X, self._tables(), self.doc_topic_prior_, L=None,
+                         max_iter=self.local_max_iter, tol=self.local_tol,
+                         restarts=self.restarts, return_doc_topic=True,
+                         n_threads=self.n_threads)
         return self._doc_topic(res.doc_topic + self.doc_topic_prior_, X, normalize)
 
     def _elbo_per_token(self, X):
