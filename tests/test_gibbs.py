@@ -364,27 +364,37 @@ def test_split_word_tables_draw_from_the_word_part():
         assert _chi2_pvalue(S[:, v], alpha * W[v]) > 1e-3, v
 
 
+def _two_token_documents(V, D=12000):
+    """D documents of two tokens each, words 0 and 2."""
+    rows = np.repeat(np.arange(D), 2)
+    cols = np.tile([0, 2], D)
+    return sp.csr_array((np.ones(2 * D), (rows, cols)), shape=(D, V))
+
+
+def _assert_two_token_marginals(res, W, alpha):
+    """The sampled topics of two-token documents (words 0 and 2) after burn-in have the
+    marginals of p(z1, z2) propto w_0,z1 w_2,z2 alpha (alpha + [z1 = z2]) (chi-square)."""
+    S = res.topic_word_csr.toarray()
+    joint = np.outer(W[0], W[2]) * alpha * (alpha + np.eye(W.shape[1]))
+    assert _chi2_pvalue(S[:, 0], joint.sum(axis=1)) > 1e-3
+    assert _chi2_pvalue(S[:, 2], joint.sum(axis=0)) > 1e-3
+
+
 def test_split_word_tables_two_token_documents_match_the_collapsed_joint():
     """Two-token documents (words a, b) with the split tables: after burn-in the topic of the
     first token has the marginal of p(z1, z2) propto w_a,z1 w_b,z2 alpha (alpha + [z1 = z2]),
     the collapsed joint (document part and word part together)."""
     K, V, alpha = 6, 4, 0.5
     params = _split_params(K, V, 1)
-    D = 12000
-    rows = np.repeat(np.arange(D), 2)
-    cols = np.tile([0, 2], D)
-    X = sp.csr_array((np.ones(2 * D), (rows, cols)), shape=(D, V))
+    X = _two_token_documents(V)
+    W = np.exp(params.log_weights(np.arange(V)))
     res = gibbs_local_step(X, params, alpha, n_burnin=15, n_samples=1, seed=11, sweep=0,
                            dense=False)
-    S = res.topic_word_csr.toarray()
-    W = np.exp(params.log_weights(np.arange(V)))
-    joint = np.outer(W[0], W[2]) * alpha * (alpha + np.eye(K))
-    assert _chi2_pvalue(S[:, 0], joint.sum(axis=1)) > 1e-3
-    assert _chi2_pvalue(S[:, 2], joint.sum(axis=0)) > 1e-3
-    # and the split path agrees with the full alias tables in distribution, not in draws
+    _assert_two_token_marginals(res, W, alpha)
+    # and the split path agrees with the full (V, K) table in distribution, not in draws
     full = gibbs_local_step(X, params.log_weights, alpha, n_burnin=15, n_samples=1, seed=11,
                             sweep=0, dense=False)
-    assert _chi2_pvalue(full.topic_word_csr.toarray()[:, 0], joint.sum(axis=1)) > 1e-3
+    _assert_two_token_marginals(full, W, alpha)
 
 
 @pytest.mark.parametrize("alpha", [0.1, 0.3])
@@ -413,16 +423,9 @@ def test_sparse_path_word_part_by_scan_or_alias_matches_the_collapsed_joint(alph
     rng = np.random.default_rng(2)
     LW = np.log(rng.dirichlet(np.full(K, 0.5), size=V))  # (V, K) log weights
     W = np.exp(LW)
-    D = 12000
-    rows = np.repeat(np.arange(D), 2)
-    cols = np.tile([0, 2], D)
-    X = sp.csr_array((np.ones(2 * D), (rows, cols)), shape=(D, V))
-    res = gibbs_local_step(X, LW, alpha, n_burnin=15, n_samples=1, seed=11, sweep=0,
-                           dense=False)
-    S = res.topic_word_csr.toarray()
-    joint = np.outer(W[0], W[2]) * alpha * (alpha + np.eye(K))
-    assert _chi2_pvalue(S[:, 0], joint.sum(axis=1)) > 1e-3
-    assert _chi2_pvalue(S[:, 2], joint.sum(axis=0)) > 1e-3
+    res = gibbs_local_step(_two_token_documents(V), LW, alpha, n_burnin=15, n_samples=1,
+                           seed=11, sweep=0, dense=False)
+    _assert_two_token_marginals(res, W, alpha)
     words = np.repeat(np.arange(V), 1500)
     X1 = sp.csr_array((np.ones(words.size), (np.arange(words.size), words)),
                       shape=(words.size, V))
