@@ -91,7 +91,9 @@ class SparseLDA(TopicModelBase):
     n_components : int, default=10
         Number of topics K.
     L : int or None, default=8
-        Sparsity level: maximum number of topics per word type and document. None or
+        Variational local step (``local_step='variational'``) only; the Gibbs step samples
+        one topic per token. Sparsity level: maximum number of topics per word type and
+        document. None or
         ``L >= n_components`` gives the dense local step. Smaller L makes a pass cheaper,
         the more so the larger K; L = 1 (a hard assignment of each word type) can lose a
         good deal of held-out quality, so keep L at 4 or more. Raise it only if the held-out
@@ -165,7 +167,9 @@ class SparseLDA(TopicModelBase):
         unless ``evaluate_every > 0``, in which case it stops on the change of its
         perplexity bound (``perp_tol``).
     local_max_iter : int, default=100
-        Maximum local iterations per document (Hughes & Sudderth 2016, App. D: 100).
+        Maximum local iterations per document of the variational step (training with
+        ``local_step='variational'``; ``transform`` and ``score`` with either step; Hughes &
+        Sudderth 2016, App. D: 100).
     local_tol : float, default=0.05
         Local convergence threshold on max_k |Delta N_dk|, in tokens (Hughes & Sudderth
         2016, App. D: 0.05). Smaller values make every pass slower and the memoized ELBO
@@ -196,7 +200,8 @@ class SparseLDA(TopicModelBase):
         one minibatch per pass each document's chain is kept the same way, and continued
         with the stochastic topics less the minibatch's own decayed share of them (on Dask,
         stochastic training restarts the chains every visit).
-        ``L``, ``local_max_iter``, ``local_tol`` and ``restarts`` do not apply to it, and
+        ``L``, ``local_max_iter``, ``local_tol`` and ``restarts`` do not apply to its training
+        (the last three do to ``transform`` and ``score``), and
         counts are rounded to whole tokens (see ``fit``). Its training objective (``lower_bound_``,
         ``trace_``) is a Monte Carlo estimate of E_q[log p(x, z, phi)] - E_q[log q(phi)]
         without the entropy of q(z): not a bound, and not comparable with the variational
