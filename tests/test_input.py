@@ -159,8 +159,9 @@ def test_sampled_steps_warn_when_rounding_keeps_most_of_the_weight(name):
     if name == "StochasticEMLDA":  # the sweeps read nothing but the rounded tokens
         np.testing.assert_array_equal(m.components_, _quiet(_make(name).fit, X).components_)
     assert np.all(np.isfinite(m.components_))
-    with pytest.warns(NonIntegerCountsWarning):
-        m.transform(Xf)
+    if name == "StochasticEMLDA":  # its fold-in samples too; SparseLDA's transform does not
+        with pytest.warns(NonIntegerCountsWarning):
+            m.transform(Xf)
 
 
 def _quiet_except_rounding(fn, *args):
@@ -231,3 +232,20 @@ def test_set_output_without_pandas_fails_before_the_fit(monkeypatch, make):
     with pytest.raises(ImportError, match=r"set to 'pandas' .* pandas is not installed"):
         est.fit(_counts(V=4))
     assert not hasattr(est, "n_features_in_")  # raised before the data was even validated
+
+
+def test_gibbs_fitted_sparse_lda_transforms_fractional_weights_without_warning():
+    # transform is the variational step whichever step fitted the topics: tf-idf rows are
+    # read as they are (no rounding, no warning), equal to the variational step's transform
+    X = _counts()
+    tfidf = sp.csr_array(X / np.linalg.norm(X, axis=1, keepdims=True))
+    m = _quiet(SparseLDA(3, max_iter=2, random_state=0).fit, X)
+    assert m.local_step == "gibbs"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NonIntegerCountsWarning)
+        theta = m.transform(tfidf)
+    assert np.all(np.isfinite(theta))
+    np.testing.assert_array_equal(theta, m.set_params(local_step="variational").transform(tfidf))
+    # fit still refuses what rounding would mostly lose
+    with pytest.raises(ValueError, match="needs whole-number counts"):
+        SparseLDA(3, max_iter=2, random_state=0).fit(tfidf)
