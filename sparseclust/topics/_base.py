@@ -50,17 +50,18 @@ class TopicModelBase(SparseEstimatorBase):
     # input
 
     def _whole_counts_rule(self):
-        """``(why, instead)`` when the local step of fit, partial_fit and transform samples
-        one topic per token (non-integer counts are then rounded, or refused; see
+        """``(why, instead)`` when the estimator's sampled local step draws one topic per
+        token (non-integer counts are then rounded, or refused, where it runs; see
         :func:`~sparseclust.topics._local.check_whole_counts`), else None."""
         return None
 
-    def _check_X(self, X, *, reset, whom, fitting=False):
+    def _check_X(self, X, *, reset, whom, fitting=False, sampled=True):
         """Validated document-word counts (:func:`~sparseclust.topics._local.check_counts`);
-        whole tokens for a sampled local step (``score`` is variational)."""
+        whole tokens where the call runs the sampled local step (``sampled``: False for a
+        method that runs the variational step, as ``score`` does)."""
         X = check_counts(self, X, reset=reset, whom=whom, fitting=fitting)
         rule = self._whole_counts_rule()
-        if rule is not None and not whom.endswith(".score"):
+        if rule is not None and sampled:
             why, instead = rule
             check_whole_counts(X, whom, fitting=fitting, why=why, instead=instead)
         return X

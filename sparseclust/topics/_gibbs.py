@@ -195,8 +195,7 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
     if not keep.all():  # entries rounded to no token: any word id of the batch will do
         indices[~keep] = 0
     if w is None and split is None:
-        Lw -= Lw.max(axis=1, keepdims=True)
-        w = np.exp(Lw).astype(np.float32)
+        w = row_scaled_weights(Lw)
         del Lw
     alpha_v = np.full(K, float(alpha))
     if dense is None:
@@ -240,6 +239,15 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
     if return_doc_topic:
         doc_topic /= float(n_samples)
     return GibbsResult(S, float(ll.sum()), doc_topic, n_tok, z if return_z else None)
+
+
+def row_scaled_weights(log_weights):
+    """The sampler's float32 weights exp(log_weights - each row's maximum), from log word
+    weights (n, K) (overwritten): a per-word constant does not change the conditional of
+    that word's tokens, and every row's largest weight is 1."""
+    if log_weights.size:
+        log_weights -= log_weights.max(axis=1, keepdims=True)
+    return np.exp(log_weights).astype(np.float32)
 
 
 #: the sparse path draws the word part by a scan of the word's weights, without alias
@@ -444,9 +452,7 @@ class LazyParams:
         cols = np.ascontiguousarray(cols, dtype=np.int64)
         K = self.stats.shape[0]
         if self.excluded is not None or self.mean:
-            lw = self.log_weights(cols)
-            lw -= lw.max(axis=1, keepdims=True) if lw.size else 0.0
-            return np.exp(lw).astype(np.float32)
+            return row_scaled_weights(self.log_weights(cols))
         w = np.empty((cols.size, K), np.float32)
         _gibbs_tables.variational_word_weights(self.stats.UT, cols, float(self.stats.pi), self.tau,
                                                self._norm, w,

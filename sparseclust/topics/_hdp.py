@@ -652,6 +652,6 @@ class HDPTopicModel(TopicModelBase):
         dense local step), comparable with :meth:`SparseLDA.score`. 0.0 when X has no tokens.
         """
         check_is_fitted(self)
-        X = self._check_X(X, reset=False, whom="HDPTopicModel.score")
+        X = self._check_X(X, reset=False, whom="HDPTopicModel.score", sampled=False)
         return self._per_token_bound(self._doc_topic_all(X))
 

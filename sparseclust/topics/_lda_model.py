@@ -23,6 +23,7 @@ from ._gibbs import (
     LazyTopicStats,
     excluded_mass,
     gibbs_local_step,
+    row_scaled_weights,
 )
 from ._local import TopicTables, local_step
 from ._sem_sampler import _MIN_WORK_PER_THREAD
@@ -243,9 +244,7 @@ class _MeanWeights:
         S = p._S
         if not (p._lam is None and isinstance(S, np.ndarray) and S.dtype == np.float64
                 and S.flags.c_contiguous):
-            lw = p.log_weights(cols, exclude=self.exclude, mean=True)
-            lw -= lw.max(axis=1, keepdims=True) if lw.size else 0.0
-            return np.exp(lw).astype(np.float32)
+            return row_scaled_weights(p.log_weights(cols, exclude=self.exclude, mean=True))
         K, V = S.shape
         ex = sp.csc_array(self.exclude)
         ex.sum_duplicates()

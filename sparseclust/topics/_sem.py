@@ -725,7 +725,7 @@ class StochasticEMLDA(TopicModelBase):
         has no tokens.
         """
         check_is_fitted(self)
-        X = self._check_X(X, reset=False, whom="StochasticEMLDA.score")
+        X = self._check_X(X, reset=False, whom="StochasticEMLDA.score", sampled=False)
         lam = self.components_
         tables = TopicTables(psi(lam) - psi(lam.sum(axis=1))[:, None])
         res = local_step(X, tables, self.doc_topic_prior_, L=None, max_iter=_SCORE_MAX_ITER,

@@ -40,7 +40,7 @@ from ._gibbs import (
 )
 from ._lda_init import _KMEANS_ITERS, _kl_kmeans, _kl_kmeanspp_seeds, init_counts_from_estimator
 from ._lda_model import _GibbsLDAModel, _LDAModel, _LDAParams
-from ._local import TopicTables, check_counts, local_step
+from ._local import TopicTables, local_step
 from ._sem import _seed
 
 __all__ = ["SparseLDA"]
@@ -703,8 +703,7 @@ class SparseLDA(TopicModelBase):
         doc_topic : ndarray (n_samples, n_components), dtype of X (float32 or float64)
         """
         check_is_fitted(self)
-        # the variational step reads fractional weights: no whole-count rule here
-        X = check_counts(self, X, reset=False, whom="SparseLDA.transform")
+        X = self._check_X(X, reset=False, whom="SparseLDA.transform", sampled=False)
         res = local_step(X, self._tables(), self.doc_topic_prior_, L=None,
                          max_iter=self.local_max_iter, tol=self.local_tol,
                          restarts=self.restarts, return_doc_topic=True,
@@ -731,5 +730,5 @@ class SparseLDA(TopicModelBase):
         document from the rest; ``doc/evaluating.md`` relates the scores.
         """
         check_is_fitted(self)
-        X = self._check_X(X, reset=False, whom="SparseLDA.score")
+        X = self._check_X(X, reset=False, whom="SparseLDA.score", sampled=False)
         return float(self._elbo_per_token(X))
