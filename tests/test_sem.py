@@ -67,6 +67,26 @@ def test_planted_topics_recovered_over_seeds(sampler, doc_counts):
     assert ok >= 8
 
 
+def test_default_sweeps_follow_the_algorithm():
+    """max_iter=None means 200 sweeps of batch fit and 100 passes of online fit: the same
+    fits as those numbers given explicitly; the callback and the trace count them."""
+    from sparseclust.topics._sem import BATCH_MAX_ITER, ONLINE_MAX_ITER
+
+    assert (BATCH_MAX_ITER, ONLINE_MAX_ITER) == (200, 100)
+    X, _ = planted_corpus(seed=3, K=3, block=10, D=30, length=20)
+    seen = []
+    m = StochasticEMLDA(3, random_state=0, n_threads=1).fit(
+        X, callback=lambda info: seen.append(info["n_passes"]))
+    assert m.n_iter_ == len(m.trace_) == len(seen) == 200 and set(seen) == {200}
+    ref = StochasticEMLDA(3, max_iter=200, random_state=0, n_threads=1).fit(X)
+    np.testing.assert_array_equal(m.components_, ref.components_)
+    kw = dict(algorithm="online", batch_size=15, random_state=0, n_threads=1, n_fold_in=2)
+    on = StochasticEMLDA(3, **kw).fit(X)
+    assert on.n_iter_ == 100
+    np.testing.assert_array_equal(
+        on.components_, StochasticEMLDA(3, max_iter=100, **kw).fit(X).components_)
+
+
 def test_log_joint_rises_and_trace_entries():
     X, _ = planted_corpus(seed=2, K=5, block=20, D=300, length=60)
     m = StochasticEMLDA(5, max_iter=30, random_state=0).fit(X)

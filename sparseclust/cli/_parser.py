@@ -170,8 +170,9 @@ def _add_model_arguments(t):
         type=_positive_int,
         default=None,
         help="maximum passes over the training documents (default: the model's, 25 for "
-        "lda with the gibbs step, 50 for lda with the variational step and for hdp, 100 "
-        "sweeps for sem; training stops earlier when it converges, see --tol)",
+        "lda with the gibbs step, 50 for lda with the variational step and for hdp, 200 "
+        "sweeps for sem, 100 passes with --algorithm stochastic; training stops earlier "
+        "when it converges, see --tol)",
     )
     t.add_argument(
         "--tol",

@@ -69,6 +69,10 @@ __all__ = ["StochasticEMLDA", "token_layout"]
 #: local-step settings of score(): SparseLDA's defaults, so that both estimators report the
 #: same per-token bound
 _SCORE_MAX_ITER = 100
+
+#: the default ``max_iter``: sweeps of batch ``fit``, passes of online ``fit`` (doc/defaults.md)
+BATCH_MAX_ITER = 200
+ONLINE_MAX_ITER = 100
 _SCORE_TOL = 0.05
 
 
@@ -151,8 +155,10 @@ class StochasticEMLDA(TopicModelBase):
         alpha; None means 0.5 / n_components (the rule of :class:`SparseLDA`).
     topic_word_prior : float, default=0.1
         beta: symmetric Dirichlet prior on each topic's word distribution.
-    max_iter : int, default=100
-        Sweeps of ``fit`` (passes of minibatch steps with ``algorithm='online'``).
+    max_iter : int or None, default=None
+        Sweeps of ``fit`` (passes of minibatch steps with ``algorithm='online'``). None means
+        200 sweeps with ``algorithm='batch'`` and 100 passes with ``algorithm='online'``,
+        whose every pass runs ``n_fold_in`` sweeps over each minibatch.
     tol : float, default=0.0
         Stop after the first sweep whose log joint likelihood log p(x, z | alpha, beta)
         changed by less than ``tol`` nats per token (``converged_`` is then True). ``0`` runs
@@ -309,6 +315,7 @@ class StochasticEMLDA(TopicModelBase):
         **TopicModelBase._parameter_constraints,
         "n_components": [Interval(numbers.Integral, 1, None, closed="left")],
         "doc_topic_prior": [Interval(numbers.Real, 0, None, closed="neither"), None],
+        "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
         "sampler": [StrOptions({"auto", "alias", "dense"})],
         "doc_counts": [StrOptions({"live", "frozen"})],
@@ -326,7 +333,7 @@ class StochasticEMLDA(TopicModelBase):
         *,
         doc_topic_prior=None,
         topic_word_prior=0.1,
-        max_iter=100,
+        max_iter=None,
         tol=0.0,
         sampler="auto",
         doc_counts="live",
@@ -363,6 +370,13 @@ class StochasticEMLDA(TopicModelBase):
 
     # -----------------------------------------------------------------------------------
     # helpers
+
+    def _passes(self):
+        """``max_iter``, or its default: 200 sweeps of batch ``fit``, 100 passes of online
+        ``fit``."""
+        if self.max_iter is not None:
+            return self.max_iter
+        return BATCH_MAX_ITER if self.algorithm == "batch" else ONLINE_MAX_ITER
 
     def _whole_counts_rule(self):
         return ("StochasticEMLDA samples one topic per token",
@@ -645,7 +659,7 @@ class StochasticEMLDA(TopicModelBase):
 
         n_tokens = float(np.floor(X.data.astype(np.float64) + 0.5).sum())
         result = fit_engine(
-            model, X, None, algorithm="stochastic", max_iter=self.max_iter, tol=self.tol,
+            model, X, None, algorithm="stochastic", max_iter=self._passes(), tol=self.tol,
             batch_size=self.batch_size, kappa=self.kappa,
             delta=default_delay(self.delta, total, self.batch_size),
             total_samples=total, random_state=self._rng.randint(np.iinfo(np.int32).max),

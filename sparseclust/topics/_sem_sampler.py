@@ -312,8 +312,9 @@ def run_sweeps(est, sweep, *, n_tokens, n_docs, rng, elapsed, callback, estimate
     True, and sets the fitted attributes from ``estimate(final=True)``, the word-topic counts
     of the topic estimate of the last assignments (``topic_estimate``)."""
     trace, prev, converged, W = [], None, False, None
-    progress = Progress("StochasticEMLDA", est.max_iter) if est.verbose else None
-    for it in range(1, est.max_iter + 1):
+    n_sweeps = est._passes()
+    progress = Progress("StochasticEMLDA", n_sweeps) if est.verbose else None
+    for it in range(1, n_sweeps + 1):
         t0 = time.perf_counter()
         W, ll, changed = sweep(it)
         dt = time.perf_counter() - t0
@@ -327,12 +328,12 @@ def run_sweeps(est, sweep, *, n_tokens, n_docs, rng, elapsed, callback, estimate
         trace.append(entry)
         prev = ll
         if progress is not None:
-            progress(dict(entry, n_passes=est.max_iter),
+            progress(dict(entry, n_passes=n_sweeps),
                      f"changed {changed}  {entry['tokens_per_s']:.3g} tokens/s")
         # the callback sees every sweep, the converged one too (as the engine's callback of
         # the other estimators sees every pass)
         if callback is not None:
-            stop = callback(dict(entry, n_passes=est.max_iter, word_topic_counts=W,
+            stop = callback(dict(entry, n_passes=n_sweeps, word_topic_counts=W,
                                  topic_estimate=estimate, **{"pass": it}))
         else:
             stop = False
