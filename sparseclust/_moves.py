@@ -555,20 +555,26 @@ class MoveBook:
                        or r.get("births_accepted", 0) for r in recent)
 
     # ------------------------------------------------------------------------- births
-    def births_settled(self, *, single=False, require_tried=False):
+    def births_settled(self, *, single=False, require_tried=False, first=False):
         """May this pass's round propose births (the schedule shared by the models)?
 
         Births wait until the model has absorbed its merges and deletes: the last round must
         exist and have accepted none of them (a round that shrank the model is not followed by
-        one that grows it again, and the first round shrinks before anything grows). With
-        ``require_tried`` the last round must also have tried some (when the model has merge
-        or delete moves). A model of a single component has nothing to absorb: it may try a
-        birth from the first round on, and again after every round that did not accept one.
-        Births that were all rejected also wait (:meth:`due`).
+        one that grows it again). With ``require_tried`` the last round must also have tried
+        some (when the model has merge or delete moves). With ``first`` the first round that
+        proposes moves also proposes births, after its merges and deletes, at the components
+        they left untouched: a start with too few components then splits the ones that hold
+        several groups while it merges duplicates, instead of shrinking first and growing back
+        only after the merges settle. A model of a single component has nothing to absorb: it
+        may try a birth from the first round on, and again after every round that did not
+        accept one. Births that were all rejected also wait (:meth:`due`).
         """
         last = self.round_logs[-1] if self.round_logs else None
         if single:
             return last is None or not last["births_accepted"]
+        if first and not any(r["merges_tried"] or r["deletes_tried"]
+                             or r.get("births_tried", 0) for r in self.round_logs):
+            return True
         settled = last is not None and not (last["merges_accepted"] or last["deletes_accepted"])
         if require_tried and {"merge", "delete"} & set(self.moves):
             settled = settled and bool(last["merges_tried"] or last["deletes_tried"])

@@ -1306,6 +1306,19 @@ def test_birth_schedule_loop_and_target_sample_of_the_move_book():
     assert book.births_settled() and not book.births_settled(require_tried=True)
     book.round_logs.append(RoundLog(merges_tried=1, merges_accepted=1).as_dict())
     assert not book.births_settled()
+    # with first=True the first round that proposes moves proposes births too (rounds
+    # before it, which tried nothing, do not count), and later rounds follow the rule above
+    first = MoveBook()
+    first.moves = ("merge", "birth")
+    first.move_opts = dict(cooldown=3, max_deletes=4)
+    first.init_book()
+    assert first.births_settled(first=True) and not first.births_settled()
+    first.round_logs.append(RoundLog().as_dict())
+    assert first.births_settled(first=True, require_tried=True)
+    first.round_logs.append(RoundLog(merges_tried=3, merges_accepted=2).as_dict())
+    assert not first.births_settled(first=True)
+    first.round_logs.append(RoundLog(merges_tried=1).as_dict())
+    assert first.births_settled(first=True, require_tried=True)
     # the loop skips touched, removed and item-less targets, remembers a rejection
     alive = np.array([True, True, False, True])
     tried, applied = [], []

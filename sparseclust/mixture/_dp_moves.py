@@ -11,12 +11,11 @@ look mergeable, and a merge is never undone):
 1. **before the pass** (:meth:`MixtureMoves.before_pass`) delete candidates are chosen: the
    smallest clusters (expected counts N_k) whose samples fit in a budget of rows to revisit;
    the birth targets are the max(``max_births``, ``birth_fraction`` K) largest clusters whose
-   births were not rejected
-   recently (:func:`sparseclust._moves.select_births`), tried only after a round that tried
-   merges or
-   deletes and accepted none, and after rounds of rejected births only once their wait is over
-   (:meth:`sparseclust._moves.MoveBook.due`), and likewise a round of deletes after rounds
-   whose deletes were all rejected;
+   births were not rejected recently (:func:`sparseclust._moves.select_births`), tried in
+   the first round (after its merges, at the clusters they left untouched), then only after
+   a round that tried merges or deletes and accepted none, and after rounds of rejected
+   births only once their wait is over (:meth:`sparseclust._moves.MoveBook.due`), and
+   likewise a round of deletes after rounds whose deletes were all rejected;
 2. **during the pass** every batch visit gathers, besides its statistics, the entropy change
    of merging every two clusters that share a row, ``PH_ab = sum_n h(r_na, r_nb)`` with
    ``h(x, y) = x log x + y log y - (x + y) log(x + y)`` over the rows whose L-sparse support
@@ -305,9 +304,10 @@ class MixtureMoves(MoveBook):
                                   size=stats["N"])
         births = np.zeros(0, dtype=np.int64)
         if ("birth" in self.moves and self.due("births")
-                and self.births_settled(single=single, require_tried=True)):
-            # births once the merges and deletes are absorbed: after a round that tried them
-            # and accepted none (MoveBook.births_settled, the schedule shared with the topics)
+                and self.births_settled(single=single, require_tried=True, first=True)):
+            # births in the first round, beside its merges, then once the merges and deletes
+            # are absorbed: after a round that tried them and accepted none
+            # (MoveBook.births_settled, the schedule shared with the topics)
             # a larger model has more clusters that may split: a quarter of them, at least
             # max_births
             n_births = max(opts["max_births"], int(np.ceil(opts["birth_fraction"] * K)))

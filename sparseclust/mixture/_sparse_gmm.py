@@ -177,9 +177,10 @@ class SparseGaussianMixture(_InitMixin, _FittingMixin, DensityMixin, SparseEstim
         decreasing order of their closed-form gain, from the entropy terms
         ``sum_n (r_na + r_nb) log(r_na + r_nb)`` of every two clusters that share a sample,
         gathered during the pass; **delete** tries the smallest clusters, re-running the
-        local step without the cluster on the samples that use it; **birth** (after a round
-        that tried merges or deletes and accepted none; up to max(4, K / 4) of the largest
-        clusters per round) fits 3 fresh clusters to a subsample of a cluster's samples,
+        local step without the cluster on the samples that use it; **birth** (in the first
+        round, at the clusters its merges left untouched, then after a round that tried
+        merges or deletes and accepted none; up to max(4, K / 4) of the largest clusters per
+        round) fits 3 fresh clusters to a subsample of a cluster's samples,
         re-runs the local step on all of its samples (up to 10^7 / n_features of them, or 10%
         of the samples if more) with the fresh clusters added, and refines the proposal by 3
         rounds of the global step of its statistics and the local step of those samples
