@@ -69,11 +69,11 @@ __all__ = ["StochasticEMLDA", "token_layout"]
 #: local-step settings of score(): SparseLDA's defaults, so that both estimators report the
 #: same per-token bound
 _SCORE_MAX_ITER = 100
+_SCORE_TOL = 0.05
 
 #: the default ``max_iter``: sweeps of batch ``fit``, passes of online ``fit`` (doc/defaults.md)
 BATCH_MAX_ITER = 200
 ONLINE_MAX_ITER = 100
-_SCORE_TOL = 0.05
 
 
 def _state_seed(array):
@@ -451,19 +451,18 @@ class StochasticEMLDA(TopicModelBase):
             :meth:`transform` rounds with the warning.
         y : ignored
         callback : callable or None, default=None
-            Called after every sweep as ``callback(info)``: the sweep's trace entry plus
-            ``pass`` (= ``sweep``, the name the other estimators' callbacks use),
-            ``n_passes`` (= ``max_iter``), ``word_topic_counts``, the current counts W as a
-            (n_features, n_components) int32 array that the next sweep overwrites (copy it
-            to keep it), and ``topic_estimate``, a function of no arguments that returns the
-            (n_features, n_components) counts ``fit`` would keep if it stopped now (the
-            Rao-Blackwellized counts as a new float32 array, about one sweep of work; W
-            itself with ``topic_estimate='sample'``; valid only during ``fit``); the topics
-            are their transpose plus beta, row-normalized. With ``algorithm='online'`` it is
-            called after every pass over X instead, with the pass's trace entry (its
-            ``tokens`` included) plus ``n_passes`` and ``components`` (the current topics).
-            Returning ``True`` stops training. Time spent in the callback is excluded from
-            ``elapsed``.
+            Called after every sweep as ``callback(info)``: the sweep's trace entry plus ``pass``
+            (= ``sweep``, the name the other estimators' callbacks use), ``n_passes``
+            (``max_iter``, its default resolved), ``word_topic_counts``, the current counts W as a
+            (n_features, n_components) int32 array that the next sweep overwrites (copy it to keep
+            it), and ``topic_estimate``, a function of no arguments that returns the (n_features,
+            n_components) counts ``fit`` would keep if it stopped now (the Rao-Blackwellized counts
+            as a new float32 array, about one sweep of work; W itself with
+            ``topic_estimate='sample'``; valid only during ``fit``); the topics are their transpose
+            plus beta, row-normalized. With ``algorithm='online'`` it is called after every pass
+            over X instead, with the pass's trace entry (its ``tokens`` included) plus ``n_passes``
+            and ``components`` (the current topics). Returning ``True`` stops training. Time spent
+            in the callback is excluded from ``elapsed``.
 
         Returns
         -------
