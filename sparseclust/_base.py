@@ -83,15 +83,22 @@ class SparseEstimatorBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Bas
     # -----------------------------------------------------------------------------------
     # convergence
 
-    def _warn_not_converged(self, change, unit, *, tol=None, max_iter=None, n_init=1,
-                            stacklevel=3):
-        """Warn that ``fit`` stopped at ``max_iter`` passes before its objective's change per
-        pass (``change``, in nats per ``unit``) fell below ``tol`` (default ``self.tol``;
-        ``max_iter`` defaults to ``self.max_iter``).
-        ``stacklevel`` counts from the caller of this method (3: the caller of ``fit`` when
-        ``fit`` calls it)."""
-        tol = self.tol if tol is None else tol
-        max_iter = self.max_iter if max_iter is None else max_iter
+    def _passes(self):
+        """``max_iter`` with its default resolved; an estimator whose default depends on
+        other parameters (``max_iter=None``) overrides this."""
+        return self.max_iter
+
+    def _tolerance(self):
+        """``tol`` with its default resolved; overridden like :meth:`_passes`."""
+        return self.tol
+
+    def _warn_not_converged(self, change, unit, *, tol=None, n_init=1, stacklevel=3):
+        """Warn that ``fit`` stopped at :meth:`_passes` passes before its objective's change
+        per pass (``change``, in nats per ``unit``) fell below ``tol`` (default
+        :meth:`_tolerance`). ``stacklevel`` counts from the caller of this method (3: the
+        caller of ``fit`` when ``fit`` calls it)."""
+        tol = self._tolerance() if tol is None else tol
+        max_iter = self._passes()
         what = type(self).__name__
         if n_init > 1:
             what = f"{what} (best of {n_init} initializations)"

@@ -31,12 +31,8 @@ def _convergence_summary(model, args):
     """Whether and why training stopped, from the fitted model's trace."""
     trace = getattr(model, "trace_", None) or []
     n_iter = int(getattr(model, "n_iter_", len(trace)))
-    if hasattr(model, "tol_"):  # HDPTopicModel's tol='auto' resolved
-        tol = float(model.tol_)
-    elif hasattr(model, "_tolerance"):  # SparseLDA's tol=None: its local step's default
-        tol = float(model._tolerance())
-    else:
-        tol = float(model.tol)
+    # HDPTopicModel's tol='auto' is resolved in fit, the others' defaults by the estimator
+    tol = float(model.tol_ if hasattr(model, "tol_") else model._tolerance())
     if type(model).__name__ == "StochasticEMLDA":
         return _sem_convergence_summary(model, trace, n_iter, tol)
     last = trace[-1].get("elbo_change") if trace else None
@@ -254,15 +250,10 @@ def _topic_model(args):
     _say(
         args,
         f"fitting {Estimator.__name__}: {what}={args.n_topics}{_l_text(params)}{step}, "
-        f"algorithm={params['algorithm']}, up to {_passes(model)} "
+        f"algorithm={params['algorithm']}, up to {model._passes()} "
         f"{'sweeps' if args.model == 'sem' else 'passes'}",
     )
     return model, params
-
-
-def _passes(model):
-    """The model's maximum number of passes (sweeps), its default resolved."""
-    return model._passes() if hasattr(model, "_passes") else model.max_iter
 
 
 def _l_text(params):
@@ -274,7 +265,7 @@ def _fit_quietly(model, X_train, args):
     a ConvergenceWarning."""
     from sklearn.exceptions import ConvergenceWarning
 
-    progress = _progress(args, type(model).__name__, _passes(model))
+    progress = _progress(args, type(model).__name__, model._passes())
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)

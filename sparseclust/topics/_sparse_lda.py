@@ -607,8 +607,7 @@ class SparseLDA(TopicModelBase):
         stopped = callback is not None and len(trace) < self._passes()
         if (not self.converged_ and not stopped and self.algorithm != "stochastic"
                 and self._tolerance() > 0):
-            self._warn_not_converged(trace[-1]["elbo_change"], "token",
-                                     tol=self._tolerance(), max_iter=self._passes())
+            self._warn_not_converged(trace[-1]["elbo_change"], "token")
         return self
 
     def partial_fit(self, X, y=None):
