@@ -442,14 +442,14 @@ def test_counts_path_matches_the_dense_path_in_distribution_and_is_thread_invari
 
 def _sweep_counts_live(lay, z, keys, W, beta, alpha, *, dense, exclude_own=True, seed=1,
                        sweep=1, acc=None, Wout=None, ll=None, n_threads=1, mode=LIVE,
-                       live_entry=False):
+                       live_entry=False, mh_steps=0):
     inv_tot, tables, Qs, _ = _count_tables(W, beta, alpha, tab=np.uint16)
     return _sampler.sample_sweep_counts(
         lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, W, inv_tot, beta, alpha,
         *tables, Qs, 1, 0, seed, sweep,
         EMPTY2D if acc is None else acc, EMPTY2I if Wout is None else Wout,
         EMPTY1 if ll is None else ll, n_threads, dense=dense, mode=mode,
-        exclude_own=exclude_own, live_entry=live_entry,
+        exclude_own=exclude_own, live_entry=live_entry, mh_steps=mh_steps,
     )
 
 
@@ -467,11 +467,13 @@ _LIVE_INIT = np.array([2, 0, 4, 4, 2], np.uint16)  # previous topics of the docu
 _LIVE_D = 20000
 
 
-def _replicated_live_sweep(**kw):
+def _replicated_live_sweep(equal_alpha=False, **kw):
     """One counts sweep over 20000 copies of the document [word 0 once, word 3 four times]
     (previous topics ``_LIVE_INIT``), each with its own random stream: returns the read
     buffer W, beta, alpha, the totals T and the new topics (D, 5)."""
     W, beta, alpha = _live_problem()
+    if equal_alpha:
+        alpha = np.full(alpha.size, 0.3)
     X = sp.csr_array(np.tile(np.array([1.0, 0.0, 0.0, 4.0, 0.0]), (_LIVE_D, 1)))
     z = np.tile(_LIVE_INIT, _LIVE_D)
     _sweep_counts_live(token_layout(X), z, np.arange(_LIVE_D, dtype=np.uint64), W, beta,
@@ -557,6 +559,64 @@ def test_live_entry_token_sees_its_entry_like_collapsed_gibbs(dense, r):
     own = (np.arange(K) == init[t]).astype(np.float64)
     q = (nd + alpha) * (W[3] - own + beta) / (T - own + V * beta)
     assert chisquare(counts, (q / q.sum(1, keepdims=True)).sum(0)).pvalue < 1e-6
+
+
+# Metropolis-Hastings cycles (mh_steps): the same target conditionals, reached as a chain
+
+
+@pytest.mark.parametrize("exclude_own", [True, False])
+def test_mh_chain_targets_the_live_conditional(exclude_own):
+    # a long chain (40 cycles) from the previous topic forgets its start: the first token's
+    # topic follows the exact live conditional of
+    # test_counts_first_token_follows_the_conditional_without_its_own_topic
+    W, beta, alpha, T, zz = _replicated_live_sweep(equal_alpha=True, dense=False,
+                                                   exclude_own=exclude_own, mh_steps=40)
+    V, K = W.shape
+    e = (np.arange(K) == 2).astype(np.float64)
+    rest = np.bincount(_LIVE_INIT[1:], minlength=K)
+    counts = np.bincount(zz[:, 0], minlength=K)
+
+    def cond(nd, ex):
+        return (nd + alpha) * (W[0] - ex + beta) / (T - ex + V * beta)
+
+    p = cond(rest, e if exclude_own else 0.0)
+    assert chisquare(counts, _LIVE_D * p / p.sum()).pvalue > 1e-4
+    for q in (cond(rest + e, 0.0), cond(rest, 0.0 if exclude_own else e)):
+        assert chisquare(counts, _LIVE_D * q / q.sum()).pvalue < 1e-6
+
+
+@pytest.mark.parametrize("r", [1, 3])
+def test_mh_chain_targets_the_live_entry_conditional(r):
+    # as test_live_entry_token_sees_its_entry_like_collapsed_gibbs, reached by 40 cycles
+    W, beta, alpha, T, zz = _replicated_live_sweep(equal_alpha=True, dense=False,
+                                                   live_entry=True, mh_steps=40)
+    V, K = W.shape
+    D, init = _LIVE_D, _LIVE_INIT
+    t = 1 + r
+    others = np.hstack([zz[:, :t], np.tile(init[t + 1:], (D, 1))])
+    nd = np.zeros((D, K))
+    np.add.at(nd, (np.repeat(np.arange(D), others.shape[1]), others.ravel()), 1)
+    e = np.zeros((D, K))
+    np.add.at(e, (np.repeat(np.arange(D), r), zz[:, 1:t].ravel()), 1)
+    e -= np.bincount(init[1:t + 1], minlength=K)
+    p = (nd + alpha) * (W[3] + e + beta) / (T + e + V * beta)
+    counts = np.bincount(zz[:, t], minlength=K)
+    assert chisquare(counts, (p / p.sum(1, keepdims=True)).sum(0)).pvalue > 1e-4
+    own = (np.arange(K) == init[t]).astype(np.float64)
+    q = (nd + alpha) * (W[3] - own + beta) / (T - own + V * beta)
+    assert chisquare(counts, (q / q.sum(1, keepdims=True)).sum(0)).pvalue < 1e-6
+
+
+def test_mh_short_chain_keeps_the_start_and_one_cycle_moves():
+    # the chain starts at the previous topic: zero cycles are refused by the estimator but in
+    # the kernel mean exact draws, one cycle leaves many tokens at their previous topic (a
+    # check that the chain really starts there), and 40 cycles far fewer
+    W, beta, alpha, T, zz1 = _replicated_live_sweep(equal_alpha=True, dense=False,
+                                                    mh_steps=1)
+    stay1 = np.mean(zz1[:, 0] == _LIVE_INIT[0])
+    zz40 = _replicated_live_sweep(equal_alpha=True, dense=False, mh_steps=40)[-1]
+    stay40 = np.mean(zz40[:, 0] == _LIVE_INIT[0])
+    assert stay1 > stay40 + 0.05
 
 
 def _counted_start(X, K):

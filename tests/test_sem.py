@@ -52,7 +52,8 @@ def test_sklearn_compatible(estimator, check):
 
 
 @pytest.mark.parametrize("sampler, doc_counts",
-                         [("alias", "live"), ("dense", "live"), ("alias", "frozen")])
+                         [("alias", "live"), ("dense", "live"), ("alias", "frozen"),
+                          ("metropolis", "live")])
 def test_planted_topics_recovered_over_seeds(sampler, doc_counts):
     # stochastic EM from uniform assignments can end in a mode where two planted topics share
     # one learned topic and another topic is empty (doc/sem.md); on this corpus that happened
@@ -65,6 +66,28 @@ def test_planted_topics_recovered_over_seeds(sampler, doc_counts):
                             random_state=seed).fit(X)
         ok += hellinger_matching(m.topic_word_distribution_, topics).max() < 0.1
     assert ok >= 8
+
+
+def test_metropolis_sampler_reaches_the_exact_samplers_fit():
+    # Metropolis-Hastings cycles target the same conditional as the exact draws: over the same
+    # sweeps, the best of four seeds' log joint and held-out bound end close to the alias
+    # sampler's, above a fit of a few sweeps (a single seed of either can end in a mode that
+    # merges two topics, see test_planted_topics_recovered_over_seeds); it needs the live
+    # document counts its proposals read
+    X, _ = planted_corpus(seed=1, K=5, block=20, D=600, length=80)
+    Xtr, Xte = X[:500], X[500:]
+    ll, sc = {}, {}
+    for s in ("alias", "metropolis"):
+        fits = [StochasticEMLDA(5, max_iter=100, sampler=s, random_state=r).fit(Xtr)
+                for r in range(4)]
+        ll[s] = max(f.trace_[-1]["log_joint"] for f in fits)
+        sc[s] = max(f.score(Xte) for f in fits)
+    short = StochasticEMLDA(5, max_iter=2, sampler="alias", random_state=0).fit(Xtr)
+    assert abs(ll["metropolis"] - ll["alias"]) < 0.002 * abs(ll["alias"])
+    assert sc["metropolis"] > short.score(Xte) + 0.1
+    assert abs(sc["metropolis"] - sc["alias"]) < 0.01
+    with pytest.raises(ValueError, match="doc_counts='live'"):
+        StochasticEMLDA(5, max_iter=2, sampler="metropolis", doc_counts="frozen").fit(Xtr)
 
 
 def test_default_sweeps_follow_the_algorithm():
@@ -196,14 +219,15 @@ def test_fitted_state_is_the_int32_counts_and_components_attribute():
 
 
 @pytest.mark.kernels
-@pytest.mark.parametrize("doc_counts", ["live", "frozen"])
+@pytest.mark.parametrize("sampler, doc_counts",
+                         [("alias", "live"), ("alias", "frozen"), ("metropolis", "live")])
 @pytest.mark.parametrize("init", ["sequential", "random"])
-def test_bit_identical_for_any_thread_count(monkeypatch, doc_counts, init):
+def test_bit_identical_for_any_thread_count(monkeypatch, sampler, doc_counts, init):
     # use every thread on small data (the constant is read by the sampler and by the fit)
     monkeypatch.setattr(_sem_sampler, "_MIN_WORK_PER_THREAD", 1)
     monkeypatch.setattr(_sem, "_MIN_WORK_PER_THREAD", 1)
     X, _ = planted_corpus(seed=3, K=8, block=10, D=200, length=50)
-    fits = [StochasticEMLDA(40, max_iter=5, sampler="alias", doc_counts=doc_counts,
+    fits = [StochasticEMLDA(40, max_iter=5, sampler=sampler, doc_counts=doc_counts,
                             init=init, n_threads=t, random_state=4).fit(X)
             for t in (1, 2, 3)]
     for f in fits[1:]:

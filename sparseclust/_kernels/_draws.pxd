@@ -64,6 +64,8 @@ cdef struct _Args:
                                    # out of W_vk and T_k (a rejection step, see _doc_live_counts)
     int live_entry                 # counts path, LIVE with exclude_own: W_vk and T_k also follow
                                    # the entry's (d, v) other tokens, see _draw_live_entry
+    int mh_steps                   # counts path, LIVE: Metropolis-Hastings cycles per token
+                                   # (0: exact draws), see _draw_mh of _sampler.pyx
 
 
 cdef inline int _alias_slot(double x, int n, double* frac) noexcept nogil:

@@ -45,6 +45,13 @@ frozen weights is kept with probability (W_vz' - 1 + beta)(T_z' + V beta) / ((W_
 - 1 + V beta)) < 1, else the token is redrawn.  FROZEN with ``exclude_own`` keeps n_d of the
 previous sweep and takes the token out of n_d, W and T the same way.
 
+Metropolis-Hastings (LIVE counts, ``mh_steps`` > 0, ``StochasticEMLDA(sampler='metropolis')``):
+instead of an exact draw, cycles of a document proposal (the topic of another token of the
+document) and a word proposal (word v's table and the smoothing table above), each accepted
+by the Metropolis-Hastings ratio of the live conditional (``_draw_mh``): O(1) per token.  An
+entry's first proposals are drawn ahead of it (``_Ahead``) so that the memory they read is
+prefetched.
+
 Random stream: each document has its own SplitMix64 stream keyed by (seed, sweep, key[d])
 (``sc_sampler.h``), where key[d] is the document index for training and a hash of the
 document's content for fold-in; so the draws -- and with them the assignments and counts -- are
@@ -74,8 +81,9 @@ from libc.string cimport memset
 from scipy.special.cython_special cimport gammaln
 
 from sparseclust._kernels._draws cimport (
-    _Args, _dl_add, _doc_word_part, _draw_live_counts, _draw_live_entry, _draw_one,
-    _frozen_keep, _nd_add, _nd_remove, _smooth_draw, _word_draw, _word_part_draw, _word_mass,
+    _Args, _alias_slot, _dl_add, _doc_word_part, _draw_live_counts, _draw_live_entry,
+    _draw_one, _frozen_keep, _nd_add, _nd_remove, _smooth_draw, _word_draw, _word_part_draw,
+    _word_mass,
 )
 from sparseclust._kernels._parallel cimport sc_set_alloc_fail_thread, sc_thread_malloc
 from sparseclust._kernels._sampling cimport (
@@ -103,6 +111,198 @@ def _fail_thread_allocations(int thread):
 cdef enum:
     # the live counts path prefetches the next entry's whole row of W up to this many topics
     _PREFETCH_K = 256
+    # Metropolis-Hastings: proposals of an entry's first cycles drawn ahead (see _Ahead)
+    _MH_AHEAD = 4
+
+
+cdef struct _Ahead:
+    # Metropolis-Hastings proposals drawn before their entry, so that the memory they read
+    # (word-table slots, counts of W at the proposed topics) is fetched while earlier entries
+    # are sampled.  The word proposal does not depend on the chain's state; the document
+    # proposal's uniform does not either (the topic it selects is read when it is used).
+    double* wu2    # word-proposal uniforms of entry j + 2, in [0, Q_v + Q_s): slots prefetched
+    int nwu2
+    double* wt     # word-proposal topics of the current entry j
+    int nwt
+    int iwt
+    double* wtn    # of entry j + 1, resolved from its uniforms at entry j: W prefetched
+    int nwtn
+    double* du     # document-proposal uniforms in [0, 1) of the current entry
+    int ndu
+    int idu
+    double* dun    # of entry j + 1
+    int ndun
+
+
+cdef inline double _mh_weight(const _Args* a, const int32_t* Wv, const int32_t* dl, int k,
+                              int old) noexcept nogil:
+    """(W_vk + e_k + beta) / (T_k + e_k + V beta): e_k = dl[k], the entry's change, when dl is
+    not NULL, else -[k = old] with ``exclude_own`` (when W_vo > 0), else 0."""
+    cdef int e = 0
+    if dl != NULL:
+        e = dl[k]
+    elif k == old and a.exclude_own and Wv[k] > 0:
+        e = -1
+    if e == 0:
+        return (Wv[k] + a.beta) * a.inv_tot[k]
+    return (Wv[k] + e + a.beta) / (a.tot[k] + e)
+
+
+cdef inline int _word_proposal(const _Args* a, int v, double u) noexcept nogil:
+    """The word proposal at u in [0, Q_v + Q_s): word v's table, then the smoothing table."""
+    cdef double qw = a.Qw[v]
+    if u < qw:
+        return _word_draw(a, v, u / qw)
+    return _smooth_draw(a, (u - qw) / a.Qs)
+
+
+cdef inline int _draw_mh(const _Args* a, const int32_t* nd, const zint_t* z, int64_t t0,
+                         int64_t t1, int64_t t, int v, int old, const int32_t* dl,
+                         _Ahead* ah, uint64_t* state) noexcept nogil:
+    """``a.mh_steps`` Metropolis-Hastings cycles for token t of word v (LIVE counts, equal
+    alphas) from its previous topic ``old``, targeting the conditional of _draw_live_counts /
+    _draw_live_entry, pi(k) propto (n_dk + alpha) g_k with g_k = (W_vk + e_k + beta) / (T_k +
+    e_k + V beta) (see _mh_weight), nd the document's counts without the token.
+
+    A cycle proposes twice (Yuan et al. 2015):
+    - from the document, q(k) propto n_dk + alpha: the topic of one of the document's other
+      tokens drawn uniformly (their current topics are the counts nd), or with probability
+      K alpha / (N_d - 1 + K alpha) a uniform topic; accepted with min(1, g_k / g_s);
+    - from the word, q(k) propto (W_vk + beta) / (T_k + V beta) = f_k: word v's alias table
+      and the shared smoothing table of the counts path; accepted with
+      min(1, (n_dk + alpha) g_k f_s / ((n_ds + alpha) g_s f_k)).
+    Each proposal is O(1), and both leave pi invariant (detailed balance), so the chain
+    targets the exact conditional; from ``old`` a few cycles are an approximate draw.
+    The first proposals of the entry come from ``ah`` (drawn ahead), the rest from the
+    stream."""
+    cdef int K = a.K, s = old, k, cyc
+    cdef const int32_t* Wv = a.W + <int64_t> v * K
+    cdef double alpha = a.alpha[0], no = <double> (t1 - t0 - 1)
+    cdef double ws, wk, ps, pk, u, num, den
+    cdef int64_t i
+    ws = _mh_weight(a, Wv, dl, s, old)
+    ps = nd[s] + alpha
+    for cyc in range(a.mh_steps):
+        # document proposal
+        if ah.idu < ah.ndu:
+            u = ah.du[ah.idu] * (no + a.sum_alpha)
+            ah.idu += 1
+        else:
+            u = sc_uniform(state) * (no + a.sum_alpha)
+        if u < no:
+            i = t0 + <int64_t> u
+            if i >= t:
+                i += 1
+            if i >= t1:
+                i = t1 - 1
+            k = z[i]
+        else:
+            k = <int> ((u - no) / alpha)
+            if k >= K:
+                k = K - 1
+        if k != s:
+            wk = _mh_weight(a, Wv, dl, k, old)
+            if wk >= ws or sc_uniform(state) * ws < wk:
+                s = k
+                ws = wk
+                ps = nd[k] + alpha
+        # word proposal
+        if ah.iwt < ah.nwt:
+            k = <int> ah.wt[ah.iwt]
+            ah.iwt += 1
+        else:
+            k = _word_proposal(a, v, sc_uniform(state) * (a.Qw[v] + a.Qs))
+        if k != s:
+            wk = _mh_weight(a, Wv, dl, k, old)
+            pk = nd[k] + alpha
+            num = pk * wk * ((Wv[s] + a.beta) * a.inv_tot[s])
+            den = ps * ws * ((Wv[k] + a.beta) * a.inv_tot[k])
+            if num >= den or sc_uniform(state) * den < num:
+                s = k
+                ws = wk
+                ps = pk
+    return s
+
+
+cdef inline void _mh_ahead(const _Args* a, _Ahead* ah, const zint_t* z, int64_t j,
+                           int64_t j1, int64_t tn, int64_t t0, int64_t t1,
+                           uint64_t* state) noexcept nogil:
+    """At entry j (before its tokens; every entry, empty ones too): the proposals drawn for it
+    become current; entry j + 1's word proposals are resolved from their uniforms (their
+    slots are in the cache by now) and its document uniforms drawn, and the counts of W
+    they, and its tokens' previous topics (from ``tn``, its first token), read are
+    prefetched; entry j + 2's word uniforms are drawn and their table slots prefetched."""
+    cdef double* sw
+    cdef int p, n, vn, slot, k, K = a.K
+    cdef double u, frac, no = <double> (t1 - t0 - 1)
+    cdef int64_t off, i
+    cdef const int32_t* Wn
+    sw = ah.wt
+    ah.wt = ah.wtn
+    ah.wtn = sw
+    ah.nwt = ah.nwtn
+    ah.iwt = 0
+    sw = ah.du
+    ah.du = ah.dun
+    ah.dun = sw
+    ah.ndu = ah.ndun
+    ah.idu = 0
+    ah.nwtn = 0
+    ah.ndun = 0
+    if j + 1 < j1:
+        vn = a.indices[j + 1]
+        Wn = a.W + <int64_t> vn * K
+        for p in range(ah.nwu2):
+            k = _word_proposal(a, vn, ah.wu2[p])
+            ah.wtn[p] = k
+            if K > _PREFETCH_K:
+                sc_prefetch(Wn + k, 1)
+        ah.nwtn = ah.nwu2
+        n = a.cnt[j + 1]
+        if K > _PREFETCH_K:  # (else the whole row is prefetched, see _doc)
+            for p in range(n if n < _MH_AHEAD else _MH_AHEAD):
+                sc_prefetch(Wn + z[tn + p], 1)
+        n = n * a.mh_steps
+        if n > _MH_AHEAD:
+            n = _MH_AHEAD
+        for p in range(n):
+            ah.dun[p] = sc_uniform(state)
+            if K > _PREFETCH_K:
+                u = ah.dun[p] * (no + a.sum_alpha)
+                if u < no:
+                    i = t0 + <int64_t> u
+                    k = z[i if i < t1 else t1 - 1]
+                else:
+                    k = <int> ((u - no) / a.alpha[0])
+                    k = k if k < K else K - 1
+                sc_prefetch(Wn + k, 1)
+        ah.ndun = n
+    ah.nwu2 = 0
+    if j + 2 < j1:
+        vn = a.indices[j + 2]
+        n = a.cnt[j + 2] * a.mh_steps
+        if n > _MH_AHEAD:
+            n = _MH_AHEAD
+        off = a.wptr[vn]
+        for p in range(n):
+            u = sc_uniform(state) * (a.Qw[vn] + a.Qs)
+            ah.wu2[p] = u
+            if u < a.Qw[vn]:
+                slot = _alias_slot(u / a.Qw[vn], a.wlen[vn], &frac)
+                sc_prefetch(a.wprob + off + slot, 1)
+                if a.wide:
+                    sc_prefetch(<const int32_t*> a.walias + off + slot, 1)
+                    sc_prefetch(<const int32_t*> a.wtop + off + slot, 1)
+                else:
+                    sc_prefetch(<const uint16_t*> a.walias + off + slot, 1)
+                    sc_prefetch(<const uint16_t*> a.wtop + off + slot, 1)
+        ah.nwu2 = n
+        if j + 3 < j1:
+            # the word data the next call's draws for entry j + 3 read
+            vn = a.indices[j + 3]
+            sc_prefetch(a.Qw + vn, 1)
+            sc_prefetch(a.wptr + vn, 1)
+            sc_prefetch(a.wlen + vn, 1)
 
 
 cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t* nd,
@@ -125,6 +325,14 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
     cdef int32_t* dmark = itop + 2 * K
     cdef int32_t* dset = itop + 3 * K
     cdef int32_t* etop = itop + 4 * K
+    # Metropolis-Hastings proposals drawn ahead: five buffers after cum's 2 (K + 1) doubles
+    cdef _Ahead ah
+    cdef bint mh_on
+    ah.wu2 = cum + 2 * (K + 1)
+    ah.wt = ah.wu2 + _MH_AHEAD
+    ah.wtn = ah.wt + _MH_AHEAD
+    ah.du = ah.wtn + _MH_AHEAD
+    ah.dun = ah.du + _MH_AHEAD
     if t1 == t0:
         if a.ll_doc != NULL:
             a.ll_doc[d] = 0.0
@@ -137,6 +345,9 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
     for it in range(a.n_inner):
         t = t0
         sb = -1.0  # the document's beta part, computed at its first entry
+        # Metropolis-Hastings cycles: in LIVE counts mode, for tokens with a previous topic
+        mh_on = a.mh_steps > 0 and a.counts and a.mode == 1 and (it > 0 or not a.seq_init)
+        ah.nwu2 = ah.nwt = ah.nwtn = ah.ndu = ah.ndun = 0
         if a.counts and a.mode == 1:
             # sum_k n_dk / (T_k + V beta), updated token by token (recomputed every inner sweep)
             sdb = 0.0
@@ -144,6 +355,8 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
                 sdb += nd[act[i]] * a.inv_tot[act[i]]
         for j in range(j0, j1):
             c = a.cnt[j]
+            if mh_on:
+                _mh_ahead(a, &ah, z, j, j1, t + c, t0, t1, &state)
             if c <= 0:
                 continue
             v = a.indices[j]
@@ -155,6 +368,8 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
                     Wv = a.W + <int64_t> a.indices[j + 1] * K
                     if K <= _PREFETCH_K:
                         sc_prefetch(Wv, K * sizeof(int32_t))
+                    elif a.mh_steps > 0:
+                        pass  # (a few counts of the row, at topics known only when drawn)
                     elif not a.dense and a.wlen[a.indices[j + 1]] < na:
                         # (the scan of the next word's topics, when shorter)
                         vn = a.indices[j + 1]
@@ -185,9 +400,14 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
                         # (one token: the own-topic rejection below, the same draws)
                         if old >= 0:
                             _dl_add(dl, dmark, dset, &nds, old, -1)
-                        k = _draw_live_entry(a, nd, act, na, sdb, cum, itop, v, dl, dset,
-                                             nds, etop, &state)
+                        if mh_on:
+                            k = _draw_mh(a, nd, z, t0, t1, t, v, old, dl, &ah, &state)
+                        else:
+                            k = _draw_live_entry(a, nd, act, na, sdb, cum, itop, v, dl, dset,
+                                                 nds, etop, &state)
                         _dl_add(dl, dmark, dset, &nds, k, 1)
+                    elif mh_on:
+                        k = _draw_mh(a, nd, z, t0, t1, t, v, old, NULL, &ah, &state)
                     else:
                         k = _draw_live_counts(a, nd, act, na, sdb, cum, itop, v, old, &state)
                     _nd_add(nd, act, pos, &na, k)
@@ -367,7 +587,7 @@ cdef object _run_docs(_Args* a, zint_t[::1] z, const uint64_t[::1] keys, int n_t
         nd = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
         act = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
         pos = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
-        cum = <double*> sc_thread_malloc(2 * (K + 1) * sizeof(double))
+        cum = <double*> sc_thread_malloc((2 * (K + 1) + 5 * _MH_AHEAD) * sizeof(double))
         # itop: the document-word topics, then the entry scratch of live_entry (dl, marks,
         # topics, extra-part topics; dl and the marks all zero between entries)
         itop = <int32_t*> sc_thread_malloc(5 * K * sizeof(int32_t))
@@ -640,6 +860,8 @@ def sample_sweep_counts(
     bint live_entry=False,         # LIVE with exclude_own: W_vk, T_k follow the entry's tokens
     bint seq_init=False,           # LIVE only: z is not read, every token drawn given the
                                    # document's earlier tokens and W (see below)
+    int mh_steps=0,                # LIVE, not dense, equal alphas: Metropolis-Hastings cycles
+                                   # per token instead of exact draws (see below)
 ):
     """One sweep with the word weights w_vk = (W_vk + beta) / (T_k + V beta) given by
     the counts (stochastic EM), from the three-part decomposition
@@ -675,11 +897,23 @@ def sample_sweep_counts(
     + V beta), e the new topics of the entry's earlier tokens with ``live_entry`` (else 0),
     and every token counts as changed.
 
+    ``mh_steps`` > 0 (LIVE): every token with a previous topic runs that many
+    Metropolis-Hastings cycles from it instead of an exact draw, each cycle a proposal from
+    the document's other tokens and one from the word's tables, with the same target
+    conditional (``_draw_mh``): O(1) per token whatever the topics of the document (the
+    tables are those of the sparse path).  The sequential start's first sweep draws exactly.
+
     Returns the number of tokens whose topic changed in the last inner sweep.
     """
     cdef Py_ssize_t D = indptr.shape[0] - 1
     cdef int K = <int> W.shape[1], V = <int> W.shape[0]
     cdef _Args a
+    if mh_steps < 0:
+        raise ValueError("mh_steps must be >= 0")
+    if mh_steps > 0 and (mode != 1 or dense):
+        raise ValueError("mh_steps needs mode=LIVE and the tables of the sparse path")
+    if mh_steps > 0 and K > 0 and np.ptp(np.asarray(alpha)) != 0:
+        raise ValueError("mh_steps needs equal alphas")
     if mode not in (0, 1):
         raise ValueError("bad mode")
     if seq_init and mode != 1:
@@ -714,6 +948,7 @@ def sample_sweep_counts(
     a.exclude_own = exclude_own
     a.live_entry = live_entry
     a.seq_init = seq_init
+    a.mh_steps = mh_steps
     a.W = &W[0, 0] if V > 0 else NULL
     a.inv_tot = &inv_tot[0]
     tot_ = np.ascontiguousarray(1.0 / np.asarray(inv_tot))

@@ -75,6 +75,10 @@ _SCORE_TOL = 0.05
 BATCH_MAX_ITER = 200
 ONLINE_MAX_ITER = 100
 
+#: Metropolis-Hastings cycles per token of ``sampler='metropolis'`` (a document proposal and a
+#: word proposal each)
+MH_CYCLES = 1
+
 
 def _state_seed(array):
     """A 62-bit seed of the kernel's random streams derived from a fitted array: a 64-bit
@@ -166,11 +170,22 @@ class StochasticEMLDA(TopicModelBase):
         over N tokens, so ``tol`` below that never triggers. With ``algorithm='online'`` the
         change is that of the online objective (see ``lower_bound_``) between the means of
         windows of three passes, per token of the corpus the steps are scaled to.
-    sampler : {'auto', 'alias', 'dense'}, default='auto'
-        Per-token sampler: 'alias' (alias tables + document part, cost independent of K),
-        'dense' (all K topics), 'auto' = 'dense' for ``n_components <= 48``, else 'alias'
-        (where the two cost about the same per token; ``doc/sem.md``). Both draw from the
-        same distribution; change it only to time the two.
+    sampler : {'auto', 'alias', 'dense', 'metropolis'}, default='auto'
+        Per-token sampler of the training sweeps: 'alias' (alias tables + document part, cost
+        independent of K), 'dense' (all K topics), 'auto' = 'dense' for ``n_components <=
+        48``, else 'alias' (where the two cost about the same per token; ``doc/sem.md``).
+        Both draw exactly from the same distribution. 'metropolis' (Yuan et al. 2015)
+        replaces the draw by a Metropolis-Hastings cycle from the token's previous topic s:
+        the topic of a uniformly drawn other token of the document (or, with probability
+        K alpha / (N_d - 1 + K alpha), a uniform topic) is proposed and accepted with
+        probability min(1, w_k / w_s), then a topic from the word's tables, q(k) propto
+        (W_kv + beta) / (T_k + V beta), accepted with probability min(1, (D_dk + alpha) w_k
+        q(s) / ((D_ds + alpha) w_s q(k))), w being the word weight of the live conditional
+        below (e included). Both steps leave that conditional invariant, so the chain
+        targets it, but a sweep moves the assignments less than exact draws do. A token
+        costs O(1) whatever the number of topics its document holds: use it on long
+        documents and many topics, with more sweeps. It needs ``doc_counts='live'``;
+        fold-in (:meth:`transform`, later minibatches) draws with 'alias'.
     doc_counts : {'live', 'frozen'}, default='live'
         Counts a token reads in ``fit`` (and in the first minibatch of :meth:`partial_fit`):
         'live' = its document's counts updated token by token, and the word-topic counts W
@@ -317,7 +332,7 @@ class StochasticEMLDA(TopicModelBase):
         "doc_topic_prior": [Interval(numbers.Real, 0, None, closed="neither"), None],
         "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "tol": [Interval(numbers.Real, 0, None, closed="left")],
-        "sampler": [StrOptions({"auto", "alias", "dense"})],
+        "sampler": [StrOptions({"auto", "alias", "dense", "metropolis"})],
         "doc_counts": [StrOptions({"live", "frozen"})],
         "init": [StrOptions({"random", "sequential"})],
         "topic_estimate": [StrOptions({"rao_blackwell", "sample"})],
@@ -395,9 +410,14 @@ class StochasticEMLDA(TopicModelBase):
     def _sampler_args(self, n_threads):
         """Arguments of :class:`_Sampler` after V: K, alpha, dense, threads, live document
         counts, the token's own topic out of W and T, W and T following the token's entry
-        (all three with ``doc_counts='live'``)."""
+        (all three with ``doc_counts='live'``), Metropolis-Hastings cycles per token."""
         live = self.doc_counts == "live"
-        return (self.n_components, self._alpha(), self._dense(), n_threads, live, live, live)
+        mh = MH_CYCLES if self.sampler == "metropolis" else 0
+        if mh and not live:
+            raise ValueError("sampler='metropolis' needs doc_counts='live' (its proposals "
+                             "read the document's current topics).")
+        return (self.n_components, self._alpha(), self._dense(), n_threads, live, live, live,
+                mh)
 
     def _new_sampler(self, V):
         return _Sampler(V, *self._sampler_args(effective_n_threads(self.n_threads)))

@@ -83,9 +83,10 @@ class _Sampler:
     """
 
     def __init__(self, V, K, alpha, dense, n_threads, live=False, exclude_own=False,
-                 live_entry=False):
+                 live_entry=False, mh_steps=0):
         self.V, self.K, self.dense, self.n_threads = V, K, dense, n_threads
         self.live, self.exclude_own, self.live_entry = live, exclude_own, live_entry
+        self.mh_steps = mh_steps if live else 0
         self.alpha = np.full(K, alpha, dtype=np.float64)
         self.w = None
         self.prob, self.alias, self.Q = _EMPTY2F, _EMPTY2I, _EMPTY1
@@ -180,6 +181,7 @@ class _Sampler:
                 n_inner, n_burn, seed, sweep, acc, Wout, ll_doc, nt, dense=self.dense,
                 mode=_sampler.LIVE if self.live or seq_init else _sampler.FROZEN,
                 exclude_own=self.exclude_own, live_entry=self.live_entry, seq_init=seq_init,
+                mh_steps=self.mh_steps,
             )
         return _sampler.sample_sweep(
             lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, self._weights(), self.alpha,
