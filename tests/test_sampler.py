@@ -481,17 +481,25 @@ def _replicated_live_sweep(equal_alpha=False, **kw):
     return W, beta, alpha, W.sum(0).astype(np.float64), z.reshape(_LIVE_D, 5).astype(np.int64)
 
 
-@pytest.mark.parametrize("dense", [False, True])
-@pytest.mark.parametrize("mode, exclude_own", [(LIVE, True), (LIVE, False), (FROZEN, True)])
-def test_counts_first_token_follows_the_conditional_without_its_own_topic(dense, mode,
+#: the draws of the live counts path: exact (the alias tables or every topic), or 40
+#: Metropolis-Hastings cycles from the previous topic, whose chain then follows the same
+#: conditional (equal alphas, which it needs)
+_DRAWS = {"alias": dict(dense=False), "dense": dict(dense=True),
+          "metropolis": dict(dense=False, mh_steps=40, equal_alpha=True)}
+
+
+@pytest.mark.parametrize("draw, mode, exclude_own",
+                         [(d, LIVE, e) for d in _DRAWS for e in (True, False)]
+                         + [("alias", FROZEN, True), ("dense", FROZEN, True)])
+def test_counts_first_token_follows_the_conditional_without_its_own_topic(draw, mode,
                                                                           exclude_own):
     # many identical documents with their own streams: the first token (word 0, previous
     # topic o = 2) is drawn from (n_dk^{-0} + alpha_k) (W_0k - e_k + beta) / (T_k - e_k +
     # V beta), e = [k = o] with exclude_own, n^{-0} the counts of the document's other tokens
     # (LIVE; FROZEN with exclude_own takes the token out of the previous sweep's n_d, the same
     # counts for the first token)
-    W, beta, alpha, T, zz = _replicated_live_sweep(dense=dense, exclude_own=exclude_own,
-                                                   mode=mode)
+    W, beta, alpha, T, zz = _replicated_live_sweep(exclude_own=exclude_own, mode=mode,
+                                                   **_DRAWS[draw])
     V, K = W.shape
     D, init = _LIVE_D, _LIVE_INIT
     e = (np.arange(K) == 2).astype(np.float64)
@@ -533,15 +541,15 @@ def test_live_counts_last_token_given_the_new_topics_before_it(dense):
         assert chisquare(counts, D * q / q.sum()).pvalue < 1e-6
 
 
-@pytest.mark.parametrize("dense", [False, True])
+@pytest.mark.parametrize("draw", list(_DRAWS))
 @pytest.mark.parametrize("r", [1, 3])
-def test_live_entry_token_sees_its_entry_like_collapsed_gibbs(dense, r):
+def test_live_entry_token_sees_its_entry_like_collapsed_gibbs(draw, r):
     # live_entry: token r of the entry (document, word 3) (previous topics 0, 4, 4, 2) is drawn
     # with W_3k and T_k of the read buffer minus the previous topics of the entry's tokens
     # 0..r plus the new topics of its tokens 0..r-1, and n_d^{-dn} the document's other
     # tokens: pooled over documents, the frequencies of its topic match the sum of these
     # exact conditionals given each document's draws (a conservative Pearson test)
-    W, beta, alpha, T, zz = _replicated_live_sweep(dense=dense, live_entry=True)
+    W, beta, alpha, T, zz = _replicated_live_sweep(live_entry=True, **_DRAWS[draw])
     V, K = W.shape
     D, init = _LIVE_D, _LIVE_INIT
     t = 1 + r  # token index in the document (token 0 is word 0)
@@ -561,50 +569,8 @@ def test_live_entry_token_sees_its_entry_like_collapsed_gibbs(dense, r):
     assert chisquare(counts, (q / q.sum(1, keepdims=True)).sum(0)).pvalue < 1e-6
 
 
-# Metropolis-Hastings cycles (mh_steps): the same target conditionals, reached as a chain
-
-
-@pytest.mark.parametrize("exclude_own", [True, False])
-def test_mh_chain_targets_the_live_conditional(exclude_own):
-    # a long chain (40 cycles) from the previous topic forgets its start: the first token's
-    # topic follows the exact live conditional of
-    # test_counts_first_token_follows_the_conditional_without_its_own_topic
-    W, beta, alpha, T, zz = _replicated_live_sweep(equal_alpha=True, dense=False,
-                                                   exclude_own=exclude_own, mh_steps=40)
-    V, K = W.shape
-    e = (np.arange(K) == 2).astype(np.float64)
-    rest = np.bincount(_LIVE_INIT[1:], minlength=K)
-    counts = np.bincount(zz[:, 0], minlength=K)
-
-    def cond(nd, ex):
-        return (nd + alpha) * (W[0] - ex + beta) / (T - ex + V * beta)
-
-    p = cond(rest, e if exclude_own else 0.0)
-    assert chisquare(counts, _LIVE_D * p / p.sum()).pvalue > 1e-4
-    for q in (cond(rest + e, 0.0), cond(rest, 0.0 if exclude_own else e)):
-        assert chisquare(counts, _LIVE_D * q / q.sum()).pvalue < 1e-6
-
-
-@pytest.mark.parametrize("r", [1, 3])
-def test_mh_chain_targets_the_live_entry_conditional(r):
-    # as test_live_entry_token_sees_its_entry_like_collapsed_gibbs, reached by 40 cycles
-    W, beta, alpha, T, zz = _replicated_live_sweep(equal_alpha=True, dense=False,
-                                                   live_entry=True, mh_steps=40)
-    V, K = W.shape
-    D, init = _LIVE_D, _LIVE_INIT
-    t = 1 + r
-    others = np.hstack([zz[:, :t], np.tile(init[t + 1:], (D, 1))])
-    nd = np.zeros((D, K))
-    np.add.at(nd, (np.repeat(np.arange(D), others.shape[1]), others.ravel()), 1)
-    e = np.zeros((D, K))
-    np.add.at(e, (np.repeat(np.arange(D), r), zz[:, 1:t].ravel()), 1)
-    e -= np.bincount(init[1:t + 1], minlength=K)
-    p = (nd + alpha) * (W[3] + e + beta) / (T + e + V * beta)
-    counts = np.bincount(zz[:, t], minlength=K)
-    assert chisquare(counts, (p / p.sum(1, keepdims=True)).sum(0)).pvalue > 1e-4
-    own = (np.arange(K) == init[t]).astype(np.float64)
-    q = (nd + alpha) * (W[3] - own + beta) / (T - own + V * beta)
-    assert chisquare(counts, (q / q.sum(1, keepdims=True)).sum(0)).pvalue < 1e-6
+# Metropolis-Hastings cycles (mh_steps): the chain's target is checked with the exact draws
+# above (_DRAWS)
 
 
 def test_mh_short_chain_keeps_the_start_and_one_cycle_moves():
