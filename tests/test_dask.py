@@ -216,6 +216,10 @@ def test_sem_equals_in_process(client, corpus):
     got = StochasticEMLDA(**kw, topic_estimate="sample").fit(_darray(blocks))
     # the same random streams per document: identical assignments and counts
     np.testing.assert_array_equal(got.components_, ref.components_)
+    # also with the Metropolis-Hastings sampler, whose proposals stay within a document
+    mh = dict(kw, topic_estimate="sample", sampler="metropolis")
+    np.testing.assert_array_equal(StochasticEMLDA(**mh).fit(_darray(blocks)).components_,
+                                  StochasticEMLDA(**mh).fit(X).components_)
     # the Rao-Blackwellized counts are summed over the partitions: equal up to the rounding
     # of float32 sums in another order
     rb_ref = StochasticEMLDA(**kw).fit(X)
