@@ -86,7 +86,7 @@ class _Sampler:
                  live_entry=False, mh_steps=0):
         self.V, self.K, self.dense, self.n_threads = V, K, dense, n_threads
         self.live, self.exclude_own, self.live_entry = live, exclude_own, live_entry
-        self.mh_steps = mh_steps if live else 0
+        self.mh_steps = mh_steps  # (the estimator and the kernel refuse it without live)
         self.alpha = np.full(K, alpha, dtype=np.float64)
         self.w = None
         self.prob, self.alias, self.Q = _EMPTY2F, _EMPTY2I, _EMPTY1
