@@ -6,7 +6,7 @@ Estimators follow scikit-learn's API:
 - :class:`SparseGaussianMixture` -- variational Gaussian mixture with L-sparse responsibilities;
 - :class:`SparseLDA` -- latent Dirichlet allocation with the L-sparse document local step;
 - :class:`HDPTopicModel` -- hierarchical Dirichlet process topic model that learns its number
-  of topics (merge and delete moves);
+  of topics (birth, merge and delete moves);
 - :class:`StochasticEMLDA` -- latent Dirichlet allocation by parallel stochastic EM (one
   sampled topic per token, double-buffered counts, alias-table sampling).
 
