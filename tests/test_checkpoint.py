@@ -6,14 +6,7 @@ import os
 import numpy as np
 import pytest
 
-from sparseclust import (
-    HDPTopicModel,
-    SparseGaussianMixture,
-    SparseLDA,
-    StochasticEMLDA,
-    load,
-    save,
-)
+from sparseclust import HDPTopicModel, SparseGaussianMixture, SparseLDA
 from sparseclust.utils import Checkpoint
 
 # short fits on purpose: what is saved after a pass, not convergence, is under test
@@ -141,26 +134,3 @@ def test_checkpoint_errors(tmp_path, counts, blobs):
     # no temporary file is left next to the checkpoint
     assert sorted(os.listdir(tmp_path)) == ["lda.npz"]
 
-
-@pytest.mark.parametrize("make", [
-    lambda: SparseLDA(n_components=4, total_samples=120, random_state=0),
-    lambda: StochasticEMLDA(n_components=4, total_samples=120, random_state=0),
-    lambda: HDPTopicModel(max_components=6, total_samples=120, random_state=0),
-], ids=["SparseLDA", "StochasticEMLDA", "HDPTopicModel"])
-def test_stochastic_training_resumes_from_a_saved_model(tmp_path, counts, make):
-    # the documented way to resume stochastic training: save the model between minibatches,
-    # load it after the interruption and go on with partial_fit
-    batches = np.array_split(counts, 4)
-    whole = make()
-    for Xb in batches:
-        whole.partial_fit(Xb)
-    first = make()
-    for Xb in batches[:2]:
-        first.partial_fit(Xb)
-    save(first, tmp_path / "model")
-    del first
-    resumed = load(tmp_path / "model")
-    for Xb in batches[2:]:
-        resumed.partial_fit(Xb)
-    np.testing.assert_array_equal(resumed.components_, whole.components_)
-    np.testing.assert_array_equal(resumed.transform(counts), whole.transform(counts))

@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 
 import sparseclust
-from sparseclust import SparseGaussianMixture, SparseLDA, StochasticEMLDA
+from sparseclust import HDPTopicModel, SparseGaussianMixture, SparseLDA, StochasticEMLDA
 from sparseclust.datasets import (
     PatchStream,
     extract_patches,
@@ -293,7 +293,8 @@ def test_resume_mixture_partial_fit_from_a_saved_model(image_folder, tmp_path):
     lambda: SparseLDA(n_components=4, algorithm="stochastic", total_samples=60,
                       random_state=0, n_threads=1),
     lambda: StochasticEMLDA(n_components=4, total_samples=60, random_state=0, n_threads=1),
-], ids=["SparseLDA", "StochasticEMLDA"])
+    lambda: HDPTopicModel(max_components=6, total_samples=60, random_state=0, n_threads=1),
+], ids=["SparseLDA", "StochasticEMLDA", "HDPTopicModel"])
 def test_resume_topic_model_partial_fit_from_a_saved_model(make, tmp_path):
     rng = np.random.default_rng(3)
     X = sp.csr_array(rng.poisson(0.5, size=(60, 25)).astype(np.float64))

@@ -4,6 +4,7 @@ and partial_fit over a stream equals partial_fit over the in-memory minibatches.
 
 import gzip
 import re
+import threading
 
 import numpy as np
 import pytest
@@ -314,3 +315,80 @@ def test_broken_gzip_is_named_as_by_the_loaders(tmp_path):
     with pytest.raises(ValueError, match=re.escape(f"{ldac}: not a valid gzip file")):
         for _ in stream_ldac(ldac, n_features=4, batch_size=2):
             pass
+
+
+def _readers():
+    return [t for t in threading.enumerate() if t.name == "sparseclust-read-ahead"]
+
+
+def test_read_ahead_gives_the_same_minibatches_and_errors(tmp_path, small_blocks):
+    X = load_kos().data[:300]
+    path = tmp_path / "docword.txt.gz"
+    save_uci_bow(X, path)
+    ahead, plain = stream_uci_bow(path, batch_size=40), stream_uci_bow(path, batch_size=40)
+    plain.prefetch = False
+    assert ahead.prefetch
+    got, want = list(ahead), list(plain)
+    assert len(got) == len(want) == 8
+    for a, b in zip(got, want, strict=True):
+        _same(a, b)
+    # a file that breaks part-way: the minibatches before the error arrive, then the same
+    # error as without read-ahead
+    lines = [f"{d} 1 1" for d in range(1, 41)]
+    lines[34] = "35 1 x"
+    bad = tmp_path / "bad.txt"
+    bad.write_text("40\n3\n40\n" + "\n".join(lines) + "\n")
+    seen = {}
+    for prefetch in (True, False):
+        s = stream_uci_bow(bad, batch_size=4)
+        s.prefetch = prefetch
+        seen[prefetch] = []
+        with pytest.raises(ValueError, match=r"bad\.txt, line 38:"):
+            for Xb in s:
+                seen[prefetch].append(Xb.shape[0])
+    assert seen[True] == seen[False] and seen[True]
+    assert not _readers()
+
+
+def test_read_ahead_stops_its_reader_when_the_caller_stops(tmp_path, monkeypatch):
+    path = tmp_path / "docword.txt"
+    save_uci_bow(load_kos().data[:200], path)
+    closed = []
+    real_open = _stream._open
+
+    def tracked(p):
+        fh = real_open(p)
+        real_close = fh.close
+
+        def close():
+            closed.append(p)
+            real_close()
+
+        fh.close = close
+        return fh
+
+    monkeypatch.setattr(_stream, "_open", tracked)
+    s = stream_uci_bow(path, batch_size=10)
+    n = len(closed)  # (the header was read when the stream was made)
+    first = next(iter(s))  # the iterator is dropped at once, as `init` reads one minibatch
+    assert first.shape[0] == 10
+    assert not _readers() and len(closed) == n + 1
+    for i, _ in enumerate(s):
+        if i == 3:
+            break
+    assert not _readers() and len(closed) == n + 2
+
+
+def test_read_ahead_forwards_an_error_of_the_source():
+    from sparseclust.datasets._read_ahead import read_ahead
+
+    def source():
+        yield 1
+        raise KeyError("broken")
+
+    it = read_ahead(source)
+    assert next(it) == 1
+    with pytest.raises(KeyError, match="broken"):
+        next(it)
+    assert list(read_ahead(lambda: iter(range(5)), depth=2)) == [0, 1, 2, 3, 4]
+    assert not _readers()

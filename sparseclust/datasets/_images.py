@@ -14,6 +14,8 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 from sklearn.utils import Bunch, check_random_state
 
+from ._read_ahead import read_ahead
+
 __all__ = [
     "PatchStream",
     "extract_patches",
@@ -441,6 +443,10 @@ class PatchStream:
     patches_per_image : ndarray of int64
         Patches of each file of ``filenames``.
     source : str
+    prefetch : bool
+        Read and cut the next minibatch in a background thread while the current one is in
+        use (default True): image decoding then overlaps with training. The minibatches and
+        their order are the same either way; set it to False to read in the calling thread.
     """
 
     def __init__(self, files, shapes, *, source, batch_size, patch_size, stride, remove_mean,
@@ -464,6 +470,7 @@ class PatchStream:
         self.n_samples = int(self.patches_per_image.sum())
         channels = 1 if grayscale else shapes[0][2]
         self.n_features = patch_size * patch_size * channels
+        self.prefetch = True
 
     def __len__(self):
         """Number of minibatches, ``ceil(n_samples / batch_size)``."""
@@ -489,6 +496,9 @@ class PatchStream:
             yield block[rng.permutation(block.shape[0])]
 
     def __iter__(self):
+        return read_ahead(self._batches) if self.prefetch else self._batches()
+
+    def _batches(self):
         bs = self.batch_size
         pend, n_pend = [], 0
         for block in self._blocks():

@@ -40,6 +40,7 @@ from ._bow import (
     _text_files,
     _tokenize,
 )
+from ._read_ahead import read_ahead
 
 __all__ = ["CorpusStream", "stream_ldac", "stream_text_folder", "stream_uci_bow"]
 
@@ -60,6 +61,11 @@ class CorpusStream:
     batch_size : int
     feature_names : ndarray of str or None
     source : str
+    prefetch : bool
+        Read the next minibatch in a background thread while the current one is in use
+        (default True): the file's reading and parsing then overlap with training. The
+        minibatches, their order and the errors are the same either way; set it to False to
+        read in the calling thread.
     """
 
     def __init__(self, make_iter, *, n_features, n_documents, batch_size, feature_names,
@@ -70,9 +76,10 @@ class CorpusStream:
         self.batch_size = batch_size
         self.feature_names = feature_names
         self.source = source
+        self.prefetch = True
 
     def __iter__(self):
-        return self._make_iter()
+        return read_ahead(self._make_iter) if self.prefetch else self._make_iter()
 
     def __repr__(self):
         return (f"CorpusStream({self.source!r}, n_features={self.n_features}, "
@@ -107,13 +114,15 @@ def _read_error(fh, name, exc):
     return ValueError(f"{name}: read failed ({exc})")
 
 
-def _line_blocks(fh, lineno, block_bytes=_BLOCK_BYTES):
-    """Blocks of complete lines from ``fh``: yields ``(body, first line number)``.
+def _line_blocks(fh, lineno, block_bytes=None):
+    """Blocks of complete lines from ``fh``: yields ``(body, first line number)``; about
+    ``block_bytes`` (default :data:`_BLOCK_BYTES`, read at the call) are read at a time.
 
     A block ends at a line followed by a non-blank one, so blank lines inside a block are
     never trailing lines of the file; the last block has trailing whitespace removed (and
     is not yielded when only whitespace is left).
     """
+    block_bytes = _BLOCK_BYTES if block_bytes is None else block_bytes
     rest = b""
     while True:
         try:
