@@ -40,14 +40,15 @@ look mergeable, and a merge is never undone):
      (which depend on every N_k through the sticks) are re-evaluated;
    - delete j: the statistics of the rows using j are subtracted, the local step is re-run on
      those rows under the current clusters without j, and the new statistics added;
-   - birth at k (Hughes & Sudderth 2013): ``birth_components`` fresh clusters are fit to a
-     subsample of k's rows (k-means++ seeds, then a few iterations of the local and global
-     steps of a plain mixture on the subsample), the local step is re-run on k's rows (all of
-     them up to :data:`BIRTH_VALUES` / n_features rows, or the delete budget if larger; no
-     wider than their gathered responsibilities) under the current clusters plus the fresh
-     ones, and the statistics of those rows are replaced; ``birth_refine`` times more, the
-     global step of the proposal's statistics (k without the rows it lost, the fresh clusters
-     with those they took) and the local step of the rows again, the best round being the
+   - birth at k (Hughes & Sudderth 2013): ``birth_components`` fresh clusters are fit to
+     k's rows, up to ``birth_fit_rows`` of them drawn at random (k-means++ seeds, then a few
+     iterations of the local and global steps of a plain mixture on those rows), the local
+     step is re-run on k's rows (all of them up to :data:`BIRTH_VALUES` / n_features rows,
+     or the delete budget if larger; no wider than their gathered responsibilities) under
+     the current clusters plus the fresh ones, and the statistics of those rows are
+     replaced; ``birth_refine`` times more, the global step of the proposal's statistics (k
+     without the rows it lost, the fresh clusters with those they took) and the local step
+     of the rows again, the best round being the
      proposal. Any responsibilities of any subset of rows give a valid ELBO, so the proposal
      is accepted, like the others, only when the whole-data ELBO increases; the fresh
      clusters are appended at the end of the sticks;
@@ -145,7 +146,7 @@ class MixtureMoves(MoveBook):
     def init_moves(self, moves):
         self.moves = tuple(moves)
         self.move_opts = dict(start=8, near=64, corr_near=4, max_deletes=20, cooldown=3,
-                              birth_components=3, birth_fit_rows=1000, birth_iters=10,
+                              birth_components=3, birth_fit_rows=20000, birth_iters=10,
                               birth_refine=3, max_births=4, birth_fraction=0.25)
         # cluster identities, rejected-proposal memo with its cool-down, co-usage, round logs
         self.init_book()

@@ -149,8 +149,8 @@ class _Workspace(MoveWorkspace):
         return out
 
     def try_birth(self, k, targets, rnd, batches, opts, rng):
-        """Fit fresh clusters to a subsample of k's rows ``targets`` and re-run the local
-        step on those rows under the live clusters plus the fresh ones; returns
+        """Fit fresh clusters to k's rows ``targets`` (up to ``birth_fit_rows`` of them) and
+        re-run the local step on those rows under the live clusters plus the fresh ones; returns
         ``(n_new, {batch: (before, after, new values, new indices)})`` when the whole-data
         ELBO increases (the fresh clusters then occupy the last ``n_new`` slots)."""
         m = self.m
