@@ -6,6 +6,22 @@ import threading
 
 __all__ = ["read_ahead"]
 
+
+def _malloc_trim():
+    """glibc's ``malloc_trim``, or None where the C library has none."""
+    try:
+        import ctypes
+
+        trim = ctypes.CDLL(None).malloc_trim
+    except Exception:  # not glibc (macOS, Windows, musl): nothing to trim
+        return None
+    trim.argtypes = [ctypes.c_size_t]
+    trim.restype = ctypes.c_int
+    return trim
+
+
+_TRIM = _malloc_trim()
+
 #: seconds a blocked hand-over waits before it checks whether the reader was abandoned
 _POLL_S = 0.1
 
@@ -41,6 +57,11 @@ def read_ahead(make_iter, depth=1):
             for item in it:
                 if not hand_over((0, item)):
                     return
+                if _TRIM is not None:
+                    # the minibatches are allocated in this thread's malloc arena and freed
+                    # by the caller's; glibc keeps such freed memory in the arena instead of
+                    # returning it, and the process grows by several minibatches' worth
+                    _TRIM(0)
             hand_over((1, None))
         except BaseException as exc:  # handed to the caller, raised there
             hand_over((2, exc))
