@@ -138,8 +138,7 @@ class Checkpoint:
 
         ck = self.load()
         est = clone(estimator)
-        passes = est._passes() if hasattr(est, "_passes") else est.max_iter
-        left = max(1, int(passes) - int(ck["pass"]))
+        left = max(1, int(est._passes()) - int(ck["pass"]))
         if ck["kind"] == "topics":
             if not isinstance(est, SparseLDA):
                 raise TypeError(f"{self.path} holds topics, resumed by a SparseLDA; got "
@@ -148,9 +147,8 @@ class Checkpoint:
             if lam.shape[0] != est.n_components:
                 raise ValueError(f"{self.path} holds {lam.shape[0]} topics; the estimator has "
                                  f"n_components={est.n_components}")
-            eta = est.topic_word_prior
-            eta = 1.0 / est.n_components if eta is None else float(eta)
-            return est.set_params(init=np.maximum(lam - eta, 0.0), max_iter=left)
+            return est.set_params(init=np.maximum(lam - float(est.topic_word_prior), 0.0),
+                                  max_iter=left)
         if not isinstance(est, SparseGaussianMixture):
             raise TypeError(f"{self.path} holds a mixture, resumed by a SparseGaussianMixture; "
                             f"got {type(estimator).__name__}")
