@@ -39,6 +39,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
+from ._kernels import _stats
 from .utils._progress import Progress
 
 __all__ = [
@@ -184,6 +185,10 @@ def _scatter_add(dense, S, sign):
     if not S.has_canonical_format:
         S = S.copy()
         S.sum_duplicates()
+    if (dense.dtype == np.float64 and dense.flags.c_contiguous and S.data.dtype == np.float64
+            and S.indptr.dtype == S.indices.dtype):
+        _stats.csr_scatter_add(dense, S.indptr, S.indices, S.data, sign < 0)
+        return
     rows = np.repeat(np.arange(S.shape[0], dtype=np.int64), np.diff(S.indptr))
     flat = dense.reshape(-1) if dense.flags.c_contiguous else None
     if flat is not None:

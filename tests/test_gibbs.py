@@ -550,14 +550,21 @@ def test_lazy_statistics_bits_follow_the_positive_entries():
 
 
 @pytest.mark.kernels
-def test_count_word_topics_equals_numpy_counts():
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+@pytest.mark.parametrize("n_words", [9, 700])
+def test_count_word_topics_equals_numpy_counts(n_threads, n_words):
     rng = np.random.RandomState(2)
-    n_words, K, S = 9, 300, 3
-    indices = rng.randint(0, n_words, 40).astype(np.int32)
-    cnt = rng.randint(0, 4, 40).astype(np.int32)
+    K, S = 300, 3
+    indices = rng.randint(0, n_words, 40 * n_words // 9).astype(np.int32)
+    cnt = rng.randint(0, 4, indices.size).astype(np.int32)
     n_tok = int(cnt.sum())
     zsave = rng.randint(0, K, (S, n_tok)).astype(np.int32)
-    jptr, topics, counts = _gibbs_tables.count_word_topics(indices, cnt, zsave, n_words, K)
+    jptr, topics, counts = _gibbs_tables.count_word_topics(indices, cnt, zsave, n_words, K,
+                                                           n_threads)
+    # the threads change nothing, not even the order of a word's topics
+    one = _gibbs_tables.count_word_topics(indices, cnt, zsave, n_words, K)
+    for a, b in zip((jptr, topics, counts), one, strict=True):
+        np.testing.assert_array_equal(a, b)
     got = np.zeros((n_words, K), np.int64)
     for j in range(n_words):
         assert len(set(topics[jptr[j]:jptr[j + 1]])) == jptr[j + 1] - jptr[j]  # distinct
@@ -568,7 +575,7 @@ def test_count_word_topics_equals_numpy_counts():
         np.add.at(ref, (tok_word, zsave[s]), 1)
     np.testing.assert_array_equal(got, ref)
     with pytest.raises(ValueError, match="topic out of range"):
-        _gibbs_tables.count_word_topics(indices, cnt, zsave, n_words, 10)
+        _gibbs_tables.count_word_topics(indices, cnt, zsave, n_words, 10, n_threads)
 
 
 @pytest.mark.parametrize("split", [False, True])

@@ -324,6 +324,7 @@ _SAMPLER_MESSAGES = {
         _gibbs_tables, "could not allocate the word-weight scratch space"),
     "mean_word_weights": (_gibbs_tables, "could not allocate the word-weight scratch space"),
     "split_word_tables": (_gibbs_tables, "could not allocate the split-table scratch space"),
+    "count_word_topics": (_gibbs_tables, "could not allocate the word-count scratch space"),
     "count_words": (_tokens, "could not allocate the counting scratch space"),
     "rb_doc_part": (_rao_blackwell, "could not allocate the Rao-Blackwellization scratch space"),
 }
@@ -624,6 +625,21 @@ def test_mean_word_weights_allocation_failure(sampler_failures):
 
     _check_sampler_failures("mean_word_weights", make, run, ["w"])
     np.testing.assert_allclose(run(make())[0].max(axis=1), 1.0, rtol=1e-6)
+
+
+def test_count_word_topics_allocation_failure(sampler_failures):
+    rng = np.random.default_rng(5)
+    n_words, K, S = 300, 12, 2
+    indices = rng.integers(0, n_words, 900).astype(np.int32)
+    cnt = rng.integers(0, 3, indices.size).astype(np.int32)
+    zsave = rng.integers(0, K, (S, int(cnt.sum()))).astype(np.int32)
+
+    def run(_):
+        return _gibbs_tables.count_word_topics(indices, cnt, zsave, n_words, K, 2)
+
+    _check_sampler_failures("count_word_topics", dict, run, [])
+    # every token of every saved sweep is counted once
+    assert run(None)[2].sum() == S * cnt.sum()
 
 
 @pytest.mark.parametrize("excluded", [False, True])

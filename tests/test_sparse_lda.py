@@ -180,6 +180,28 @@ def test_sparse_local_step_L_equal_K_and_threads():
     assert a.lower_bounds_ == b.lower_bounds_
 
 
+
+@pytest.mark.parametrize("local_step_", ["variational", "gibbs"])
+def test_blocks_of_topics_on_threads_change_no_bit(monkeypatch, local_step_):
+    # the E[log phi] table, the topic totals and the ELBO run by blocks of topics on the
+    # model's threads: with one topic per block there are several blocks to share
+    from sparseclust.topics import _lda_model
+
+    X, _ = planted_corpus(seed=5, K=8, block=6, D=300, length=30, noise=0.2)
+    monkeypatch.setattr(_lda_model, "_ROW_BLOCK_ELEMS", 1)
+    assert len(_lda_model._row_blocks(8, X.shape[1])) == 8
+    fits = [SparseLDA(n_components=8, max_iter=4, random_state=0, n_threads=t,
+                      local_step=local_step_).fit(X) for t in (1, 2, 3)]
+    for b in fits[1:]:
+        assert np.array_equal(fits[0].components_, b.components_)
+        assert fits[0].lower_bounds_ == b.lower_bounds_
+    # and the blocks' sums are the whole array's, to rounding
+    monkeypatch.setattr(_lda_model, "_ROW_BLOCK_ELEMS", 1 << 20)
+    whole = SparseLDA(n_components=8, max_iter=4, random_state=0, n_threads=1,
+                      local_step=local_step_).fit(X)
+    np.testing.assert_allclose(whole.lower_bounds_, fits[0].lower_bounds_, rtol=1e-12)
+
+
 @pytest.mark.contract
 def test_same_random_state_same_fit_and_pickle():
     X, _ = planted_corpus(seed=6, D=100)

@@ -100,11 +100,18 @@ def test_stats_csr_of_a_block():
     assert S.nnz == np.count_nonzero(ST) and S.has_canonical_format
 
 
-def test_suffstats_in_place_updates_match_the_dense_arithmetic():
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("dense_order", ["C", "F"])
+def test_suffstats_in_place_updates_match_the_dense_arithmetic(index_dtype, dense_order):
+    # the compiled update (C-contiguous float64, either index width) and the numpy one
+    # (a Fortran-ordered accumulator) both add each stored entry once
     rng = np.random.default_rng(2)
-    T = rng.random((6, 9))
+    T = np.asarray(rng.random((6, 9)), order=dense_order)
     Sold = sp.random_array((6, 9), density=0.3, random_state=3, format="csr")
     N = sp.random_array((6, 9), density=0.3, random_state=4, format="csr")
+    for M in (Sold, N):
+        M.indptr = M.indptr.astype(index_dtype)
+        M.indices = M.indices.astype(index_dtype)
     tot = SuffStats(S=T.copy(), e=1.5)
     ref = (tot - SuffStats(S=Sold.toarray(), e=0.25)) + SuffStats(S=N.toarray(), e=0.5)
     arr = tot["S"]

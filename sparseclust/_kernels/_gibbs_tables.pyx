@@ -420,15 +420,21 @@ def count_word_topics(
     const int32_t[:, ::1] zsave,   # IN (S, n_tokens) topics of every saved sweep, entry order
     int n_words,
     int K,
+    int n_threads=1,
 ):
     """The word-topic counts of the saved sweeps of :func:`sample_sweep` (``zsave``), word by
     word: returns ``(jptr, topics, counts)`` with word j's topics (distinct, in order of first
     draw) and their counts at jptr[j]:jptr[j + 1]. O(tokens x sweeps + words), with no (V, K)
-    table: the tokens are grouped by word (a counting sort) and counted in one (K,) array
-    that is reset after each word."""
+    table: the tokens are grouped by word (a counting sort), then the words are counted in
+    parallel, each by one thread in one (K,) array of that thread that is reset after each
+    word, into a region of the output its tokens bound (tokens x sweeps entries), and the
+    regions are packed in word order: the result does not depend on ``n_threads``."""
     cdef Py_ssize_t m = indices.shape[0], j
-    cdef int64_t n_tok = zsave.shape[1], t, qq, o = 0
+    cdef int64_t n_tok = zsave.shape[1], t, qq, o = 0, base, e
     cdef int S = <int> zsave.shape[0], s, nl, c, r, k, v
+    cdef int bad = 0, fails = 0
+    cdef int32_t* mark
+    cdef int32_t* lst
     if cnt.shape[0] != m:
         raise ValueError("inconsistent shapes")
     start_ = np.zeros(n_words + 1, np.int64)
@@ -447,19 +453,16 @@ def count_word_topics(
     np.cumsum(start_, out=start_)
     fill_ = start_[:n_words].copy()
     perm_ = np.empty(n_tok, np.int64)
-    mark_ = np.zeros(K, np.int32)
-    lst_ = np.empty(K, np.int32)
+    nlist_ = np.zeros(n_words, np.int32)
     jptr_ = np.zeros(n_words + 1, np.int64)
     top_ = np.empty(n_tok * S, np.int32)
     val_ = np.empty(n_tok * S, np.int32)
     cdef int64_t[::1] fill = fill_
     cdef int64_t[::1] perm = perm_
-    cdef int32_t[::1] mark = mark_
-    cdef int32_t[::1] lst = lst_
+    cdef int32_t[::1] nlist = nlist_
     cdef int64_t[::1] jptr = jptr_
     cdef int32_t[::1] top = top_
     cdef int32_t[::1] val = val_
-    cdef int bad = 0
     with nogil:
         t = 0
         for j in range(m):
@@ -468,26 +471,47 @@ def count_word_topics(
                 perm[fill[v]] = t
                 fill[v] += 1
                 t += 1
-        for v in range(n_words):
-            nl = 0
-            for qq in range(start[v], start[v + 1]):
-                t = perm[qq]
-                for s in range(S):
-                    k = zsave[s, t]
-                    if k < 0 or k >= K:
-                        bad = 1
-                        continue
-                    if mark[k] == 0:
-                        lst[nl] = k
-                        nl = nl + 1
-                    mark[k] += 1
-            for r in range(nl):
-                k = lst[r]
-                top[o] = k
-                val[o] = mark[k]
-                mark[k] = 0
-                o += 1
-            jptr[v + 1] = o
+    if n_words > 0 and K > 0:
+        with nogil, parallel(num_threads=n_threads):
+            mark = <int32_t*> sc_thread_malloc(2 * <size_t> K * sizeof(int32_t))
+            lst = mark + K if mark != NULL else NULL
+            if mark != NULL:
+                memset(mark, 0, K * sizeof(int32_t))
+            for v in prange(n_words, schedule="dynamic", chunksize=64):
+                if mark == NULL:
+                    fails += 1
+                    continue
+                nl = 0
+                for qq in range(start[v], start[v + 1]):
+                    t = perm[qq]
+                    for s in range(S):
+                        k = zsave[s, t]
+                        if k < 0 or k >= K:
+                            bad += 1
+                            continue
+                        if mark[k] == 0:
+                            lst[nl] = k
+                            nl = nl + 1
+                        mark[k] += 1
+                base = start[v] * S
+                for r in range(nl):
+                    k = lst[r]
+                    top[base + r] = k
+                    val[base + r] = mark[k]
+                    mark[k] = 0
+                nlist[v] = nl
+            free(mark)
+    if fails:
+        raise MemoryError("could not allocate the word-count scratch space")
     if bad:
         raise ValueError("topic out of range")
+    with nogil:
+        # pack the regions in word order (o <= base: an ascending copy is safe)
+        for v in range(n_words):
+            base = start[v] * S
+            for e in range(nlist[v]):
+                top[o + e] = top[base + e]
+                val[o + e] = val[base + e]
+            o += nlist[v]
+            jptr[v + 1] = o
     return jptr_, top_[:o], val_[:o]

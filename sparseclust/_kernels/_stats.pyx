@@ -201,3 +201,36 @@ def summary_statistics(
     if n_fail:
         raise MemoryError("could not allocate the per-thread gather buffer")
     return Nk_arr, Sx_arr, S2_arr, ent_arr, 0, 0
+
+
+ctypedef fused csr_index_t:
+    int32_t
+    int64_t
+
+
+def csr_scatter_add(
+    double[:, ::1] dense,  # IN/OUT (n_rows, n_cols)
+    const csr_index_t[::1] indptr,  # IN (n_rows + 1,)
+    const csr_index_t[::1] indices,  # IN (nnz,) column of each entry, no duplicates in a row
+    const double[::1] data,  # IN (nnz,)
+    bint subtract,
+):
+    """``dense += S`` (``dense -= S`` with ``subtract``) at the stored entries of the CSR
+    array S = (data, indices, indptr) with canonical rows (no duplicate columns), in place:
+    one addition per stored entry, the floating-point result of ``dense + S.toarray()``."""
+    cdef Py_ssize_t n_rows = dense.shape[0], n_cols = dense.shape[1], r
+    cdef int64_t j
+    if indptr.shape[0] != n_rows + 1 or indices.shape[0] != data.shape[0]:
+        raise ValueError("the CSR arrays do not match the dense array")
+    if n_rows and indptr[n_rows] > data.shape[0]:
+        raise ValueError("the CSR arrays do not match the dense array")
+    with nogil:
+        for r in range(n_rows):
+            for j in range(indptr[r], indptr[r + 1]):
+                if indices[j] < 0 or indices[j] >= n_cols:
+                    with gil:
+                        raise ValueError("a column index lies outside the dense array")
+                if subtract:
+                    dense[r, indices[j]] -= data[j]
+                else:
+                    dense[r, indices[j]] += data[j]

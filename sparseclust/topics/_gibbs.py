@@ -233,7 +233,9 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         split=split, zsave=zsave,
     )
     # the saved sweeps' word-topic counts, word by word (no (|cols|, K) table), averaged
-    jptr, topics, counts = _gibbs_tables.count_word_topics(indices, lay.cnt, zsave, cols.size, K)
+    jptr, topics, counts = _gibbs_tables.count_word_topics(
+        indices, lay.cnt, zsave, cols.size, K,
+        threads_for_work(nt_all, n_tok * int(n_samples), _MIN_WORK_PER_THREAD))
     S = stats_csr_from_columns(counts / float(n_samples), topics, jptr, cols, V, K)
     del zsave
     if return_doc_topic:

@@ -16,7 +16,7 @@ from .._engine import (
     VariationalModel,
 )
 from .._kernels import _gibbs_tables
-from ..utils._threads import threads_for_work
+from ..utils._threads import map_blocks, threads_for_work
 from ._gibbs import (
     DocumentChains,
     LazyParams,
@@ -48,8 +48,12 @@ class _LDAParams:
     from the statistics (:meth:`from_stats`), the parameters do not store lambda = tau +
     max(S, 0) either: it is recomputed from S (by blocks of topics where it is only read),
     so they hold a single K x V array. ``S`` must then not change while they are in use
-    (the engine builds new parameters after every change of the statistics).
+    (the engine builds new parameters after every change of the statistics). The blocks of
+    topics run on ``n_threads`` threads (:func:`~sparseclust.utils._threads.map_blocks`: the
+    same bits as one thread).
     """
+
+    _n_threads = 1
 
     def __init__(self, lam):
         self._lam = lam
@@ -61,21 +65,26 @@ class _LDAParams:
         self._set_table(CT)
 
     @classmethod
-    def from_stats(cls, S, tau):
+    def from_stats(cls, S, tau, n_threads=1):
         """Parameters of lambda = tau + max(S, 0) without a K x V temporary."""
         self = cls.__new__(cls)
         self._lam = None
         self._S, self._tau = S, float(tau)
+        self._n_threads = n_threads
         self._set_table(self._table_by_rows(*S.shape))
         return self
 
     def _table_by_rows(self, K, V):
         """The (V, K) table of E[log phi], from lambda by blocks of topics."""
         CT = np.empty((V, K))
-        for a, b in _row_blocks(K, V):
+
+        def block(ab):
+            a, b = ab
             lam = self.lam_rows(a, b)
             psi(lam.T, out=CT[:, a:b])
             CT[:, a:b] -= psi(lam.sum(axis=1))[None, :]
+
+        map_blocks(block, _row_blocks(K, V), self._n_threads)
         return CT
 
     def _set_table(self, CT):
@@ -144,10 +153,11 @@ class _CountParams(_LDAParams):
     """
 
     @classmethod
-    def from_stats(cls, S, tau):
+    def from_stats(cls, S, tau, n_threads=1):
         self = cls.__new__(cls)
         self._lam = None
         self._S, self._tau = S, float(tau)
+        self._n_threads = n_threads
         self._tables = None
         self._lamsum = None
         return self
@@ -181,10 +191,14 @@ class _CountParams(_LDAParams):
                 self._lamsum = self._lam.sum(axis=1)
             else:
                 self._lamsum = np.empty(K)
-                for a, b in _row_blocks(K, V):
+
+                def block(ab):
+                    a, b = ab
                     rows = self._S[a:b]
                     rows = rows.toarray() if sp.issparse(rows) else rows
                     self._lamsum[a:b] = np.maximum(rows, 0.0).sum(axis=1) + V * self._tau
+
+                map_blocks(block, _row_blocks(K, V), self._n_threads)
         return self._lamsum
 
     def log_weights(self, cols, exclude=None, mean=False):
@@ -308,7 +322,7 @@ class _LDAModel(VariationalModel):
 
     def global_step(self, stats):
         # lambda = tau + max(S, 0), E[log phi] built by blocks of topics from S
-        return _LDAParams.from_stats(stats["S"], self.tau)
+        return _LDAParams.from_stats(stats["S"], self.tau, self.n_threads)
 
     def initial_params(self, init_stats):
         # the first pass only reads the table: do not keep the initial statistics alive
@@ -329,19 +343,26 @@ class _LDAModel(VariationalModel):
         tau = self.tau
         S = stats["S"]
         cdir_prior = gammaln(V * tau) - V * gammaln(tau)
-        # by blocks of topics: no K x V temporaries
-        data = glob_lin = 0.0
+        # by blocks of topics (no K x V temporaries), on the model's threads; the blocks' sums
+        # are added in block order, as one thread adds them
         lg = np.empty(K)
         lsum = np.empty(K)
-        for a, b in _row_blocks(K, V):
+
+        def block(ab):
+            a, b = ab
             Sa = S[a:b].toarray() if sp.issparse(S) else S[a:b]
             lam = params.lam_rows(a, b)
-            data += float(np.sum(Sa * El[a:b]))
+            data = float(np.sum(Sa * El[a:b]))
             lsum[a:b] = lam.sum(axis=1)
             lg[a:b] = gammaln(lam).sum(axis=1)
             lam *= -1.0
             lam += tau
-            glob_lin += float(np.sum(lam * El[a:b]))
+            return data, float(np.sum(lam * El[a:b]))
+
+        data = glob_lin = 0.0
+        for d, g in map_blocks(block, _row_blocks(K, V), self.n_threads):
+            data += d
+            glob_lin += g
         cdir_post = gammaln(lsum) - lg
         glob = K * cdir_prior - float(cdir_post.sum()) + glob_lin
         return float(stats["elbo_local"]) + data + glob
@@ -542,9 +563,9 @@ class _GibbsLDAModel(_LDAModel):
     def global_step(self, stats):
         if isinstance(stats, LazyTopicStats):
             return LazyParams(stats, self.tau)
-        return _CountParams.from_stats(stats["S"], self.tau)
+        return _CountParams.from_stats(stats["S"], self.tau, self.n_threads)
 
     def initial_params(self, init_stats):
         # the statistics are kept instead of the E[log phi] table they would give (the same
         # size): the sampler reads the columns of a batch's word types from them
-        return _CountParams.from_stats(init_stats["S"], self.tau)
+        return _CountParams.from_stats(init_stats["S"], self.tau, self.n_threads)

@@ -3,6 +3,7 @@
 
 import functools
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from threadpoolctl import ThreadpoolController
@@ -106,3 +107,18 @@ def threads_for_work(n_threads, work, min_work, *, scale=True, cap_explicit=True
     if scale:
         return max(1, min(n, int(work) // int(min_work)))
     return 1 if work < min_work else n
+
+
+def map_blocks(fn, blocks, n_threads=1):
+    """``[fn(b) for b in blocks]``, on up to ``effective_n_threads(n_threads)`` Python threads.
+
+    For numpy work that releases the GIL (ufuncs such as ``scipy.special.psi`` and
+    ``gammaln``, reductions) over independent blocks of an array: each block's result is what
+    the serial loop computes, in the same order, so the threads change no bit of it.
+    """
+    blocks = list(blocks)
+    n = min(effective_n_threads(n_threads), len(blocks))
+    if n <= 1:
+        return [fn(b) for b in blocks]
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        return list(pool.map(fn, blocks))
