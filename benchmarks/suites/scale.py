@@ -81,10 +81,12 @@ QUICK["patches"] = dict(
     max_passes=3, cpu_budget_s=[30], sklearn_K=20, sklearn_start=2000)
 FULL["corpus100m"] = dict(
     corpus="imdb", min_tokens=100_000_000, threads=[1, 2],
-    models={"sem": dict(K=1000, passes=2), "sparselda": dict(K=400, passes=2, n_batches=10)})
+    models={"sem": dict(K=1000, passes=2), "sparselda": dict(K=400, passes=2, n_batches=10)},
+    dask=dict(model="sem", workers=[1, 2], partitions=8))
 QUICK["corpus100m"] = dict(
     corpus="20newsgroups", min_tokens=3_000_000, threads=[1, 2],
-    models={"sem": dict(K=50, passes=2), "sparselda": dict(K=20, passes=2, n_batches=4)})
+    models={"sem": dict(K=50, passes=2), "sparselda": dict(K=20, passes=2, n_batches=4)},
+    dask=dict(model="sem", workers=[1, 2], partitions=4))
 
 
 def _corpus(name):
@@ -382,6 +384,8 @@ def _child_corpus(cfg):
     def mark(info):
         marks.append((time.process_time(), time.perf_counter()))
 
+    if cfg.get("workers"):
+        return _child_corpus_dask(cfg, mark, marks)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if cfg["model"] == "corpus-sem":
@@ -409,6 +413,45 @@ def _child_corpus(cfg):
                tokens_per_s=cfg["n_tokens"] / last_wall))
 
 
+def _child_corpus_dask(cfg, mark, marks):
+    """StochasticEMLDA on a Dask ``LocalCluster`` of ``workers`` single-threaded worker
+    processes: the docword file loaded on the client, cut into ``partitions`` row blocks and
+    persisted on the workers before the clock starts; the time of every pass."""
+    import warnings
+
+    import dask.array as da
+    import scipy.sparse as sp
+    from distributed import Client, LocalCluster, wait
+
+    from sparseclust import StochasticEMLDA
+    from sparseclust.datasets import stream_uci_bow
+
+    X = sp.vstack(list(stream_uci_bow(cfg["docword"], batch_size=50000)), format="csr")
+    edges = np.linspace(0, X.shape[0], cfg["partitions"] + 1).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with LocalCluster(n_workers=cfg["workers"], threads_per_worker=1, processes=True,
+                          dashboard_address=None, memory_limit=0) as cluster, \
+                Client(cluster) as client:
+            Xd = da.concatenate([da.from_array(X[a:b], chunks=(b - a, X.shape[1]),
+                                               asarray=False)
+                                 for a, b in zip(edges[:-1], edges[1:], strict=True)])
+            del X
+            Xd = Xd.persist()
+            wait(Xd)
+            est = StochasticEMLDA(n_components=cfg["K"], max_iter=cfg["passes"], tol=0,
+                                  random_state=0, n_threads=1)
+            c0, w0 = time.process_time(), time.perf_counter()
+            est.fit(Xd, callback=mark)
+            cpu, wall = time.process_time() - c0, time.perf_counter() - w0
+            rss = sum(w["metrics"]["memory"] for w in
+                      client.scheduler_info()["workers"].values()) / 2**20
+    prev = marks[-2] if len(marks) > 1 else (c0, w0)
+    last_wall = marks[-1][1] - prev[1]
+    _emit(dict(client_cpu_s=cpu, wall_s=wall, passes=len(marks), last_pass_wall_s=last_wall,
+               workers_rss_mb=rss, tokens_per_s=cfg["n_tokens"] / last_wall))
+
+
 def _run_corpus100m(params, log):
     info = _repeated_corpus(params, log)
     records = []
@@ -422,6 +465,19 @@ def _run_corpus100m(params, log):
                 rec["model"] = model
                 log(f"  {model} {size} ({n_tokens / 1e6:.1f}M tokens) threads={threads}: "
                     f"{rec['tokens_per_s'] / 1e6:.3f}M tokens/s, peak {rec['peak_rss_mb']:.0f} MB")
+                records.append(rec)
+    dk = params.get("dask")
+    if dk:
+        for size in ("quarter", "full"):
+            path, n_docs, nnz, n_tokens = info["files"][size]
+            for workers in dk["workers"]:
+                cfg = dict(model=f"corpus-{dk['model']}", docword=path, n_docs=n_docs,
+                           n_tokens=n_tokens, threads=1, workers=workers,
+                           partitions=dk["partitions"], **params["models"][dk["model"]])
+                rec = {**cfg, **_run_child(cfg), "size": size, "nnz": nnz}
+                rec["model"] = f"{dk['model']}-dask"
+                log(f"  {dk['model']} on Dask, {size} ({n_tokens / 1e6:.1f}M tokens) "
+                    f"workers={workers}: {rec['tokens_per_s'] / 1e6:.3f}M tokens/s")
                 records.append(rec)
     return {"data": f"{params['corpus']} counts repeated {info['copies']} times "
                     f"({info['tokens_per_copy'] / 1e6:.2f}M tokens each), documents "
@@ -577,7 +633,10 @@ def _corpus_table(r):
              "| model | K | documents | tokens | threads | M tokens/s (last pass) | "
              "M tokens per CPU s (last pass) | peak RSS MB | RSS before training MB | "
              "peak RSS bytes per token |", "|---|---|---|---|---|---|---|---|---|---|"]
+    dask = [x for x in r["records"] if x["model"].endswith("-dask")]
     for x in r["records"]:
+        if x in dask:
+            continue
         name = {"sem": "StochasticEMLDA (in memory)",
                 "sparselda": "SparseLDA (memoized, streamed from disk)"}[x["model"]]
         lines.append(f"| {name} | {x['K']} | {x['n_docs']:,} | {x['n_tokens']:,.0f} | "
@@ -585,6 +644,18 @@ def _corpus_table(r):
                      f"{x['n_tokens'] / x['last_pass_cpu_s'] / 1e6:.3f} | "
                      f"{x['peak_rss_mb']:.0f} | {x['base_rss_mb']:.0f} | "
                      f"{x['peak_rss_mb'] * 2**20 / x['n_tokens']:.1f} |")
+    if dask:
+        lines += ["", "StochasticEMLDA on a Dask `LocalCluster` of single-threaded worker "
+                  "processes (the same machine), the corpus persisted on the workers in "
+                  f"{dask[0]['partitions']} row blocks:", "",
+                  "| K | documents | tokens | workers | M tokens/s (last pass) | × one worker | "
+                  "workers' RSS after the fit MB |", "|---|---|---|---|---|---|---|"]
+        for x in dask:
+            one = next((y for y in dask if y["size"] == x["size"] and y["workers"] == 1), None)
+            ratio = x["tokens_per_s"] / one["tokens_per_s"] if one else None
+            lines.append(f"| {x['K']} | {x['n_docs']:,} | {x['n_tokens']:,.0f} | "
+                         f"{x['workers']} | {x['tokens_per_s'] / 1e6:.3f} | {fmt(ratio)} | "
+                         f"{x['workers_rss_mb']:.0f} |")
     return lines + [""]
 
 
@@ -658,6 +729,17 @@ def _corpus_headline(r):
                 figure=f"{big['tokens_per_s'] / 1e6:.2f} M/s; {big['peak_rss_mb']:.0f} MB",
                 ratio=f"× {big['tokens_per_s'] / small['tokens_per_s']:.2f}; "
                       f"RSS × {big['peak_rss_mb'] / small['peak_rss_mb']:.2f}"))
+    xs = {x["workers"]: x for x in r["records"]
+          if x["model"] == "sem-dask" and x["size"] == "full"}
+    if 1 in xs and 2 in xs:
+        rows.append(dict(
+            ours=f"StochasticEMLDA, K = {xs[2]['K']}, Dask, 2 single-threaded workers",
+            peer="the same, 1 worker",
+            data=f"{r['parameters']['corpus']} ×{r['copies']} (a repetition), "
+                 f"{xs[2]['n_tokens'] / 1e6:.0f}M tokens",
+            metric="tokens per second",
+            figure=f"{xs[2]['tokens_per_s'] / 1e6:.2f} M/s",
+            ratio=f"× {xs[2]['tokens_per_s'] / xs[1]['tokens_per_s']:.2f}"))
     return rows
 
 
