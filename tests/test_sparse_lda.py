@@ -574,6 +574,30 @@ def test_kl_kmeans_recovers_separated_document_clusters():
         np.testing.assert_allclose(counts[k], X[labels == k].sum(axis=0))
 
 
+def test_kmeans_start_on_threads_changes_no_bit(monkeypatch):
+    # the k-means++ seeds and the k-means clusters take the products with the documents by
+    # blocks of documents on threads: from 64 documents here, whatever the work
+    from sparseclust.topics import _lda_init
+
+    rng = np.random.default_rng(3)
+    X = sp.csr_array(rng.poisson(0.3, size=(700, 90)).astype(float))
+    B = rng.random((7, 90)).T  # a transposed view, as the callers pass
+    monkeypatch.setattr(_lda_init, "_PRODUCT_MIN_ROWS", 64)
+    monkeypatch.setattr(_lda_init, "_PRODUCT_MIN_WORK", 0)
+    for t in (2, 3):
+        np.testing.assert_array_equal(_lda_init._product(X, B, t), X @ B)
+    runs = []
+    for t in (1, 2, 3):
+        seeds = _lda_init._kl_kmeanspp_seeds(X, 12, 0.1, np.random.RandomState(0), t)
+        runs.append((seeds, _lda_init._kl_kmeans(X, seeds, 0.1, 20, t)))
+    for seeds, counts in runs[1:]:
+        np.testing.assert_array_equal(seeds, runs[0][0])
+        np.testing.assert_array_equal(counts, runs[0][1])
+    a, b = (SparseLDA(n_components=6, max_iter=2, random_state=0, n_threads=t).fit(X)
+            for t in (1, 2))
+    assert np.array_equal(a.components_, b.components_)
+
+
 def test_init_array_is_a_warm_start():
     # initial counts S = the planted topics times their token counts: lambda = tau + S, and
     # training from there keeps the planted topics in their order

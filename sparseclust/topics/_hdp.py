@@ -361,8 +361,8 @@ class HDPTopicModel(TopicModelBase):
         else:
             X = sp.csr_array(X, dtype=np.float64)
             tau = float(self.topic_word_prior)
-            seeds = _kl_kmeanspp_seeds(X, min(K, X.shape[0]), tau, rng)
-            S = _kl_kmeans(X, seeds, tau, _KMEANS_ITERS)
+            seeds = _kl_kmeanspp_seeds(X, min(K, X.shape[0]), tau, rng, self.n_threads)
+            S = _kl_kmeans(X, seeds, tau, _KMEANS_ITERS, self.n_threads)
             if S.shape[0] < K:  # fewer documents than topics: the rest start empty
                 S = np.vstack([S, np.zeros((K - S.shape[0], V))])
         S = S[np.argsort(-S.sum(axis=1), kind="stable")]

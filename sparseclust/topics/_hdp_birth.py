@@ -120,8 +120,8 @@ def fresh_topics(Xt, J, tau, V, alpha, rng, n_iter, L, n_threads):
     alpha / J and lambda = tau + S. None when fewer than two topics keep a token."""
 
     n_cols = Xt.shape[1]
-    seeds = _kl_kmeanspp_seeds(Xt, J, tau, rng)
-    S = _kl_kmeans(Xt, seeds, tau, _KMEANS_ITERS)
+    seeds = _kl_kmeanspp_seeds(Xt, J, tau, rng, n_threads)
+    S = _kl_kmeans(Xt, seeds, tau, _KMEANS_ITERS, n_threads)
     outside = tau * (V - n_cols)
     for _ in range(n_iter):
         lam = tau + S

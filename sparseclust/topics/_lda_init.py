@@ -9,13 +9,47 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import clone
 
+from ..utils._threads import effective_n_threads, map_blocks
+
 __all__ = ["init_counts_from_estimator"]
 
 #: Bregman k-means iterations after the k-means++ seeding of init='kmeans++'
 _KMEANS_ITERS = 20
 
+#: products of fewer documents, or of fewer entries times columns, run on one thread in
+#: :func:`_product` (where handing blocks to threads costs more than it saves)
+_PRODUCT_MIN_ROWS = 4096
+_PRODUCT_MIN_WORK = 1 << 25
 
-def _kl_kmeanspp_seeds(X, K, tau, rng):
+
+def _product(X, B, n_threads=1):
+    """``X @ B`` of the CSR counts X (D, V) and a dense B (V, m), as a (D, m) array, by
+    blocks of documents with equal numbers of entries, one per thread of ``n_threads`` (the
+    sparse product releases the GIL). Each row is the sum the whole product forms, in the
+    same order: the threads change no bit."""
+    X = sp.csr_array(X)
+    B = np.ascontiguousarray(B)
+    D = X.shape[0]
+    n = min(effective_n_threads(n_threads), D // (_PRODUCT_MIN_ROWS // 2))
+    if n <= 1 or X.nnz * B.shape[1] < _PRODUCT_MIN_WORK:
+        return np.asarray(X @ B)
+    out = np.empty((D, B.shape[1]))
+    edges = np.searchsorted(X.indptr, np.linspace(0, X.indptr[-1], n + 1), side="right") - 1
+    edges[0], edges[-1] = 0, D
+
+    def block(ab):
+        a, b = ab
+        s, e = X.indptr[a], X.indptr[b]
+        # the block's rows as views of X's arrays (slicing would copy them)
+        rows = sp.csr_array((X.data[s:e], X.indices[s:e], X.indptr[a:b + 1] - s),
+                            shape=(b - a, X.shape[1]), copy=False)
+        out[a:b] = rows @ B
+
+    map_blocks(block, zip(edges[:-1], edges[1:], strict=True), n)
+    return out
+
+
+def _kl_kmeanspp_seeds(X, K, tau, rng, n_threads=1):
     """Bregman (KL) k-means++ seeding on documents (Hughes & Sudderth 2016, Sec. 6).
 
     Documents are seeds; the first is uniform, each next one is drawn with probability
@@ -23,7 +57,8 @@ def _kl_kmeanspp_seeds(X, K, tau, rng):
     (N_d + V tau) is the smoothed word distribution of document d (and q_j that of seed j).
     As in greedy k-means++ (Arthur & Vassilvitskii 2007), 2 + floor(log K) candidates are drawn
     at each step and the one that most reduces sum_d min_j KL(p_d || q_j) is kept.
-    Returns the seed indices.
+    Returns the seed indices. The products with the documents run on ``n_threads`` threads
+    (the same seeds on any number).
     """
     D, V = X.shape
     Nd = np.asarray(X.sum(axis=1)).ravel()
@@ -39,7 +74,7 @@ def _kl_kmeanspp_seeds(X, K, tau, rng):
         q = np.full((len(cands), V), tau)
         q += X[cands].toarray()
         logq = np.log(q / q.sum(axis=1, keepdims=True))
-        cross = (np.asarray(X @ logq.T) + tau * logq.sum(axis=1)[None, :]) / Z[:, None]
+        cross = (_product(X, logq.T, n_threads) + tau * logq.sum(axis=1)[None, :]) / Z[:, None]
         return np.maximum(negent[:, None] - cross, 0.0)  # (D, n_cands)
 
     n_trials = 2 + int(np.log(K))
@@ -58,7 +93,7 @@ def _kl_kmeanspp_seeds(X, K, tau, rng):
     return np.asarray(seeds)
 
 
-def _kl_kmeans(X, seeds, tau, n_iter):
+def _kl_kmeans(X, seeds, tau, n_iter, n_threads=1):
     """Bregman (KL) k-means from seed documents: returns (K, V) cluster word counts.
 
     The centers are smoothed word distributions mu_k = (c_k + tau) / (C_k + V tau) of the
@@ -71,13 +106,16 @@ def _kl_kmeans(X, seeds, tau, n_iter):
     typical document length, a smoothed p_d is mostly prior mass, the assignment is then
     decided by sum_v log mu_kv (a property of the center alone, not of the document) and
     the iteration piles most documents into a few broad clusters.
+
+    The assignments' products with the documents run on ``n_threads`` threads (the same
+    clusters on any number).
     """
     D, V = X.shape
     counts = X[seeds].toarray()
     z_old = None
     for _ in range(n_iter):
         logmu = np.log(counts + tau) - np.log((counts + tau).sum(axis=1, keepdims=True))
-        z = np.argmax(np.asarray(X @ logmu.T), axis=1)
+        z = np.argmax(_product(X, logmu.T, n_threads), axis=1)
         if z_old is not None and np.array_equal(z, z_old):
             break
         R = sp.csr_array((np.ones(D), (z, np.arange(D))), shape=(counts.shape[0], D))

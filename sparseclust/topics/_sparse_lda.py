@@ -460,8 +460,8 @@ class SparseLDA(TopicModelBase):
         else:
             X = sp.csr_array(X, dtype=np.float64)
             tau = float(self.topic_word_prior)
-            seeds = _kl_kmeanspp_seeds(X, K, tau, rng)
-            S = _kl_kmeans(X, seeds, tau, _KMEANS_ITERS)
+            seeds = _kl_kmeanspp_seeds(X, K, tau, rng, self.n_threads)
+            S = _kl_kmeans(X, seeds, tau, _KMEANS_ITERS, self.n_threads)
         return SuffStats(S=np.ascontiguousarray(S, dtype=np.float64), elbo_local=0.0)
 
     def _set_topics(self, params, release=False):
