@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import gammaln
 
-from .._kernels import _rao_blackwell, _sampler, _sem_tables, _tokens
+from .._kernels import _gibbs_tables, _rao_blackwell, _sampler, _sem_tables, _tokens
 from ..utils._progress import Progress
 from ..utils._threads import threads_for_work
 
@@ -369,10 +369,17 @@ def init_partition(part, offset, seed, K, n_threads):
     z = np.empty(N, dtype=_z_dtype(K))
     nt = threads_for_work(n_threads, N, _MIN_WORK_PER_THREAD)
     _tokens.random_assign(lay.tokptr, z, keys, seed, K, nt)
-    W = np.zeros((V, K), np.int32)
-    _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, nt)
     totals = np.bincount(lay.indices, weights=lay.cnt, minlength=V).astype(np.int64)
-    return z, (sp.csr_array(W, dtype=np.int64), totals, N)
+    return z, (_sparse_counts(lay, z, V, K, nt), totals, N)
+
+
+def _sparse_counts(lay, z, V, K, n_threads):
+    """The word-topic counts (V, K) of the assignments z of a token layout, as a sparse int64
+    array built word by word from the tokens: no dense V x K array to fill and convert (for a
+    partition of a large vocabulary that cost more than its sweep)."""
+    jptr, topics, counts = _gibbs_tables.count_word_topics(
+        lay.indices, lay.cnt, z.astype(np.int32)[None, :], V, K, n_threads)
+    return sp.csr_array((counts.astype(np.int64), topics, jptr), shape=(V, K))
 
 
 def sweep_partition(part, z, offset, W, word_totals, sampler_args, beta, seed, sweep):
@@ -386,10 +393,11 @@ def sweep_partition(part, z, offset, W, word_totals, sampler_args, beta, seed, s
     smp.build_tables()
     keys = np.arange(offset, offset + D, dtype=np.uint64)
     z = z.copy()  # the previous assignments stay valid (Dask may recompute from them)
-    Wout = np.zeros_like(W)
     ll_doc = np.zeros(D)
-    changed = smp.sweep(lay, z, keys, seed, sweep, Wout=Wout, ll_doc=ll_doc)
-    return z, (sp.csr_array(Wout, dtype=np.int64), float(ll_doc.sum()), int(changed))
+    changed = smp.sweep(lay, z, keys, seed, sweep, ll_doc=ll_doc)
+    counts = _sparse_counts(lay, z, V, W.shape[1],
+                            threads_for_work(smp.n_threads, z.size, _MIN_WORK_PER_THREAD))
+    return z, (counts, float(ll_doc.sum()), int(changed))
 
 
 def rao_blackwell_partition(part, z, W, beta, alpha, n_threads):
