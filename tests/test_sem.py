@@ -122,6 +122,26 @@ def test_log_joint_rises_and_trace_entries():
     assert np.isfinite(ll).all()
 
 
+@pytest.mark.parametrize("dense", [False, True])
+def test_topic_log_joint_without_tables_matches_numpy(dense):
+    # the Dask client's log p(x | z, beta), computed without the sampler's tables, against the
+    # numpy formula and the value the table build returns; counts above the kernels' log-gamma
+    # lookup tables (4096) included
+    rng = np.random.default_rng(1)
+    V, K, beta = 30, 7, 0.1
+    W = rng.integers(0, 4, (V, K)).astype(np.int32) * (rng.random((V, K)) < 0.4)
+    W[0, 0], W[3, 5] = 9000, 5000
+    W = np.ascontiguousarray(W, dtype=np.int32)
+    smp = _sem_sampler._Sampler(V, K, 0.5, dense, 1)
+    got = smp.topic_log_joint(W, beta)
+    T = W.sum(axis=0)
+    ref = (K * gammaln(V * beta) - gammaln(T + V * beta).sum()
+           + (gammaln(W + beta) - gammaln(beta)).sum())
+    np.testing.assert_allclose(got, ref, rtol=1e-12)
+    assert smp.counts is None  # no weights or tables were built
+    assert got == smp.set_weights_from_counts(W, beta)
+
+
 @pytest.mark.kernels
 @pytest.mark.parametrize("big", [False, True])
 def test_log_joint_matches_numpy_formula(big):

@@ -95,9 +95,8 @@ def fit_sem(est, X, callback):
     t_start = time.perf_counter()
     zs, W_fut, (word_totals, N) = _sem_round(
         runner, init_partition, [(int(o),) for o in offsets], (seed, K, n_threads))
-    W = runner.value(W_fut)
+    # the client computes the log joint only: the workers sample
     smp = est._new_sampler(V)
-    smp.set_weights_from_counts(W, beta, word_totals)
     sampler_args = est._sampler_args(n_threads)
     state = {"zs": zs, "W": W_fut}
 
@@ -108,7 +107,7 @@ def fit_sem(est, X, callback):
             (state["W"], word_totals, sampler_args, beta, seed, it))
         W = runner.value(state["W"])
         state["W_local"] = W
-        return W, smp.set_weights_from_counts(W, beta, word_totals) + float(ll_docs), changed
+        return W, smp.topic_log_joint(W, beta) + float(ll_docs), changed
 
     def estimate(final=False):
         import dask

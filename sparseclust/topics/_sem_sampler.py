@@ -121,9 +121,20 @@ class _Sampler:
             Qs = _sem_tables.build_word_tables(W, inv_tot, beta, self.alpha, wptr, wlen, wtop,
                                                wprob, walias, Qw, sprob, salias, word_ll, nt)
             self.counts = (W, inv_tot, float(beta), tables, Qs)
-        K = self.K
-        return float(K * gammaln(self.V * beta) - gammaln(T + self.V * beta).sum()
+        return self._topic_log_joint(T, word_ll, beta)
+
+    def _topic_log_joint(self, T, word_ll, beta):
+        return float(self.K * gammaln(self.V * beta) - gammaln(T + self.V * beta).sum()
                      + word_ll.sum())
+
+    def topic_log_joint(self, W, beta):
+        """log p(x | z, beta) of integer counts W (V, K), the value
+        :meth:`set_weights_from_counts` returns, without building weights or tables (for a
+        caller that does not sample)."""
+        word_ll = np.empty(self.V)
+        _sem_tables.word_loglik(W, beta, word_ll,
+                                threads_for_work(self.n_threads, W.size, _MIN_WORK_PER_THREAD))
+        return self._topic_log_joint(W.sum(axis=0, dtype=np.int64), word_ll, beta)
 
     def _word_tables(self, slots):
         """Buffers of the per-word sparse tables with ``slots[v]`` entries for word v (reused
