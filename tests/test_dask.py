@@ -7,6 +7,7 @@ the same topics), a sequence of partial_fit calls on the same minibatches, and t
 itself (tokens in the statistics after a worker is lost).
 """
 
+import importlib
 import os
 import signal
 import subprocess
@@ -206,6 +207,27 @@ def test_stochastic_equals_partial_fit_on_same_minibatches(client, corpus):
     assert got.n_batch_iter_ == ref.n_batch_iter_ == 4
     np.testing.assert_allclose(got.components_, ref.components_, rtol=1e-9, atol=1e-8)
     np.testing.assert_allclose(got.lower_bound_, ref.lower_bound_, rtol=1e-11)
+
+
+# a lambda, so that it is sent by value to the workers (this module is not importable there)
+_holds_sweep_sampler = (  # noqa: E731
+    lambda: importlib.import_module("sparseclust.topics._sem_sampler")
+    ._SWEEP_SAMPLER["sampler"] is not None)
+
+
+def test_sem_workers_share_and_release_the_sweep_tables(client, corpus):
+    # each worker builds the sampler of a sweep's counts once for its partitions and keeps
+    # it between the sweep and the next; the fit's end drops it on every worker
+    _, blocks, _ = corpus
+    seen = []
+
+    def callback(info):
+        seen.append(client.run(_holds_sweep_sampler))
+
+    _fit(StochasticEMLDA(n_components=K, max_iter=3, tol=0, random_state=0),
+         _darray(blocks), callback=callback)
+    assert len(seen) == 3 and all(all(s.values()) for s in seen)
+    assert not any(client.run(_holds_sweep_sampler).values())
 
 
 def test_sem_equals_in_process(client, corpus):

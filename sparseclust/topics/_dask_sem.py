@@ -15,6 +15,7 @@ from ._sem_sampler import (
     _seed,
     init_partition,
     rao_blackwell_partition,
+    release_sweep_sampler,
     run_sweeps,
     sweep_partition,
 )
@@ -72,11 +73,13 @@ def fit_sem(est, X, callback):
 
     The token assignments z of a partition stay on its worker (the output of its last sweep
     task); a sweep maps over the partitions with the whole-data word-topic counts W
-    broadcast, the new counts of every partition are summed by a tree of tasks and W is
-    replaced on the client. Documents keep the random streams of the in-process fit (keyed
-    by their row in the whole collection), so the assignments and the counts equal the
-    in-process fit's exactly; the log joint and the Rao-Blackwellized topics (summed over the
-    partitions in another order) equal it to floating-point rounding.
+    broadcast (each worker builds the sampler's tables of W once per sweep, for all its
+    partitions, and drops them when the fit ends), the new counts of every partition are
+    summed by a tree of tasks and W is replaced on the client. Documents keep the random
+    streams of the in-process fit (keyed by their row in the whole collection), so the
+    assignments and the counts equal the in-process fit's exactly; the log joint and the
+    Rao-Blackwellized topics (summed over the partitions in another order) equal it to
+    floating-point rounding.
     """
     import time
 
@@ -130,6 +133,12 @@ def fit_sem(est, X, callback):
             state.clear()
         return W
 
-    return run_sweeps(est, sweep, n_tokens=N, n_docs=D, rng=rng,
-                      elapsed=time.perf_counter() - t_start, callback=callback,
-                      estimate=estimate)
+    try:
+        return run_sweeps(est, sweep, n_tokens=N, n_docs=D, rng=rng,
+                          elapsed=time.perf_counter() - t_start, callback=callback,
+                          estimate=estimate)
+    finally:
+        # the workers' shared sweep samplers hold the last counts and their tables
+        if runner.client is not None:
+            runner.client.run(release_sweep_sampler)
+        release_sweep_sampler()

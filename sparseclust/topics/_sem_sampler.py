@@ -7,6 +7,7 @@ Gibbs local step (:mod:`sparseclust.topics._gibbs`) and the fit on Dask collecti
 (:mod:`sparseclust.topics._dask_sem`), which import it; it imports none of them.
 """
 
+import threading
 import time
 from collections import namedtuple
 
@@ -393,15 +394,42 @@ def _sparse_counts(lay, z, V, K, n_threads):
     return sp.csr_array((counts.astype(np.int64), topics, jptr), shape=(V, K))
 
 
+#: the sampler of the latest whole-data counts W in this process (a Dask worker): its
+#: weights and word tables are built once per sweep for every partition the worker sweeps
+_SWEEP_SAMPLER = {"key": None, "sampler": None}
+_SWEEP_SAMPLER_LOCK = threading.Lock()
+
+
+def _sweep_sampler(W, word_totals, sampler_args, beta):
+    """The sampler of the counts W for :func:`sweep_partition`, built by the first partition
+    of a sweep that this process runs and shared by the others (the sweep reads its tables
+    and W only, so threads may share it). It keeps W and the tables until the next sweep's
+    counts replace them or :func:`release_sweep_sampler` drops them."""
+    key = (id(W), tuple(sampler_args), float(beta))
+    with _SWEEP_SAMPLER_LOCK:
+        smp = _SWEEP_SAMPLER["sampler"]
+        # the cached sampler holds W, so a live W with this id is the same array
+        if _SWEEP_SAMPLER["key"] != key or smp is None or smp.counts[0] is not W:
+            _SWEEP_SAMPLER["key"] = _SWEEP_SAMPLER["sampler"] = None
+            smp = _Sampler(W.shape[0], *sampler_args)
+            smp.set_weights_from_counts(W, beta, word_totals)
+            _SWEEP_SAMPLER["key"], _SWEEP_SAMPLER["sampler"] = key, smp
+        return smp
+
+
+def release_sweep_sampler():
+    """Drop this process's shared sweep sampler (run on every worker when a fit ends)."""
+    with _SWEEP_SAMPLER_LOCK:
+        _SWEEP_SAMPLER["key"] = _SWEEP_SAMPLER["sampler"] = None
+
+
 def sweep_partition(part, z, offset, W, word_totals, sampler_args, beta, seed, sweep):
     """One stochastic-EM sweep of one partition reading the whole-data counts W: returns
     (new z, (new word-topic counts as sparse int64, log-likelihood of its documents, tokens
     that changed topic))."""
     D, V = part.shape
     lay = token_layout(part)
-    smp = _Sampler(V, *sampler_args)
-    smp.set_weights_from_counts(W, beta, word_totals)
-    smp.build_tables()
+    smp = _sweep_sampler(W, word_totals, sampler_args, beta)
     keys = np.arange(offset, offset + D, dtype=np.uint64)
     z = z.copy()  # the previous assignments stay valid (Dask may recompute from them)
     ll_doc = np.zeros(D)
