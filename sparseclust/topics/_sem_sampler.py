@@ -405,11 +405,11 @@ def _sweep_sampler(W, word_totals, sampler_args, beta):
     of a sweep that this process runs and shared by the others (the sweep reads its tables
     and W only, so threads may share it). It keeps W and the tables until the next sweep's
     counts replace them or :func:`release_sweep_sampler` drops them."""
-    key = (id(W), tuple(sampler_args), float(beta))
+    key = (tuple(sampler_args), float(beta))
     with _SWEEP_SAMPLER_LOCK:
         smp = _SWEEP_SAMPLER["sampler"]
-        # the cached sampler holds W, so a live W with this id is the same array
-        if _SWEEP_SAMPLER["key"] != key or smp is None or smp.counts[0] is not W:
+        # the sampler holds the counts it was built from (``counts[0]``)
+        if smp is None or smp.counts[0] is not W or _SWEEP_SAMPLER["key"] != key:
             _SWEEP_SAMPLER["key"] = _SWEEP_SAMPLER["sampler"] = None
             smp = _Sampler(W.shape[0], *sampler_args)
             smp.set_weights_from_counts(W, beta, word_totals)
