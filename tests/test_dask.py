@@ -7,6 +7,7 @@ the same topics), a sequence of partial_fit calls on the same minibatches, and t
 itself (tokens in the statistics after a worker is lost).
 """
 
+import collections
 import importlib
 import os
 import signal
@@ -24,6 +25,7 @@ db = pytest.importorskip("dask.bag")
 distributed = pytest.importorskip("distributed")
 
 from sparseclust import HDPTopicModel, SparseLDA, StochasticEMLDA  # noqa: E402
+from sparseclust._dask._core import SPLIT_EVERY  # noqa: E402
 from sparseclust.datasets import CorpusStream, load_kos  # noqa: E402
 
 K = 6
@@ -230,6 +232,27 @@ def test_sem_workers_share_and_release_the_sweep_tables(client, corpus):
     assert not any(client.run(_holds_sweep_sampler).values())
 
 
+def test_partitions_spread_over_the_workers(client, corpus):
+    # a collection persisted on one worker: each partition gets a home worker balancing the
+    # tokens (the rounds' tasks of a partition run there), so both workers sweep; the fit is
+    # the in-process one
+    X, blocks, _ = corpus
+    w0, w1 = sorted(client.scheduler_info()["workers"])
+    Xd = client.persist(_darray(blocks), workers=[w0])
+    distributed.wait(Xd)
+    assert all(set(v) == {w0} for v in client.who_has(Xd).values())
+    kw = dict(n_components=K, max_iter=2, tol=0, random_state=5, init="random",
+              topic_estimate="sample")
+    with distributed.get_task_stream(client) as ts:
+        got = _fit(StochasticEMLDA(**kw), Xd)
+    ran = collections.Counter(t["worker"] for t in ts.data
+                              if str(t["key"]).startswith("sweep_partition"))
+    tokens = [float(b.sum()) for b in blocks]
+    assert max(tokens) < 1.2 * min(tokens)  # (so 2 of the 4 partitions each)
+    assert ran == {w0: 4, w1: 4}
+    np.testing.assert_array_equal(got.components_, StochasticEMLDA(**kw).fit(X).components_)
+
+
 def test_sem_equals_in_process(client, corpus):
     X, blocks, _ = corpus
     # (a fit on a Dask collection starts from uniform assignments: init='random' in-process)
@@ -257,6 +280,19 @@ def test_sem_equals_in_process(client, corpus):
             with pytest.raises(RuntimeError, match="during fit"):
                 keep["f"]()
     assert np.abs(rb_ref.components_ - ref.components_).max() > 0.1
+    # more partitions than one task of the reduction tree sums (a tree of two levels), and
+    # the callback's counts of every sweep
+    seen = {"ref": [], "got": []}
+    many = [X[i:i + 40] for i in range(0, N_DOCS, 40)]
+    assert len(many) > SPLIT_EVERY
+    for name, data in (("ref", X), ("got", _darray(many))):
+        StochasticEMLDA(**kw, topic_estimate="sample").fit(
+            data, callback=lambda i, name=name: seen[name].append(
+                i["word_topic_counts"].copy()))
+    assert len(seen["got"]) == kw["max_iter"]
+    for a, b in zip(seen["got"], seen["ref"], strict=True):
+        assert a.dtype == b.dtype == np.int32
+        np.testing.assert_array_equal(a, b)
     np.testing.assert_allclose([e["log_joint"] for e in got.trace_],
                                [e["log_joint"] for e in ref.trace_], rtol=1e-12)
     assert [e["changed"] for e in got.trace_] == [e["changed"] for e in ref.trace_]

@@ -126,6 +126,31 @@ def test_suffstats_in_place_updates_match_the_dense_arithmetic(index_dtype, dens
         SuffStats(S=np.zeros((2, 2))).add_(SuffStats(S=sp.csr_array((3, 2))))
 
 
+@pytest.mark.parametrize("index_dtype", [np.int32, np.int64])
+def test_integer_counts_added_into_int32(index_dtype):
+    # csr_add_counts (the Dask SEM fit's whole-data counts): the same integers as numpy's
+    # dense sum, duplicate columns in a row included; an entry past int32 raises
+    from sparseclust._kernels import _stats
+
+    rng = np.random.default_rng(5)
+    W = rng.integers(0, 50, (7, 5)).astype(np.int32)
+    rows = rng.integers(0, 7, 40)
+    cols = rng.integers(0, 5, 40)
+    vals = rng.integers(0, 1000, 40).astype(np.int64)
+    order = np.argsort(rows, kind="stable")
+    indptr = np.searchsorted(rows[order], np.arange(8)).astype(index_dtype)
+    ref = W.astype(np.int64)
+    np.add.at(ref, (rows, cols), vals)
+    _stats.csr_add_counts(W, indptr, cols[order].astype(index_dtype), vals[order])
+    np.testing.assert_array_equal(W, ref)
+    big = np.array([2**31 - 1 - int(W[0, 0]) + 1], np.int64)
+    one = np.array([0, 1] + [1] * 6, index_dtype)
+    with pytest.raises(OverflowError, match="int32"):
+        _stats.csr_add_counts(W, one, np.zeros(1, index_dtype), big)
+    with pytest.raises(ValueError, match="outside"):
+        _stats.csr_add_counts(W, one, np.full(1, 5, index_dtype), np.ones(1, np.int64))
+
+
 # ------------------------------------------------------------------------------- SparseLDA
 
 

@@ -189,16 +189,20 @@ def _sum(*items):
     return out
 
 
-def _tree(leaves, combine, split_every=SPLIT_EVERY):
-    """A tree of ``combine`` tasks over delayed ``leaves`` (``split_every`` children each)."""
+def _tree(leaves, combine, split_every=SPLIT_EVERY, root=None):
+    """A tree of ``combine`` tasks over delayed ``leaves`` (``split_every`` children each).
+    With ``root``, the last task is ``root`` over the top level's children (at most
+    ``split_every``; a single leaf too) in place of ``combine``."""
     import dask
 
     level = list(leaves)
-    while len(level) > 1:
+    while len(level) > (1 if root is None else split_every):
         level = [dask.delayed(combine, pure=False)(*level[i:i + split_every])
                  if len(level[i:i + split_every]) > 1 else level[i]
                  for i in range(0, len(level), split_every)]
-    return level[0]
+    if root is None:
+        return level[0]
+    return dask.delayed(root, pure=False)(*level)
 
 
 # ---------------------------------------------------------------------------------------
@@ -261,6 +265,54 @@ class _Runner:
             warnings.filterwarnings("ignore", message=".*large graph.*")
             return self.client.gather(self.client.compute(list(objs)))
 
+    def task(self, i, fn, *args):
+        """The delayed ``fn(part_i, *args)``, on partition ``i``'s home worker."""
+        import dask
+
+        with self._at_home(i):
+            return dask.delayed(fn, pure=False)(self.parts[i], *args)
+
+    def _at_home(self, i):
+        """A context in which the tasks of partition ``i`` are created to run on its home
+        worker (:meth:`_place`; a loose restriction: another worker may run them if that one
+        is lost). Without it the scheduler places a round's tasks near their largest input,
+        the broadcast model, and one worker runs most partitions while the other waits."""
+        import contextlib
+
+        import dask
+
+        if self.client is None:
+            return contextlib.nullcontext()
+        if getattr(self, "_homes", None) is None:
+            self._homes = self._place()
+        home = self._homes[i]
+        if home is None:
+            return contextlib.nullcontext()
+        return dask.annotate(workers=[home], allow_other_workers=True)
+
+    def _place(self):
+        """A home worker for every partition, balancing the tokens per worker thread: the
+        partitions, largest first, stay on a worker that holds them while its share allows
+        (its threads' part of all tokens, one partition over), and otherwise go to the worker
+        of least tokens per thread (Dask copies such a partition there once)."""
+        threads = {a: max(int(w.get("nthreads", 1)), 1)
+                   for a, w in self.client.scheduler_info()["workers"].items()}
+        if not threads:
+            return [None] * len(self.parts)
+        who = self.client.who_has(self.parts)
+        total, n_threads = float(self.tokens.sum()), sum(threads.values())
+        load = dict.fromkeys(sorted(threads), 0.0)
+        homes = [None] * len(self.parts)
+        for i in np.argsort(-self.tokens, kind="stable"):
+            t = float(self.tokens[i])
+            held = [a for a in sorted(who.get(self.parts[i].key, ())) if a in load]
+            fits = [a for a in held if load[a] + t <= total * threads[a] / n_threads + t / 2]
+            home = (min(fits, key=lambda a: load[a] / threads[a]) if fits
+                    else min(load, key=lambda a: (load[a] + t) / threads[a]))
+            load[home] += t
+            homes[i] = home
+        return homes
+
     def value(self, x):
         """``x`` on the client: the result of a future, or ``x`` itself without a client."""
         return x.result() if self.client is not None else x
@@ -272,9 +324,8 @@ class _Runner:
     def map_reduce(self, fn, idx, *args):
         """``sum_i fn(part_i, *args)`` over the partitions ``idx``: one task per partition,
         summed by a tree of tasks; returns the sum on the client."""
-        import dask
 
-        leaves = [dask.delayed(fn, pure=False)(self.parts[i], *args) for i in idx]
+        leaves = [self.task(i, fn, *args) for i in idx]
         return self.compute(_tree(leaves, _sum_pairs))[0]
 
     def map_state(self, fn, idx, states, firsts, *args):
@@ -286,7 +337,7 @@ class _Runner:
         what a lost worker held from lineage); without one they are values."""
         import dask
 
-        outs = [dask.delayed(fn, pure=False)(self.parts[i], s, int(f), *args)
+        outs = [self.task(i, fn, s, int(f), *args)
                 for i, s, f in zip(idx, states, firsts, strict=True)]
         new = [dask.delayed(_first, pure=False)(o) for o in outs]
         total = _tree([dask.delayed(_tail, pure=False)(o) for o in outs], _sum_pairs)
@@ -353,7 +404,6 @@ class _Batches(list):
         ``row_args[b]``, arrays aligned with ``rows[b]``), the per-partition results (tuples)
         combined in row order by a tree of tasks (:func:`_combine_results`). Returns {b:
         combined result}."""
-        import dask
 
         r = self.runner
         job = r.broadcast((fn, args))
@@ -372,8 +422,7 @@ class _Batches(list):
                 a, b = cut[j], cut[j + 1]
                 if b > a:
                     own = tuple(x[a:b] for x in own_all)
-                    leaves.append(dask.delayed(_rows_part, pure=False)(
-                        r.parts[i], sel[a:b] - bounds[j], job, own))
+                    leaves.append(r.task(i, _rows_part, sel[a:b] - bounds[j], job, own))
             if leaves:
                 roots.append(_tree(leaves, _combine_results))
                 keys.append(bb)

@@ -234,3 +234,31 @@ def csr_scatter_add(
                     dense[r, indices[j]] -= data[j]
                 else:
                     dense[r, indices[j]] += data[j]
+
+
+def csr_add_counts(
+    int32_t[:, ::1] dense,  # IN/OUT (n_rows, n_cols)
+    const csr_index_t[::1] indptr,  # IN (n_rows + 1,)
+    const csr_index_t[::1] indices,  # IN (nnz,) column of each entry
+    const int64_t[::1] data,  # IN (nnz,)
+):
+    """``dense += S`` for integer counts: the CSR array S = (data, indices, indptr) (duplicate
+    columns in a row add up) into the int32 array ``dense``, in place. Raises OverflowError,
+    leaving ``dense`` partly updated, when an entry leaves the int32 range."""
+    cdef Py_ssize_t n_rows = dense.shape[0], n_cols = dense.shape[1], r
+    cdef int64_t j, v
+    if indptr.shape[0] != n_rows + 1 or indices.shape[0] != data.shape[0]:
+        raise ValueError("the CSR arrays do not match the dense array")
+    if n_rows and indptr[n_rows] > data.shape[0]:
+        raise ValueError("the CSR arrays do not match the dense array")
+    with nogil:
+        for r in range(n_rows):
+            for j in range(indptr[r], indptr[r + 1]):
+                if indices[j] < 0 or indices[j] >= n_cols:
+                    with gil:
+                        raise ValueError("a column index lies outside the dense array")
+                v = dense[r, indices[j]] + data[j]
+                if v > 2147483647 or v < -2147483648:
+                    with gil:
+                        raise OverflowError("a count leaves the int32 range")
+                dense[r, indices[j]] = <int32_t>v

@@ -9,9 +9,11 @@ module only when ``fit`` receives a Dask collection."""
 import numpy as np
 
 from .._dask._core import _Runner, _set_n_features, _sum, _tree
+from .._kernels import _stats
 from ..utils._threads import effective_n_threads
 from ._dask_lda import _check_part, partition_template
 from ._sem_sampler import (
+    _Sampler,
     _seed,
     init_partition,
     rao_blackwell_partition,
@@ -39,28 +41,54 @@ def _sum_sem(*items):
     return tuple(out)
 
 
-def _dense_counts(total):
-    """The whole-data word-topic counts W (V, K) int32 from a reduced sum."""
-    return np.ascontiguousarray(total[0].toarray(), dtype=np.int32)
+def _sum_dense(*items):
+    """The root of the reduction tree: the word-topic counts of its children (sparse int64)
+    added into the whole-data counts W (V, K) int32, and the other sums in child order (as
+    :func:`_sum_sem` adds them)."""
+    V, K = items[0][0].shape
+    W = np.zeros((V, K), np.int32)
+    for it in items:
+        c = it[0]
+        _stats.csr_add_counts(W, c.indptr, c.indices, c.data.astype(np.int64, copy=False))
+    rest = list(items[0][1:])
+    for it in items[1:]:
+        for j, v in enumerate(it[1:]):
+            rest[j] = rest[j] + v
+    return (W, *rest)
 
 
 def _rest(total):
     return tuple(total[1:])
 
 
-def _sem_round(runner, fn, per_part_args, shared_args):
-    """Map ``fn`` over the partitions and tree-sum its statistics. Returns the new
-    per-partition assignments and the counts W (futures on a client: every input of the next
-    sweep is a task output, so Dask can recompute what a lost worker held from lineage), and
-    the other sums on the client."""
+def _prepend(x, rest):
+    return (x, *rest)
+
+
+def _log_joint(W, sampler_args, beta):
+    """log p(x | z, beta) of the whole-data counts W, on the worker that holds them."""
+    return _Sampler(W.shape[0], *sampler_args).topic_log_joint(W, beta)
+
+
+def _sem_round(runner, fn, per_part_args, shared_args, joint=None):
+    """Map ``fn`` over the partitions and tree-sum its statistics into the whole-data counts
+    W. Returns the new per-partition assignments and W (futures on a client: every input of
+    the next sweep is a task output, so Dask can recompute what a lost worker held from
+    lineage), and on the client the other sums, with the log joint of W first when
+    ``joint = (sampler arguments, beta)`` (computed where W is: the client fetches W only
+    when it reads it)."""
     import dask
 
-    outs = [dask.delayed(fn, pure=False)(runner.parts[i], *per_part_args[i], *shared_args)
+    outs = [runner.task(i, fn, *per_part_args[i], *shared_args)
             for i in range(len(runner.parts))]
     zs = [dask.delayed(_first, pure=False)(o) for o in outs]
-    total = _tree([dask.delayed(_second, pure=False)(o) for o in outs], _sum_sem)
-    W = dask.delayed(_dense_counts, pure=False)(total)
+    total = _tree([dask.delayed(_second, pure=False)(o) for o in outs], _sum_sem,
+                  root=_sum_dense)
+    W = dask.delayed(_first, pure=False)(total)
     rest = dask.delayed(_rest, pure=False)(total)
+    if joint is not None:
+        rest = dask.delayed(_prepend, pure=False)(
+            dask.delayed(_log_joint, pure=False)(W, *joint), rest)
     if runner.client is not None:
         futs = runner.client.compute(zs + [W, rest])
         return futs[:-2], futs[-2], futs[-1].result()
@@ -75,7 +103,9 @@ def fit_sem(est, X, callback):
     task); a sweep maps over the partitions with the whole-data word-topic counts W
     broadcast (each worker builds the sampler's tables of W once per sweep, for all its
     partitions, and drops them when the fit ends), the new counts of every partition are
-    summed by a tree of tasks and W is replaced on the client. Documents keep the random
+    summed by a tree of tasks whose root adds them into the next W, and the log joint of W is
+    computed where W is. The client fetches W (V x K) only for a callback, which receives
+    it, and at the end with ``topic_estimate='sample'``. Documents keep the random
     streams of the in-process fit (keyed by their row in the whole collection), so the
     assignments and the counts equal the in-process fit's exactly; the log joint and the
     Rao-Blackwellized topics (summed over the partitions in another order) equal it to
@@ -98,33 +128,33 @@ def fit_sem(est, X, callback):
     t_start = time.perf_counter()
     zs, W_fut, (word_totals, N) = _sem_round(
         runner, init_partition, [(int(o),) for o in offsets], (seed, K, n_threads))
-    # the client computes the log joint only: the workers sample
-    smp = est._new_sampler(V)
     sampler_args = est._sampler_args(n_threads)
+    alpha = _Sampler(V, *sampler_args).alpha
     state = {"zs": zs, "W": W_fut}
 
     def sweep(it):
         zs = state["zs"]
-        state["zs"], state["W"], (ll_docs, changed) = _sem_round(
+        state["zs"], state["W"], (ll_topics, ll_docs, changed) = _sem_round(
             runner, sweep_partition, [(zs[i], int(offsets[i])) for i in range(len(zs))],
-            (state["W"], word_totals, sampler_args, beta, seed, it))
-        W = runner.value(state["W"])
+            (state["W"], word_totals, sampler_args, beta, seed, it),
+            joint=(sampler_args, beta))
+        # W (V x K) comes to the client only for a callback, which receives it
+        W = runner.value(state["W"]) if callback is not None else None
         state["W_local"] = W
-        return W, smp.topic_log_joint(W, beta) + float(ll_docs), changed
+        return W, ll_topics + float(ll_docs), changed
 
     def estimate(final=False):
-        import dask
 
         if not state:
             raise RuntimeError("topic_estimate can only be called during fit (from the "
                                "callback); after fit use components_")
         if est.topic_estimate == "sample":
             W = state["W_local"]
+            if W is None:
+                W = state["W_local"] = runner.value(state["W"])
         else:
-            if final:
-                smp.release_tables()
-            parts = [dask.delayed(rao_blackwell_partition, pure=False)(
-                runner.parts[i], state["zs"][i], state["W"], beta, smp.alpha, n_threads)
+            parts = [runner.task(i, rao_blackwell_partition, state["zs"][i], state["W"], beta,
+                                 alpha, n_threads)
                 for i in range(len(runner.parts))]
             W = runner.compute(_tree(parts, _sum))[0].astype(np.float32)
         if final:
