@@ -385,7 +385,7 @@ def _child_corpus(cfg):
         marks.append((time.process_time(), time.perf_counter()))
 
     if cfg.get("workers"):
-        return _child_corpus_dask(cfg, mark, marks)
+        return _child_corpus_dask(cfg)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if cfg["model"] == "corpus-sem":
@@ -413,10 +413,12 @@ def _child_corpus(cfg):
                tokens_per_s=cfg["n_tokens"] / last_wall))
 
 
-def _child_corpus_dask(cfg, mark, marks):
+def _child_corpus_dask(cfg):
     """StochasticEMLDA on a Dask ``LocalCluster`` of ``workers`` single-threaded worker
     processes: the docword file loaded on the client, cut into ``partitions`` row blocks and
-    persisted on the workers before the clock starts; the time of every pass."""
+    persisted on the workers before the clock starts; the time of every sweep from the fit's
+    trace (no callback: a callback receives the counts, which the client then fetches every
+    sweep)."""
     import warnings
 
     import dask.array as da
@@ -442,13 +444,12 @@ def _child_corpus_dask(cfg, mark, marks):
             est = StochasticEMLDA(n_components=cfg["K"], max_iter=cfg["passes"], tol=0,
                                   random_state=0, n_threads=1)
             c0, w0 = time.process_time(), time.perf_counter()
-            est.fit(Xd, callback=mark)
+            est.fit(Xd)
             cpu, wall = time.process_time() - c0, time.perf_counter() - w0
             rss = sum(w["metrics"]["memory"] for w in
                       client.scheduler_info()["workers"].values()) / 2**20
-    prev = marks[-2] if len(marks) > 1 else (c0, w0)
-    last_wall = marks[-1][1] - prev[1]
-    _emit(dict(client_cpu_s=cpu, wall_s=wall, passes=len(marks), last_pass_wall_s=last_wall,
+    last_wall = est.trace_[-1]["time"]
+    _emit(dict(client_cpu_s=cpu, wall_s=wall, passes=len(est.trace_), last_pass_wall_s=last_wall,
                workers_rss_mb=rss, tokens_per_s=cfg["n_tokens"] / last_wall))
 
 
