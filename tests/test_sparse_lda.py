@@ -202,6 +202,33 @@ def test_blocks_of_topics_on_threads_change_no_bit(monkeypatch, local_step_):
     np.testing.assert_allclose(whole.lower_bounds_, fits[0].lower_bounds_, rtol=1e-12)
 
 
+def test_first_visit_weights_by_blocks_of_words_change_no_bit(monkeypatch):
+    # the Gibbs step's first-visit weights, by blocks of word types on threads, equal
+    # row_scaled_weights of the whole E[log phi] array; and so do the fits
+    from sparseclust.topics import _lda_model
+    from sparseclust.topics._gibbs import row_scaled_weights
+
+    X, _ = planted_corpus(seed=5, K=8, block=6, D=300, length=30, noise=0.2)
+    rng = np.random.default_rng(0)
+    S = rng.gamma(0.3, 5.0, (8, X.shape[1])) * (rng.random((8, X.shape[1])) < 0.4)
+    cols = np.flatnonzero(rng.random(X.shape[1]) < 0.7)
+    for params in (_lda_model._CountParams.from_stats(S, 0.1),
+                   _lda_model._LDAParams(S + 0.1)):
+        ref = row_scaled_weights(params.log_weights(cols))
+        for per_block, threads in ((1 << 16, 1), (8, 1), (8, 2), (24, 3)):
+            monkeypatch.setattr(_lda_model._ScaledLogWeights, "BLOCK_ELEMS", per_block)
+            got = _lda_model._ScaledLogWeights(params).word_weights(cols, threads)
+            assert got.dtype == np.float32
+            np.testing.assert_array_equal(got, ref)
+    kw = dict(n_components=8, max_iter=3, random_state=0, local_step="gibbs")
+    monkeypatch.setattr(_lda_model._ScaledLogWeights, "BLOCK_ELEMS", 1 << 16)
+    whole = SparseLDA(**kw).fit(X)
+    monkeypatch.setattr(_lda_model._ScaledLogWeights, "BLOCK_ELEMS", 8)
+    for t in (1, 2):
+        np.testing.assert_array_equal(SparseLDA(**kw, n_threads=t).fit(X).components_,
+                                      whole.components_)
+
+
 @pytest.mark.contract
 def test_same_random_state_same_fit_and_pickle():
     X, _ = planted_corpus(seed=6, D=100)

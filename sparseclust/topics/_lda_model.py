@@ -124,6 +124,12 @@ class _LDAParams:
             self._lam = self.lam
         self._S = None
 
+    @property
+    def shape(self):
+        """(K, V)."""
+        V, K = self.tables.CT.shape
+        return (K, V)
+
     def log_weights(self, cols):
         """E[log phi] of the word types ``cols``, (len(cols), K)."""
         return self.tables.CT[cols]
@@ -211,7 +217,9 @@ class _CountParams(_LDAParams):
         K, V = self.shape
         if self._lam is not None:
             Sc = self._lam[:, cols] - self._tau
-            lamsum = self._lam.sum(axis=1)
+            if getattr(self, "_lam_total", None) is None:
+                self._lam_total = self._lam.sum(axis=1)  # once for every call
+            lamsum = self._lam_total
         else:
             Sc = self._S[:, cols]  # a new array (fancy indexing)
             Sc = Sc.toarray() if sp.issparse(Sc) else np.asarray(Sc, dtype=np.float64)
@@ -276,6 +284,38 @@ class _MeanWeights:
         _gibbs_tables.mean_word_weights(
             S, cols, ptr, topics, vals, p._tau, lamsum, w,
             threads_for_work(n_threads, cols.size * K, _MIN_WORK_PER_THREAD))
+        return w
+
+
+class _ScaledLogWeights:
+    """The sampler's weights of a first visit: exp(E[log phi] - each word's maximum) as
+    float32 (:func:`~sparseclust.topics._gibbs.row_scaled_weights`) of the batch's word
+    types, from ``params.log_weights``. They are computed by blocks of word types that stay
+    in cache, on ``n_threads`` Python threads (numpy and scipy.special release the GIL):
+    every word's row is computed as from the whole array, so the bits do not depend on the
+    blocks or the threads."""
+
+    #: float64 entries (word types x topics) of one block
+    BLOCK_ELEMS = 1 << 16
+
+    def __init__(self, params):
+        self.params = params
+
+    @property
+    def n_topics(self):
+        return self.params.shape[0]
+
+    def word_weights(self, cols, n_threads=1):
+        cols = np.ascontiguousarray(cols, dtype=np.int64)
+        K = self.n_topics
+        w = np.empty((cols.size, K), np.float32)
+        step = max(1, self.BLOCK_ELEMS // max(K, 1))
+
+        def block(a):
+            b = min(cols.size, a + step)
+            w[a:b] = row_scaled_weights(self.params.log_weights(cols[a:b]))
+
+        map_blocks(block, range(0, cols.size, step), n_threads)
         return w
 
 
@@ -476,7 +516,7 @@ class _GibbsLDAModel(_LDAModel):
         initialisation does)."""
         if own is None:
             # lazily scaled parameters give the sampler's weights directly (a kernel pass)
-            return params if isinstance(params, LazyParams) else params.log_weights
+            return params if isinstance(params, LazyParams) else _ScaledLogWeights(params)
         if isinstance(params, LazyParams):
             return params.excluding(own)
 
@@ -536,10 +576,8 @@ class _GibbsLDAModel(_LDAModel):
             old = self.last_stats.get(batch) if self._chained(batch) else None
             weights = self._weights(params, old)
             every = np.arange(params.shape[1])
-            if isinstance(weights, _MeanWeights):
-                weights = _WeightTable(weights.word_weights(every))
-            elif callable(weights):
-                weights = weights(every)
+            if isinstance(weights, (_MeanWeights, _ScaledLogWeights)):
+                weights = _WeightTable(weights.word_weights(every, self.n_threads))
         return task, (weights, self._chained(batch))
 
     def state_part(self, X, data, z0, first):
