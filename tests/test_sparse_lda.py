@@ -229,6 +229,24 @@ def test_first_visit_weights_by_blocks_of_words_change_no_bit(monkeypatch):
                                       whole.components_)
 
 
+def test_first_visit_weights_on_threads_from_fresh_parameters(monkeypatch):
+    # parameters whose lambda totals are not computed yet, the weights on threads: no
+    # thread reads totals another is still filling (one topic per block of the totals)
+    from sparseclust.topics import _lda_model
+    from sparseclust.topics._gibbs import row_scaled_weights
+
+    rng = np.random.default_rng(1)
+    S = rng.gamma(0.3, 5.0, (64, 3000)) * (rng.random((64, 3000)) < 0.3)
+    cols = np.arange(0, 3000, 2)
+    ref = row_scaled_weights(_lda_model._CountParams.from_stats(S, 0.1).log_weights(cols))
+    monkeypatch.setattr(_lda_model, "_ROW_BLOCK_ELEMS", 1)
+    monkeypatch.setattr(_lda_model._ScaledLogWeights, "BLOCK_ELEMS", 64)
+    for _ in range(5):
+        params = _lda_model._CountParams.from_stats(S, 0.1)
+        got = _lda_model._ScaledLogWeights(params).word_weights(cols, 2)
+        np.testing.assert_array_equal(got, ref)
+
+
 @pytest.mark.contract
 def test_same_random_state_same_fit_and_pickle():
     X, _ = planted_corpus(seed=6, D=100)

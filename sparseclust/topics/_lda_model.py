@@ -193,18 +193,20 @@ class _CountParams(_LDAParams):
         topics (no K x V temporary)."""
         if self._lamsum is None:
             K, V = self.shape
+            # set once complete: a caller on another thread never reads a partial array
             if self._lam is not None:
                 self._lamsum = self._lam.sum(axis=1)
             else:
-                self._lamsum = np.empty(K)
+                lamsum = np.empty(K)
 
                 def block(ab):
                     a, b = ab
                     rows = self._S[a:b]
                     rows = rows.toarray() if sp.issparse(rows) else rows
-                    self._lamsum[a:b] = np.maximum(rows, 0.0).sum(axis=1) + V * self._tau
+                    lamsum[a:b] = np.maximum(rows, 0.0).sum(axis=1) + V * self._tau
 
                 map_blocks(block, _row_blocks(K, V), self._n_threads)
+                self._lamsum = lamsum
         return self._lamsum
 
     def log_weights(self, cols, exclude=None, mean=False):
@@ -315,7 +317,12 @@ class _ScaledLogWeights:
             b = min(cols.size, a + step)
             w[a:b] = row_scaled_weights(self.params.log_weights(cols[a:b]))
 
-        map_blocks(block, range(0, cols.size, step), n_threads)
+        # the first block on this thread: what the parameters compute once for every call
+        # (their lambda totals) is then in place before the threads read it
+        starts = range(0, cols.size, step)
+        if len(starts):
+            block(starts[0])
+        map_blocks(block, starts[1:], n_threads)
         return w
 
 
