@@ -324,7 +324,6 @@ class _Runner:
     def map_reduce(self, fn, idx, *args):
         """``sum_i fn(part_i, *args)`` over the partitions ``idx``: one task per partition,
         summed by a tree of tasks; returns the sum on the client."""
-
         leaves = [self.task(i, fn, *args) for i in idx]
         return self.compute(_tree(leaves, _sum_pairs))[0]
 
@@ -404,7 +403,6 @@ class _Batches(list):
         ``row_args[b]``, arrays aligned with ``rows[b]``), the per-partition results (tuples)
         combined in row order by a tree of tasks (:func:`_combine_results`). Returns {b:
         combined result}."""
-
         r = self.runner
         job = r.broadcast((fn, args))
         roots, keys = [], []

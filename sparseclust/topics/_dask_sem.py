@@ -144,7 +144,6 @@ def fit_sem(est, X, callback):
         return W, ll_topics + float(ll_docs), changed
 
     def estimate(final=False):
-
         if not state:
             raise RuntimeError("topic_estimate can only be called during fit (from the "
                                "callback); after fit use components_")
