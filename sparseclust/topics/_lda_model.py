@@ -327,8 +327,9 @@ class _ScaledLogWeights:
 
 
 class _WeightTable:
-    """The word weights of :class:`_MeanWeights` for every word type, (V, K) float32, for the
-    partitions of a visit on Dask (each samples with the rows of its own word types)."""
+    """The word weights of :class:`_MeanWeights` or :class:`_ScaledLogWeights` for every word
+    type, (V, K) float32, for the partitions of a visit on Dask (each samples with the rows
+    of its own word types)."""
 
     def __init__(self, table):
         self.table = table
