@@ -208,6 +208,14 @@ ctypedef fused csr_index_t:
     int64_t
 
 
+cdef _check_csr(Py_ssize_t n_rows, Py_ssize_t n_ptr, Py_ssize_t n_indices, Py_ssize_t n_data,
+                int64_t last):
+    """The CSR arrays (indptr, indices, data) of ``n_rows`` rows, ``indptr[n_rows]`` = last,
+    fit each other."""
+    if n_ptr != n_rows + 1 or n_indices != n_data or last > n_data:
+        raise ValueError("the CSR arrays do not match the dense array")
+
+
 def csr_scatter_add(
     double[:, ::1] dense,  # IN/OUT (n_rows, n_cols)
     const csr_index_t[::1] indptr,  # IN (n_rows + 1,)
@@ -220,10 +228,8 @@ def csr_scatter_add(
     one addition per stored entry, the floating-point result of ``dense + S.toarray()``."""
     cdef Py_ssize_t n_rows = dense.shape[0], n_cols = dense.shape[1], r
     cdef int64_t j
-    if indptr.shape[0] != n_rows + 1 or indices.shape[0] != data.shape[0]:
-        raise ValueError("the CSR arrays do not match the dense array")
-    if n_rows and indptr[n_rows] > data.shape[0]:
-        raise ValueError("the CSR arrays do not match the dense array")
+    _check_csr(n_rows, indptr.shape[0], indices.shape[0], data.shape[0],
+               indptr[n_rows] if indptr.shape[0] == n_rows + 1 else 0)
     with nogil:
         for r in range(n_rows):
             for j in range(indptr[r], indptr[r + 1]):
@@ -247,10 +253,8 @@ def csr_add_counts(
     leaving ``dense`` partly updated, when an entry leaves the int32 range."""
     cdef Py_ssize_t n_rows = dense.shape[0], n_cols = dense.shape[1], r
     cdef int64_t j, v
-    if indptr.shape[0] != n_rows + 1 or indices.shape[0] != data.shape[0]:
-        raise ValueError("the CSR arrays do not match the dense array")
-    if n_rows and indptr[n_rows] > data.shape[0]:
-        raise ValueError("the CSR arrays do not match the dense array")
+    _check_csr(n_rows, indptr.shape[0], indices.shape[0], data.shape[0],
+               indptr[n_rows] if indptr.shape[0] == n_rows + 1 else 0)
     with nogil:
         for r in range(n_rows):
             for j in range(indptr[r], indptr[r + 1]):
