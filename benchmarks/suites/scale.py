@@ -379,13 +379,13 @@ def _child_corpus(cfg):
     from sparseclust import SparseLDA, StochasticEMLDA
     from sparseclust.datasets import stream_uci_bow
 
+    if cfg.get("workers"):
+        return _child_corpus_dask(cfg)
     marks = []
 
     def mark(info):
         marks.append((time.process_time(), time.perf_counter()))
 
-    if cfg.get("workers"):
-        return _child_corpus_dask(cfg)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if cfg["model"] == "corpus-sem":

@@ -220,6 +220,7 @@ class _Runner:
         import dask
 
         self.client = _active_client()
+        self._homes = None  # each partition's worker (:meth:`_place`), set at first use
         blocks, n_features = _blocks(X, whom)
         self.n_features = n_features
         parts = [dask.delayed(check, pure=False)(b, template, whom, n_features, *check_args)
@@ -283,7 +284,7 @@ class _Runner:
 
         if self.client is None:
             return contextlib.nullcontext()
-        if getattr(self, "_homes", None) is None:
+        if self._homes is None:
             self._homes = self._place()
         home = self._homes[i]
         if home is None:

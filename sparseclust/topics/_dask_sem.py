@@ -50,11 +50,7 @@ def _sum_dense(*items):
     for it in items:
         c = it[0]
         _stats.csr_add_counts(W, c.indptr, c.indices, c.data.astype(np.int64, copy=False))
-    rest = list(items[0][1:])
-    for it in items[1:]:
-        for j, v in enumerate(it[1:]):
-            rest[j] = rest[j] + v
-    return (W, *rest)
+    return (W, *_sum_sem(*(it[1:] for it in items)))
 
 
 def _rest(total):

@@ -158,6 +158,10 @@ class _CountParams(_LDAParams):
     parameters are in use.
     """
 
+    #: sum_v lambda_kv of a stored lambda, for :meth:`log_weights` (computed once); kept apart
+    #: from :meth:`lam_sums`, the same totals summed from the statistics, so each keeps its bits
+    _lam_total = None
+
     @classmethod
     def from_stats(cls, S, tau, n_threads=1):
         self = cls.__new__(cls)
@@ -219,7 +223,7 @@ class _CountParams(_LDAParams):
         K, V = self.shape
         if self._lam is not None:
             Sc = self._lam[:, cols] - self._tau
-            if getattr(self, "_lam_total", None) is None:
+            if self._lam_total is None:
                 self._lam_total = self._lam.sum(axis=1)  # once for every call
             lamsum = self._lam_total
         else:
