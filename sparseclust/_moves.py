@@ -240,24 +240,31 @@ def select_deletes(n_users, *, max_items, max_candidates, allowed=None, size=Non
     return np.asarray(out, dtype=np.int64)
 
 
-def select_births(size, *, max_candidates, allowed=None, min_size=0.0):
-    """Birth targets: the largest components (by ``size``, e.g. the expected counts N_k) of
-    at least ``min_size``, at most ``max_candidates`` of them, largest first.
+def select_births(size, *, max_candidates, allowed=None, min_size=0.0, tried=None):
+    """Birth targets: the components (of at least ``min_size``, by ``size``, e.g. the
+    expected counts N_k) whose births were rejected the fewest times (``tried``, e.g.
+    :meth:`MoveBook.birth_rejections`), the largest first among equals; at most
+    ``max_candidates`` of them.
 
     A birth move (Hughes & Sudderth 2013) re-explains the items of a target with fresh
     components fit to a subsample of them; the largest components hold the most items a
     single component may explain poorly, and their items are the most informative sample.
+    Ranking by rejections first makes successive rounds of births visit every component
+    instead of proposing again at the same largest ones while the smaller ones, which may
+    hold several groups, are never tried. Without ``tried``: the largest first.
 
     Returns
     -------
     candidates : ndarray of int
     """
     size = np.asarray(size, dtype=float)
+    tried = np.zeros(size.size) if tried is None else np.asarray(tried, dtype=float)
     out = []
-    for k in np.argsort(-size, kind="stable"):
-        if len(out) >= max_candidates or size[k] < min_size:
+    # primary key: rejections, ascending; then size, descending (stable on ties)
+    for k in np.lexsort((-size, tried)):
+        if len(out) >= max_candidates:
             break
-        if allowed is not None and not allowed[k]:
+        if size[k] < min_size or (allowed is not None and not allowed[k]):
             continue
         out.append(int(k))
     return np.asarray(out, dtype=np.int64)
@@ -505,6 +512,12 @@ class MoveBook:
         """bool (K,): the components whose birth proposal was not rejected recently."""
         return np.array([not self._recent(self.rejected_births, int(x)) for x in self.uid],
                         dtype=bool)
+
+    def birth_rejections(self):
+        """int (K,): how often each component's birth proposal was rejected (the rank of
+        :func:`select_births`)."""
+        return np.array([self.rejected_births.get(int(x), (0, 0))[1] for x in self.uid],
+                        dtype=np.int64)
 
     def grow_book(self, n_new):
         """Append ``n_new`` components born in this round (before :meth:`end_round`): new

@@ -1288,6 +1288,42 @@ def test_rounds_of_a_kind_wait_after_rejections_and_resume_after_an_acceptance()
     assert book.due("births")
 
 
+def test_birth_targets_visit_every_component_across_rounds():
+    # targets: fewest rejected births first, then largest; so rounds of births move on to
+    # components not tried yet instead of proposing again at the same largest ones
+    from sparseclust._moves import MoveBook, select_births
+
+    size = np.array([50.0, 400.0, 10.0, 300.0, 200.0, 3.0])
+    assert select_births(size, max_candidates=3).tolist() == [1, 3, 4]
+    assert select_births(size, max_candidates=9, min_size=5.0).tolist() == [1, 3, 4, 0, 2]
+    tried = np.array([0, 2, 0, 1, 0, 0])
+    assert select_births(size, max_candidates=4, tried=tried).tolist() == [4, 0, 2, 5]
+    assert select_births(size, max_candidates=6, tried=tried, min_size=5.0,
+                         allowed=np.array([1, 1, 0, 1, 1, 1], bool)).tolist() == [4, 0, 3, 1]
+    # the book counts each component's rejected births by identity, which a renumbering
+    # keeps and a merge renews
+    book = MoveBook()
+    book.moves = ("merge", "birth")
+    book.move_opts = dict(cooldown=1, max_deletes=4)
+    book.init_book()
+    book.begin_pass(1, 6)
+    chosen = []
+    for p in range(1, 8):
+        book.begin_pass(p, 6)
+        targets = select_births(size, max_candidates=2, allowed=book.birthable(),
+                                tried=book.birth_rejections())
+        chosen.append(targets.tolist())
+        for k in targets:
+            book.reject_birth(k)
+    # every component is tried before any is tried a third time
+    first = [k for ks in chosen for k in ks]
+    assert sorted(first[:6]) == list(range(6))
+    assert book.birth_rejections().sum() == len(first)
+    assert book.birth_rejections().max() - book.birth_rejections().min() <= 1
+    book.permute_book(np.arange(6)[::-1])
+    assert book.birth_rejections().tolist() == np.bincount(first, minlength=6)[::-1].tolist()
+
+
 def test_birth_schedule_loop_and_target_sample_of_the_move_book():
     # the birth machinery the topic model and the mixture share (sparseclust._moves)
     from sparseclust._moves import MoveBook, RoundLog, subsample_targets

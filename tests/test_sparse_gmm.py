@@ -2233,3 +2233,49 @@ def test_births_per_round_grow_with_k(monkeypatch):
                               max_iter=10, tol=0, random_state=0).fit(X)
     assert seen and all(m == max(4, -(-k // 4)) for k, m in seen)
     assert any(m > 4 for _, m in seen)
+
+
+def test_birth_fresh_clusters_keep_the_better_of_two_starts():
+    # a birth's fresh clusters come from two starts, k-means++ on the rows and on their
+    # directions from the rows' mean, and keep the one whose plain-mixture ELBO is higher;
+    # groups that share a centre and differ in covariance (a cross) are separated by the
+    # second, which the first misses
+    from sklearn.cluster import kmeans_plusplus
+
+    from sparseclust.mixture._dp_rows import _fresh_clusters
+
+    rng = np.random.RandomState(0)
+    n = 600
+    X = np.vstack([rng.randn(n, 2) * [6.0, 0.3], rng.randn(n, 2) * [0.3, 6.0]])
+    truth = np.repeat([0, 1], n)
+    est = SparseGaussianMixture(2, weight_concentration_prior_type=DP)
+    prior = est._build_prior(X)
+    model = _DPMixtureModel(prior, 2, 2, X.dtype, moves=("birth",))
+    plain = model.plain_model(2)
+
+    def value(st):
+        return (_gaussian.optimal_allocation_terms(st["N"], prior) + np.sum(st["entropy"])
+                + np.sum(_gaussian.optimal_component_terms(st, prior)))
+
+    def euclidean_only(n_iter, seed):
+        centers, _ = kmeans_plusplus(X, 2, random_state=np.random.RandomState(seed))
+        labels = ((X[:, None, :] - centers[None]) ** 2).sum(-1).argmin(1)
+        st = plain.stats_from_responsibilities(np.ones((X.shape[0], 1)),
+                                               labels[:, None].astype(np.int32), X)
+        for _ in range(n_iter):
+            st = plain.local_step(X, plain.global_step(st))
+        return st
+
+    for n_iter in (0, 2):
+        got = _fresh_clusters(model, X, 2, np.random.RandomState(1), n_iter)
+        ref = euclidean_only(n_iter, 1)  # the first start draws first from the same stream
+        assert value(got) >= value(ref)
+        # the kept start separates the two arms of the cross
+        params = plain.global_step(got)
+        vals, idx = posteriors.responsibilities(plain.weights(X, params), 1)
+        purity = max(np.mean(idx[:, 0] == truth), np.mean(idx[:, 0] != truth))
+        assert purity > 0.9
+    # with the start on the rows alone, the arms stay mixed when no iteration follows
+    params = plain.global_step(euclidean_only(0, 1))
+    _, idx = posteriors.responsibilities(plain.weights(X, params), 1)
+    assert max(np.mean(idx[:, 0] == truth), np.mean(idx[:, 0] != truth)) < 0.8

@@ -10,8 +10,10 @@ look mergeable, and a merge is never undone):
 
 1. **before the pass** (:meth:`MixtureMoves.before_pass`) delete candidates are chosen: the
    smallest clusters (expected counts N_k) whose samples fit in a budget of rows to revisit;
-   the birth targets are the max(``max_births``, ``birth_fraction`` K) largest clusters whose
-   births were not rejected recently (:func:`sparseclust._moves.select_births`), tried in
+   the birth targets are max(``max_births``, ``birth_fraction`` K) clusters whose births
+   were not rejected recently, those rejected the fewest times first and the largest among
+   them (:func:`sparseclust._moves.select_births`: successive rounds visit every cluster,
+   not the same largest ones), tried in
    the first round (after its merges, at the clusters they left untouched), then only after
    a round that tried merges or deletes and accepted none, and after rounds of rejected
    births only once their wait is over (:meth:`sparseclust._moves.MoveBook.due`), and
@@ -41,8 +43,10 @@ look mergeable, and a merge is never undone):
    - delete j: the statistics of the rows using j are subtracted, the local step is re-run on
      those rows under the current clusters without j, and the new statistics added;
    - birth at k (Hughes & Sudderth 2013): ``birth_components`` fresh clusters are fit to
-     k's rows, up to ``birth_fit_rows`` of them drawn at random (k-means++ seeds, then a few
-     iterations of the local and global steps of a plain mixture on those rows), the local
+     k's rows, up to ``birth_fit_rows`` of them drawn at random (the better, by its ELBO on
+     those rows, of two starts: k-means++ seeds on the rows, and the rows grouped by the
+     axis along which they lie from their mean; each followed by a few iterations of the
+     local and global steps of a plain mixture on those rows), the local
      step is re-run on k's rows (all of them up to :data:`BIRTH_VALUES` / n_features rows,
      or the delete budget if larger; no wider than their gathered responsibilities) under
      the current clusters plus the fresh ones, and the statistics of those rows are
@@ -314,7 +318,8 @@ class MixtureMoves(MoveBook):
             n_births = max(opts["max_births"], int(np.ceil(opts["birth_fraction"] * K)))
             births = select_births(stats["N"], max_candidates=n_births,
                                    allowed=self.birthable(),
-                                   min_size=4.0 * opts["birth_components"])
+                                   min_size=4.0 * opts["birth_components"],
+                                   tried=self.birth_rejections())
         if merge or dels.size or births.size:
             # batch -> dict(PH, rows, values, indices); the merge pairs are chosen after the
             # pass, from the pair entropies of every two clusters that share a row

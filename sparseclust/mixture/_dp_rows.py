@@ -14,6 +14,7 @@ import numpy as np
 
 from .._engine import SuffStats
 from .._moves import fetch_rows
+from . import _gaussian
 
 
 def restrict(stats, idx):
@@ -218,24 +219,60 @@ def _rerun_local(plain, Xt, params, dtype):
             np.vstack([t[2] for t in got]).astype(np.int64))
 
 
+def _axial_labels(Z, J, rng):
+    """Rows of unit norm ``Z`` grouped by the axis they lie along (z and -z alike): k-means++
+    seeding (Arthur & Vassilvitskii 2007) under the distance ``1 - (z . c)^2`` (half the
+    squared distance between z z^T and c c^T), each row then to its nearest seed."""
+    n = Z.shape[0]
+    seeds = [int(rng.randint(n))]
+    dmin = 1.0 - (Z @ Z[seeds[0]]) ** 2
+    for _ in range(J - 1):
+        p = np.maximum(dmin, 0.0)
+        total = p.sum()
+        if not total > 0.0:
+            break
+        seeds.append(int(rng.choice(n, p=p / total)))
+        dmin = np.minimum(dmin, 1.0 - (Z @ Z[seeds[-1]]) ** 2)
+    return ((Z @ Z[seeds].T) ** 2).argmax(1).astype(np.int32)
+
+
 def _fresh_clusters(model, X, J, rng, n_iter):
-    """Statistics of ``J`` clusters fit to the rows ``X`` by a plain mixture: k-means++ seeds
-    (Arthur & Vassilvitskii 2007), each row to its nearest seed, then ``n_iter`` iterations of
-    the local and global steps. None when fewer than two clusters keep mass."""
+    """Statistics of ``J`` clusters fit to the rows ``X`` by a plain mixture; None when fewer
+    than two clusters keep mass.
+
+    Two starts, the better kept (by the ELBO of the plain mixture's responsibilities on
+    ``X`` at their optimal global parameters): k-means++ seeds (Arthur & Vassilvitskii
+    2007) on the rows, each row to its nearest seed; and the rows grouped by the axis along
+    which they lie from the rows' mean (:func:`_axial_labels`). Then ``n_iter`` iterations
+    of the local and global steps. The first start separates groups by where they lie; the
+    second by the direction in which they spread, which the first misses when the groups
+    share a centre and differ in covariance (e.g. image patches with the mean removed,
+    whose Euclidean seeds split by contrast, which one Gaussian already explains).
+    """
     from sklearn.cluster import kmeans_plusplus
 
     Xd = np.asarray(X, dtype=np.float64)
     centers, _ = kmeans_plusplus(Xd, J, random_state=rng)
     d2 = (Xd ** 2).sum(1)[:, None] - 2.0 * Xd @ centers.T + (centers ** 2).sum(1)[None]
-    labels = d2.argmin(1).astype(np.int32)
+    Z = Xd - Xd.mean(axis=0)
+    norms = np.linalg.norm(Z, axis=1, keepdims=True)
+    Z = Z / np.where(norms > 0, norms, 1.0)
     plain = model.plain_model(J)
-    stats = plain.stats_from_responsibilities(
-        np.ones((X.shape[0], 1), dtype=X.dtype), labels[:, None], X)
-    for _ in range(n_iter):
-        stats = plain.local_step(X, plain.global_step(stats))
-    if np.count_nonzero(stats["N"] >= 1.0) < 2:
-        return None
-    return stats
+    prior = model.prior
+    best = None
+    for labels in (d2.argmin(1).astype(np.int32), _axial_labels(Z, J, rng)):
+        stats = plain.stats_from_responsibilities(
+            np.ones((X.shape[0], 1), dtype=X.dtype), labels[:, None], X)
+        for _ in range(n_iter):
+            stats = plain.local_step(X, plain.global_step(stats))
+        if np.count_nonzero(stats["N"] >= 1.0) < 2:
+            continue
+        value = (_gaussian.optimal_allocation_terms(stats["N"], prior)
+                 + float(np.sum(stats["entropy"]))
+                 + float(np.sum(_gaussian.optimal_component_terms(stats, prior))))
+        if best is None or value > best[0]:
+            best = (value, stats)
+    return None if best is None else best[1]
 
 
 def _merge_into(st, a, b, ph):
