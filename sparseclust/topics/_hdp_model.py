@@ -40,9 +40,8 @@ reorders the topics by size when that increases the objective (the stick-breakin
 depends on the order).
 
 Schedule of a round (one memoized pass; :class:`sparseclust._moves.MoveBook`): merge pairs and
-delete candidates are chosen before the pass, and birth targets (the topics whose birth was
-not rejected recently, those rejected the fewest times first and the largest among them)
-when the previous round accepted no merge or delete
+delete candidates are chosen before the pass, and birth targets (the largest topics whose
+birth was not rejected recently) when the previous round accepted no merge or delete
 (:meth:`~sparseclust._moves.MoveBook.births_settled`), when the last rounds of births were
 not all rejected (:meth:`~sparseclust._moves.MoveBook.due`) and when K + ``birth_topics``
 fits under the cap ``max_topics``. After the pass the merges are tried, then the deletes,
@@ -148,12 +147,12 @@ class HDPModel(MoveBook, VariationalModel):
     sticks). The births' options (:mod:`._hdp_birth`): ``birth_topics`` (fresh topics per
     birth, J), ``birth_docs`` (target documents re-inferred at most), ``birth_iters``
     (iterations of the fresh topics' own fit), ``birth_refine`` (re-inferences of the
-    targets with the fresh topics), ``max_births`` (targets tried per round, fewest
-    rejections then largest first; at most one birth is accepted per round). A birth is
-    proposed only while the truncation plus ``birth_topics`` fits under ``max_topics``. On
-    planted corpora (K = 20 block topics, from 5) J = 2 or 3 were accepted in nearly every
-    round, J = 5 and 8 were rejected more often (their extra topics cost every document
-    that takes them up a sparse-Dirichlet price the data do not repay).
+    targets with the fresh topics), ``max_births`` (targets tried per round, largest first;
+    at most one birth is accepted per round). A birth is proposed only while the truncation
+    plus ``birth_topics`` fits under ``max_topics``. On planted corpora (K = 20 block
+    topics, from 5) J = 2 or 3 were accepted in nearly every round, J = 5 and 8 were
+    rejected more often (their extra topics cost every document that takes them up a
+    sparse-Dirichlet price the data do not repay).
 
     With births the local step always runs the L-sparse routine (with L = K while L >= K),
     whose per-document rows the moves save.
@@ -458,9 +457,11 @@ class HDPModel(MoveBook, VariationalModel):
         min_size = 4.0 * self.move_opts["birth_topics"]
         self._birth_possible = bool(np.any(sizes >= min_size))
         if self.birth_room(K) and self.due("births") and self.births_settled():
+            # largest first, whatever the earlier rejections (select_births without
+            # ``tried``): a topic that holds several groups stays the largest until a birth
+            # splits it, and one birth is accepted per round at most
             births = select_births(sizes, max_candidates=self.move_opts["max_births"],
-                                   allowed=self.birthable(), min_size=min_size,
-                                   tried=self.birth_rejections())
+                                   allowed=self.birthable(), min_size=min_size)
         if pairs.shape[0] or dels.size or births.size:
             self.round = MoveRound(K, pairs, dels, births)
 
