@@ -267,9 +267,8 @@ def _fresh_clusters(model, X, J, rng, n_iter):
             stats = plain.local_step(X, plain.global_step(stats))
         if np.count_nonzero(stats["N"] >= 1.0) < 2:
             continue
-        value = (_gaussian.optimal_allocation_terms(stats["N"], prior)
-                 + float(np.sum(stats["entropy"]))
-                 + float(np.sum(_gaussian.optimal_component_terms(stats, prior))))
+        value = _gaussian.optimal_value(stats["N"], stats["entropy"],
+                                        _gaussian.optimal_component_terms(stats, prior), prior)
         if best is None or value > best[0]:
             best = (value, stats)
     return None if best is None else best[1]

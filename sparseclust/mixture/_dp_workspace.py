@@ -61,9 +61,8 @@ class _Workspace(MoveWorkspace):
 
     def _value(self, stats, alive, comp):
         """The ELBO of the clusters ``alive`` at their optimal global parameters."""
-        N = stats["N"][alive]
-        return (_gaussian.optimal_allocation_terms(N, self.prior)
-                + float(np.sum(stats["entropy"][alive])) + float(np.sum(comp[alive])))
+        return _gaussian.optimal_value(stats["N"][alive], stats["entropy"][alive], comp[alive],
+                                       self.prior)
 
     def pooled_component_terms(self, ia, ib):
         """The data terms of the clusters ``ia[p] + ib[p]`` pooled, for every p (one Cholesky
@@ -88,8 +87,7 @@ class _Workspace(MoveWorkspace):
         ent[a] = (st["entropy"][a] + st["entropy"][b]) + ph
         comp = self.comp.copy()
         comp[a] = comp_ab
-        value = (_gaussian.optimal_allocation_terms(N[alive], self.prior)
-                 + float(np.sum(ent[alive])) + float(np.sum(comp[alive])))
+        value = _gaussian.optimal_value(N[alive], ent[alive], comp[alive], self.prior)
         if not self.accepts(value):
             return False
         _merge_into(st, a, b, ph)

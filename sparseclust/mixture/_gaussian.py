@@ -211,6 +211,14 @@ def optimal_allocation_terms(N, prior):
                  + np.sum(gammaln(a0 + N)))
 
 
+def optimal_value(N, entropy, comp, prior):
+    """The ELBO of clusters with counts ``N``, entropy terms ``entropy`` and data terms
+    ``comp`` (:func:`optimal_component_terms`) at their optimal global parameters: the
+    allocation terms (:func:`optimal_allocation_terms`) plus the two sums."""
+    return (optimal_allocation_terms(N, prior) + float(np.sum(entropy))
+            + float(np.sum(comp)))
+
+
 def merge_allocation_gain(N, prior, pa, pb, chunk=1 << 20):
     """Change of :func:`optimal_allocation_terms` when cluster ``pb[p]`` is merged into
     ``pa[p]`` (the merged cluster keeps a's place, b's is removed), for every pair p at once.
