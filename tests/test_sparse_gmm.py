@@ -1891,6 +1891,42 @@ def test_births_in_the_first_round_then_after_a_round_that_accepted_no_merge(ear
     assert only.trace_[1]["births_tried"] == 2
 
 
+@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+def test_birth_statistics_on_used_clusters_equal_the_full_width_update(covariance_type):
+    """A birth edits the statistics on the clusters its rows use only
+    (:func:`_dp_rows._used_stats`, :func:`_dp_rows._move_stats`): bit for bit the update
+    ``stats - before + after`` computed over all K clusters."""
+    from sparseclust.mixture._dp_rows import _move_stats, _used_stats
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(300, 5)
+    est = SparseGaussianMixture(2, covariance_type=covariance_type,
+                                weight_concentration_prior_type="dirichlet_process")
+    model = _DPMixtureModel(est._build_prior(X), 12, 3, X.dtype, moves=("birth",))
+    K = 12
+    wide = model.plain_model(K)
+    stats = wide.stats_from_responsibilities(
+        rng.dirichlet(np.ones(3), 300), np.argsort(rng.rand(300, K), 1)[:, :3].astype(np.int32),
+        X)
+    rows = X[:120]
+    old_i = np.array([rng.choice([0, 3, 4, 9], 3, replace=False) for _ in range(120)],
+                     dtype=np.int32)
+    new_i = np.array([rng.choice([0, 4, 10, 11], 3, replace=False) for _ in range(120)],
+                     dtype=np.int32)
+    old_v, new_v = rng.dirichlet(np.ones(3), 120), rng.dirichlet(np.ones(3), 120)
+    expected = (stats - wide.stats_from_responsibilities(old_v, old_i, rows)
+                + wide.stats_from_responsibilities(new_v, new_i, rows))
+    ids_old, before = _used_stats(model, old_v, old_i, rows)
+    ids_new, after = _used_stats(model, new_v, new_i, rows)
+    np.testing.assert_array_equal(ids_old, [0, 3, 4, 9])
+    np.testing.assert_array_equal(ids_new, [0, 4, 10, 11])
+    got = stats.copy()
+    _move_stats(got, ids_old, before, ids_new, after)
+    assert got.keys() == expected.keys()
+    for f in expected.keys():
+        np.testing.assert_array_equal(got[f], expected[f])
+
+
 def test_birth_proposal_equals_from_scratch():
     # one batch: the statistics and the objective of an accepted birth equal those of the
     # full responsibilities (the target's rows re-inferred, the others as the pass left them)
@@ -1919,7 +1955,7 @@ def test_birth_proposal_equals_from_scratch():
     assert res is not None
     J, out = res
     assert work.K == 2 + J and work.value > v0
-    _, _, vals, idx = out[0]
+    vals, idx = out[0][-2:]
     R = np.zeros((X.shape[0], 2 + J))
     np.put_along_axis(R[:, :2], rows[0][1].astype(np.intp), rows[0][0], axis=1)
     ids = g["rows"][target]

@@ -94,6 +94,7 @@ from ._dp_rows import (
     _csr,
     _fold_merged,
     _merge_into,
+    _move_stats,
     _own,
     _pad,
     _pair_lookup,
@@ -601,8 +602,8 @@ class MixtureMoves(MoveBook):
             for bb in range(len(batch_stats)):
                 st = _pad(batch_stats[bb], n_new)
                 if bb in out:
-                    before, after, values, indices = out[bb]
-                    st = st - before + after
+                    ids_old, before, ids_new, after, values, indices = out[bb]
+                    _move_stats(st, ids_old, before, ids_new, after)
                     g = rnd.batch[bb]
                     g["values"][targets[bb]] = values
                     g["indices"][targets[bb]] = indices

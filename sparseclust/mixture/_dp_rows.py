@@ -29,6 +29,25 @@ def _update_rows(stats, rows, before, after):
         v[rows] = v[rows] - before[k] + after[k]
 
 
+def _used_stats(model, values, indices, X):
+    """The clusters ``ids`` the rows' responsibilities name (sorted) and the rows'
+    statistics on those alone: ``model.stats_from_responsibilities(values, indices, X)``
+    restricted to ``ids`` (every other cluster's are zero), the same numbers."""
+    ids = np.unique(indices).astype(np.int64)
+    local = model.plain_model(ids.size)
+    return ids, local.stats_from_responsibilities(
+        values, np.searchsorted(ids, indices).astype(np.int32), X)
+
+
+def _move_stats(stats, ids_old, before, ids_new, after):
+    """``stats - before + after`` in place, where ``before`` holds the statistics of the
+    clusters ``ids_old`` only and ``after`` those of ``ids_new`` (the same numbers as the
+    full-width update: the other clusters' entries are zero in both)."""
+    for k, v in stats.items():
+        v[ids_old] = v[ids_old] - before[k]
+        v[ids_new] = v[ids_new] + after[k]
+
+
 def _zero(stats, j):
     for _k, v in stats.items():
         v[j] = 0.0

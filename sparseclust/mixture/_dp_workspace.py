@@ -12,10 +12,12 @@ from ._dp_rows import (
     _fetch_rows,
     _fresh_clusters,
     _merge_into,
+    _move_stats,
     _pad,
     _pad_support,
     _rerun_local,
     _update_rows,
+    _used_stats,
     _zero,
     restrict,
 )
@@ -149,8 +151,10 @@ class _Workspace(MoveWorkspace):
     def try_birth(self, k, targets, rnd, batches, opts, rng):
         """Fit fresh clusters to k's rows ``targets`` (up to ``birth_fit_rows`` of them) and
         re-run the local step on those rows under the live clusters plus the fresh ones; returns
-        ``(n_new, {batch: (before, after, new values, new indices)})`` when the whole-data
-        ELBO increases (the fresh clusters then occupy the last ``n_new`` slots)."""
+        ``(n_new, {batch: (clusters before, their statistics, clusters after, their
+        statistics, new values, new indices)})`` when the whole-data ELBO increases (the
+        fresh clusters then occupy the last ``n_new`` slots; :func:`._dp_rows._move_stats`
+        applies the statistics)."""
         m = self.m
         K0 = self.K
         got = _fetch_rows(batches, {bb: rnd.batch[bb]["rows"][t] for bb, t in targets.items()})
@@ -176,14 +180,14 @@ class _Workspace(MoveWorkspace):
         width = min(rnd.batch[bb]["values"].shape[1] for bb in rows)
         plain = m.plain_model(cand["N"].shape[0], max_L=width)
         slot = np.concatenate([live, K0 + np.arange(J)])  # local cluster -> workspace slot
-        Kt = K0 + J
-        wide = m.plain_model(Kt)
+        # a batch's rows change the statistics of the clusters they use only: those are
+        # computed on those clusters alone, and the proposal updated there
         olds = {}
         for bb, (Xt, t) in rows.items():
             g = rnd.batch[bb]
             vals_old = np.ascontiguousarray(g["values"][t])
             idx_old = np.ascontiguousarray(g["indices"][t])
-            olds[bb] = (vals_old, idx_old, wide.stats_from_responsibilities(vals_old, idx_old, Xt))
+            olds[bb] = (vals_old, idx_old) + _used_stats(m, vals_old, idx_old, Xt)
         best = prop = None
         for it in range(1 + opts["birth_refine"]):
             if it:
@@ -195,15 +199,15 @@ class _Workspace(MoveWorkspace):
             out = {}
             changed = {k}
             for bb, (Xt, _) in rows.items():
-                vals_old, idx_old, before = olds[bb]
+                vals_old, idx_old, ids_old, before = olds[bb]
                 vals_new, loc = _rerun_local(plain, Xt, params, vals_old.dtype)
                 idx_new = slot[loc].astype(np.int32)
                 vals_new, idx_new = _pad_support(vals_new, idx_new, vals_old.shape[1], K0)
-                after = wide.stats_from_responsibilities(vals_new, idx_new, Xt)
-                prop = prop - before + after
-                changed.update(np.unique(idx_old).tolist())
-                changed.update(np.unique(idx_new).tolist())
-                out[bb] = (before, after, vals_new, idx_new)
+                ids_new, after = _used_stats(m, vals_new, idx_new, Xt)
+                _move_stats(prop, ids_old, before, ids_new, after)
+                changed.update(ids_old.tolist())
+                changed.update(ids_new.tolist())
+                out[bb] = (ids_old, before, ids_new, after, vals_new, idx_new)
             value, comp = self._proposal_value(prop, changed, J)
             if best is None or value > best[0]:
                 best = (value, comp, prop, out)
