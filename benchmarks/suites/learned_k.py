@@ -21,10 +21,10 @@ METHOD = """\
   at the HDP's learned K (same seed)."""
 
 FULL = {
-    "kos": dict(corpus="kos", starts=[25, 100, 200], grid=[25, 50, 100, 200, 400, 800],
-                seeds=[0, 1]),
-    "20newsgroups": dict(corpus="20newsgroups", starts=[25, 100, 200],
-                         grid=[25, 50, 100, 200, 400], seeds=[0]),
+    "kos": dict(corpus="kos", starts=[25, 100, 400], grid=[25, 50, 100, 200, 400, 800],
+                seeds=[0, 1, 2]),
+    "20newsgroups": dict(corpus="20newsgroups", starts=[25, 100, 400],
+                         grid=[25, 50, 100, 200, 400, 800], seeds=[0, 1, 2]),
 }
 QUICK = {"kos": dict(corpus="kos", starts=[10, 30], grid=[10, 20], seeds=[0],
                      max_iter=5)}
