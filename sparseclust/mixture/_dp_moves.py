@@ -100,7 +100,6 @@ from ._dp_rows import (
     _pair_lookup,
     _reinfer_rows_all,
     _sum_pairs,
-    _update_rows,
     _zero,
     reinfer_rows,
     restrict,
@@ -558,7 +557,7 @@ class MixtureMoves(MoveBook):
             log.touched.add(j)
             for bb, (ids, before, after, values, indices) in res.items():
                 st = _own(batch_stats[bb])
-                _update_rows(st, ids, before, after)
+                _move_stats(st, ids, before, ids, after)
                 _zero(st, j)
                 batch_stats[bb] = st
                 g = rnd.batch[bb]

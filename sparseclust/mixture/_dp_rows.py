@@ -22,21 +22,21 @@ def restrict(stats, idx):
     return SuffStats(**{k: np.ascontiguousarray(v[idx]) for k, v in stats.items()})
 
 
-def _update_rows(stats, rows, before, after):
-    """``stats[rows] = stats[rows] - before + after`` for every field, in place (``before`` and
-    ``after`` hold the statistics of the clusters ``rows`` only)."""
-    for k, v in stats.items():
-        v[rows] = v[rows] - before[k] + after[k]
+def _stats_on(model, ids, values, indices, X):
+    """The rows' statistics on the sorted clusters ``ids`` alone (``indices`` all lie in
+    ``ids``): ``model.stats_from_responsibilities(values, indices, X)`` restricted to
+    ``ids``, the same numbers (the kernel sums each cluster over its rows in row order,
+    whatever the number of clusters)."""
+    local = model.plain_model(ids.size)
+    return local.stats_from_responsibilities(
+        values, np.searchsorted(ids, indices).astype(np.int32), X)
 
 
 def _used_stats(model, values, indices, X):
     """The clusters ``ids`` the rows' responsibilities name (sorted) and the rows'
-    statistics on those alone: ``model.stats_from_responsibilities(values, indices, X)``
-    restricted to ``ids`` (every other cluster's are zero), the same numbers."""
+    statistics on those alone (:func:`_stats_on`)."""
     ids = np.unique(indices).astype(np.int64)
-    local = model.plain_model(ids.size)
-    return ids, local.stats_from_responsibilities(
-        values, np.searchsorted(ids, indices).astype(np.int32), X)
+    return ids, _stats_on(model, ids, values, indices, X)
 
 
 def _move_stats(stats, ids_old, before, ids_new, after):
@@ -73,11 +73,8 @@ def reinfer_rows(X, model, plain, params0, idx, K, vals_old, idx_old):
     # the re-inferred rows keep their support width (when L had to shrink)
     vals_new, idx_new = _pad_support(vals_new, idx_new, vals_old.shape[1], K)
     ids = np.union1d(idx_old, idx_new).astype(np.int64)
-    local = model.plain_model(ids.size)
-    before = local.stats_from_responsibilities(
-        vals_old, np.searchsorted(ids, idx_old).astype(np.int32), Xt)
-    after = local.stats_from_responsibilities(
-        vals_new, np.searchsorted(ids, idx_new).astype(np.int32), Xt)
+    before = _stats_on(model, ids, vals_old, idx_old, Xt)
+    after = _stats_on(model, ids, vals_new, idx_new, Xt)
     return ids, before, after, vals_new, idx_new
 
 

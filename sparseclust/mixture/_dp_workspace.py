@@ -16,7 +16,6 @@ from ._dp_rows import (
     _pad,
     _pad_support,
     _rerun_local,
-    _update_rows,
     _used_stats,
     _zero,
     restrict,
@@ -123,7 +122,8 @@ class _Workspace(MoveWorkspace):
         sub = restrict(self.stats, moved)
         for bb in targets:
             ids, before, after = out[bb][:3]
-            _update_rows(sub, np.searchsorted(moved, ids), before, after)
+            rows = np.searchsorted(moved, ids)
+            _move_stats(sub, rows, before, rows, after)
         _zero(sub, int(np.searchsorted(moved, j)))
         prop = {f: self.stats[f].copy() for f in ("N", "entropy")}
         for f in prop:
