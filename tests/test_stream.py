@@ -20,6 +20,7 @@ from sparseclust.datasets import (
     load_uci_bow,
     save_uci_bow,
     stream_ldac,
+    stream_npz,
     stream_text_folder,
     stream_uci_bow,
 )
@@ -179,6 +180,110 @@ def test_partial_fit_over_a_stream_equals_in_memory_minibatches(tmp_path, cls, p
         ref.partial_fit(X[lo:lo + 64])
     np.testing.assert_array_equal(streamed.components_, ref.components_)
     assert streamed.n_batch_iter_ == 5
+
+
+# ------------------------------------------------------------------------ saved streams
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_saved_stream_yields_the_source_minibatches(tmp_path, dtype):
+    keep = np.ones(130)
+    keep[[0, 61, 62]] = 0  # empty documents
+    X = sp.csr_matrix(sp.diags_array(keep) @ load_kos().data[:130])
+    X.eliminate_zeros()
+    save_uci_bow(X, tmp_path / "docword.txt.gz")
+    src = stream_uci_bow(tmp_path / "docword.txt.gz", batch_size=40, dtype=dtype)
+    saved = src.save(tmp_path / "saved")
+    assert isinstance(saved, CorpusStream)
+    assert (saved.n_features, saved.n_documents, saved.batch_size) == (X.shape[1], 130, 40)
+    assert saved.source == str(tmp_path / "saved")
+    for _ in range(2):  # iterating again reads the files again
+        got = list(saved)
+        ref = list(src)
+        assert [g.shape for g in got] == [(40, X.shape[1])] * 3 + [(10, X.shape[1])]
+        for g, r in zip(got, ref, strict=True):
+            assert sp.issparse(g) and g.format == "csr" and g.dtype == dtype
+            _same(g, r)
+    # reopened later, with no stream of the source at hand
+    again = stream_npz(tmp_path / "saved")
+    _same(sp.vstack(list(again)), X)
+    # the source files are no longer read
+    (tmp_path / "docword.txt.gz").unlink()
+    _same(sp.vstack(list(again)), X)
+
+
+def test_saved_stream_keeps_the_vocabulary(tmp_path):
+    words = ["disk", "memory", "sparse", "stream", "topic"]
+    rng = np.random.default_rng(1)
+    for i in range(9):
+        (tmp_path / f"{i}.txt").write_text(" ".join(rng.choice(words, size=6)))
+    src = stream_text_folder(tmp_path, words, batch_size=4)
+    saved = src.save(tmp_path.parent / (tmp_path.name + "-saved"))
+    assert list(saved.feature_names) == words
+    _same(sp.vstack(list(saved)), sp.vstack(list(src)))
+    # a stream without a vocabulary keeps none
+    X = sp.csr_matrix(np.arange(12.0).reshape(4, 3))
+    plain = CorpusStream(lambda: iter([X[:3], X[3:]]), n_features=3, n_documents=None,
+                         batch_size=3, feature_names=None, source="memory")
+    again = plain.save(tmp_path / "plain")
+    assert again.feature_names is None and again.n_documents == 4
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+def test_memoized_fit_on_a_saved_stream_equals_the_fit_on_its_source(tmp_path):
+    X = sp.csr_matrix(load_kos().data[:200])
+    save_uci_bow(X, tmp_path / "docword.txt.gz")
+    src = stream_uci_bow(tmp_path / "docword.txt.gz", batch_size=50)
+    saved = src.save(tmp_path / "saved")
+    fits = [SparseLDA(n_components=5, max_iter=3, tol=0, random_state=0).fit(s)
+            for s in (src, saved)]
+    np.testing.assert_array_equal(fits[0].components_, fits[1].components_)
+    np.testing.assert_array_equal(fits[0].lower_bounds_, fits[1].lower_bounds_)
+
+
+def test_saved_stream_errors(tmp_path):
+    X = sp.csr_matrix(load_kos().data[:30])
+    save_uci_bow(X, tmp_path / "docword.txt")
+    src = stream_uci_bow(tmp_path / "docword.txt", batch_size=10)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "notes.txt").write_text("x")
+    with pytest.raises(FileExistsError, match="not an empty directory"):
+        src.save(tmp_path / "full")
+    (tmp_path / "empty").mkdir()
+    assert src.save(tmp_path / "empty").n_documents == 30  # an empty directory is used
+    with pytest.raises(ValueError, match="no saved corpus here"):
+        stream_npz(tmp_path / "full")
+    (tmp_path / "full" / "corpus.json").write_text('{"format": "other"}')
+    with pytest.raises(ValueError, match="not a corpus saved by"):
+        stream_npz(tmp_path / "full")
+
+    saved = src.save(tmp_path / "saved")
+    (tmp_path / "saved" / "batch-000002.npz").unlink()
+    with pytest.raises(ValueError, match=r"1 of 3 minibatch files are missing.*batch-000002"):
+        stream_npz(tmp_path / "saved")
+    (tmp_path / "saved" / "batch-000002.npz").write_bytes(b"not a zip file")
+    with pytest.raises(ValueError, match=r"batch-000002.npz: cannot read the saved minibatch"):
+        list(saved)
+    sp.save_npz(tmp_path / "saved" / "batch-000002.npz", X[:4], compressed=False)
+    with pytest.raises(ValueError, match=r"holds a 4 x \d+ matrix, the manifest declares 10"):
+        list(saved)
+
+    # a source that fails part-way leaves nothing behind
+    def failing():
+        yield X[:10]
+        raise ValueError("docword.txt, line 9: broken")
+
+    bad = CorpusStream(failing, n_features=X.shape[1], n_documents=30, batch_size=10,
+                       feature_names=None, source="docword.txt")
+    with pytest.raises(ValueError, match="line 9: broken"):
+        bad.save(tmp_path / "partial")
+    assert not (tmp_path / "partial").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".partial")]
+    wrong = CorpusStream(lambda: iter([X[:10, :5]]), n_features=X.shape[1], n_documents=None,
+                         batch_size=10, feature_names=None, source="cut")
+    with pytest.raises(ValueError, match=r"cut: minibatch 0 has shape \(10, 5\)"):
+        wrong.save(tmp_path / "wrong")
+    assert not (tmp_path / "wrong").exists()
 
 
 # ------------------------------------------------------------------ memoized from disk

@@ -5,7 +5,8 @@
 - :func:`load_uci_bow`, :func:`save_uci_bow`, :func:`load_ldac`,
   :func:`load_text_folder`, :func:`load_text_lines` -- bag-of-words readers and writer;
 - :func:`stream_uci_bow`, :func:`stream_ldac`, :func:`stream_text_folder` -- the same
-  corpora as CSR minibatches read from disk without loading the corpus (:class:`CorpusStream`);
+  corpora as CSR minibatches read from disk without loading the corpus (:class:`CorpusStream`),
+  and :func:`stream_npz` for a stream written once in binary by :meth:`CorpusStream.save`;
 - :func:`extract_patches`, :func:`load_sample_patches`, :func:`load_image_patches` --
   image patches on a regular grid, the data of the Gaussian-mixture experiments;
 - :func:`stream_image_patches` -- the same patches as minibatches, read one image at a
@@ -21,7 +22,7 @@ from ._images import (
     load_sample_patches,
     stream_image_patches,
 )
-from ._stream import CorpusStream, stream_ldac, stream_text_folder, stream_uci_bow
+from ._stream import CorpusStream, stream_ldac, stream_npz, stream_text_folder, stream_uci_bow
 
 __all__ = [
     "CorpusStream",
@@ -37,6 +38,7 @@ __all__ = [
     "save_uci_bow",
     "stream_image_patches",
     "stream_ldac",
+    "stream_npz",
     "stream_text_folder",
     "stream_uci_bow",
 ]

@@ -14,10 +14,17 @@ corpus's full vocabulary as columns, so ``partial_fit`` can be called on each::
 The blocks are parsed with the same vectorized scanner as the whole-file loaders
 (:mod:`._bow`), and with the same line-by-line parser for the error message (file name and
 1-based line) when a block does not pass.
+
+:meth:`CorpusStream.save` writes any such stream once as uncompressed binary minibatches, and
+:func:`stream_npz` reads them back: memoized training reads its stream at every pass, and a
+saved stream skips the decompression and parsing of a text source at each of them.
 """
 
 import gzip
+import json
 import os
+import shutil
+import zipfile
 import zlib
 from pathlib import Path
 
@@ -42,7 +49,7 @@ from ._bow import (
 )
 from ._read_ahead import read_ahead
 
-__all__ = ["CorpusStream", "stream_ldac", "stream_text_folder", "stream_uci_bow"]
+__all__ = ["CorpusStream", "stream_ldac", "stream_npz", "stream_text_folder", "stream_uci_bow"]
 
 #: bytes read at a time
 _BLOCK_BYTES = 1 << 20
@@ -84,6 +91,70 @@ class CorpusStream:
     def __repr__(self):
         return (f"CorpusStream({self.source!r}, n_features={self.n_features}, "
                 f"n_documents={self.n_documents}, batch_size={self.batch_size})")
+
+    def save(self, directory):
+        """Read the stream once and write its minibatches to ``directory`` in binary form.
+
+        Each minibatch becomes an uncompressed ``scipy.sparse`` ``.npz`` file (its CSR
+        arrays), beside a manifest (``corpus.json``: the number of words, documents and
+        minibatches, the rows of each, the vocabulary). Reading one back is a copy of its
+        arrays, with no decompression or parsing, so a corpus that several passes or several
+        fits read (memoized training, a grid search) is parsed once, here. The saved stream
+        yields the same minibatches, in the same order, with the same dtype.
+
+        Parameters
+        ----------
+        directory : str or path-like
+            Created; it must not exist, or be empty. The files are written to a temporary
+            sibling directory that is renamed when complete, so an interrupted save leaves no
+            partial corpus behind.
+
+        Returns
+        -------
+        stream : CorpusStream
+            ``stream_npz(directory)``: the saved minibatches.
+
+        Raises
+        ------
+        FileExistsError
+            When ``directory`` holds files.
+        ValueError
+            When a minibatch is not a 2-D matrix over the stream's ``n_features`` words, and
+            as reading the source raises.
+        """
+        target = Path(os.fspath(directory))
+        if target.exists() and (not target.is_dir() or any(target.iterdir())):
+            raise FileExistsError(f"{target}: exists and is not an empty directory; "
+                                  "CorpusStream.save writes a new directory")
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.partial")
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir(parents=True)
+        rows, nnz, dtype = [], [], None
+        try:
+            for i, Xb in enumerate(self):
+                Xb = sp.csr_matrix(Xb)
+                if Xb.ndim != 2 or Xb.shape[1] != self.n_features:
+                    raise ValueError(f"{self.source}: minibatch {i} has shape {Xb.shape}, "
+                                     f"expected (n, {self.n_features})")
+                sp.save_npz(tmp / _npz_name(i), Xb, compressed=False)
+                rows.append(int(Xb.shape[0]))
+                nnz.append(int(Xb.nnz))
+                dtype = str(Xb.dtype)
+            names = None if self.feature_names is None else [str(w) for w in
+                                                             self.feature_names]
+            manifest = dict(format=_NPZ_FORMAT, version=_NPZ_VERSION,
+                            n_features=int(self.n_features), n_documents=int(sum(rows)),
+                            batch_size=int(self.batch_size), rows=rows, nnz=nnz, dtype=dtype,
+                            source=str(self.source), feature_names=names)
+            (tmp / _NPZ_MANIFEST).write_text(json.dumps(manifest))
+            if target.exists():
+                target.rmdir()
+            os.replace(tmp, target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return stream_npz(target)
 
 
 def _check_batch_size(batch_size):
@@ -446,3 +517,77 @@ def stream_text_folder(path, vocabulary, batch_size=1000, **vectorizer_params):
 
     return CorpusStream(batches, n_features=feature_names.size, n_documents=len(files),
                         batch_size=batch_size, feature_names=feature_names, source=str(folder))
+
+
+# ------------------------------------------------------------------------- saved stream
+
+_NPZ_FORMAT = "sparseclust.CorpusStream"
+_NPZ_VERSION = 1
+_NPZ_MANIFEST = "corpus.json"
+
+
+def _npz_name(i):
+    return f"batch-{i:06d}.npz"
+
+
+def stream_npz(directory):
+    """Stream a corpus written by :meth:`CorpusStream.save`.
+
+    Minibatch ``i`` is the file ``batch-<i>.npz`` of ``directory``, read with
+    :func:`scipy.sparse.load_npz`: the minibatches of the stream that was saved, in its
+    order and dtype, over the same words.
+
+    Parameters
+    ----------
+    directory : str or path-like
+
+    Returns
+    -------
+    stream : CorpusStream
+        ``n_documents`` is the number of documents saved; ``batch_size`` and
+        ``feature_names`` are those of the saved stream, ``source`` is ``directory``.
+
+    Raises
+    ------
+    ValueError
+        When ``directory`` holds no saved corpus (its ``corpus.json``), a minibatch file is
+        missing, or, while iterating, a file cannot be read or does not hold the rows and
+        words the manifest declares.
+    """
+    folder = Path(os.fspath(directory))
+    name = str(folder)
+    try:
+        manifest = json.loads((folder / _NPZ_MANIFEST).read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{name}: no saved corpus here (no {_NPZ_MANIFEST}); write one "
+                         "with CorpusStream.save") from None
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{name}: cannot read {_NPZ_MANIFEST} ({exc})") from None
+    if (not isinstance(manifest, dict) or manifest.get("format") != _NPZ_FORMAT
+            or manifest.get("version") != _NPZ_VERSION):
+        raise ValueError(f"{name}/{_NPZ_MANIFEST}: not a corpus saved by this version of "
+                         "CorpusStream.save")
+    rows, n_features = manifest["rows"], int(manifest["n_features"])
+    files = [folder / _npz_name(i) for i in range(len(rows))]
+    missing = [f.name for f in files if not f.is_file()]
+    if missing:
+        raise ValueError(f"{name}: {len(missing)} of {len(files)} minibatch files are "
+                         f"missing (first: {missing[0]})")
+    names = manifest.get("feature_names")
+    feature_names = None if names is None else np.asarray(names, dtype=object)
+
+    def batches():
+        for f, n in zip(files, rows, strict=True):
+            try:
+                Xb = sp.load_npz(f)
+            except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+                raise ValueError(f"{f}: cannot read the saved minibatch ({exc})") from None
+            if Xb.shape != (n, n_features):
+                raise ValueError(f"{f}: holds a {Xb.shape[0]} x {Xb.shape[1]} matrix, the "
+                                 f"manifest declares {n} x {n_features}")
+            yield sp.csr_matrix(Xb)
+
+    return CorpusStream(batches, n_features=n_features,
+                        n_documents=int(manifest["n_documents"]),
+                        batch_size=int(manifest["batch_size"]), feature_names=feature_names,
+                        source=name)
