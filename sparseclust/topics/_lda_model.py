@@ -140,12 +140,25 @@ class _LDAParams:
 
     @property
     def lam(self):
-        """lambda (K, V)."""
+        """lambda (K, V): a new array when computed from the statistics, by blocks of topics
+        on ``n_threads`` threads (the bits of :meth:`lam_rows`)."""
         if self._lam is not None:
             return self._lam
         if self._S is None:
             raise RuntimeError("these parameters keep only the E[log phi] table")
-        return self.lam_rows(0, self._S.shape[0])
+        K, V = self._S.shape
+        lam = np.empty((K, V))
+
+        def block(ab):
+            a, b = ab
+            S = self._S[a:b]
+            if sp.issparse(S):
+                S = S.toarray()
+            np.maximum(S, 0.0, out=lam[a:b])
+            lam[a:b] += self._tau
+
+        map_blocks(block, _row_blocks(K, V), self._n_threads)
+        return lam
 
 
 class _CountParams(_LDAParams):
