@@ -202,6 +202,25 @@ def test_blocks_of_topics_on_threads_change_no_bit(monkeypatch, local_step_):
     np.testing.assert_allclose(whole.lower_bounds_, fits[0].lower_bounds_, rtol=1e-12)
 
 
+def test_lambda_from_the_statistics_by_blocks_on_threads(monkeypatch):
+    # lambda = tau + max(S, 0) from the statistics (a callback's components) by blocks of
+    # topics on threads: the same bits as the formula over the whole array, dense or sparse
+    # S, with the small negative residues memoized subtraction can leave
+    from sparseclust.topics import _lda_model
+
+    rng = np.random.default_rng(3)
+    S = rng.gamma(0.3, 5.0, (7, 40)) * (rng.random((7, 40)) < 0.5)
+    S[S == 0] = np.where(rng.random(int((S == 0).sum())) < 0.3, -1e-13, 0.0)
+    ref = np.maximum(S, 0.0) + 0.1
+    monkeypatch.setattr(_lda_model, "_ROW_BLOCK_ELEMS", 1)  # a block per topic
+    for stats in (S, sp.csr_array(S)):
+        for cls in (_lda_model._LDAParams, _lda_model._CountParams):
+            for threads in (1, 2, 3):
+                lam = cls.from_stats(stats, 0.1, n_threads=threads).lam
+                assert lam.dtype == np.float64 and lam.flags.c_contiguous
+                np.testing.assert_array_equal(lam, ref)
+
+
 def test_first_visit_weights_by_blocks_of_words_change_no_bit(monkeypatch):
     # the Gibbs step's first-visit weights, by blocks of word types on threads, equal
     # row_scaled_weights of the whole E[log phi] array; and so do the fits

@@ -218,7 +218,7 @@ def test_saved_stream_keeps_the_vocabulary(tmp_path):
     for i in range(9):
         (tmp_path / f"{i}.txt").write_text(" ".join(rng.choice(words, size=6)))
     src = stream_text_folder(tmp_path, words, batch_size=4)
-    saved = src.save(tmp_path.parent / (tmp_path.name + "-saved"))
+    saved = src.save(tmp_path / "saved" / "vocabulary")  # parents are created
     assert list(saved.feature_names) == words
     _same(sp.vstack(list(saved)), sp.vstack(list(src)))
     # a stream without a vocabulary keeps none
@@ -235,10 +235,11 @@ def test_memoized_fit_on_a_saved_stream_equals_the_fit_on_its_source(tmp_path):
     save_uci_bow(X, tmp_path / "docword.txt.gz")
     src = stream_uci_bow(tmp_path / "docword.txt.gz", batch_size=50)
     saved = src.save(tmp_path / "saved")
-    fits = [SparseLDA(n_components=5, max_iter=3, tol=0, random_state=0).fit(s)
-            for s in (src, saved)]
-    np.testing.assert_array_equal(fits[0].components_, fits[1].components_)
-    np.testing.assert_array_equal(fits[0].lower_bounds_, fits[1].lower_bounds_)
+    for make in (lambda: SparseLDA(n_components=5, max_iter=3, tol=0, random_state=0),
+                 lambda: HDPTopicModel(max_components=8, max_iter=3, tol=0, random_state=0)):
+        fits = [make().fit(s) for s in (src, saved)]
+        np.testing.assert_array_equal(fits[0].components_, fits[1].components_)
+        np.testing.assert_array_equal(fits[0].lower_bounds_, fits[1].lower_bounds_)
 
 
 def test_saved_stream_errors(tmp_path):
@@ -265,8 +266,17 @@ def test_saved_stream_errors(tmp_path):
     with pytest.raises(ValueError, match=r"batch-000002.npz: cannot read the saved minibatch"):
         list(saved)
     sp.save_npz(tmp_path / "saved" / "batch-000002.npz", X[:4], compressed=False)
-    with pytest.raises(ValueError, match=r"holds a 4 x \d+ matrix, the manifest declares 10"):
+    with pytest.raises(ValueError, match=r"holds a 4 x \d+ float64 matrix of \d+ entries, "
+                                         r"the manifest declares 10 x \d+ float64"):
         list(saved)
+    # the right shape with other entries (a file replaced by another minibatch)
+    sp.save_npz(tmp_path / "saved" / "batch-000002.npz", X[:10], compressed=False)
+    with pytest.raises(ValueError, match=r"batch-000002.npz: holds a 10 x"):
+        list(saved)
+    (tmp_path / "saved" / "corpus.json").write_text(
+        '{"format": "sparseclust.CorpusStream", "version": 1, "n_features": 3}')
+    with pytest.raises(ValueError, match="incomplete manifest .missing 'n_documents'"):
+        stream_npz(tmp_path / "saved")
 
     # a source that fails part-way leaves nothing behind
     def failing():
@@ -278,12 +288,74 @@ def test_saved_stream_errors(tmp_path):
     with pytest.raises(ValueError, match="line 9: broken"):
         bad.save(tmp_path / "partial")
     assert not (tmp_path / "partial").exists()
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".partial")]
-    wrong = CorpusStream(lambda: iter([X[:10, :5]]), n_features=X.shape[1], n_documents=None,
-                         batch_size=10, feature_names=None, source="cut")
-    with pytest.raises(ValueError, match=r"cut: minibatch 0 has shape \(10, 5\)"):
-        wrong.save(tmp_path / "wrong")
-    assert not (tmp_path / "wrong").exists()
+    assert not list(tmp_path.glob(".*.partial"))
+    for batch, shape in ((X[:10, :5], r"\(10, 5\)"), (np.ones(X.shape[1]), r"\(\d+,\)")):
+        wrong = CorpusStream(lambda b=batch: iter([b]), n_features=X.shape[1],
+                             n_documents=None, batch_size=10, feature_names=None,
+                             source="cut")
+        with pytest.raises(ValueError, match=rf"cut: minibatch 0 has shape {shape}"):
+            wrong.save(tmp_path / "wrong")
+        assert not (tmp_path / "wrong").exists()
+    assert not list(tmp_path.glob(".*.partial"))
+    # a file, or a symbolic link, is not a directory to write
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(FileExistsError, match="not an empty directory"):
+        src.save(tmp_path / "afile")
+    (tmp_path / "link").symlink_to(tmp_path / "empty-target", target_is_directory=True)
+    with pytest.raises(FileExistsError, match="symbolic link"):
+        src.save(tmp_path / "link")
+
+
+def test_saves_to_one_directory_never_mix(tmp_path):
+    # two saves race for one directory: one wins whole, the other fails and leaves nothing
+    first = sp.csr_matrix(np.ones((4, 3)))
+    second = sp.csr_matrix(2 * np.ones((4, 3)))
+    gate = threading.Barrier(2)
+
+    def source(X):
+        def batches():
+            for lo in range(0, 4, 2):
+                gate.wait(timeout=10)  # both saves are under way before either finishes
+                yield X[lo:lo + 2]
+        return CorpusStream(batches, n_features=3, n_documents=4, batch_size=2,
+                            feature_names=None, source="race")
+
+    outcome = {}
+
+    def run(key, X):
+        try:
+            outcome[key] = source(X).save(tmp_path / "same")
+        except FileExistsError as exc:
+            outcome[key] = exc
+
+    threads = [threading.Thread(target=run, args=(k, X))
+               for k, X in (("first", first), ("second", second))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    errors = [v for v in outcome.values() if isinstance(v, FileExistsError)]
+    assert len(outcome) == 2 and len(errors) == 1
+    assert "created by another save" in str(errors[0])
+    got = sp.vstack(list(stream_npz(tmp_path / "same"))).toarray()
+    assert np.all(got == 1) or np.all(got == 2)  # one source's minibatches, whole
+    assert not list(tmp_path.glob(".*.partial"))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float32])
+def test_saved_stream_of_empty_and_zero_row_minibatches(tmp_path, dtype):
+    X = sp.csr_matrix(np.arange(12, dtype=dtype).reshape(4, 3))
+    parts = [X[:0], X[:3], X[3:3], X[3:]]
+    s = CorpusStream(lambda: iter(parts), n_features=3, n_documents=None, batch_size=3,
+                     feature_names=None, source="memory")
+    got = list(s.save(tmp_path / "rows"))
+    assert [g.shape[0] for g in got] == [0, 3, 0, 1]
+    assert all(g.dtype == dtype for g in got)
+    _same(sp.vstack(got), X)
+    empty = CorpusStream(lambda: iter([]), n_features=3, n_documents=None, batch_size=3,
+                         feature_names=None, source="nothing")
+    saved = empty.save(tmp_path / "none")
+    assert saved.n_documents == 0 and list(saved) == []
 
 
 # ------------------------------------------------------------------ memoized from disk

@@ -461,22 +461,19 @@ def _child_corpus_dask(cfg):
 
 
 def _saved_stream(path, n_docs, n_batches, log):
-    """The docword file's memoized minibatches saved as binary (``CorpusStream.save``), once
-    into the cache; returns (directory, the save's CPU and wall seconds)."""
+    """The docword file's memoized minibatches saved as binary (``CorpusStream.save``) into
+    the cache, anew in every run (the files and the save's cost are this commit's); returns
+    (directory, the save's CPU and wall seconds)."""
     from sparseclust.datasets import stream_uci_bow
 
     folder = CACHE / f"saved.{Path(path).name}.b{n_batches}"
-    meta = folder.with_name(folder.name + ".json")
-    if folder.exists() and meta.exists():
-        return str(folder), json.loads(meta.read_text())
     if folder.exists():
         shutil.rmtree(folder)
     log(f"  saving {path} as {n_batches} binary minibatches to {folder}")
     c0, w0 = time.process_time(), time.perf_counter()
     stream_uci_bow(path, batch_size=math.ceil(n_docs / n_batches)).save(folder)
-    cost = dict(save_cpu_s=time.process_time() - c0, save_wall_s=time.perf_counter() - w0)
-    meta.write_text(json.dumps(cost))
-    return str(folder), cost
+    return str(folder), dict(save_cpu_s=time.process_time() - c0,
+                             save_wall_s=time.perf_counter() - w0)
 
 
 def _run_corpus100m(params, log):

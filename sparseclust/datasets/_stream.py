@@ -24,6 +24,7 @@ import gzip
 import json
 import os
 import shutil
+import tempfile
 import zipfile
 import zlib
 from pathlib import Path
@@ -95,19 +96,21 @@ class CorpusStream:
     def save(self, directory):
         """Read the stream once and write its minibatches to ``directory`` in binary form.
 
-        Each minibatch becomes an uncompressed ``scipy.sparse`` ``.npz`` file (its CSR
-        arrays), beside a manifest (``corpus.json``: the number of words, documents and
-        minibatches, the rows of each, the vocabulary). Reading one back is a copy of its
-        arrays, with no decompression or parsing, so a corpus that several passes or several
-        fits read (memoized training, a grid search) is parsed once, here. The saved stream
-        yields the same minibatches, in the same order, with the same dtype.
+        Each minibatch becomes an uncompressed ``scipy.sparse`` ``.npz`` file of its CSR
+        arrays (about ``itemsize + 4`` bytes an entry), ``batch-000000.npz``,
+        ``batch-000001.npz``, ..., beside a manifest (``corpus.json``: the number of words and
+        documents, the rows, entries and dtype of each minibatch, the vocabulary as strings).
+        Reading one back is a copy of its arrays, with no decompression or parsing, so a
+        corpus that several passes or several fits read (memoized training, a grid search) is
+        parsed once, here. The saved stream yields the same minibatches, in the same order and
+        dtype, as ``scipy.sparse.csr_matrix``.
 
         Parameters
         ----------
         directory : str or path-like
-            Created; it must not exist, or be empty. The files are written to a temporary
-            sibling directory that is renamed when complete, so an interrupted save leaves no
-            partial corpus behind.
+            Created (with its parents); it must not exist, or be an empty directory. The files
+            are written to a temporary directory beside it, renamed to ``directory`` when
+            complete: a save that fails or is interrupted leaves nothing at ``directory``.
 
         Returns
         -------
@@ -117,40 +120,58 @@ class CorpusStream:
         Raises
         ------
         FileExistsError
-            When ``directory`` holds files.
+            When ``directory`` is a file, a symbolic link or a directory that holds files,
+            checked before reading and again when the finished corpus is renamed (another
+            save may have created it meanwhile).
         ValueError
             When a minibatch is not a 2-D matrix over the stream's ``n_features`` words, and
-            as reading the source raises.
+            any error raised while reading the source.
         """
-        target = Path(os.fspath(directory))
+        target = Path(os.path.abspath(os.fspath(directory)))
+        if target.is_symlink():
+            raise FileExistsError(f"{target}: is a symbolic link; CorpusStream.save writes a "
+                                  "new directory")
         if target.exists() and (not target.is_dir() or any(target.iterdir())):
             raise FileExistsError(f"{target}: exists and is not an empty directory; "
                                   "CorpusStream.save writes a new directory")
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.partial")
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir(parents=True)
-        rows, nnz, dtype = [], [], None
+        n_features, batch_size = int(self.n_features), int(self.batch_size)
+        names = (None if self.feature_names is None
+                 else [str(w) for w in self.feature_names])
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # a fresh temporary directory per save: two saves never share one
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial",
+                                    dir=target.parent))
+        rows, nnz, dtypes = [], [], []
         try:
-            for i, Xb in enumerate(self):
-                Xb = sp.csr_matrix(Xb)
-                if Xb.ndim != 2 or Xb.shape[1] != self.n_features:
-                    raise ValueError(f"{self.source}: minibatch {i} has shape {Xb.shape}, "
-                                     f"expected (n, {self.n_features})")
-                sp.save_npz(tmp / _npz_name(i), Xb, compressed=False)
-                rows.append(int(Xb.shape[0]))
-                nnz.append(int(Xb.nnz))
-                dtype = str(Xb.dtype)
-            names = None if self.feature_names is None else [str(w) for w in
-                                                             self.feature_names]
-            manifest = dict(format=_NPZ_FORMAT, version=_NPZ_VERSION,
-                            n_features=int(self.n_features), n_documents=int(sum(rows)),
-                            batch_size=int(self.batch_size), rows=rows, nnz=nnz, dtype=dtype,
-                            source=str(self.source), feature_names=names)
+            it = iter(self)
+            try:
+                for i, Xb in enumerate(it):
+                    shape = Xb.shape if sp.issparse(Xb) else np.shape(Xb)
+                    if len(shape) != 2 or shape[1] != n_features:
+                        raise ValueError(f"{self.source}: minibatch {i} has shape "
+                                         f"{tuple(shape)}, expected (n, {n_features})")
+                    Xb = sp.csr_matrix(Xb)
+                    sp.save_npz(tmp / _npz_name(i), Xb, compressed=False)
+                    rows.append(int(Xb.shape[0]))
+                    nnz.append(int(Xb.nnz))
+                    dtypes.append(str(Xb.dtype))
+            finally:
+                if hasattr(it, "close"):
+                    it.close()  # stops a read-ahead thread at once
+            manifest = dict(format=_NPZ_FORMAT, version=_NPZ_VERSION, n_features=n_features,
+                            n_documents=int(sum(rows)), batch_size=batch_size, rows=rows,
+                            nnz=nnz, dtypes=dtypes, source=str(self.source),
+                            feature_names=names)
             (tmp / _NPZ_MANIFEST).write_text(json.dumps(manifest))
-            if target.exists():
-                target.rmdir()
-            os.replace(tmp, target)
+            if os.name == "nt" and target.is_dir() and not any(target.iterdir()):
+                target.rmdir()  # os.rename does not replace a directory there
+            try:
+                # replaces an empty directory, fails on any other
+                os.rename(tmp, target)
+            except OSError as exc:
+                raise FileExistsError(f"{target}: was created by another save or process "
+                                      f"meanwhile ({exc.strerror}); nothing was written "
+                                      "there") from None
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -533,13 +554,14 @@ def _npz_name(i):
 def stream_npz(directory):
     """Stream a corpus written by :meth:`CorpusStream.save`.
 
-    Minibatch ``i`` is the file ``batch-<i>.npz`` of ``directory``, read with
-    :func:`scipy.sparse.load_npz`: the minibatches of the stream that was saved, in its
-    order and dtype, over the same words.
+    Minibatch ``i`` is the file ``batch-<i>.npz`` of ``directory`` (``i`` zero-padded to six
+    digits), read with :func:`scipy.sparse.load_npz`: the minibatches of the stream that was
+    saved, in its order and dtypes, over the same words, as ``scipy.sparse.csr_matrix``.
 
     Parameters
     ----------
     directory : str or path-like
+        A directory written by :meth:`CorpusStream.save`.
 
     Returns
     -------
@@ -550,9 +572,9 @@ def stream_npz(directory):
     Raises
     ------
     ValueError
-        When ``directory`` holds no saved corpus (its ``corpus.json``), a minibatch file is
-        missing, or, while iterating, a file cannot be read or does not hold the rows and
-        words the manifest declares.
+        When ``directory`` holds no saved corpus (its ``corpus.json``) or an incomplete
+        manifest, a minibatch file is missing, or, while iterating, a file cannot be read or
+        does not hold the rows, words, entries and dtype the manifest declares.
     """
     folder = Path(os.fspath(directory))
     name = str(folder)
@@ -567,24 +589,31 @@ def stream_npz(directory):
             or manifest.get("version") != _NPZ_VERSION):
         raise ValueError(f"{name}/{_NPZ_MANIFEST}: not a corpus saved by this version of "
                          "CorpusStream.save")
+    keys = ("n_features", "n_documents", "batch_size", "rows", "nnz", "dtypes")
+    missing = [k for k in keys if k not in manifest]
+    if missing or not len(manifest["rows"]) == len(manifest["nnz"]) == len(manifest["dtypes"]):
+        raise ValueError(f"{name}/{_NPZ_MANIFEST}: incomplete manifest"
+                         + (f" (missing {missing[0]!r})" if missing else ""))
     rows, n_features = manifest["rows"], int(manifest["n_features"])
     files = [folder / _npz_name(i) for i in range(len(rows))]
-    missing = [f.name for f in files if not f.is_file()]
-    if missing:
-        raise ValueError(f"{name}: {len(missing)} of {len(files)} minibatch files are "
-                         f"missing (first: {missing[0]})")
+    absent = [f.name for f in files if not f.is_file()]
+    if absent:
+        raise ValueError(f"{name}: {len(absent)} of {len(files)} minibatch files are "
+                         f"missing (first: {absent[0]})")
     names = manifest.get("feature_names")
     feature_names = None if names is None else np.asarray(names, dtype=object)
+    declared = list(zip(files, rows, manifest["nnz"], manifest["dtypes"], strict=True))
 
     def batches():
-        for f, n in zip(files, rows, strict=True):
+        for f, n, nz, dt in declared:
             try:
                 Xb = sp.load_npz(f)
             except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
                 raise ValueError(f"{f}: cannot read the saved minibatch ({exc})") from None
-            if Xb.shape != (n, n_features):
-                raise ValueError(f"{f}: holds a {Xb.shape[0]} x {Xb.shape[1]} matrix, the "
-                                 f"manifest declares {n} x {n_features}")
+            if Xb.shape != (n, n_features) or Xb.nnz != nz or str(Xb.dtype) != dt:
+                raise ValueError(f"{f}: holds a {Xb.shape[0]} x {Xb.shape[1]} {Xb.dtype} "
+                                 f"matrix of {Xb.nnz} entries, the manifest declares "
+                                 f"{n} x {n_features} {dt} of {nz}")
             yield sp.csr_matrix(Xb)
 
     return CorpusStream(batches, n_features=n_features,
