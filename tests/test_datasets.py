@@ -22,11 +22,13 @@ from sparseclust.datasets import (
     save_uci_bow,
 )
 from sparseclust.datasets._bow import (
+    _MAX_DIGITS,
     _load_ldac,
     _load_uci,
     _parse_ldac_fast,
     _parse_uci_fast,
     _parse_uci_header,
+    _tokenize,
 )
 
 DATA = resources.files("sparseclust.datasets").joinpath("data")
@@ -76,6 +78,46 @@ def test_load_kos_dtype(dtype):
     X = load_kos(dtype=dtype).data
     assert X.dtype == dtype
     assert X.sum() == 467714
+
+
+def _reference_scan(body, allow_colon):
+    """The scanner's language, written independently: only digits, blanks, newlines and
+    (optionally) colons between two digits; numbers of at most _MAX_DIGITS digits."""
+    import re
+
+    allowed = rb"[0-9 \t\r\n:]*" if allow_colon else rb"[0-9 \t\r\n]*"
+    if re.fullmatch(allowed, body) is None:
+        return None
+    if any(len(m.group()) > _MAX_DIGITS for m in re.finditer(rb"[0-9]+", body)):
+        return None
+    if allow_colon and re.search(rb"(?<![0-9]):|:(?![0-9])", body):
+        return None
+    found = list(re.finditer(rb"[0-9]+", body))
+    return (np.array([int(m.group()) for m in found], dtype=np.int64),
+            np.array([body.count(b"\n", 0, m.start()) for m in found], dtype=np.int64),
+            np.array([m.start() > 0 and body[m.start() - 1:m.start()] == b":"
+                      for m in found], dtype=bool))
+
+
+def test_byte_scanner_accepts_exactly_its_language():
+    rng = np.random.default_rng(0)
+    alphabet = [b"0", b"1", b"5", b"9", b"00", b" ", b"\t", b"\r", b"\n", b":", b"x", b"-"]
+    for _ in range(4000):
+        weights = rng.dirichlet(np.full(len(alphabet), 0.5))
+        body = b"".join(alphabet[i] for i in rng.choice(len(alphabet), rng.integers(0, 40),
+                                                         p=weights))
+        if rng.random() < 0.1:  # numbers around the longest allowed
+            body += b"7" * int(rng.integers(_MAX_DIGITS - 2, _MAX_DIGITS + 3))
+        for allow_colon in (False, True):
+            got, ref = _tokenize(body, allow_colon), _reference_scan(body, allow_colon)
+            if ref is None:
+                assert got is None, (body, allow_colon)
+                continue
+            assert got is not None, (body, allow_colon)
+            for g, r in zip(got, ref, strict=True):
+                assert g.dtype == r.dtype
+                np.testing.assert_array_equal(g, r)
+    assert _tokenize(b"9" * _MAX_DIGITS, False)[0][0] == 10**_MAX_DIGITS - 1
 
 
 def test_kos_fast_and_line_by_line_parsers_agree():

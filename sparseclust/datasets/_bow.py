@@ -6,10 +6,10 @@ n_words)`` in CSR format, ``X[d, v]`` being the number of times word ``v`` occur
 document ``d`` -- the ``n_dv`` of the topic-model local step.
 
 Parsing strategy. Files are read whole (gzip detected by its magic bytes) and scanned
-with vectorized numpy operations: a byte-level pass checks that only the characters of
-the format occur and records, for each run of digits, its line and whether a ``:``
-precedes it; :func:`numpy.fromstring` converts the runs to integers. Structure and value
-checks are array comparisons. Only when one of them fails is the file scanned again line
+once by a compiled pass over the bytes (:mod:`sparseclust._kernels._text_scan`): it checks
+that only the characters of the format occur and records, for each run of digits, its
+value, its line and whether a ``:`` precedes it. Structure and value checks are array
+comparisons. Only when one of them fails is the file scanned again line
 by line, in Python, to report the first offending line (1-based) in a :class:`ValueError`
 naming the file. The line-by-line parser is complete on its own, so both paths accept the
 same language and return the same matrix.
@@ -18,13 +18,14 @@ same language and return the same matrix.
 import gzip
 import os
 import re
-import warnings
 import zlib
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 from sklearn.utils import Bunch, check_array
+
+from .._kernels import _text_scan
 
 __all__ = ["load_uci_bow", "save_uci_bow", "load_ldac", "load_text_folder"]
 
@@ -95,55 +96,16 @@ def _check_dtype(dtype):
 
 
 def _tokenize(body, allow_colon):
-    """Vectorized scan of a text made of unsigned integers, whitespace and (optionally) ``:``.
+    """One compiled scan of a text made of unsigned integers, whitespace and (optionally)
+    ``:`` (:func:`sparseclust._kernels._text_scan.scan`).
 
     Returns ``(values, line, after_colon)``: the integers (int64), the 0-based line of
     ``body`` each one is on, and whether a ``:`` directly precedes it. Returns ``None``
     when another character occurs, a number is too long, or a ``:`` is not between two
     digits; the caller then falls back to the line-by-line parser.
     """
-    empty = np.empty(0, dtype=np.int64)
-    if not body:
-        return empty, empty, np.empty(0, dtype=bool)
-    b = np.frombuffer(body, dtype=np.uint8)
-    is_digit = (b - np.uint8(48)) < 10  # uint8 wraps around below '0'
-    allowed = is_digit | (b == 32) | (b == 10) | (b == 9) | (b == 13)
-    colon = None
-    if allow_colon:
-        colon = b == 58
-        allowed |= colon
-    if not allowed.all():
-        return None
-    edge = np.diff(is_digit.view(np.int8), prepend=np.int8(0), append=np.int8(0))
-    starts = np.flatnonzero(edge == 1)
-    ends = np.flatnonzero(edge == -1)
-    if starts.size == 0:
-        return empty, empty, np.empty(0, dtype=bool)
-    if (ends - starts).max() > _MAX_DIGITS:
-        return None
-    after_colon = np.zeros(starts.size, dtype=bool)
-    if allow_colon:
-        where = np.flatnonzero(colon)
-        if where.size:
-            # every ':' must sit between two digits
-            if where[0] == 0 or where[-1] == b.size - 1:
-                return None
-            if not (is_digit[where - 1].all() and is_digit[where + 1].all()):
-                return None
-            after_colon = np.zeros(b.size, dtype=bool)
-            after_colon[where + 1] = True
-            after_colon = after_colon[starts]
-            body = body.replace(b":", b" ")
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            values = np.fromstring(body, dtype=np.int64, sep=" ")
-    except (ValueError, DeprecationWarning):  # pragma: no cover - excluded by the byte scan
-        return None
-    if values.size != starts.size:  # pragma: no cover - same reason
-        return None
-    line = np.searchsorted(np.flatnonzero(b == 10), starts)
-    return values, line, after_colon
+    return _text_scan.scan(np.frombuffer(body, dtype=np.uint8), bool(allow_colon),
+                           _MAX_DIGITS)
 
 
 def _counts_matrix(rows, cols, counts, shape, dtype, name):

@@ -11,7 +11,7 @@ corpus's full vocabulary as columns, so ``partial_fit`` can be called on each::
     for X_batch in stream_uci_bow("docword.nytimes.txt.gz", batch_size=1000):
         model.partial_fit(X_batch)
 
-The blocks are parsed with the same vectorized scanner as the whole-file loaders
+The blocks are parsed with the same compiled scanner as the whole-file loaders
 (:mod:`._bow`), and with the same line-by-line parser for the error message (file name and
 1-based line) when a block does not pass.
 

@@ -1,0 +1,73 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""One pass over the bytes of a bag-of-words text block (UCI ``docword`` lines, LDA-C
+``word:count`` pairs): the unsigned integers, the line each starts on, and whether a ``:``
+directly precedes it (:func:`sparseclust.datasets._bow._tokenize`).
+
+The block is accepted only when it holds nothing but digits, spaces, tabs, ``\\r``, ``\\n``
+and (with ``allow_colon``) colons that sit between two digits, and no number has more than
+``max_digits`` digits; otherwise ``scan`` returns None and the caller parses line by line to
+report the fault. A number is a maximal run of digits, read in base 10 (leading zeros
+allowed); its line is the number of ``\\n`` before its first digit.
+"""
+
+import numpy as np
+
+cimport numpy as cnp
+from libc.stdint cimport int64_t, uint8_t
+
+cnp.import_array()
+
+
+def scan(const uint8_t[::1] b, bint allow_colon, int max_digits):
+    """``(values int64, line int64, after_colon bool)`` of the numbers of ``b``, or None
+    when ``b`` holds anything else (see the module docstring)."""
+    cdef Py_ssize_t n = b.shape[0]
+    cdef Py_ssize_t cap = n // 2 + 1  # a number and its separator take two bytes at least
+    values_a = np.empty(cap, dtype=np.int64)
+    line_a = np.empty(cap, dtype=np.int64)
+    colon_a = np.zeros(cap, dtype=np.uint8)
+    cdef int64_t[::1] values = values_a
+    cdef int64_t[::1] line = line_a
+    cdef uint8_t[::1] colon = colon_a
+    cdef Py_ssize_t i, m = 0
+    cdef int64_t v = 0, cur_line = 0
+    cdef int digits = 0
+    cdef uint8_t c
+    cdef bint bad = False, after = False
+    with nogil:
+        for i in range(n):
+            c = b[i]
+            if c >= 48 and c <= 57:
+                if digits == 0:
+                    v = 0
+                    line[m] = cur_line
+                    colon[m] = after
+                    after = False
+                digits += 1
+                if digits > max_digits:
+                    bad = True
+                    break
+                v = v * 10 + (c - 48)
+                continue
+            if digits:
+                values[m] = v
+                m += 1
+                digits = 0
+            if c == 10:
+                cur_line += 1
+            elif c == 58 and allow_colon:
+                # between two digits: a digit just ended here (i > 0) and one follows
+                if i == 0 or i + 1 >= n or not (b[i - 1] >= 48 and b[i - 1] <= 57) \
+                        or not (b[i + 1] >= 48 and b[i + 1] <= 57):
+                    bad = True
+                    break
+                after = True
+            elif c != 32 and c != 9 and c != 13:
+                bad = True
+                break
+        if not bad and digits:
+            values[m] = v
+            m += 1
+    if bad:
+        return None
+    return values_a[:m].copy(), line_a[:m].copy(), colon_a[:m].astype(bool)
