@@ -91,17 +91,20 @@ class _LDAParams:
         self.tables = TopicTables.from_transposed(CT)
         self.Elogphi = self.tables.CT.T
 
-    def lam_rows(self, a, b):
-        """lambda of topics a..b-1 (a new array)."""
+    def lam_rows(self, a, b, out=None):
+        """lambda of topics a..b-1: a new array, or written into ``out`` (b - a, V)."""
         if self._lam is not None:
-            return self._lam[a:b].copy()
+            if out is None:
+                return self._lam[a:b].copy()
+            out[...] = self._lam[a:b]
+            return out
         if self._S is None:
             raise RuntimeError("these parameters keep only the E[log phi] table")
         S = self._S[a:b]
         if sp.issparse(S):
             S = S.toarray()
         # lambda = tau + max(S, 0): memoized subtraction can leave -1e-13 where S is 0
-        lam = np.maximum(S, 0.0)
+        lam = np.maximum(S, 0.0, out=out)
         lam += self._tau
         return lam
 
@@ -148,16 +151,8 @@ class _LDAParams:
             raise RuntimeError("these parameters keep only the E[log phi] table")
         K, V = self._S.shape
         lam = np.empty((K, V))
-
-        def block(ab):
-            a, b = ab
-            S = self._S[a:b]
-            if sp.issparse(S):
-                S = S.toarray()
-            np.maximum(S, 0.0, out=lam[a:b])
-            lam[a:b] += self._tau
-
-        map_blocks(block, _row_blocks(K, V), self._n_threads)
+        map_blocks(lambda ab: self.lam_rows(*ab, out=lam[ab[0]:ab[1]]), _row_blocks(K, V),
+                   self._n_threads)
         return lam
 
 
