@@ -226,10 +226,48 @@ def test_sem_workers_share_and_release_the_sweep_tables(client, corpus):
     def callback(info):
         seen.append(client.run(_holds_sweep_sampler))
 
-    _fit(StochasticEMLDA(n_components=K, max_iter=3, tol=0, random_state=0),
-         _darray(blocks), callback=callback)
+    with distributed.get_task_stream(client) as ts:
+        _fit(StochasticEMLDA(n_components=K, max_iter=3, tol=0, random_state=0),
+             _darray(blocks), callback=callback)
     assert len(seen) == 3 and all(all(s.values()) for s in seen)
     assert not any(client.run(_holds_sweep_sampler).values())
+    # every worker adds up its own copy of each round's counts (the initial round and three
+    # sweeps), and the copies they pooled are dropped at the end
+    dense = collections.Counter(t["worker"] for t in ts.data
+                                if str(t["key"]).startswith("_dense_counts"))
+    assert dense == dict.fromkeys(client.scheduler_info()["workers"], 4)
+    assert not any(client.run(_pooled_counts).values())
+
+
+_pooled_counts = (  # noqa: E731
+    lambda: len(importlib.import_module("sparseclust.topics._dask_sem")._COUNTS_POOL))
+
+
+def test_count_arrays_are_reused_only_when_nothing_refers_to_them():
+    from sparseclust.topics import _dask_sem
+
+    _dask_sem.release_counts_pool()
+    try:
+        a = _dask_sem._zero_counts(5, 3)
+        a[:] = 7
+        # a referenced array is never handed out again, nor one a view refers to
+        b = _dask_sem._zero_counts(5, 3)
+        assert b is not a
+        view = b[1:]
+        del b
+        c = _dask_sem._zero_counts(5, 3)
+        assert c is not a and c.base is None and view.base is not c
+        del view
+        # a free one is, zeroed; another shape is not
+        a_id = id(a)
+        del a
+        d = _dask_sem._zero_counts(5, 3)
+        assert id(d) == a_id and not d.any() and d.dtype == np.int32
+        assert _dask_sem._zero_counts(4, 3).shape == (4, 3)
+        # the pool keeps the latest arrays only
+        assert len(_dask_sem._COUNTS_POOL) == _dask_sem._POOL_SIZE
+    finally:
+        _dask_sem.release_counts_pool()
 
 
 def test_partitions_spread_over_the_workers(client, corpus):

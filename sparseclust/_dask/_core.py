@@ -189,20 +189,25 @@ def _sum(*items):
     return out
 
 
-def _tree(leaves, combine, split_every=SPLIT_EVERY, root=None):
-    """A tree of ``combine`` tasks over delayed ``leaves`` (``split_every`` children each).
-    With ``root``, the last task is ``root`` over the top level's children (at most
-    ``split_every``; a single leaf too) in place of ``combine``."""
+def _top_level(leaves, combine, split_every=SPLIT_EVERY):
+    """The delayed ``leaves`` summed by ``combine`` tasks (``split_every`` children each)
+    until at most ``split_every`` nodes are left: that top level, as a list."""
     import dask
 
     level = list(leaves)
-    while len(level) > (1 if root is None else split_every):
+    while len(level) > split_every:
         level = [dask.delayed(combine, pure=False)(*level[i:i + split_every])
                  if len(level[i:i + split_every]) > 1 else level[i]
                  for i in range(0, len(level), split_every)]
-    if root is None:
-        return level[0]
-    return dask.delayed(root, pure=False)(*level)
+    return level
+
+
+def _tree(leaves, combine, split_every=SPLIT_EVERY):
+    """A tree of ``combine`` tasks over delayed ``leaves`` (``split_every`` children each)."""
+    import dask
+
+    level = _top_level(leaves, combine, split_every)
+    return level[0] if len(level) == 1 else dask.delayed(combine, pure=False)(*level)
 
 
 # ---------------------------------------------------------------------------------------
@@ -273,23 +278,34 @@ class _Runner:
         with self._at_home(i):
             return dask.delayed(fn, pure=False)(self.parts[i], *args)
 
+    def homes(self):
+        """Each partition's home worker (:meth:`_place`), or None for each without a
+        client."""
+        if self.client is None:
+            return [None] * len(self.parts)
+        if self._homes is None:
+            self._homes = self._place()
+        return list(self._homes)
+
+    def on(self, home):
+        """A context in which tasks are created to run on worker ``home`` (a loose
+        restriction, as for the partitions' tasks; none for None)."""
+        import contextlib
+
+        import dask
+
+        if home is None:
+            return contextlib.nullcontext()
+        return dask.annotate(workers=[home], allow_other_workers=True)
+
     def _at_home(self, i):
         """A context in which the tasks of partition ``i`` are created to run on its home
         worker (:meth:`_place`; a loose restriction: another worker may run them if that one
         is lost). Without it the scheduler places a round's tasks near their largest input,
         the broadcast model, and one worker runs most partitions while the other waits."""
-        import contextlib
-
-        import dask
-
-        if self.client is None:
-            return contextlib.nullcontext()
-        if self._homes is None:
+        if self.client is not None and self._homes is None:
             self._homes = self._place()
-        home = self._homes[i]
-        if home is None:
-            return contextlib.nullcontext()
-        return dask.annotate(workers=[home], allow_other_workers=True)
+        return self.on(None if self.client is None else self._homes[i])
 
     def _place(self):
         """A home worker for every partition, balancing the tokens per worker thread: the

@@ -6,9 +6,12 @@ companions) map over the partitions, the word-topic counts reduce, and the sweep
 model's (:func:`sparseclust.topics._sem_sampler.run_sweeps`). The estimator imports this
 module only when ``fit`` receives a Dask collection."""
 
+import sys
+import threading
+
 import numpy as np
 
-from .._dask._core import _Runner, _set_n_features, _sum, _tree
+from .._dask._core import _Runner, _set_n_features, _sum, _top_level, _tree
 from .._kernels import _stats
 from ..utils._threads import effective_n_threads
 from ._dask_lda import _check_part, partition_template
@@ -41,20 +44,63 @@ def _sum_sem(*items):
     return tuple(out)
 
 
-def _sum_dense(*items):
-    """The root of the reduction tree: the word-topic counts of its children (sparse int64)
-    added into the whole-data counts W (V, K) int32, and the other sums in child order (as
-    :func:`_sum_sem` adds them)."""
+#: the whole-data count arrays this process made (at most ``_POOL_SIZE``), reused by a later
+#: sweep once nothing else refers to them
+_COUNTS_POOL = []
+_COUNTS_POOL_LOCK = threading.Lock()
+_POOL_SIZE = 3
+_PROBE = [object()]
+
+
+def _zero_counts(V, K):
+    """A zeroed (V, K) int32 array: one of this process's earlier count arrays that nothing
+    refers to any more (the pool's own reference is the only one), else a new one kept in
+    the pool.
+
+    A sweep's counts W are large (V K 4 bytes); a new array of that size pays a page fault
+    for every page at its first write, which costs more than adding the counts into memory
+    already mapped. The counts of two rounds back are free when a round adds up its own (the
+    sweep tasks, the worker's store and the client hold only the latest), so a pool of three
+    arrays lets every round after the third reuse memory. An array anything still refers to
+    (Dask's worker store, a sampler, a view, a callback's caller) is never reused.
+    """
+    with _COUNTS_POOL_LOCK:
+        # the count of an object only a list holds, read the same way (the interpreter's
+        # own references during the call are the same for both)
+        only_listed = sys.getrefcount(_PROBE[0])
+        for i in range(len(_COUNTS_POOL)):
+            if (_COUNTS_POOL[i].shape == (V, K)
+                    and sys.getrefcount(_COUNTS_POOL[i]) == only_listed):
+                W = _COUNTS_POOL[i]
+                W.fill(0)
+                return W
+        W = np.zeros((V, K), np.int32)
+        _COUNTS_POOL.append(W)
+        del _COUNTS_POOL[:-_POOL_SIZE]
+        return W
+
+
+def release_counts_pool():
+    """Drop this process's pool of count arrays (run on every worker when a fit ends)."""
+    with _COUNTS_POOL_LOCK:
+        _COUNTS_POOL.clear()
+
+
+def _dense_counts(*items):
+    """The whole-data counts W (V, K) int32: the word-topic counts (sparse int64) of the top
+    level of the reduction tree added up."""
     V, K = items[0][0].shape
-    W = np.zeros((V, K), np.int32)
+    W = _zero_counts(V, K)
     for it in items:
         c = it[0]
         _stats.csr_add_counts(W, c.indptr, c.indices, c.data.astype(np.int64, copy=False))
-    return (W, *_sum_sem(*(it[1:] for it in items)))
+    return W
 
 
-def _rest(total):
-    return tuple(total[1:])
+def _sum_tails(*items):
+    """The sums other than the counts over the top level of the reduction tree, in child
+    order (as :func:`_sum_sem` adds them)."""
+    return _sum_sem(*(it[1:] for it in items))
 
 
 def _prepend(x, rest):
@@ -68,43 +114,57 @@ def _log_joint(W, sampler_args, beta):
 
 def _sem_round(runner, fn, per_part_args, shared_args, joint=None):
     """Map ``fn`` over the partitions and tree-sum its statistics into the whole-data counts
-    W. Returns the new per-partition assignments and W (futures on a client: every input of
-    the next sweep is a task output, so Dask can recompute what a lost worker held from
-    lineage), and on the client the other sums, with the log joint of W first when
-    ``joint = (sampler arguments, beta)`` (computed where W is: the client fetches W only
-    when it reads it)."""
+    W. Returns the new per-partition assignments and, for each partition, W (futures on a
+    client: every input of the next sweep is a task output, so Dask can recompute what a
+    lost worker held from lineage), and on the client the other sums, with the log joint of
+    W first when ``joint = (sampler arguments, beta)`` (computed where W is: the client
+    fetches W only when it reads it).
+
+    The sparse counts are summed by a tree of tasks; its top level is added into a dense W
+    once on every partitions' home worker, in parallel, and each partition's next task reads
+    the W of its home: no worker waits while one adds them up, and no (V, K) array crosses
+    between workers."""
     import dask
 
     outs = [runner.task(i, fn, *per_part_args[i], *shared_args)
             for i in range(len(runner.parts))]
     zs = [dask.delayed(_first, pure=False)(o) for o in outs]
-    total = _tree([dask.delayed(_second, pure=False)(o) for o in outs], _sum_sem,
-                  root=_sum_dense)
-    W = dask.delayed(_first, pure=False)(total)
-    rest = dask.delayed(_rest, pure=False)(total)
+    top = _top_level([dask.delayed(_second, pure=False)(o) for o in outs], _sum_sem)
+    homes = runner.homes()
+    distinct = list(dict.fromkeys(homes))
+    Ws = []
+    for h in distinct:
+        with runner.on(h):
+            Ws.append(dask.delayed(_dense_counts, pure=False)(*top))
+    rest = dask.delayed(_sum_tails, pure=False)(*top)
     if joint is not None:
-        rest = dask.delayed(_prepend, pure=False)(
-            dask.delayed(_log_joint, pure=False)(W, *joint), rest)
+        with runner.on(distinct[0]):
+            lj = dask.delayed(_log_joint, pure=False)(Ws[0], *joint)
+        rest = dask.delayed(_prepend, pure=False)(lj, rest)
     if runner.client is not None:
-        futs = runner.client.compute(zs + [W, rest])
-        return futs[:-2], futs[-2], futs[-1].result()
-    res = dask.compute(*zs, W, rest)
-    return list(res[:-2]), res[-2], res[-1]
+        futs = runner.client.compute(zs + Ws + [rest])
+        zs, Ws, rest = futs[:len(zs)], futs[len(zs):-1], futs[-1].result()
+    else:
+        res = dask.compute(*zs, *Ws, rest)
+        zs, Ws, rest = list(res[:len(zs)]), list(res[len(zs):-1]), res[-1]
+    of_home = dict(zip(distinct, Ws, strict=True))
+    return zs, [of_home[h] for h in homes], rest
 
 
 def fit_sem(est, X, callback):
     """``StochasticEMLDA.fit`` (algorithm='batch') on a Dask collection.
 
     The token assignments z of a partition stay on its worker (the output of its last sweep
-    task); a sweep maps over the partitions with the whole-data word-topic counts W
-    broadcast (each worker builds the sampler's tables of W once per sweep, for all its
+    task); a sweep maps over the partitions reading the whole-data word-topic counts W on
+    their worker (each worker builds the sampler's tables of W once per sweep, for all its
     partitions, and drops them when the fit ends), the new counts of every partition are
-    summed by a tree of tasks whose root adds them into the next W, and the log joint of W is
-    computed where W is. The client fetches W (V x K) only for a callback, which receives
-    it, and at the end with ``topic_estimate='sample'``. Documents keep the random
-    streams of the in-process fit (keyed by their row in the whole collection), so the
-    assignments and the counts equal the in-process fit's exactly; the log joint and the
-    Rao-Blackwellized topics (summed over the partitions in another order) equal it to
+    summed by a tree of tasks whose top level every worker adds into its own copy of the
+    next W (:func:`_sem_round`), and the log joint of W is computed where one copy is. The
+    client fetches W (V x K) only for a callback, which receives it, and at the end with
+    ``topic_estimate='sample'``. Documents keep the random streams of the in-process fit
+    (keyed by their row in the whole collection), so the assignments and the counts equal
+    the in-process fit's exactly; the log joint and the Rao-Blackwellized topics (summed
+    over the partitions in another order) equal it to
     floating-point rounding.
     """
     import time
@@ -122,20 +182,24 @@ def fit_sem(est, X, callback):
     n_threads = effective_n_threads(est.n_threads)
     offsets = np.concatenate([[0], np.cumsum(runner.rows)[:-1]]).astype(np.int64)
     t_start = time.perf_counter()
-    zs, W_fut, (word_totals, N) = _sem_round(
+    zs, Ws, (word_totals, N) = _sem_round(
         runner, init_partition, [(int(o),) for o in offsets], (seed, K, n_threads))
     sampler_args = est._sampler_args(n_threads)
     alpha = _Sampler(V, *sampler_args).alpha
-    state = {"zs": zs, "W": W_fut}
+    state = {"zs": zs, "W": Ws}
+    # the state holds the latest round only: the first round's assignments and counts are
+    # released on the workers once the first sweep replaces them
+    del zs, Ws
 
     def sweep(it):
         zs = state["zs"]
+        Ws = state["W"]
         state["zs"], state["W"], (ll_topics, ll_docs, changed) = _sem_round(
-            runner, sweep_partition, [(zs[i], int(offsets[i])) for i in range(len(zs))],
-            (state["W"], word_totals, sampler_args, beta, seed, it),
-            joint=(sampler_args, beta))
+            runner, sweep_partition,
+            [(zs[i], int(offsets[i]), Ws[i]) for i in range(len(zs))],
+            (word_totals, sampler_args, beta, seed, it), joint=(sampler_args, beta))
         # W (V x K) comes to the client only for a callback, which receives it
-        W = runner.value(state["W"]) if callback is not None else None
+        W = runner.value(state["W"][0]) if callback is not None else None
         state["W_local"] = W
         return W, ll_topics + float(ll_docs), changed
 
@@ -146,10 +210,10 @@ def fit_sem(est, X, callback):
         if est.topic_estimate == "sample":
             W = state["W_local"]
             if W is None:
-                W = state["W_local"] = runner.value(state["W"])
+                W = state["W_local"] = runner.value(state["W"][0])
         else:
-            parts = [runner.task(i, rao_blackwell_partition, state["zs"][i], state["W"], beta,
-                                 alpha, n_threads)
+            parts = [runner.task(i, rao_blackwell_partition, state["zs"][i], state["W"][i],
+                                 beta, alpha, n_threads)
                 for i in range(len(runner.parts))]
             W = runner.compute(_tree(parts, _sum))[0].astype(np.float32)
         if final:
@@ -166,4 +230,6 @@ def fit_sem(est, X, callback):
         # the workers' shared sweep samplers hold the last counts and their tables
         if runner.client is not None:
             runner.client.run(release_sweep_sampler)
+            runner.client.run(release_counts_pool)
         release_sweep_sampler()
+        release_counts_pool()
