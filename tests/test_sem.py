@@ -604,6 +604,35 @@ def test_rao_blackwell_in_place_equals_a_new_array():
     np.testing.assert_array_equal(got, ref.astype(np.float32))
 
 
+def test_rao_blackwell_over_partitions_equals_the_whole_corpus():
+    # the estimate of a worker's partitions, each with its own layout, summed into one
+    # array: the estimate of the whole corpus (the prior part is added once, on the summed
+    # per-word sums), to float64 rounding; one partition alone is the same numbers as sum
+    from sparseclust.topics._sem_sampler import rao_blackwell_partitions
+
+    X, _ = planted_corpus(seed=5, K=5, block=6, D=60, length=30)
+    X = sp.csr_array(X)
+    lay = token_layout(X)
+    rng = np.random.default_rng(1)
+    z = rng.integers(0, 5, int(lay.tokptr[-1])).astype(np.uint8)
+    W = np.zeros((X.shape[1], 5), np.int32)
+    _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W, 1)
+    alpha = np.full(5, 0.3)
+    ref = _sem._RaoBlackwell(5, 0.1, alpha, 1, W=W).sum(lay, [z])
+    cut = [0, 17, 40, 60]
+    pieces = []
+    for a, b in zip(cut[:-1], cut[1:], strict=True):
+        pieces += [X[a:b], z[lay.tokptr[a]:lay.tokptr[b]]]
+    got = rao_blackwell_partitions(W, 0.1, alpha, 2, *pieces)
+    assert got.dtype == np.float64
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+    one = rao_blackwell_partitions(W, 0.1, alpha, 1, *pieces[:2])
+    np.testing.assert_array_equal(
+        one, _sem._RaoBlackwell(5, 0.1, alpha, 1, W=W).sum(token_layout(X[:17]), [pieces[1]]))
+    # the partitions' sum is not a sum of anything smaller: each piece contributes
+    assert np.abs(one - ref).max() > 0.1
+
+
 def test_callback_topic_estimate_is_what_fit_keeps():
     X, _ = planted_corpus(seed=2, K=4, block=8, D=80, length=30)
     seen = {}

@@ -19,7 +19,7 @@ from ._sem_sampler import (
     _Sampler,
     _seed,
     init_partition,
-    rao_blackwell_partition,
+    rao_blackwell_partitions,
     release_sweep_sampler,
     run_sweeps,
     sweep_partition,
@@ -169,6 +169,7 @@ def fit_sem(est, X, callback):
     """
     import time
 
+    import dask
     from sklearn.utils import check_random_state
 
     whom = "StochasticEMLDA.fit"
@@ -212,10 +213,17 @@ def fit_sem(est, X, callback):
             if W is None:
                 W = state["W_local"] = runner.value(state["W"][0])
         else:
-            parts = [runner.task(i, rao_blackwell_partition, state["zs"][i], state["W"][i],
-                                 beta, alpha, n_threads)
-                for i in range(len(runner.parts))]
-            W = runner.compute(_tree(parts, _sum))[0].astype(np.float32)
+            # one array per worker, over the partitions it holds, with its own copy of W;
+            # the workers' arrays are then summed
+            homes = runner.homes()
+            per_home = []
+            for h in dict.fromkeys(homes):
+                idx = [i for i, g in enumerate(homes) if g == h]
+                with runner.on(h):
+                    per_home.append(dask.delayed(rao_blackwell_partitions, pure=False)(
+                        state["W"][idx[0]], beta, alpha, n_threads,
+                        *[x for i in idx for x in (runner.parts[i], state["zs"][i])]))
+            W = runner.compute(_tree(per_home, _sum))[0].astype(np.float32)
         if final:
             # the sweeps are done: the chains and counts on the workers are released, and a
             # callback that kept this function cannot reach them

@@ -232,29 +232,42 @@ class _RaoBlackwell:
         """R summed over the assignments in ``zs``: a new float64 array, or, with ``in_place``
         (counts mode), float32 written over the buffer of W (W is consumed; the words are
         processed in blocks, summed in float64, so the extra memory is one block's rows)."""
+        if not in_place:
+            return self.sum_over((lay, z) for z in zs)
         V, K = self.V, self.K
         nt = threads_for_work(self.n_threads, int(lay.tokptr[-1]), _MIN_WORK_PER_THREAD)
-        if in_place:
-            dest = self.W.view(np.float32)
-            n_blocks = min(self.IN_PLACE_BLOCKS, max(V, 1))
-        else:
-            dest = np.zeros((V, K))
-            n_blocks = 1
+        dest = self.W.view(np.float32)
+        n_blocks = min(self.IN_PLACE_BLOCKS, max(V, 1))
         for b in range(n_blocks):
             lo, hi = V * b // n_blocks, V * (b + 1) // n_blocks
-            out = np.zeros((hi - lo, K)) if in_place else dest
+            out = np.zeros((hi - lo, K))
             s = np.zeros(hi - lo)
             for z in zs:
-                _rao_blackwell.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, self.W,
-                                           self.w, self.inv, self.beta, self.alpha, self.A, out, s,
-                                           lo, nt)
-            _rao_blackwell.rb_smooth_part(self.W, self.w, self.inv, self.beta, self.alpha, s, out,
-                                          lo,
-                                          threads_for_work(self.n_threads, out.size,
-                                                     _MIN_WORK_PER_THREAD))
-            if in_place:
-                dest[lo:hi] = out  # the rows of these words are not read again
+                self._doc_part(lay, z, out, s, lo, nt)
+            self._smooth_part(s, out, lo)
+            dest[lo:hi] = out  # the rows of these words are not read again
         return dest
+
+    def sum_over(self, pairs):
+        """R summed over the (layout, assignments) ``pairs``, read one at a time (e.g. the
+        partitions of one worker, each with its own layout): a new float64 array. The
+        prior part is linear in the per-word sums, so it is added once, for all of them."""
+        out = np.zeros((self.V, self.K))
+        s = np.zeros(self.V)
+        for lay, z in pairs:
+            self._doc_part(lay, z, out, s, 0, threads_for_work(
+                self.n_threads, int(lay.tokptr[-1]), _MIN_WORK_PER_THREAD))
+        self._smooth_part(s, out, 0)
+        return out
+
+    def _doc_part(self, lay, z, out, s, lo, nt):
+        _rao_blackwell.rb_doc_part(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, self.W,
+                                   self.w, self.inv, self.beta, self.alpha, self.A, out, s, lo, nt)
+
+    def _smooth_part(self, s, out, lo):
+        _rao_blackwell.rb_smooth_part(self.W, self.w, self.inv, self.beta, self.alpha, s, out, lo,
+                                      threads_for_work(self.n_threads, out.size,
+                                                       _MIN_WORK_PER_THREAD))
 
 
 #: the random stream (seed, _SEQ_SWEEP, key) of the sequential start (sweeps are 1, 2, ...;
@@ -439,8 +452,12 @@ def sweep_partition(part, z, offset, W, word_totals, sampler_args, beta, seed, s
     return z, (counts, float(ll_doc.sum()), int(changed))
 
 
-def rao_blackwell_partition(part, z, W, beta, alpha, n_threads):
-    """The Rao-Blackwellized word-topic counts (V, K) float64 of one partition's assignments
-    z given the whole-data counts W (``StochasticEMLDA(topic_estimate='rao_blackwell')``);
-    summed over the partitions in float64, kept as float32 as in-process."""
-    return _RaoBlackwell(W.shape[1], beta, alpha, n_threads, W=W).sum(token_layout(part), [z])
+def rao_blackwell_partitions(W, beta, alpha, n_threads, *parts_and_zs):
+    """The Rao-Blackwellized word-topic counts (V, K) float64 of several partitions'
+    assignments given the whole-data counts W (``StochasticEMLDA(topic_estimate=
+    'rao_blackwell')``), summed into one array: ``parts_and_zs`` alternates a partition and
+    its assignments (the partitions of one worker, whose layouts are built one at a time).
+    The workers' arrays are summed in float64, kept as float32 as in-process."""
+    pairs = ((token_layout(parts_and_zs[i]), parts_and_zs[i + 1])
+             for i in range(0, len(parts_and_zs), 2))
+    return _RaoBlackwell(W.shape[1], beta, alpha, n_threads, W=W).sum_over(pairs)
