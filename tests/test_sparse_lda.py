@@ -248,6 +248,54 @@ def test_first_visit_weights_by_blocks_of_words_change_no_bit(monkeypatch):
                                       whole.components_)
 
 
+@pytest.mark.parametrize("fill", [0.0, 0.1, 0.49, 0.9, 1.0])
+def test_functions_of_lambda_skip_the_prior_entries_with_the_same_bits(fill):
+    # psi and gammaln of lambda = tau + max(S, 0), evaluated only where lambda != tau (when
+    # that is at most half of the entries): the same bits as on every entry
+    from sparseclust.topics._lda_model import _except_tau
+
+    rng = np.random.default_rng(3)
+    tau = 0.05
+    S = rng.gamma(0.5, 4.0, (30, 70)) * (rng.random((30, 70)) < fill)
+    S[rng.random((30, 70)) < 0.05] = -1e-13
+    lam = np.maximum(S, 0.0) + tau
+    for f in (psi, gammaln):
+        got = _except_tau(f, lam, tau)
+        assert got.shape == lam.shape and got.dtype == np.float64
+        np.testing.assert_array_equal(got, f(lam))
+        np.testing.assert_array_equal(got.sum(axis=1), f(lam).sum(axis=1))
+        np.testing.assert_array_equal(_except_tau(f, lam, None), f(lam))
+
+
+def test_count_log_weights_equal_psi_of_every_entry_bit_for_bit():
+    # psi is evaluated only where the statistics are positive, psi(tau) once for the rest:
+    # the same bits as psi(tau + max(S, 0)) - psi(sum_v lambda) over every entry (zeros and
+    # the small negative residues of memoized subtraction included), with and without
+    # excluded statistics (the totals sum_v lambda are lam_sums', summed by blocks)
+    from sparseclust.topics import _lda_model
+
+    rng = np.random.default_rng(2)
+    K, V, tau = 40, 500, 0.07
+    S = rng.gamma(0.4, 3.0, (K, V)) * (rng.random((K, V)) < 0.3)
+    S[rng.random((K, V)) < 0.02] = -1e-13
+    S[:, :3] = 0.0  # words no topic uses
+    cols = np.sort(rng.choice(V, 200, replace=False))
+    cols[0] = 1
+    params = _lda_model._CountParams.from_stats(S, tau)
+    lam = np.maximum(S, 0.0) + tau
+    np.testing.assert_allclose(params.lam_sums(), lam.sum(axis=1), rtol=1e-13)
+    ref = psi(lam[:, cols].T) - psi(params.lam_sums())[None, :]
+    np.testing.assert_array_equal(params.log_weights(cols), ref)
+    E = np.zeros((K, V))
+    E[:, cols[:50]] = np.maximum(S[:, cols[:50]], 0.0) * rng.uniform(0.0, 1.2, (K, 50))
+    got = params.log_weights(cols, exclude=sp.csr_array(E))
+    lam_e = np.maximum(S - E, 0.0) + tau
+    r, c = np.nonzero(E)
+    removed = _lda_model.excluded_mass(r, E[r, c], S[r, c], K)
+    tot = np.maximum(params.lam_sums() - removed, V * tau)
+    np.testing.assert_array_equal(got, psi(lam_e[:, cols].T) - psi(tot)[None, :])
+
+
 def test_first_visit_weights_on_threads_from_fresh_parameters(monkeypatch):
     # parameters whose lambda totals are not computed yet, the weights on threads: no
     # thread reads totals another is still filling (one topic per block of the totals)

@@ -40,6 +40,24 @@ def _row_blocks(K, V):
     return [(a, min(K, a + step)) for a in range(0, K, step)]
 
 
+def _except_tau(f, lam, tau):
+    """``f(lam)`` elementwise for a scalar function f of float64 (psi, gammaln), evaluating f
+    only where lambda differs from the prior tau when that is at most half of the entries,
+    and f(tau) once for the rest: where the statistics are zero, lambda = 0 + tau is tau
+    exactly, and f of the same input gives the same bits. The parameters of sampled
+    statistics are tau on most entries. ``tau`` None: f on every entry."""
+    if tau is None:
+        return f(lam)
+    m = lam != tau
+    n = int(np.count_nonzero(m))
+    if 2 * n > lam.size:
+        return f(lam)
+    out = np.empty(lam.shape)
+    out[...] = f(np.array([tau], dtype=np.float64))[0]
+    out[m] = f(lam[m])
+    return out
+
+
 class _LDAParams:
     """Global parameters: lambda (K, V), E[log phi] (K, V) and the local step's tables.
 
@@ -81,7 +99,7 @@ class _LDAParams:
         def block(ab):
             a, b = ab
             lam = self.lam_rows(a, b)
-            psi(lam.T, out=CT[:, a:b])
+            CT[:, a:b] = _except_tau(psi, lam, self._tau).T
             CT[:, a:b] -= psi(lam.sum(axis=1))[None, :]
 
         map_blocks(block, _row_blocks(K, V), self._n_threads)
@@ -251,9 +269,12 @@ class _CountParams(_LDAParams):
         np.maximum(Sc, 0.0, out=Sc)
         Sc += self._tau
         lam = Sc
-        f = np.log if mean else psi
-        out = f(lam.T)
-        out -= f(lamsum)[None, :]
+        if mean:
+            out = np.log(lam.T)
+            out -= np.log(lamsum)[None, :]
+            return out
+        out = _except_tau(psi, lam, self._tau).T
+        out -= psi(lamsum)[None, :]
         return out
 
 
@@ -401,6 +422,8 @@ class _LDAModel(VariationalModel):
         El = params.Elogphi
         K, V = El.shape
         tau = self.tau
+        # lambda equals tau where the statistics are zero, if built from them with this tau
+        prior = tau if getattr(params, "_tau", None) == tau else None
         S = stats["S"]
         cdir_prior = gammaln(V * tau) - V * gammaln(tau)
         # by blocks of topics (no K x V temporaries), on the model's threads; the blocks' sums
@@ -414,7 +437,7 @@ class _LDAModel(VariationalModel):
             lam = params.lam_rows(a, b)
             data = float(np.sum(Sa * El[a:b]))
             lsum[a:b] = lam.sum(axis=1)
-            lg[a:b] = gammaln(lam).sum(axis=1)
+            lg[a:b] = _except_tau(gammaln, lam, prior).sum(axis=1)
             lam *= -1.0
             lam += tau
             return data, float(np.sum(lam * El[a:b]))
