@@ -183,8 +183,12 @@ def fit_sem(est, X, callback):
     n_threads = effective_n_threads(est.n_threads)
     offsets = np.concatenate([[0], np.cumsum(runner.rows)[:-1]]).astype(np.int64)
     t_start = time.perf_counter()
-    zs, Ws, (word_totals, N) = _sem_round(
-        runner, init_partition, [(int(o),) for o in offsets], (seed, K, n_threads))
+    try:
+        zs, Ws, (word_totals, N) = _sem_round(
+            runner, init_partition, [(int(o),) for o in offsets], (seed, K, n_threads))
+    except BaseException:
+        _release(runner)
+        raise
     sampler_args = est._sampler_args(n_threads)
     alpha = _Sampler(V, *sampler_args).alpha
     state = {"zs": zs, "W": Ws}
@@ -235,9 +239,14 @@ def fit_sem(est, X, callback):
                           elapsed=time.perf_counter() - t_start, callback=callback,
                           estimate=estimate)
     finally:
-        # the workers' shared sweep samplers hold the last counts and their tables
-        if runner.client is not None:
-            runner.client.run(release_sweep_sampler)
-            runner.client.run(release_counts_pool)
-        release_sweep_sampler()
-        release_counts_pool()
+        _release(runner)
+
+
+def _release(runner):
+    """Drop the shared sweep samplers (the last counts and their tables) and the pools of
+    count arrays, on every worker and in this process."""
+    if runner.client is not None:
+        runner.client.run(release_sweep_sampler)
+        runner.client.run(release_counts_pool)
+    release_sweep_sampler()
+    release_counts_pool()
