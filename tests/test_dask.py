@@ -243,6 +243,38 @@ _pooled_counts = (  # noqa: E731
     lambda: len(importlib.import_module("sparseclust.topics._dask_sem")._COUNTS_POOL))
 
 
+def test_sem_settings_are_checked_before_any_round(client, corpus):
+    # a sampler setting that fit refuses is refused before the first round runs on the
+    # workers, and leaves nothing pooled there
+    _, blocks, _ = corpus
+    with distributed.get_task_stream(client) as ts:
+        with pytest.raises(ValueError, match="needs doc_counts='live'"):
+            _fit(StochasticEMLDA(n_components=K, sampler="metropolis", doc_counts="frozen"),
+                 _darray(blocks))
+    assert not any(str(t["key"]).startswith("init_partition") for t in ts.data)
+    assert not any(client.run(_pooled_counts).values())
+
+
+def test_release_on_the_workers_never_replaces_the_fit_outcome(monkeypatch):
+    # the workers' cleanup at the end of a fit warns when a worker cannot be reached, and
+    # still releases this process's sampler and pool
+    from sparseclust.topics import _dask_sem, _sem_sampler
+
+    class Unreachable:
+        def run(self, fn):
+            raise OSError("worker gone")
+
+    class Runner:
+        client = Unreachable()
+
+    _dask_sem._zero_counts(3, 2)
+    _sem_sampler._SWEEP_SAMPLER["sampler"] = object()
+    with pytest.warns(RuntimeWarning, match="could not release.*worker gone"):
+        _dask_sem._release(Runner())
+    assert not _dask_sem._COUNTS_POOL
+    assert _sem_sampler._SWEEP_SAMPLER["sampler"] is None
+
+
 def test_count_arrays_are_reused_only_when_nothing_refers_to_them():
     from sparseclust.topics import _dask_sem
 
