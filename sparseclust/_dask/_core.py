@@ -278,14 +278,18 @@ class _Runner:
         with self._at_home(i):
             return dask.delayed(fn, pure=False)(self.parts[i], *args)
 
-    def homes(self):
-        """Each partition's home worker (:meth:`_place`), or None for each without a
-        client."""
+    def by_home(self):
+        """The partitions grouped by home worker (:meth:`_place`): {worker: [partition
+        indices]}, in the order of each worker's first partition; one group keyed None
+        without a client."""
         if self.client is None:
-            return [None] * len(self.parts)
+            return {None: list(range(len(self.parts)))}
         if self._homes is None:
             self._homes = self._place()
-        return list(self._homes)
+        groups = {}
+        for i, h in enumerate(self._homes):
+            groups.setdefault(h, []).append(i)
+        return groups
 
     def on(self, home):
         """A context in which tasks are created to run on worker ``home`` (a loose

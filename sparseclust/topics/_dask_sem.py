@@ -131,15 +131,14 @@ def _sem_round(runner, fn, per_part_args, shared_args, joint=None):
             for i in range(len(runner.parts))]
     zs = [dask.delayed(_first, pure=False)(o) for o in outs]
     top = _top_level([dask.delayed(_second, pure=False)(o) for o in outs], _sum_sem)
-    homes = runner.homes()
-    distinct = list(dict.fromkeys(homes))
+    groups = runner.by_home()
     Ws = []
-    for h in distinct:
+    for h in groups:
         with runner.on(h):
             Ws.append(dask.delayed(_dense_counts, pure=False)(*top))
     rest = dask.delayed(_sum_tails, pure=False)(*top)
     if joint is not None:
-        with runner.on(distinct[0]):
+        with runner.on(next(iter(groups))):
             lj = dask.delayed(_log_joint, pure=False)(Ws[0], *joint)
         rest = dask.delayed(_prepend, pure=False)(lj, rest)
     if runner.client is not None:
@@ -148,8 +147,11 @@ def _sem_round(runner, fn, per_part_args, shared_args, joint=None):
     else:
         res = dask.compute(*zs, *Ws, rest)
         zs, Ws, rest = list(res[:len(zs)]), list(res[len(zs):-1]), res[-1]
-    of_home = dict(zip(distinct, Ws, strict=True))
-    return zs, [of_home[h] for h in homes], rest
+    W_of = [None] * len(zs)
+    for W, idx in zip(Ws, groups.values(), strict=True):
+        for i in idx:
+            W_of[i] = W
+    return zs, W_of, rest
 
 
 def fit_sem(est, X, callback):
@@ -221,10 +223,8 @@ def fit_sem(est, X, callback):
         else:
             # one array per worker, over the partitions it holds, with its own copy of W;
             # the workers' arrays are then summed
-            homes = runner.homes()
             per_home = []
-            for h in dict.fromkeys(homes):
-                idx = [i for i, g in enumerate(homes) if g == h]
+            for h, idx in runner.by_home().items():
                 with runner.on(h):
                     per_home.append(dask.delayed(rao_blackwell_partitions, pure=False)(
                         state["W"][idx[0]], beta, alpha, n_threads,

@@ -422,8 +422,6 @@ class _LDAModel(VariationalModel):
         El = params.Elogphi
         K, V = El.shape
         tau = self.tau
-        # lambda equals tau where the statistics are zero, if built from them with this tau
-        prior = tau if getattr(params, "_tau", None) == tau else None
         S = stats["S"]
         cdir_prior = gammaln(V * tau) - V * gammaln(tau)
         # by blocks of topics (no K x V temporaries), on the model's threads; the blocks' sums
@@ -437,7 +435,7 @@ class _LDAModel(VariationalModel):
             lam = params.lam_rows(a, b)
             data = float(np.sum(Sa * El[a:b]))
             lsum[a:b] = lam.sum(axis=1)
-            lg[a:b] = _except_tau(gammaln, lam, prior).sum(axis=1)
+            lg[a:b] = _except_tau(gammaln, lam, tau).sum(axis=1)
             lam *= -1.0
             lam += tau
             return data, float(np.sum(lam * El[a:b]))
