@@ -140,6 +140,52 @@ def test_thread_count_invariance_sparse_and_dense_paths():
             assert r.elbo_local == out[0].elbo_local
 
 
+@pytest.mark.kernels
+@pytest.mark.parametrize("block", [1, 20, 60])
+def test_blocks_of_documents_give_the_whole_batch_result(monkeypatch, block):
+    """Sweeping a batch in blocks of documents (the bounded memory of a large batch) gives
+    the statistics, assignments, document-topic counts and objective of one sweep over the
+    whole batch, bit for bit: fresh and continued chains, dense and sparse paths, documents
+    longer than a block and empty ones."""
+    X = _corpus(D=90, V=40, K=3, doc_len=25).tolil()
+    X[[3, 40, 89]] = 0  # empty documents, one of them last
+    X = sp.csr_array(X)
+    rng = np.random.RandomState(2)
+    for K, dense in ((150, False), (12, True)):
+        ET = np.log(rng.dirichlet(np.full(40, 0.3), size=K)).T.copy()
+        kw = dict(n_burnin=1, n_samples=3, seed=7, sweep=2, dense=dense,
+                  return_doc_topic=True, return_z=True, n_threads=2)
+        monkeypatch.setattr(_gibbs, "BLOCK_TOKENS", 1 << 40)
+        whole = gibbs_local_step(X, ET, 0.2, **kw)
+        cont = gibbs_local_step(X, ET, 0.2, z_init=whole.z, **kw)
+        monkeypatch.setattr(_gibbs, "BLOCK_TOKENS", block)
+        assert len(list(_gibbs._document_blocks(
+            np.concatenate([[0], np.cumsum(X.sum(axis=1))]).astype(np.int64), block))) > 1
+        for ref, z0 in ((whole, None), (cont, whole.z)):
+            got = gibbs_local_step(X, ET, 0.2, z_init=z0, **kw)
+            S, R = got.topic_word_csr, ref.topic_word_csr
+            np.testing.assert_array_equal(S.indptr, R.indptr)
+            np.testing.assert_array_equal(S.indices, R.indices)
+            np.testing.assert_array_equal(S.data, R.data)
+            np.testing.assert_array_equal(got.z, ref.z)
+            np.testing.assert_array_equal(got.doc_topic, ref.doc_topic)
+            assert got.elbo_local == ref.elbo_local
+
+
+def test_document_blocks_cover_the_documents_within_the_budget():
+    tokptr = np.cumsum([0, 3, 0, 5, 1, 1, 9, 0, 2, 2]).astype(np.int64)
+    for budget in (1, 2, 4, 6, 10, 100):
+        blocks = list(_gibbs._document_blocks(tokptr, budget))
+        assert blocks[0][0] == 0 and blocks[-1][1] == tokptr.size - 1
+        assert all(b0 == a1 for (_, b0), (a1, _) in zip(blocks[:-1], blocks[1:], strict=True))
+        for a, b in blocks:
+            assert b > a
+            assert tokptr[b] - tokptr[a] <= budget or b == a + 1
+            # the block is maximal: the next document would exceed the budget
+            if b < tokptr.size - 1:
+                assert tokptr[b + 1] - tokptr[a] > budget
+
+
 @pytest.mark.contract
 @pytest.mark.kernels
 def test_gibbs_fit_deterministic_threads_and_pickle():

@@ -68,6 +68,27 @@ from ._sem_sampler import (
 __all__ = ["DocumentChains", "GibbsResult", "LazyParams", "LazyTopicStats", "gibbs_local_step"]
 
 
+#: tokens sampled at once: a batch's documents are swept in blocks of about this many tokens
+#: (a document is never split), so that the saved sweeps' assignments and their counting,
+#: (8 + 8 n_samples) bytes a token, take memory bounded by the block, not by the batch. The
+#: draws of a document depend on its stream key only, and the blocks' counts are whole
+#: numbers summed exactly, so the result does not depend on the blocks.
+BLOCK_TOKENS = 1 << 20
+
+
+def _document_blocks(tokptr, max_tokens):
+    """Ranges (a, b) of consecutive documents covering all of them, each holding at most
+    ``max_tokens`` tokens or a single document (tokptr: the documents' token offsets)."""
+    D = tokptr.size - 1
+    a = 0
+    while a < D:
+        # the first document whose end lies beyond the block's budget closes the block
+        b = int(np.searchsorted(tokptr, tokptr[a] + max_tokens, side="right")) - 1
+        b = min(max(b, a + 1), D)
+        yield a, b
+        a = b
+
+
 @dataclass
 class GibbsResult:
     """Output of :func:`gibbs_local_step`.
@@ -224,20 +245,33 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         z = np.array(z_init, dtype=_z_dtype(K))
         n_burn = 0
     n_inner = n_burn + int(n_samples)
-    zsave = np.empty((int(n_samples), n_tok), np.int32)
-    _sampler.sample_sweep(
-        lay.indptr, indices, lay.cnt, lay.tokptr, z, keys, w, alpha_v, prob, alias, Q,
-        _sampler.LIVE, bool(dense), n_inner, n_burn, int(seed), int(sweep),
-        acc, _EMPTY2I, ll, threads_for_work(nt_all, n_tok * n_inner, _MIN_WORK_PER_THREAD),
-        seq_init=z_init is None,
-        split=split, zsave=zsave,
-    )
-    # the saved sweeps' word-topic counts, word by word (no (|cols|, K) table), averaged
-    jptr, topics, counts = _gibbs_tables.count_word_topics(
-        indices, lay.cnt, zsave, cols.size, K,
-        threads_for_work(nt_all, n_tok * int(n_samples), _MIN_WORK_PER_THREAD))
-    S = stats_csr_from_columns(counts / float(n_samples), topics, jptr, cols, V, K)
-    del zsave
+    total = None
+    for a, b in _document_blocks(lay.tokptr, BLOCK_TOKENS):
+        # the documents a:b, their entries e0:e1 and tokens t0:t1, with offsets from 0
+        e0, e1, t0, t1 = lay.indptr[a], lay.indptr[b], lay.tokptr[a], lay.tokptr[b]
+        ind, cnt = indices[e0:e1], lay.cnt[e0:e1]
+        n_blk = int(t1 - t0)
+        zsave = np.empty((int(n_samples), n_blk), np.int32)
+        _sampler.sample_sweep(
+            lay.indptr[a:b + 1] - e0, ind, cnt, lay.tokptr[a:b + 1] - t0, z[t0:t1], keys[a:b],
+            w, alpha_v, prob, alias, Q, _sampler.LIVE, bool(dense), n_inner, n_burn,
+            int(seed), int(sweep), acc[a:b] if return_doc_topic else acc, _EMPTY2I, ll[a:b],
+            threads_for_work(nt_all, n_blk * n_inner, _MIN_WORK_PER_THREAD),
+            seq_init=z_init is None, split=split, zsave=zsave,
+        )
+        # the saved sweeps' word-topic counts, word by word (no (|cols|, K) table)
+        jptr, topics, counts = _gibbs_tables.count_word_topics(
+            ind, cnt, zsave, cols.size, K,
+            threads_for_work(nt_all, n_blk * int(n_samples), _MIN_WORK_PER_THREAD))
+        del zsave
+        block = sp.csc_array((counts, topics, jptr), shape=(K, cols.size))
+        # whole counts: their sum over the blocks is exact, in any order
+        total = block if total is None else total + block
+    # averaged over the saved sweeps: S depends on the (word, topic) counts only, not on the
+    # order of a word's topics
+    S = stats_csr_from_columns(total.data / float(n_samples), total.indices, total.indptr,
+                               cols, V, K)
+    del total
     if return_doc_topic:
         doc_topic /= float(n_samples)
     return GibbsResult(S, float(ll.sum()), doc_topic, n_tok, z if return_z else None)
