@@ -40,6 +40,7 @@ import scipy.sparse as sp
 from sklearn.utils import check_random_state
 
 from ._kernels import _stats
+from ._memo import SpilledStats
 from .utils._progress import Progress
 
 __all__ = [
@@ -484,7 +485,7 @@ def fit_engine(
     model, X, init_stats, *, algorithm="memoized", max_iter=100, tol=1e-6, n_batches=10,
     batch_size=256, kappa=0.6, delta=1.0, total_samples=None, random_state=None, verbose=0,
     callback=None, heldout_score=None, state=None, tol_scale=None, window=STOCHASTIC_WINDOW,
-    name="sparseclust",
+    name="sparseclust", memo_dir=None,
 ):
     """Train ``model`` on ``X`` from ``init_stats`` with the chosen learning algorithm.
 
@@ -495,8 +496,8 @@ def fit_engine(
         Training data, samples along the first axis. A stream (an iterable without a
         ``shape``, e.g. :class:`sparseclust.datasets.CorpusStream`) is read again at every
         pass and its minibatches are the fixed batches of memoized training (``n_batches``
-        and ``random_state`` are then not used); only their statistics are cached, so
-        memory does not grow with the corpus. Memoized training only. A partitioned
+        and ``random_state`` are then not used); only their statistics are cached (in
+        memory, or in files with ``memo_dir``). Memoized training only. A partitioned
         source (``fixed_batches`` / ``minibatches`` methods, e.g. the partitions of a Dask
         collection in :mod:`sparseclust._dask`) supplies the batches of every algorithm, and
         ``model`` must accept them in its local step.
@@ -544,6 +545,12 @@ def fit_engine(
         Passes per window of the stochastic convergence test (see ``tol``).
     name : str
         The name the ``verbose`` lines start with (the estimator's class name).
+    memo_dir : str or None
+        Batch and memoized training: None keeps every fixed batch's statistics in memory; a
+        directory keeps them in the files of a temporary directory inside it
+        (:class:`~sparseclust._memo.SpilledStats`), removed when training ends or fails; the
+        result's ``batch_stats`` is then None. For models whose moves edit the cached
+        statistics in place (the mixtures, the HDP), None only.
 
     Returns
     -------
@@ -570,11 +577,17 @@ def fit_engine(
     # the batches hold the data from here on: this frame's reference to X goes (with it the
     # whole matrix when the caller passed its only reference, e.g. a validated copy)
     X = None
-    run = _FixedBatchRun(model, batches, model.initial_params(init_stats), stream)
+    memo = None if memo_dir is None else SpilledStats(memo_dir, 0 if stream else len(batches))
+    run = _FixedBatchRun(model, batches, model.initial_params(init_stats), stream, memo)
     # the initial statistics only define the first parameters: release them (the caller may
     # pass them without keeping a reference; with large K they are K x V dense)
     init_stats = None
-    return _fit_fixed_batches(run, trace, full_sweeps=algorithm == "batch", **stop_rule)
+    if memo is None:
+        return _fit_fixed_batches(run, trace, full_sweeps=algorithm == "batch", **stop_rule)
+    with memo:
+        result = _fit_fixed_batches(run, trace, full_sweeps=algorithm == "batch", **stop_rule)
+    result.batch_stats = None
+    return result
 
 
 def _source(model, X, algorithm):
@@ -702,12 +715,16 @@ class _FixedBatchRun:
     """What batch and memoized training carry between passes: the parameters, the
     whole-data statistics (None before the first pass), each batch's cached statistics, the
     number of global steps (the initial one from the initial statistics not counted) and the
-    seconds of the current pass's local and global steps."""
+    seconds of the current pass's local and global steps. The batches' statistics are a
+    list, or ``memo`` (:class:`~sparseclust._memo.SpilledStats`) when given."""
 
-    def __init__(self, model, batches, params, stream):
+    def __init__(self, model, batches, params, stream, memo=None):
         self.model, self.batches, self.params = model, batches, params
         self.total = None
-        self.batch_stats = [] if stream else [None] * len(batches)
+        if memo is not None:
+            self.batch_stats = memo
+        else:
+            self.batch_stats = [] if stream else [None] * len(batches)
         self.n_global = 0
         self.t_local = self.t_global = 0.0
 

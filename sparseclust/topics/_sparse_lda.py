@@ -13,6 +13,7 @@ shared training engine (:func:`sparseclust._engine.fit_engine`).
 """
 
 import numbers
+import os
 
 import numpy as np
 import scipy.sparse as sp
@@ -33,6 +34,7 @@ from .._engine import (
     fit_engine,
 )
 from .._input import check_output_support
+from .._memo import check_memo_dir
 from ..datasets._stream import CorpusStream
 from ._base import TopicModelBase
 from ._gibbs import (
@@ -115,7 +117,18 @@ class SparseLDA(TopicModelBase):
     n_batches : int, default=10
         Number of fixed batches of memoized training (capped at the number of documents).
         More batches mean more global steps per pass (faster progress early) and more cached
-        statistics (memory grows with the batches' word types, not with the corpus).
+        statistics (each batch's sparse K x V word-topic counts; see ``memo_dir``).
+    memo_dir : str, path-like or None, default=None
+        Where memoized (and batch) training keeps each fixed batch's statistics between its
+        visits. None keeps them in memory: the sum over the batches of their (topic, word)
+        pairs, 12 bytes each, which grows with the number of batches (with a
+        :class:`~sparseclust.datasets.CorpusStream`, with the corpus). An existing directory
+        keeps them in the files of a temporary directory created inside it and removed when
+        ``fit`` ends or fails, so that only the visited batch's statistics are in memory; each
+        visit then writes and reads one batch's statistics. The fit is the same either way.
+        It bounds the memory of a fit on a :class:`~sparseclust.datasets.CorpusStream`; in a
+        fit of a matrix with the Gibbs local step each batch's chain keeps its last counts in
+        memory anyway. Not used by stochastic training or :meth:`partial_fit`.
     batch_size : int or None, default=None
         Minibatch size of stochastic training. None means 256 with the variational local
         step and 4096 with the Gibbs local step, whose statistics are draws: a larger
@@ -303,6 +316,7 @@ class SparseLDA(TopicModelBase):
         "doc_topic_prior": [Interval(numbers.Real, 0, None, closed="neither"), None],
         "algorithm": [StrOptions({"memoized", "stochastic", "batch"})],
         "n_batches": [Interval(numbers.Integral, 1, None, closed="left")],
+        "memo_dir": [str, os.PathLike, None],
         "batch_size": [Interval(numbers.Integral, 1, None, closed="left"), None],
         "delta": [Interval(numbers.Real, 0, None, closed="left"), None],
         "max_iter": [Interval(numbers.Integral, 1, None, closed="left"), None],
@@ -325,6 +339,7 @@ class SparseLDA(TopicModelBase):
         topic_word_prior=0.1,
         algorithm="memoized",
         n_batches=10,
+        memo_dir=None,
         batch_size=None,
         kappa=0.6,
         delta=None,
@@ -348,6 +363,7 @@ class SparseLDA(TopicModelBase):
         self.topic_word_prior = topic_word_prior
         self.algorithm = algorithm
         self.n_batches = n_batches
+        self.memo_dir = memo_dir
         self.batch_size = batch_size
         self.kappa = kappa
         self.delta = delta
@@ -535,6 +551,7 @@ class SparseLDA(TopicModelBase):
         """
         self._validate_params()
         check_output_support(self, "SparseLDA.fit")
+        memo_dir = check_memo_dir(self.memo_dir)
         stream = isinstance(X, CorpusStream)
         X, init, n_docs, n_tokens, wrap, rng = self._fit_input(X, "SparseLDA.fit")
         self._new_gibbs_seed(rng)
@@ -571,6 +588,7 @@ class SparseLDA(TopicModelBase):
             verbose=self.verbose,
             name="SparseLDA",
             callback=_snapshot,
+            memo_dir=memo_dir,
             # tol is in nats per training token (an empty corpus has nothing to converge); a
             # stochastic objective is scaled to total_samples documents
             tol_scale=max(n_tokens * self._svi_scale(n_docs), 1.0),
