@@ -10,6 +10,7 @@ import resource
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -57,13 +58,16 @@ METHOD = """\
   repeated until the corpus holds at least 100 million tokens (ten copies), documents
   reshuffled, written once as a gzip UCI docword file (and its first
   quarter of documents as another). **A repetition**: it measures throughput and memory,
-  not topic quality. StochasticEMLDA (K = 1000) loads the file into memory; memoized
+  not topic quality. StochasticEMLDA (K = 1000) loads the file into memory. Memoized
   SparseLDA (K = 400, L = 8) trains on `stream_uci_bow` from disk with the stream's
-  minibatches as its 10 fixed batches, and again on the same minibatches saved once as
-  binary files (`CorpusStream.save`, read back by `stream_npz`; the save is done before,
-  outside the clock, and its own CPU time is stored). Tokens per second from the wall time
-  of the last pass (marked by the fit's callback; CPU time too), peak RSS from the start of
-  training (`VmHWM`)."""
+  minibatches as its fixed batches, and again on the same minibatches saved once as binary
+  files (`CorpusStream.save`, read back by `stream_npz`; the save is done before, outside
+  the clock, and its own CPU time is stored). The minibatches hold a tenth of the quarter's
+  documents at both sizes (10 batches in the quarter, 40 in the whole), and their
+  statistics are kept on disk (`memo_dir`, a directory of the benchmark cache); the run
+  from binary minibatches is repeated with them in memory, on one thread. Tokens per second
+  from the wall time of the last pass (marked by the fit's callback; CPU time too), peak
+  RSS from the start of training (`VmHWM`)."""
 
 FULL = {
     "imdb": dict(corpus="imdb", n_docs=[25000, 100000], threads=[1, 2],
@@ -85,13 +89,19 @@ QUICK["patches"] = dict(
     max_passes=3, cpu_budget_s=[30], sklearn_K=20, sklearn_start=2000)
 FULL["corpus100m"] = dict(
     corpus="imdb", min_tokens=100_000_000, threads=[1, 2],
-    models={"sem": dict(K=1000, passes=2), "sparselda": dict(K=400, passes=2, n_batches=10),
-            "sparselda-saved": dict(K=400, passes=2, n_batches=10)},
+    models={"sem": dict(K=1000, passes=2),
+            "sparselda": dict(K=400, passes=2, n_batches=10, memo="disk"),
+            "sparselda-saved": dict(K=400, passes=2, n_batches=10, memo="disk"),
+            "sparselda-saved-memory": dict(K=400, passes=2, n_batches=10, memo="memory",
+                                           threads=[1])},
     dask=dict(model="sem", workers=[1, 2], partitions=8))
 QUICK["corpus100m"] = dict(
     corpus="20newsgroups", min_tokens=3_000_000, threads=[1, 2],
-    models={"sem": dict(K=50, passes=2), "sparselda": dict(K=20, passes=2, n_batches=4),
-            "sparselda-saved": dict(K=20, passes=2, n_batches=4)},
+    models={"sem": dict(K=50, passes=2),
+            "sparselda": dict(K=20, passes=2, n_batches=4, memo="disk"),
+            "sparselda-saved": dict(K=20, passes=2, n_batches=4, memo="disk"),
+            "sparselda-saved-memory": dict(K=20, passes=2, n_batches=4, memo="memory",
+                                           threads=[1])},
     dask=dict(model="sem", workers=[1, 2], partitions=4))
 
 
@@ -404,14 +414,16 @@ def _child_corpus(cfg):
             est.fit(X, callback=mark)
         else:
             stream = (stream_npz(cfg["saved"]) if cfg.get("saved") else
-                      stream_uci_bow(cfg["docword"],
-                                     batch_size=math.ceil(cfg["n_docs"] / cfg["n_batches"])))
+                      stream_uci_bow(cfg["docword"], batch_size=cfg["batch_size"]))
+            memo = tempfile.mkdtemp(prefix="memo-", dir=CACHE) if cfg["memo"] == "disk" else None
             est = SparseLDA(n_components=cfg["K"], max_iter=cfg["passes"], tol=0,
-                            random_state=0, n_threads=cfg["threads"])
+                            random_state=0, n_threads=cfg["threads"], memo_dir=memo)
             _reset_peak()
             base = _rss_mb()
             c0, w0 = time.process_time(), time.perf_counter()
             est.fit(stream, callback=mark)
+            if memo is not None:
+                os.rmdir(memo)  # the fit removed its files
     cpu, wall = time.process_time() - c0, time.perf_counter() - w0
     prev = marks[-2] if len(marks) > 1 else (c0, w0)
     last_cpu, last_wall = marks[-1][0] - prev[0], marks[-1][1] - prev[1]
@@ -460,33 +472,44 @@ def _child_corpus_dask(cfg):
                workers_rss_mb=rss, tokens_per_s=cfg["n_tokens"] / last_wall))
 
 
-def _saved_stream(path, n_docs, n_batches, log):
-    """The docword file's memoized minibatches saved as binary (``CorpusStream.save``) into
-    the cache, anew in every run (the files and the save's cost are this commit's); returns
-    (directory, the save's CPU and wall seconds)."""
+def _saved_stream(path, batch_size, log):
+    """The docword file's memoized minibatches of ``batch_size`` documents saved as binary
+    (``CorpusStream.save``) into the cache, anew in every run (the files and the save's cost
+    are this commit's); returns (directory, the save's CPU and wall seconds)."""
     from sparseclust.datasets import stream_uci_bow
 
-    folder = CACHE / f"saved.{Path(path).name}.b{n_batches}"
+    folder = CACHE / f"saved.{Path(path).name}.bs{batch_size}"
     if folder.exists():
         shutil.rmtree(folder)
-    log(f"  saving {path} as {n_batches} binary minibatches to {folder}")
+    log(f"  saving {path} as binary minibatches of {batch_size} documents to {folder}")
     c0, w0 = time.process_time(), time.perf_counter()
-    stream_uci_bow(path, batch_size=math.ceil(n_docs / n_batches)).save(folder)
+    stream_uci_bow(path, batch_size=batch_size).save(folder)
     return str(folder), dict(save_cpu_s=time.process_time() - c0,
                              save_wall_s=time.perf_counter() - w0)
 
 
 def _run_corpus100m(params, log):
     info = _repeated_corpus(params, log)
-    records = []
+    records, saved_streams = [], {}
     for model, mp in params["models"].items():
+        mp = dict(mp)
+        threads_of = mp.pop("threads", params["threads"])
+        if "n_batches" in mp:
+            # memoized SparseLDA: minibatches of the same size at both sizes, n_batches of
+            # them in the quarter (four times as many in the whole corpus)
+            batch_size = math.ceil(info["files"]["quarter"][1] / mp["n_batches"])
         for size in ("quarter", "full"):
             path, n_docs, nnz, n_tokens = info["files"][size]
             extra = {}
-            if model.endswith("-saved"):
-                saved, cost = _saved_stream(path, n_docs, mp["n_batches"], log)
-                extra = dict(saved=saved, **cost)
-            for threads in params["threads"]:
+            if model.startswith("sparselda"):
+                extra["batch_size"] = batch_size
+            if model.startswith("sparselda-saved"):
+                key = (path, batch_size)
+                if key not in saved_streams:
+                    saved_streams[key] = _saved_stream(path, batch_size, log)
+                saved, cost = saved_streams[key]
+                extra.update(saved=saved, **cost)
+            for threads in threads_of:
                 cfg = dict(model=f"corpus-{model}", docword=path, n_docs=n_docs,
                            n_tokens=n_tokens, threads=threads, **mp, **extra)
                 rec = {**cfg, **_run_child(cfg), "size": size, "nnz": nnz}
@@ -658,10 +681,10 @@ def _patches_table(r):
 
 def _corpus_table(r):
     lines = [f"**{r['part']}** (commit `{r['commit']}`): {r['data']}.", "",
-             "| model | K | documents | tokens | threads | M tokens/s (last pass) | "
+             "| model | K | documents | tokens | batches | threads | M tokens/s (last pass) | "
              "× 1 thread | M tokens per CPU s (last pass) | peak RSS MB | "
              "RSS before training MB | peak RSS bytes per token |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     dask = [x for x in r["records"] if x["model"].endswith("-dask")]
     for x in r["records"]:
         if x in dask:
@@ -669,11 +692,18 @@ def _corpus_table(r):
         name = {"sem": "StochasticEMLDA (in memory)",
                 "sparselda": "SparseLDA (memoized, streamed from the gzip text file)",
                 "sparselda-saved": "SparseLDA (memoized, streamed from binary minibatches "
-                                   "saved once)"}[x["model"]]
+                                   "saved once)",
+                "sparselda-saved-memory": "SparseLDA (the same, batch statistics in "
+                                          "memory)"}[x["model"]]
+        if x.get("memo") == "disk":
+            name = name[:-1] + ", batch statistics on disk)"
+        batches = (math.ceil(x["n_docs"] / x["batch_size"]) if x.get("batch_size")
+                   else x.get("n_batches", "–"))
         one = next((y for y in r["records"] if y["model"] == x["model"]
                     and y["size"] == x["size"] and y["threads"] == 1), None)
         ratio = x["tokens_per_s"] / one["tokens_per_s"] if one else None
         lines.append(f"| {name} | {x['K']} | {x['n_docs']:,} | {x['n_tokens']:,.0f} | "
+                     f"{batches} | "
                      f"{x['threads']} | {x['tokens_per_s'] / 1e6:.3f} | {fmt(ratio)} | "
                      f"{x['n_tokens'] / x['last_pass_cpu_s'] / 1e6:.3f} | "
                      f"{x['peak_rss_mb']:.0f} | {x['base_rss_mb']:.0f} | "
