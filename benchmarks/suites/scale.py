@@ -708,7 +708,8 @@ def _corpus_table(r):
                      f"{x['n_tokens'] / x['last_pass_cpu_s'] / 1e6:.3f} | "
                      f"{x['peak_rss_mb']:.0f} | {x['base_rss_mb']:.0f} | "
                      f"{x['peak_rss_mb'] * 2**20 / x['n_tokens']:.1f} |")
-    saved = [x for x in r["records"] if x.get("save_cpu_s") is not None and x["threads"] == 1]
+    saved = [x for x in r["records"] if x.get("save_cpu_s") is not None and x["threads"] == 1
+             and x["model"] == "sparselda-saved"]
     if saved:
         lines += ["", "Saving the binary minibatches (once, before the fits): " + "; ".join(
             f"{x['n_tokens'] / 1e6:.1f}M tokens {x['save_cpu_s']:.1f} CPU s" for x in saved)
