@@ -23,6 +23,7 @@ from sparseclust.datasets import (
 )
 from sparseclust.datasets._bow import (
     _MAX_DIGITS,
+    _counts_matrix,
     _load_ldac,
     _load_uci,
     _parse_ldac_fast,
@@ -658,3 +659,35 @@ def test_load_text_lines(tmp_path):
     ref = CountVectorizer().fit(odd)
     assert got.data.shape == (4, len(ref.vocabulary_))
     np.testing.assert_array_equal(got.data.toarray(), ref.transform(odd).toarray())
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.int32])
+def test_counts_matrix_in_file_order_equals_the_sorted_and_summed_entries(dtype):
+    """Entries in CSR order are laid out directly; the result equals that of sorting the
+    entries and summing duplicates (scipy's COO to CSR), arrays and their dtypes alike."""
+    rng = np.random.RandomState(0)
+    dtype = np.dtype(dtype)
+    for trial in range(60):
+        D, W, n = rng.randint(1, 30), rng.randint(1, 30), rng.randint(0, 80)
+        rows, cols = np.sort(rng.randint(0, D, n)), rng.randint(0, W, n)
+        if trial % 3 == 0:  # in CSR order, no repeated (row, column) pair
+            key = np.unique(rows * W + cols)
+            rows, cols = key // W, key % W
+        elif trial % 3 == 1:  # rows out of order
+            perm = rng.permutation(rows.size)
+            rows, cols = rows[perm], cols[perm]
+        counts = rng.randint(1, 5, rows.size)
+        got = _counts_matrix(rows, cols, counts, (D, W), dtype, "x")
+        ref = sp.csr_matrix((counts.astype(np.int64), (rows, cols)), shape=(D, W),
+                            dtype=np.int64)
+        ref.sum_duplicates()
+        ref = ref.astype(dtype)
+        for f in ("data", "indices", "indptr"):
+            a, b = getattr(got, f), getattr(ref, f)
+            assert a.dtype == b.dtype
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(got.toarray(), np.asarray(
+            sp.coo_matrix((counts, (rows, cols)), shape=(D, W)).toarray(), dtype=dtype))
+    with pytest.raises(ValueError, match="does not fit in dtype"):
+        _counts_matrix(np.array([0]), np.array([1]), np.array([300]), (1, 2),
+                       np.dtype(np.int8), "x")

@@ -109,11 +109,25 @@ def _tokenize(body, allow_colon):
 
 
 def _counts_matrix(rows, cols, counts, shape, dtype, name):
-    """CSR matrix summing duplicated ``(row, col)`` entries, cast to ``dtype``."""
-    X = sp.csr_matrix(
-        (counts.astype(np.int64, copy=False), (rows, cols)), shape=shape, dtype=np.int64
-    )
-    X.sum_duplicates()
+    """CSR matrix summing duplicated ``(row, col)`` entries, cast to ``dtype``.
+
+    Entries already in CSR order (rows non-decreasing, columns increasing within a row, as
+    corpus files list them) are laid out directly; others are sorted and summed."""
+    counts = counts.astype(np.int64, copy=False)
+    n = rows.size
+    if n and max(shape[0], shape[1], n) < np.iinfo(np.int32).max:
+        same = rows[1:] == rows[:-1]
+        ordered = bool((rows[1:] >= rows[:-1]).all() and (cols[1:][same] > cols[:-1][same]).all())
+    else:
+        ordered = False
+    if ordered:
+        indptr = np.zeros(shape[0] + 1, dtype=np.int32)
+        np.cumsum(np.bincount(rows, minlength=shape[0]), out=indptr[1:])
+        X = sp.csr_matrix((counts, cols.astype(np.int32), indptr), shape=shape)
+        X.has_canonical_format = True
+    else:
+        X = sp.csr_matrix((counts, (rows, cols)), shape=shape, dtype=np.int64)
+        X.sum_duplicates()
     if dtype.kind in "iu" and X.nnz and X.data.max() > np.iinfo(dtype).max:
         raise ValueError(f"{name}: a count of {X.data.max()} does not fit in dtype {dtype}")
     return X.astype(dtype)

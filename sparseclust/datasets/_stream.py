@@ -271,17 +271,16 @@ def _uci_block(body, name, D, W, remaining, lineno, declared):
                   and values[:, 1].min() >= 1 and values[:, 1].max() <= W
                   and values[:, 2].min() >= 1)
         if ok:
-            first = np.flatnonzero(np.frombuffer(body, np.uint8) == 10)
-            return values[:, 0] - 1, values[:, 1] - 1, values[:, 2], line[:, 0], first
+            return values[:, 0] - 1, values[:, 1] - 1, values[:, 2], line[:, 0]
     elif ok:
         e = np.empty(0, dtype=np.int64)
-        return e, e, e, e, None
+        return e, e, e, e
     docs, words, counts = _parse_uci_slow(body, name, D, W, remaining, first_line=lineno,
                                           check_total=False, declared=declared)
     # the slow parser does not report line numbers: recover them for the order check
     lines = np.array([k for k, ln in enumerate(body.split(b"\n")) if ln.split()],
                      dtype=np.int64)
-    return docs, words, counts, lines, None
+    return docs, words, counts, lines
 
 
 def stream_uci_bow(docword_path, vocab_path=None, batch_size=1000, dtype=np.float64):
@@ -336,8 +335,8 @@ def stream_uci_bow(docword_path, vocab_path=None, batch_size=1000, dtype=np.floa
             last_doc = -1
             last_line = 3
             for body, lineno in _line_blocks(fh, 4):
-                docs, words, counts, line, _ = _uci_block(body, name, D, W, nnz - seen,
-                                                          lineno, nnz)
+                docs, words, counts, line = _uci_block(body, name, D, W, nnz - seen,
+                                                       lineno, nnz)
                 if docs.size == 0:
                     continue
                 seen += docs.size
