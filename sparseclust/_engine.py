@@ -549,8 +549,8 @@ def fit_engine(
         Batch and memoized training: None keeps every fixed batch's statistics in memory; a
         directory keeps them in the files of a temporary directory inside it
         (:class:`~sparseclust._memo.SpilledStats`), removed when training ends or fails; the
-        result's ``batch_stats`` is then None. For models whose moves edit the cached
-        statistics in place (the mixtures, the HDP), None only.
+        result's ``batch_stats`` is then None. A model whose moves edit the cached
+        statistics in place (``edits_batch_stats``: the mixtures, the HDP) refuses it.
 
     Returns
     -------
@@ -558,6 +558,9 @@ def fit_engine(
     """
     if algorithm not in ("batch", "memoized", "stochastic"):
         raise ValueError(f"unknown algorithm {algorithm!r}")
+    if memo_dir is not None and getattr(model, "edits_batch_stats", False):
+        raise ValueError(f"{type(model).__name__} edits the cached batch statistics in "
+                         "place: memo_dir must be None")
     if int(window) < 1:
         raise ValueError(f"window must be at least 1, got {window!r}")
     rng = check_random_state(random_state)
@@ -578,15 +581,17 @@ def fit_engine(
     # whole matrix when the caller passed its only reference, e.g. a validated copy)
     X = None
     memo = None if memo_dir is None else SpilledStats(memo_dir, 0 if stream else len(batches))
-    run = _FixedBatchRun(model, batches, model.initial_params(init_stats), stream, memo)
-    # the initial statistics only define the first parameters: release them (the caller may
-    # pass them without keeping a reference; with large K they are K x V dense)
-    init_stats = None
-    if memo is None:
-        return _fit_fixed_batches(run, trace, full_sweeps=algorithm == "batch", **stop_rule)
-    with memo:
+    try:
+        run = _FixedBatchRun(model, batches, model.initial_params(init_stats), stream, memo)
+        # the initial statistics only define the first parameters: release them (the caller
+        # may pass them without keeping a reference; with large K they are K x V dense)
+        init_stats = None
         result = _fit_fixed_batches(run, trace, full_sweeps=algorithm == "batch", **stop_rule)
-    result.batch_stats = None
+    finally:
+        if memo is not None:
+            memo.close()
+    if memo is not None:
+        result.batch_stats = None
     return result
 
 

@@ -19,12 +19,14 @@ __all__ = ["SpilledStats", "check_memo_dir"]
 
 def check_memo_dir(memo_dir):
     """The absolute path of ``memo_dir`` (None stays None); a clear error when it is not an
-    existing directory."""
+    existing directory in which files can be created."""
     if memo_dir is None:
         return None
     path = os.path.abspath(os.fspath(memo_dir))
     if not os.path.isdir(path):
         raise ValueError(f"memo_dir={memo_dir!r} is not an existing directory.")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(f"memo_dir={memo_dir!r}: cannot create files in this directory.")
     return path
 
 

@@ -439,7 +439,12 @@ class MoveBook:
       ``move_opts``, 'grow' when absent; the host passes its ``value`` to
       :func:`select_deletes` and reports each round through :meth:`end_deletes`);
     - ``round``: the candidates of the current pass; ``round_logs``: one dict per pass.
+
+    The moves edit the batches' cached statistics in place (``edits_batch_stats``), so the
+    engine keeps them in memory for these models (``fit_engine``'s ``memo_dir`` refused).
     """
+
+    edits_batch_stats = True
 
     def init_book(self):
         self.round = None

@@ -422,6 +422,27 @@ def test_gibbs_batch_equals_in_process(client, corpus):
     np.testing.assert_allclose(got.transform(X), ref.transform(X), rtol=1e-9, atol=1e-12)
 
 
+def test_gibbs_memoized_with_memo_dir_is_the_same_fit(client, corpus, tmp_path):
+    """The client's cache of the batches' statistics in files (``memo_dir``), which the
+    continued chains read for their exclusion, gives the fit of the cache in memory."""
+    X, blocks, S0 = corpus
+    kw = _gibbs_kw(init=S0, algorithm="memoized", n_batches=len(blocks), max_iter=3)
+    ref = _fit(SparseLDA(**kw), _darray(blocks))
+    got = _fit(SparseLDA(memo_dir=tmp_path, **kw), _darray(blocks))
+    np.testing.assert_array_equal(got.components_, ref.components_)
+    assert got.lower_bounds_ == ref.lower_bounds_
+    assert os.listdir(tmp_path) == []
+
+
+def _fixed_count_before_pass(n_fixed):
+    """The Gibbs model's ``before_pass`` with the number of fixed batches known from the
+    first pass on (a stream's is known after its first pass): the reference fits below."""
+    def before_pass(self, stats, params, state):
+        self.n_fixed = n_fixed
+        self._memo = state["batch_stats"]
+    return before_pass
+
+
 def test_gibbs_memoized_chains_stay_on_the_workers(client, corpus, monkeypatch):
     X, blocks, S0 = corpus
     kw = _gibbs_kw(init=S0, algorithm="memoized", n_batches=len(blocks), max_iter=4)
@@ -434,8 +455,7 @@ def test_gibbs_memoized_chains_stay_on_the_workers(client, corpus, monkeypatch):
     stream = CorpusStream(lambda: iter(blocks), n_features=X.shape[1], n_documents=N_DOCS,
                           batch_size=PART, feature_names=None, source="blocks")
     monkeypatch.setattr(SparseLDA, "_keeps_chains", lambda self, *a, **k: True)
-    monkeypatch.setattr(_GibbsLDAModel, "before_pass",
-                        lambda self, *a: setattr(self, "n_fixed", len(blocks)))
+    monkeypatch.setattr(_GibbsLDAModel, "before_pass", _fixed_count_before_pass(len(blocks)))
     ref = _fit(SparseLDA(**kw), stream)
     np.testing.assert_array_equal(got.components_, ref.components_)
     np.testing.assert_allclose(got.lower_bounds_, ref.lower_bounds_, rtol=1e-13)
@@ -458,8 +478,7 @@ def test_gibbs_memoized_chains_stay_on_the_workers(client, corpus, monkeypatch):
     np.testing.assert_array_equal(again.components_, got.components_)
     # tol > 0: the Monte Carlo objective's stopping rule (windows of passes) as in process
     monkeypatch.setattr(SparseLDA, "_keeps_chains", lambda self, *a, **k: True)
-    monkeypatch.setattr(_GibbsLDAModel, "before_pass",
-                        lambda self, *a: setattr(self, "n_fixed", len(blocks)))
+    monkeypatch.setattr(_GibbsLDAModel, "before_pass", _fixed_count_before_pass(len(blocks)))
     kw.update(tol=0.1, max_iter=12)
     ref = _fit(SparseLDA(**kw), stream)
     got = _fit(SparseLDA(**kw), _darray(blocks))

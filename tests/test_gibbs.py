@@ -153,8 +153,10 @@ def test_blocks_of_documents_give_the_whole_batch_result(monkeypatch, block):
     rng = np.random.RandomState(2)
     for K, dense in ((150, False), (12, True)):
         ET = np.log(rng.dirichlet(np.full(40, 0.3), size=K)).T.copy()
+        # stream keys of a partition that starts at document 1000 of its batch (Dask)
         kw = dict(n_burnin=1, n_samples=3, seed=7, sweep=2, dense=dense,
-                  return_doc_topic=True, return_z=True, n_threads=2)
+                  return_doc_topic=True, return_z=True, n_threads=2,
+                  keys=np.arange(1000, 1000 + X.shape[0], dtype=np.uint64))
         monkeypatch.setattr(_gibbs, "BLOCK_TOKENS", 1 << 40)
         whole = gibbs_local_step(X, ET, 0.2, **kw)
         cont = gibbs_local_step(X, ET, 0.2, z_init=whole.z, **kw)
@@ -170,6 +172,38 @@ def test_blocks_of_documents_give_the_whole_batch_result(monkeypatch, block):
             np.testing.assert_array_equal(got.z, ref.z)
             np.testing.assert_array_equal(got.doc_topic, ref.doc_topic)
             assert got.elbo_local == ref.elbo_local
+
+
+def test_binary_sums_of_count_blocks_equal_their_running_sum():
+    rng = np.random.RandomState(3)
+    for n in (1, 2, 3, 7, 8, 13):
+        blocks = [sp.csc_array(sp.random(6, 9, density=0.3, random_state=rng,
+                                         data_rvs=lambda k: rng.randint(1, 9, k)).astype(np.int32))
+                  for _ in range(n)]
+        sums = _gibbs._BinarySums()
+        for b in blocks:
+            sums.add(b)
+        got = sums.total()
+        ref = blocks[0]
+        for b in blocks[1:]:
+            ref = ref + b
+        assert got.dtype == np.int32
+        np.testing.assert_array_equal(got.toarray(), ref.toarray())
+
+
+@pytest.mark.parametrize("algorithm, K", [("memoized", 6), ("stochastic", 200)])
+def test_sparse_lda_fits_do_not_depend_on_the_sampler_blocks(monkeypatch, algorithm, K):
+    """Whole fits (chains of memoized training; the lazily scaled statistics and split word
+    tables of stochastic training) are the same, bit for bit, with blocks of a few
+    documents."""
+    X = _corpus(D=80, V=40, K=3)
+    kw = dict(n_components=K, algorithm=algorithm, n_batches=3, batch_size=40, max_iter=3,
+              tol=0, random_state=0)
+    ref = SparseLDA(**kw).fit(X)
+    monkeypatch.setattr(_gibbs, "BLOCK_TOKENS", 60)
+    got = SparseLDA(**kw).fit(X)
+    np.testing.assert_array_equal(got.components_, ref.components_)
+    assert got.lower_bounds_ == ref.lower_bounds_
 
 
 def test_document_blocks_cover_the_documents_within_the_budget():

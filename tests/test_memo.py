@@ -10,7 +10,7 @@ import pytest
 import scipy.sparse as sp
 
 from sparseclust import SparseLDA
-from sparseclust._engine import SuffStats
+from sparseclust._engine import SuffStats, VariationalModel, fit_engine
 from sparseclust._memo import SpilledStats
 from sparseclust.datasets import CorpusStream, load_kos
 
@@ -107,8 +107,39 @@ def test_memo_dir_must_be_an_existing_directory(tmp_path):
             SparseLDA(n_components=3, memo_dir=bad).fit(X)
     with pytest.raises(ValueError, match="memo_dir"):
         SparseLDA(n_components=3, memo_dir=3).fit(X)
-    # stochastic training caches no batch statistics: nothing is written
-    (tmp_path / "file").unlink()
+    # stochastic training caches no batch statistics: memo_dir is neither used nor checked
     est = SparseLDA(n_components=3, algorithm="stochastic", max_iter=2, tol=0,
-                    memo_dir=tmp_path, random_state=0).fit(X)
-    assert est.n_iter_ == 2 and os.listdir(tmp_path) == []
+                    memo_dir=tmp_path / "missing", random_state=0).fit(X)
+    assert est.n_iter_ == 2 and os.listdir(tmp_path) == ["file"]
+
+
+def test_memo_dir_is_removed_when_the_first_step_fails(tmp_path):
+    class Failing(VariationalModel):
+        def initial_params(self, init_stats):
+            raise RuntimeError("no parameters")
+
+    X = np.ones((4, 2))
+    with pytest.raises(RuntimeError, match="no parameters"):
+        fit_engine(Failing(), X, None, algorithm="memoized", n_batches=2, memo_dir=tmp_path)
+    assert os.listdir(tmp_path) == []
+
+
+def test_models_that_edit_cached_statistics_refuse_memo_dir(tmp_path):
+    class Editing:
+        edits_batch_stats = True
+
+    with pytest.raises(ValueError, match="Editing edits the cached batch statistics"):
+        fit_engine(Editing(), np.ones((4, 2)), None, memo_dir=tmp_path)
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_fitted_model_with_memo_dir_fits_again_the_same(tmp_path):
+    X = _kos(80)
+    est = SparseLDA(n_components=4, n_batches=3, max_iter=3, tol=0, random_state=2,
+                    memo_dir=tmp_path)
+    first = est.fit(X).components_.copy()
+    np.testing.assert_array_equal(est.fit(X).components_, first)
+    again = pickle.loads(pickle.dumps(est))
+    assert again.memo_dir == tmp_path
+    np.testing.assert_array_equal(again.fit(X).components_, first)
+    assert os.listdir(tmp_path) == []

@@ -59,15 +59,15 @@ METHOD = """\
   reshuffled, written once as a gzip UCI docword file (and its first
   quarter of documents as another). **A repetition**: it measures throughput and memory,
   not topic quality. StochasticEMLDA (K = 1000) loads the file into memory. Memoized
-  SparseLDA (K = 400, L = 8) trains on `stream_uci_bow` from disk with the stream's
-  minibatches as its fixed batches, and again on the same minibatches saved once as binary
-  files (`CorpusStream.save`, read back by `stream_npz`; the save is done before, outside
-  the clock, and its own CPU time is stored). The minibatches hold a tenth of the quarter's
-  documents at both sizes (10 batches in the quarter, 40 in the whole), and their
-  statistics are kept on disk (`memo_dir`, a directory of the benchmark cache); the run
-  from binary minibatches is repeated with them in memory, on one thread. Tokens per second
-  from the wall time of the last pass (marked by the fit's callback; CPU time too), peak
-  RSS from the start of training (`VmHWM`)."""
+  SparseLDA (K = 400, its default Gibbs local step) trains on `stream_uci_bow` from disk
+  with the stream's minibatches as its fixed batches, and again on the same minibatches
+  saved once as binary files (`CorpusStream.save`, read back by `stream_npz`; the save is
+  done before, outside the clock, and its own CPU time is stored). The minibatches hold a
+  tenth of the quarter's documents at both sizes (10 batches in the quarter, 40 in the
+  whole), and their statistics are kept on disk (`memo_dir`, a directory of the benchmark
+  cache); the run from binary minibatches is repeated with them in memory, on one thread.
+  Tokens per second from the wall time of the last pass (marked by the fit's callback; CPU
+  time too), peak RSS from the start of training (`VmHWM`)."""
 
 FULL = {
     "imdb": dict(corpus="imdb", n_docs=[25000, 100000], threads=[1, 2],

@@ -499,9 +499,8 @@ class _DistributedModel(VariationalModel):
     chains of a sampled local step) defines ``state_job(params, batch)`` (on the client:
     the model copy and the data its tasks receive, for a visit of fixed batch ``batch`` or,
     for None, a stochastic step), ``state_part(X, data, state, first)`` (on a worker: the
-    partition's new state and statistics; ``first`` is its first row in the batch) and
-    ``record_state(batch, stats)`` (on the client, after the round). The states stay on the
-    workers, one per partition of each fixed batch."""
+    partition's new state and statistics; ``first`` is its first row in the batch). The
+    states stay on the workers, one per partition of each fixed batch."""
 
     def __init__(self, model, runner, ship):
         self.model = model
@@ -563,7 +562,6 @@ class _DistributedModel(VariationalModel):
         if batch is not None:
             self._states[batch] = new
         self._count(counters)
-        self.model.record_state(batch, stats)
         return stats
 
     def visit(self, X, params, batch):
@@ -605,6 +603,10 @@ class _DistributedModel(VariationalModel):
 
     def elbo(self, stats, params):
         return self.model.elbo(stats, params)
+
+    @property
+    def edits_batch_stats(self):
+        return getattr(self.model, "edits_batch_stats", False)
 
     def before_pass(self, stats, params, state):
         return self.model.before_pass(stats, params, state)

@@ -70,10 +70,35 @@ __all__ = ["DocumentChains", "GibbsResult", "LazyParams", "LazyTopicStats", "gib
 
 #: tokens sampled at once: a batch's documents are swept in blocks of about this many tokens
 #: (a document is never split), so that the saved sweeps' assignments and their counting,
-#: (8 + 8 n_samples) bytes a token, take memory bounded by the block, not by the batch. The
+#: about (8 + 12 n_samples) bytes a token, take memory bounded by the block, not by the
+#: batch (the batch's assignments, token layout and summed counts still grow with it). The
 #: draws of a document depend on its stream key only, and the blocks' counts are whole
 #: numbers summed exactly, so the result does not depend on the blocks.
 BLOCK_TOKENS = 1 << 20
+
+
+class _BinarySums:
+    """The sum of sparse integer count blocks added one at a time, as a binary counter: a
+    new block is added to the pending sum of as many blocks, and so on up, so each count is
+    added about log2(blocks) times (instead of once per later block, were every block added
+    to one running total). Sums of integers are exact in any order."""
+
+    def __init__(self):
+        self._levels = []  # (number of blocks, their sum), fewer blocks further on
+
+    def add(self, block):
+        n = 1
+        while self._levels and self._levels[-1][0] == n:
+            block = self._levels.pop()[1] + block
+            n *= 2
+        self._levels.append((n, block))
+
+    def total(self):
+        levels, self._levels = self._levels, []
+        out = levels.pop()[1]
+        while levels:
+            out = levels.pop()[1] + out
+        return out
 
 
 def _document_blocks(tokptr, max_tokens):
@@ -245,7 +270,7 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         z = np.array(z_init, dtype=_z_dtype(K))
         n_burn = 0
     n_inner = n_burn + int(n_samples)
-    total = None
+    sums = _BinarySums()
     for a, b in _document_blocks(lay.tokptr, BLOCK_TOKENS):
         # the documents a:b, their entries e0:e1 and tokens t0:t1, with offsets from 0
         e0, e1, t0, t1 = lay.indptr[a], lay.indptr[b], lay.tokptr[a], lay.tokptr[b]
@@ -264,14 +289,13 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
             ind, cnt, zsave, cols.size, K,
             threads_for_work(nt_all, n_blk * int(n_samples), _MIN_WORK_PER_THREAD))
         del zsave
-        block = sp.csc_array((counts, topics, jptr), shape=(K, cols.size))
-        # whole counts: their sum over the blocks is exact, in any order
-        total = block if total is None else total + block
+        sums.add(sp.csc_array((counts, topics, jptr), shape=(K, cols.size)))
+    total = sums.total()
     # averaged over the saved sweeps: S depends on the (word, topic) counts only, not on the
     # order of a word's topics
     S = stats_csr_from_columns(total.data / float(n_samples), total.indices, total.indptr,
                                cols, V, K)
-    del total
+    del total, sums
     if return_doc_topic:
         doc_topic /= float(n_samples)
     return GibbsResult(S, float(ll.sum()), doc_topic, n_tok, z if return_z else None)

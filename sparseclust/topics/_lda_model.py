@@ -518,8 +518,8 @@ class _GibbsLDAModel(_LDAModel):
         self.seed = int(seed)
         self.calls = int(first_call)
         self.chains = {}
-        self.last_stats = {}
         self.n_fixed = 0
+        self._memo = None
         self._rows = self._stepped = self._doc_chains = None
 
     def local_step(self, X, params):
@@ -580,6 +580,19 @@ class _GibbsLDAModel(_LDAModel):
     def before_pass(self, stats, params, state):
         # chains and batch exclusion need more than one fixed batch (see visit)
         self.n_fixed = len(state["batch_stats"])
+        # a continued chain excludes its batch's previous statistics: the engine's cache of
+        # them (only then referenced here, so that a fit without chains frees the cache when
+        # training ends)
+        self._memo = state["batch_stats"] if self.keep_chains else None
+
+    def _previous(self, batch):
+        """The statistics S of fixed batch ``batch`` at its latest visit, as the engine
+        caches them (in memory or in files, ``memo_dir``); None before its first visit."""
+        memo = self._memo
+        if memo is None or batch >= len(memo):
+            return None
+        stats = memo[batch]
+        return None if stats is None else stats["S"]
 
     def visit(self, X, params, batch):
         if not self.keep_chains or self.n_fixed < 2:
@@ -588,11 +601,10 @@ class _GibbsLDAModel(_LDAModel):
 
     def _sample(self, X, params, batch):
         z0 = None if batch is None else self.chains.get(batch)
-        old = None if batch is None else self.last_stats.get(batch)
+        old = None if batch is None else self._previous(batch)
         res, stats = self._run(X, self._weights(params, old), z0, batch is not None)
         if batch is not None:
             self.chains[batch] = res.z
-            self.last_stats[batch] = res.topic_word_csr
         return stats
 
     # -- on a Dask collection (sparseclust._dask._core._DistributedModel): the chains of a
@@ -608,13 +620,13 @@ class _GibbsLDAModel(_LDAModel):
         continued chain, or the lazily scaled parameters without their cached E[log phi]).
         Advances the count of local steps."""
         task = copy.copy(self)
-        task.chains, task.last_stats, task._doc_chains = {}, {}, None
+        task.chains, task._memo, task._doc_chains = {}, None, None
         self.calls += 1
         if isinstance(params, LazyParams):
             weights = copy.copy(params)
             weights._El = None
         else:
-            old = self.last_stats.get(batch) if self._chained(batch) else None
+            old = self._previous(batch) if self._chained(batch) else None
             weights = self._weights(params, old)
             every = np.arange(params.shape[1])
             if isinstance(weights, (_MeanWeights, _ScaledLogWeights)):
@@ -627,10 +639,6 @@ class _GibbsLDAModel(_LDAModel):
         weights, chained = data
         res, stats = self._run(X, weights, z0 if chained else None, chained, first=first)
         return res.z, stats
-
-    def record_state(self, batch, stats):
-        if self._chained(batch):
-            self.last_stats[batch] = stats["S"]
 
     def stochastic_update(self, state, batch_stats, rho, scale):
         # the engine's blend S <- (1 - rho) S + rho * scale * B, kept lazily scaled

@@ -126,9 +126,9 @@ class SparseLDA(TopicModelBase):
         keeps them in the files of a temporary directory created inside it and removed when
         ``fit`` ends or fails, so that only the visited batch's statistics are in memory; each
         visit then writes and reads one batch's statistics. The fit is the same either way.
-        It bounds the memory of a fit on a :class:`~sparseclust.datasets.CorpusStream`; in a
-        fit of a matrix with the Gibbs local step each batch's chain keeps its last counts in
-        memory anyway. Not used by stochastic training or :meth:`partial_fit`.
+        With the Gibbs local step, the chains that a fit of a matrix or a Dask collection
+        keeps (1 or 2 bytes a token) stay in memory. Not used (nor checked) by stochastic
+        training and :meth:`partial_fit`.
     batch_size : int or None, default=None
         Minibatch size of stochastic training. None means 256 with the variational local
         step and 4096 with the Gibbs local step, whose statistics are draws: a larger
@@ -551,7 +551,8 @@ class SparseLDA(TopicModelBase):
         """
         self._validate_params()
         check_output_support(self, "SparseLDA.fit")
-        memo_dir = check_memo_dir(self.memo_dir)
+        # stochastic training caches no batch statistics: memo_dir is not used
+        memo_dir = None if self.algorithm == "stochastic" else check_memo_dir(self.memo_dir)
         stream = isinstance(X, CorpusStream)
         X, init, n_docs, n_tokens, wrap, rng = self._fit_input(X, "SparseLDA.fit")
         self._new_gibbs_seed(rng)
