@@ -13,6 +13,7 @@ import scipy.sparse as sp
 from sparseclust import HDPTopicModel, SparseLDA
 from sparseclust.datasets import (
     CorpusStream,
+    _bow,
     _stream,
     load_kos,
     load_ldac,
@@ -24,6 +25,17 @@ from sparseclust.datasets import (
     stream_text_folder,
     stream_uci_bow,
 )
+
+
+@pytest.fixture(params=["zlib"] + (["isal"] if _bow._fast_gzip is not None else []))
+def gzip_impl(request, monkeypatch):
+    """Each gzip decompressor the readers may use: the standard library's, and ISA-L's when
+    it is installed (the ``fastgzip`` extra, part of the test requirements)."""
+    if request.param == "zlib":
+        monkeypatch.setattr(_bow, "_fast_gzip", None)
+        monkeypatch.setattr(_bow, "_fast_zlib", None)
+    assert (_bow._gzip() is gzip) == (request.param == "zlib")
+    return request.param
 
 
 @pytest.fixture
@@ -45,7 +57,7 @@ def _same(A, B):
 
 @pytest.mark.parametrize("compress", [False, True])
 @pytest.mark.parametrize("batch_size", [1, 7, 100])
-def test_uci_stream_equals_load(tmp_path, small_blocks, compress, batch_size):
+def test_uci_stream_equals_load(tmp_path, small_blocks, compress, batch_size, gzip_impl):
     keep = np.ones(150)
     keep[[3, 42, 43, 44, 45, 46, 47, 48, 149]] = 0  # empty documents, also a whole minibatch
     X = sp.csr_matrix(sp.diags_array(keep) @ load_kos().data[:150])
@@ -120,7 +132,7 @@ def _write_ldac(path, X, trailing=""):
 
 @pytest.mark.parametrize("name", ["c.ldac", "c.ldac.gz"])
 @pytest.mark.parametrize("batch_size", [1, 9, 500])
-def test_ldac_stream_equals_load(tmp_path, small_blocks, name, batch_size):
+def test_ldac_stream_equals_load(tmp_path, small_blocks, name, batch_size, gzip_impl):
     keep = np.ones(60)
     keep[[0, 17]] = 0
     X = sp.csr_matrix(sp.diags_array(keep) @ load_kos().data[:60])
@@ -462,7 +474,7 @@ def test_hdp_memoized_fit_on_a_stream_with_moves(tmp_path):
     np.testing.assert_array_equal(m.components_, ref.components_)
 
 
-def test_broken_gzip_is_named_as_by_the_loaders(tmp_path):
+def test_broken_gzip_is_named_as_by_the_loaders(tmp_path, gzip_impl):
     # a broken archive: the stream readers' message names the file and says what is wrong,
     # as load_uci_bow / load_ldac do, whether the header or the body cannot be read
     path = tmp_path / "docword.bad.txt.gz"

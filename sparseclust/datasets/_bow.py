@@ -40,6 +40,25 @@ _NEGATIVE = re.compile(rb"-[0-9]+")
 # --------------------------------------------------------------------------------------
 
 
+try:  # optional (the ``fastgzip`` extra): ISA-L's decompression, the same bytes, faster
+    from isal import igzip as _fast_gzip
+    from isal import isal_zlib as _fast_zlib
+except ImportError:  # pragma: no cover - depends on the environment
+    _fast_gzip = _fast_zlib = None
+
+
+def _gzip():
+    """The module that decompresses gzip files: ``isal.igzip`` when installed (about 2.5
+    times faster than zlib, which is most of the cost of reading a compressed corpus), else
+    the standard library's ``gzip``."""
+    return gzip if _fast_gzip is None else _fast_gzip
+
+
+def _gzip_errors():
+    """What reading a broken gzip file raises, with either module."""
+    return (OSError, EOFError, zlib.error) + (() if _fast_zlib is None else (_fast_zlib.error,))
+
+
 def _gzip_error(name, exc):
     """The ValueError for a gzip archive that cannot be decompressed."""
     return ValueError(f"{name}: not a valid gzip file ({exc})")
@@ -56,8 +75,8 @@ def _read_source(source):
     raw = source.read_bytes()
     if raw[:2] == b"\x1f\x8b":
         try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
+            raw = _gzip().decompress(raw)
+        except _gzip_errors() as exc:
             raise _gzip_error(name, exc) from None
     return raw, name
 

@@ -26,7 +26,6 @@ import os
 import shutil
 import tempfile
 import zipfile
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -39,7 +38,9 @@ from ._bow import (
     _check_dtype,
     _counts_matrix,
     _error,
+    _gzip,
     _gzip_error,
+    _gzip_errors,
     _parse_ldac_fast,
     _parse_ldac_slow,
     _parse_uci_slow,
@@ -194,7 +195,7 @@ def _open(path):
     fh.seek(0)
     if magic == b"\x1f\x8b":
         fh.close()
-        return gzip.open(path, "rb")
+        return _gzip().open(path, "rb")
     return fh
 
 
@@ -219,7 +220,7 @@ def _line_blocks(fh, lineno, block_bytes=None):
     while True:
         try:
             chunk = fh.read(block_bytes)
-        except (OSError, EOFError, zlib.error) as exc:
+        except _gzip_errors() as exc:
             raise _read_error(fh, getattr(fh, "name", "file"), exc) from None
         if not chunk:
             rest = rest.rstrip()
@@ -245,7 +246,7 @@ def _uci_header(fh, name):
     for i, what in enumerate(_UCI_HEADER):
         try:
             line = fh.readline()
-        except (OSError, EOFError, zlib.error) as exc:
+        except _gzip_errors() as exc:
             raise _read_error(fh, name, exc) from None
         token = line.strip()
         if not line:
