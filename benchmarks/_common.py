@@ -446,7 +446,8 @@ def environment():
     from importlib import metadata
 
     dists = {"sklearn": "scikit-learn"}
-    for mod in ("numpy", "scipy", "sklearn", "gensim", "tomotopy", "sparseclust"):
+    # isal: the readers' optional gzip decompressor (the fastgzip extra)
+    for mod in ("numpy", "scipy", "sklearn", "gensim", "tomotopy", "isal", "sparseclust"):
         try:
             info[mod] = metadata.version(dists.get(mod, mod))
         except metadata.PackageNotFoundError:  # missing optional peer

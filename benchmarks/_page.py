@@ -92,7 +92,8 @@ def _provenance(res):
             f"load average {load.get('start')} → {load.get('end')}; "
             f"seeds {res.get('seeds') or '–'}; sparseclust {m.get('sparseclust')}, "
             f"numpy {m.get('numpy')}, scikit-learn {m.get('sklearn')}, gensim {m.get('gensim')}, "
-            f"tomotopy {m.get('tomotopy')}.")
+            f"tomotopy {m.get('tomotopy')}"
+            + (f", isal {m['isal']} (gzip decompression)" if m.get("isal") else "") + ".")
 
 
 def headline_rows(found):

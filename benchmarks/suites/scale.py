@@ -39,7 +39,8 @@ METHOD = """\
 - Tokens per second: fitted tokens × passes / the fit's wall time (two threads need wall
   time); CPU seconds are stored too. Priors are the estimators' defaults.
 - The corpus is vectorized once with `CountVectorizer(stop_words='english', min_df=5)` over
-  all its documents and cached; the streamed run reads a gzip UCI docword file of it.
+  all its documents and cached; the streamed run reads a gzip UCI docword file of it
+  (decompressed by `isal` where it is installed, as the run's versions below say).
 - `patches`: grayscale 8×8 patches, stride 4, each patch's mean removed, float32, from the
   200 train and the first 50 val images (sorted by name), read by
   `stream_image_patches(shuffle=True)`; held out: 20,000 patches drawn (seed 0) from the last
