@@ -60,15 +60,12 @@ METHOD = """\
   reshuffled, written once as a gzip UCI docword file (and its first
   quarter of documents as another). **A repetition**: it measures throughput and memory,
   not topic quality. StochasticEMLDA (K = 1000) loads the file into memory. Memoized
-  SparseLDA (K = 400, its default Gibbs local step) trains on `stream_uci_bow` from disk
-  with the stream's minibatches as its fixed batches, and again on the same minibatches
-  saved once as binary files (`CorpusStream.save`, read back by `stream_npz`; the save is
-  done before, outside the clock, and its own CPU time is stored). The minibatches hold a
-  tenth of the quarter's documents at both sizes (10 batches in the quarter, 40 in the
-  whole), and their statistics are kept on disk (`memo_dir`, a directory of the benchmark
-  cache); the run from binary minibatches is repeated with them in memory, on one thread.
-  Tokens per second from the wall time of the last pass (marked by the fit's callback; CPU
-  time too), peak RSS from the start of training (`VmHWM`)."""
+  SparseLDA (K = 400, Gibbs step) trains on `stream_uci_bow` ("gzip text"), and on the
+  same minibatches saved once by `CorpusStream.save` ("saved binary"; the save is outside
+  the clock, its CPU time stored). Minibatches of a tenth of the quarter's documents at
+  both sizes (10 and 40 batches); their statistics on disk (`memo_dir`), and once more in
+  memory, one thread. Tokens per second from the wall time of the last pass (CPU time too),
+  peak RSS from the start of training (`VmHWM`)."""
 
 FULL = {
     "imdb": dict(corpus="imdb", n_docs=[25000, 100000], threads=[1, 2],
@@ -691,13 +688,11 @@ def _corpus_table(r):
         if x in dask:
             continue
         name = {"sem": "StochasticEMLDA (in memory)",
-                "sparselda": "SparseLDA (memoized, streamed from the gzip text file)",
-                "sparselda-saved": "SparseLDA (memoized, streamed from binary minibatches "
-                                   "saved once)",
-                "sparselda-saved-memory": "SparseLDA (the same, batch statistics in "
-                                          "memory)"}[x["model"]]
-        if x.get("memo") == "disk":
-            name = name[:-1] + ", batch statistics on disk)"
+                "sparselda": "SparseLDA, gzip text",
+                "sparselda-saved": "SparseLDA, saved binary",
+                "sparselda-saved-memory": "SparseLDA, saved binary"}[x["model"]]
+        if x.get("memo"):
+            name += ", statistics " + ("on disk" if x["memo"] == "disk" else "in memory")
         batches = (math.ceil(x["n_docs"] / x["batch_size"]) if x.get("batch_size")
                    else x.get("n_batches", "–"))
         one = next((y for y in r["records"] if y["model"] == x["model"]
