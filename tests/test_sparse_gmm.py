@@ -2271,6 +2271,39 @@ def test_births_per_round_grow_with_k(monkeypatch):
     assert any(m > 4 for _, m in seen)
 
 
+@pytest.mark.parametrize("covariance_type", ["full", "diag"])
+def test_birth_fresh_clusters_must_beat_one_cluster_on_their_rows(covariance_type):
+    # the screen of a birth: fresh clusters fit to one Gaussian's rows lose to one cluster
+    # on those rows (None: the proposal is rejected before the re-inference); fresh clusters
+    # fit to two separated groups beat it, by the ELBO computed here from numpy statistics
+    from sparseclust.mixture._dp_rows import _fresh_clusters
+
+    rng = np.random.RandomState(0)
+    # axis-aligned, so that a diagonal covariance explains it as well
+    blob = rng.randn(800, 3) * np.array([2.0, 1.0, 0.5])
+    two = np.vstack([blob[:400] - 12.0, blob[400:] + 12.0])
+    for X, split in ((blob, False), (two, True)):
+        est = SparseGaussianMixture(3, covariance_type=covariance_type,
+                                    weight_concentration_prior_type=DP)
+        prior = est._build_prior(X)
+        model = _DPMixtureModel(prior, 3, 3, X.dtype, moves=("birth",))
+        got = _fresh_clusters(model, X, 3, np.random.RandomState(1), 10)
+        one = {"N": np.array([X.shape[0] * 1.0]), "Sx": X.sum(0)[None], "entropy": np.zeros(1)}
+        if covariance_type == "full":
+            one["Sxx"] = (X.T @ X)[None]
+        else:
+            one["Sxx_diag"] = (X ** 2).sum(0)[None]
+        single = (_gaussian.optimal_allocation_terms(one["N"], prior)
+                  + np.sum(_gaussian.optimal_component_terms(one, prior)))
+        if not split:
+            assert got is None
+            continue
+        assert got is not None
+        value = (_gaussian.optimal_allocation_terms(got["N"], prior) + np.sum(got["entropy"])
+                 + np.sum(_gaussian.optimal_component_terms(got, prior)))
+        assert value > single + 100.0
+
+
 def test_birth_fresh_clusters_keep_the_better_of_two_starts():
     # a birth's fresh clusters come from two starts, k-means++ on the rows and on their
     # directions from the rows' mean, and keep the one whose plain-mixture ELBO is higher;

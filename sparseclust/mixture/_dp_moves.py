@@ -46,13 +46,14 @@ look mergeable, and a merge is never undone):
      k's rows, up to ``birth_fit_rows`` of them drawn at random (the better, by its ELBO on
      those rows, of two starts: k-means++ seeds on the rows, and the rows grouped by the
      axis along which they lie from their mean; each followed by a few iterations of the
-     local and global steps of a plain mixture on those rows), the local
-     step is re-run on k's rows (all of them up to :data:`BIRTH_VALUES` / n_features rows,
-     or the delete budget if larger; no wider than their gathered responsibilities) under
-     the current clusters plus the fresh ones, and the statistics of those rows are
-     replaced; ``birth_refine`` times more, the global step of the proposal's statistics (k
-     without the rows it lost, the fresh clusters with those they took) and the local step
-     of the rows again, the best round being the
+     local and global steps of a plain mixture on those rows;
+     rejected at once when their ELBO on those rows does not beat one cluster's,
+     :func:`._dp_rows._fresh_clusters`), the local step is re-run on k's rows (all of them
+     up to :data:`BIRTH_VALUES` / n_features rows, or the delete budget if larger; no wider
+     than their gathered responsibilities) under the current clusters plus the fresh ones,
+     and the statistics of those rows are replaced; ``birth_refine`` times more, the global
+     step of the proposal's statistics (k without the rows it lost, the fresh clusters with
+     those they took) and the local step of the rows again, the best round being the
      proposal. Any responsibilities of any subset of rows give a valid ELBO, so the proposal
      is accepted, like the others, only when the whole-data ELBO increases; the fresh
      clusters are appended at the end of the sticks;

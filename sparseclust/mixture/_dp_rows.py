@@ -13,7 +13,7 @@ import copy
 import numpy as np
 
 from .._engine import SuffStats
-from .._moves import fetch_rows
+from .._moves import fetch_rows, improves
 from . import _gaussian
 
 
@@ -254,7 +254,8 @@ def _axial_labels(Z, J, rng):
 
 def _fresh_clusters(model, X, J, rng, n_iter):
     """Statistics of ``J`` clusters fit to the rows ``X`` by a plain mixture; None when fewer
-    than two clusters keep mass.
+    than two clusters keep mass, or when they do not explain the rows better than one
+    cluster does.
 
     Two starts, the better kept (by the ELBO of the plain mixture's responsibilities on
     ``X`` at their optimal global parameters): k-means++ seeds (Arthur & Vassilvitskii
@@ -264,6 +265,18 @@ def _fresh_clusters(model, X, J, rng, n_iter):
     second by the direction in which they spread, which the first misses when the groups
     share a centre and differ in covariance (e.g. image patches with the mean removed,
     whose Euclidean seeds split by contrast, which one Gaussian already explains).
+
+    The screen: the ELBO of the rows ``X`` alone, each side at its optimal global
+    parameters, under the J clusters against one cluster holding every row,
+
+        L_J(X) = alloc(N_1..N_J) + sum_j H_j + sum_j C_j  >  L_1(X) = alloc(n) + C(X),
+
+    with ``alloc`` the allocation terms of the weight prior, ``H_j`` the entropy terms and
+    ``C_j`` the data terms (:func:`_gaussian.optimal_value`). A birth whose fresh clusters
+    lose to one cluster on their own rows would have to gain by moving those rows to other
+    clusters, which is the work of merges and deletes; it is not worth the re-inference
+    of the target, and is rejected here. Every proposal that passes is still accepted only
+    when the whole-data ELBO increases.
     """
     from sklearn.cluster import kmeans_plusplus
 
@@ -287,7 +300,13 @@ def _fresh_clusters(model, X, J, rng, n_iter):
                                         _gaussian.optimal_component_terms(stats, prior), prior)
         if best is None or value > best[0]:
             best = (value, stats)
-    return None if best is None else best[1]
+    if best is None:
+        return None
+    one = model.plain_model(1).stats_from_responsibilities(
+        np.ones((X.shape[0], 1), dtype=X.dtype), np.zeros((X.shape[0], 1), dtype=np.int32), X)
+    single = _gaussian.optimal_value(one["N"], one["entropy"],
+                                     _gaussian.optimal_component_terms(one, prior), prior)
+    return best[1] if improves(best[0], single) else None
 
 
 def _merge_into(st, a, b, ph):
