@@ -12,10 +12,12 @@ import scipy.sparse as sp
 import sparseclust
 from sparseclust import HDPTopicModel, SparseGaussianMixture, SparseLDA, StochasticEMLDA
 from sparseclust.datasets import (
+    ArrayStream,
     PatchStream,
     extract_patches,
     load_image_patches,
     stream_image_patches,
+    stream_npy,
 )
 
 Image = pytest.importorskip("PIL.Image")
@@ -141,6 +143,91 @@ def test_stream_bad_input(tmp_path, image_folder):
 
 
 # ----------------------------------------------------------- training over a stream
+
+
+# ---------------------------------------------------------------------- saved patches
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_saved_patches_yield_the_source_minibatches(image_folder, tmp_path, dtype, shuffle):
+    folder, images = image_folder
+    src = stream_image_patches(folder, batch_size=37, patch_size=5, stride=2, dtype=dtype,
+                               shuffle=shuffle, shuffle_images=2, random_state=3)
+    saved = src.save(tmp_path / "saved" / "patches")  # parents are created
+    assert isinstance(saved, ArrayStream)
+    assert (saved.n_samples, saved.n_features, saved.batch_size, saved.dtype, len(saved)) == (
+        src.n_samples, 25, 37, np.dtype(dtype), len(src))
+    assert (saved.patch_size, saved.stride, saved.shuffle) == (5, 2, shuffle)
+    assert saved.source == str(tmp_path / "saved" / "patches")
+    if not shuffle:
+        ref = extract_patches(images, patch_size=5, stride=2, dtype=dtype)
+        np.testing.assert_array_equal(np.vstack(list(saved)), ref)
+    for prefetch in (True, False):
+        saved.prefetch = prefetch
+        got = list(saved)
+        want = list(src)
+        assert len(got) == len(want)
+        for a, b in zip(got, want, strict=True):
+            assert a.dtype == b.dtype and a.flags.c_contiguous
+            np.testing.assert_array_equal(a, b)
+    again = stream_npy(tmp_path / "saved" / "patches")
+    np.testing.assert_array_equal(np.vstack(list(again)), np.vstack(list(src)))
+
+
+def test_memoized_fit_on_saved_patches_equals_the_fit_on_their_source(image_folder, tmp_path):
+    folder, _ = image_folder
+    src = stream_image_patches(folder, batch_size=60, patch_size=4, stride=2)
+    saved = src.save(tmp_path / "saved")
+    kw = dict(_KW, n_components=8, L=2, max_iter=5)
+    a = SparseGaussianMixture(**kw).fit(src)
+    b = SparseGaussianMixture(**kw).fit(saved)
+    assert [t["elbo"] for t in a.trace_] == [t["elbo"] for t in b.trace_]
+    for name in ("weights_", "covariances_", "precisions_cholesky_"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+
+
+def test_saved_patches_errors(image_folder, tmp_path):
+    folder, _ = image_folder
+    src = stream_image_patches(folder, batch_size=100, patch_size=4, stride=2)
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "notes.txt").write_text("x")
+    with pytest.raises(FileExistsError, match="not an empty directory; PatchStream.save"):
+        src.save(tmp_path / "full")
+    with pytest.raises(ValueError, match="no saved patch stream here .no patches.json."):
+        stream_npy(tmp_path / "full")
+    (tmp_path / "full" / "patches.json").write_text('{"format": "sparseclust.CorpusStream"}')
+    with pytest.raises(ValueError, match="not a patch stream saved by this version"):
+        stream_npy(tmp_path / "full")
+    # a save that fails while reading leaves nothing behind
+    bad = stream_image_patches(folder, batch_size=100, patch_size=4, stride=2)
+    (folder / "img01.png").write_bytes(b"not an image")  # after the headers were read
+    with pytest.raises(ValueError, match="img01.png: cannot read the image"):
+        bad.save(tmp_path / "failed")
+    assert not (tmp_path / "failed").exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".failed")] == []
+
+    _write_images(folder, [(23, 31, 3), (18, 17), (30, 22, 3), (16, 40, 3), (25, 25)])
+    saved = stream_image_patches(folder, batch_size=100, patch_size=4, stride=2).save(
+        tmp_path / "saved")
+    n = len(saved)
+    (tmp_path / "saved" / "batch-000001.npy").unlink()
+    with pytest.raises(ValueError, match=rf"1 of {n} minibatch files are missing"):
+        stream_npy(tmp_path / "saved")
+    (tmp_path / "saved" / "batch-000001.npy").write_bytes(b"not an array")
+    with pytest.raises(ValueError, match="batch-000001.npy: cannot read the saved minibatch"):
+        list(saved)
+    np.save(tmp_path / "saved" / "batch-000001.npy", np.zeros((3, 16)))
+    with pytest.raises(ValueError, match=r"holds a 3 x 16 float64 array, the manifest "
+                                         r"declares 100 x 16 float64"):
+        list(saved)
+    np.save(tmp_path / "saved" / "batch-000001.npy", np.zeros((100, 16), np.float32))
+    with pytest.raises(ValueError, match="holds a 100 x 16 float32 array"):
+        list(saved)
+    (tmp_path / "saved" / "patches.json").write_text(
+        '{"format": "sparseclust.PatchStream", "version": 1, "n_features": 16}')
+    with pytest.raises(ValueError, match="incomplete manifest .missing 'n_samples'"):
+        stream_npy(tmp_path / "saved")
 
 
 def _patches(image_folder, batch_size):

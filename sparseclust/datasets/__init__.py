@@ -10,21 +10,25 @@
 - :func:`extract_patches`, :func:`load_sample_patches`, :func:`load_image_patches` --
   image patches on a regular grid, the data of the Gaussian-mixture experiments;
 - :func:`stream_image_patches` -- the same patches as minibatches, read one image at a
-  time (:class:`PatchStream`).
+  time (:class:`PatchStream`), and :func:`stream_npy` for a stream written once by
+  :meth:`PatchStream.save` (:class:`ArrayStream`).
 """
 
 from ._base import load_kos
 from ._bow import load_ldac, load_text_folder, load_text_lines, load_uci_bow, save_uci_bow
 from ._images import (
+    ArrayStream,
     PatchStream,
     extract_patches,
     load_image_patches,
     load_sample_patches,
     stream_image_patches,
+    stream_npy,
 )
 from ._stream import CorpusStream, stream_ldac, stream_npz, stream_text_folder, stream_uci_bow
 
 __all__ = [
+    "ArrayStream",
     "CorpusStream",
     "PatchStream",
     "extract_patches",
@@ -38,6 +42,7 @@ __all__ = [
     "save_uci_bow",
     "stream_image_patches",
     "stream_ldac",
+    "stream_npy",
     "stream_npz",
     "stream_text_folder",
     "stream_uci_bow",

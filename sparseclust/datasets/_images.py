@@ -15,13 +15,23 @@ from numpy.lib.stride_tricks import sliding_window_view
 from sklearn.utils import Bunch, check_random_state
 
 from ._read_ahead import read_ahead
+from ._saved_batches import (
+    batch_name,
+    check_files,
+    new_directory,
+    read_manifest,
+    reading,
+    write_directory,
+)
 
 __all__ = [
+    "ArrayStream",
     "PatchStream",
     "extract_patches",
     "load_image_patches",
     "load_sample_patches",
     "stream_image_patches",
+    "stream_npy",
 ]
 
 # ITU-R BT.601 luma weights for (R, G, B)
@@ -294,17 +304,20 @@ def load_sample_patches(
 
 
 def _read_image(path):
-    from PIL import Image
+    from PIL import Image, UnidentifiedImageError
 
-    with Image.open(path) as image:
-        mode = image.mode
-        if mode in ("L", "LA", "1"):
-            image = image.convert("L")
-        elif mode in ("I", "I;16", "I;16B", "I;16L", "F"):
-            raise ValueError(f"{path}: unsupported high bit-depth image mode {mode!r}")
-        elif mode != "RGB":
-            image = image.convert("RGB")
-        return np.asarray(image, dtype=np.uint8)
+    try:
+        with Image.open(path) as image:
+            mode = image.mode
+            if mode in ("L", "LA", "1"):
+                image = image.convert("L")
+            elif mode in ("I", "I;16", "I;16B", "I;16L", "F"):
+                raise ValueError(f"{path}: unsupported high bit-depth image mode {mode!r}")
+            elif mode != "RGB":
+                image = image.convert("RGB")
+            return np.asarray(image, dtype=np.uint8)
+    except (UnidentifiedImageError, OSError) as exc:
+        raise ValueError(f"{path}: cannot read the image ({exc})") from None
 
 
 def load_image_patches(
@@ -515,6 +528,138 @@ class PatchStream:
     def __repr__(self):
         return (f"PatchStream({self.source!r}, n_samples={self.n_samples}, "
                 f"n_features={self.n_features}, batch_size={self.batch_size})")
+
+    def save(self, directory):
+        """Read the images once and write the stream's minibatches to ``directory``.
+
+        Each minibatch becomes a ``.npy`` file (:func:`numpy.save`, ``n_features`` values of
+        ``dtype`` a row), ``batch-000000.npy``, ``batch-000001.npy``, ..., beside a manifest
+        (``patches.json``: the rows of each minibatch, the dtype and the options that cut
+        the patches). Reading one back is a copy of its array, with no image decoding, so
+        patches that several passes or several fits read (memoized training, the moves of
+        the Dirichlet-process mixture, a grid search) are cut once, here. The saved stream
+        yields the same minibatches, in the same order and dtype.
+
+        Parameters
+        ----------
+        directory : str or path-like
+            Created (with its parents); it must not exist, or be an empty directory. The files
+            are written to a temporary directory beside it, renamed to ``directory`` when
+            complete: a save that fails or is interrupted leaves nothing at ``directory``.
+
+        Returns
+        -------
+        stream : ArrayStream
+            ``stream_npy(directory)``: the saved minibatches.
+
+        Raises
+        ------
+        FileExistsError
+            When ``directory`` is a file, a symbolic link or a directory that holds files,
+            checked before reading and again when the finished stream is renamed.
+        ValueError
+            Any error raised while reading the images.
+        """
+        target = new_directory(directory, "PatchStream.save")
+
+        def fill(tmp):
+            rows = []
+            with reading(self) as it:
+                for i, Xb in enumerate(it):
+                    np.save(tmp / batch_name(i, "npy"), Xb, allow_pickle=False)
+                    rows.append(int(Xb.shape[0]))
+            return dict(format=_NPY_FORMAT, version=_NPY_VERSION, n_samples=int(sum(rows)),
+                        n_features=int(self.n_features), batch_size=int(self.batch_size),
+                        rows=rows, dtype=str(np.dtype(self.dtype)), source=str(self.source),
+                        patch_size=self.patch_size, stride=self.stride,
+                        remove_mean=self.remove_mean, grayscale=self.grayscale,
+                        shuffle=self.shuffle)
+
+        write_directory(target, fill, _NPY_MANIFEST)
+        return stream_npy(target)
+
+
+_NPY_FORMAT = "sparseclust.PatchStream"
+_NPY_VERSION = 1
+_NPY_MANIFEST = "patches.json"
+
+
+class ArrayStream:
+    """Minibatches of rows saved by :meth:`PatchStream.save`, read file by file; iterate it
+    (again) to read them (again). Returned by :func:`stream_npy`.
+
+    Attributes
+    ----------
+    n_samples, n_features, batch_size, dtype, source, prefetch
+        As for :class:`PatchStream`; ``source`` is the directory.
+    patch_size, stride, remove_mean, grayscale, shuffle
+        The options of the saved stream.
+    """
+
+    def __init__(self, files, rows, manifest, source):
+        self._files = list(files)
+        self._rows = [int(n) for n in rows]
+        self.n_samples = int(sum(self._rows))
+        self.n_features = int(manifest["n_features"])
+        self.batch_size = int(manifest["batch_size"])
+        self.dtype = np.dtype(manifest["dtype"])
+        self.source = source
+        for key in ("patch_size", "stride", "remove_mean", "grayscale", "shuffle"):
+            setattr(self, key, manifest.get(key))
+        self.prefetch = True
+
+    def __len__(self):
+        """Number of minibatches."""
+        return len(self._files)
+
+    def __iter__(self):
+        return read_ahead(self._batches) if self.prefetch else self._batches()
+
+    def _batches(self):
+        for f, n in zip(self._files, self._rows, strict=True):
+            try:
+                Xb = np.load(f, allow_pickle=False)
+            except (OSError, ValueError) as exc:
+                raise ValueError(f"{f}: cannot read the saved minibatch ({exc})") from None
+            if Xb.shape != (n, self.n_features) or Xb.dtype != self.dtype:
+                raise ValueError(f"{f}: holds a {' x '.join(map(str, Xb.shape))} {Xb.dtype} "
+                                 f"array, the manifest declares {n} x {self.n_features} "
+                                 f"{self.dtype}")
+            yield np.ascontiguousarray(Xb)
+
+    def __repr__(self):
+        return (f"ArrayStream({self.source!r}, n_samples={self.n_samples}, "
+                f"n_features={self.n_features}, batch_size={self.batch_size})")
+
+
+def stream_npy(directory):
+    """Stream the minibatches written by :meth:`PatchStream.save`.
+
+    Minibatch ``i`` is the file ``batch-<i>.npy`` of ``directory`` (``i`` zero-padded to six
+    digits), read with :func:`numpy.load`: the minibatches of the stream that was saved, in
+    its order and dtype, as C-contiguous arrays of shape ``(n, n_features)``.
+
+    Parameters
+    ----------
+    directory : str or path-like
+        A directory written by :meth:`PatchStream.save`.
+
+    Returns
+    -------
+    stream : ArrayStream
+
+    Raises
+    ------
+    ValueError
+        When ``directory`` holds no saved patches (its ``patches.json``) or an incomplete
+        manifest, a minibatch file is missing, or, while iterating, a file cannot be read or
+        does not hold the rows, columns and dtype the manifest declares.
+    """
+    keys = ("n_samples", "n_features", "batch_size", "rows", "dtype")
+    folder, name, manifest = read_manifest(directory, _NPY_MANIFEST, _NPY_FORMAT, _NPY_VERSION,
+                                           keys, "patch stream", "PatchStream.save")
+    files = check_files(folder, name, len(manifest["rows"]), "npy")
+    return ArrayStream(files, manifest["rows"], manifest, name)
 
 
 def stream_image_patches(

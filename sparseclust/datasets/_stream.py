@@ -21,10 +21,7 @@ saved stream skips the decompression and parsing of a text source at each of the
 """
 
 import gzip
-import json
 import os
-import shutil
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -50,6 +47,14 @@ from ._bow import (
     _tokenize,
 )
 from ._read_ahead import read_ahead
+from ._saved_batches import (
+    batch_name,
+    check_files,
+    new_directory,
+    read_manifest,
+    reading,
+    write_directory,
+)
 
 __all__ = ["CorpusStream", "stream_ldac", "stream_npz", "stream_text_folder", "stream_uci_bow"]
 
@@ -128,54 +133,30 @@ class CorpusStream:
             When a minibatch is not a 2-D matrix over the stream's ``n_features`` words, and
             any error raised while reading the source.
         """
-        target = Path(os.path.abspath(os.fspath(directory)))
-        if target.is_symlink():
-            raise FileExistsError(f"{target}: is a symbolic link; CorpusStream.save writes a "
-                                  "new directory")
-        if target.exists() and (not target.is_dir() or any(target.iterdir())):
-            raise FileExistsError(f"{target}: exists and is not an empty directory; "
-                                  "CorpusStream.save writes a new directory")
+        target = new_directory(directory, "CorpusStream.save")
         n_features, batch_size = int(self.n_features), int(self.batch_size)
         names = (None if self.feature_names is None
                  else [str(w) for w in self.feature_names])
-        target.parent.mkdir(parents=True, exist_ok=True)
-        # a fresh temporary directory per save: two saves never share one
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial",
-                                    dir=target.parent))
-        rows, nnz, dtypes = [], [], []
-        try:
-            it = iter(self)
-            try:
+
+        def fill(tmp):
+            rows, nnz, dtypes = [], [], []
+            with reading(self) as it:
                 for i, Xb in enumerate(it):
                     shape = Xb.shape if sp.issparse(Xb) else np.shape(Xb)
                     if len(shape) != 2 or shape[1] != n_features:
                         raise ValueError(f"{self.source}: minibatch {i} has shape "
                                          f"{tuple(shape)}, expected (n, {n_features})")
                     Xb = sp.csr_matrix(Xb)
-                    sp.save_npz(tmp / _npz_name(i), Xb, compressed=False)
+                    sp.save_npz(tmp / batch_name(i, "npz"), Xb, compressed=False)
                     rows.append(int(Xb.shape[0]))
                     nnz.append(int(Xb.nnz))
                     dtypes.append(str(Xb.dtype))
-            finally:
-                if hasattr(it, "close"):
-                    it.close()  # stops a read-ahead thread at once
-            manifest = dict(format=_NPZ_FORMAT, version=_NPZ_VERSION, n_features=n_features,
-                            n_documents=int(sum(rows)), batch_size=batch_size, rows=rows,
-                            nnz=nnz, dtypes=dtypes, source=str(self.source),
-                            feature_names=names)
-            (tmp / _NPZ_MANIFEST).write_text(json.dumps(manifest))
-            if os.name == "nt" and target.is_dir() and not any(target.iterdir()):
-                target.rmdir()  # os.rename does not replace a directory there
-            try:
-                # replaces an empty directory, fails on any other
-                os.rename(tmp, target)
-            except OSError as exc:
-                raise FileExistsError(f"{target}: was created by another save or process "
-                                      f"meanwhile ({exc.strerror}); nothing was written "
-                                      "there") from None
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
+            return dict(format=_NPZ_FORMAT, version=_NPZ_VERSION, n_features=n_features,
+                        n_documents=int(sum(rows)), batch_size=batch_size, rows=rows,
+                        nnz=nnz, dtypes=dtypes, source=str(self.source),
+                        feature_names=names)
+
+        write_directory(target, fill, _NPZ_MANIFEST)
         return stream_npz(target)
 
 
@@ -547,10 +528,6 @@ _NPZ_VERSION = 1
 _NPZ_MANIFEST = "corpus.json"
 
 
-def _npz_name(i):
-    return f"batch-{i:06d}.npz"
-
-
 def stream_npz(directory):
     """Stream a corpus written by :meth:`CorpusStream.save`.
 
@@ -576,30 +553,13 @@ def stream_npz(directory):
         manifest, a minibatch file is missing, or, while iterating, a file cannot be read or
         does not hold the rows, words, entries and dtype the manifest declares.
     """
-    folder = Path(os.fspath(directory))
-    name = str(folder)
-    try:
-        manifest = json.loads((folder / _NPZ_MANIFEST).read_text())
-    except FileNotFoundError:
-        raise ValueError(f"{name}: no saved corpus here (no {_NPZ_MANIFEST}); write one "
-                         "with CorpusStream.save") from None
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{name}: cannot read {_NPZ_MANIFEST} ({exc})") from None
-    if (not isinstance(manifest, dict) or manifest.get("format") != _NPZ_FORMAT
-            or manifest.get("version") != _NPZ_VERSION):
-        raise ValueError(f"{name}/{_NPZ_MANIFEST}: not a corpus saved by this version of "
-                         "CorpusStream.save")
     keys = ("n_features", "n_documents", "batch_size", "rows", "nnz", "dtypes")
-    missing = [k for k in keys if k not in manifest]
-    if missing or not len(manifest["rows"]) == len(manifest["nnz"]) == len(manifest["dtypes"]):
-        raise ValueError(f"{name}/{_NPZ_MANIFEST}: incomplete manifest"
-                         + (f" (missing {missing[0]!r})" if missing else ""))
+    folder, name, manifest = read_manifest(directory, _NPZ_MANIFEST, _NPZ_FORMAT,
+                                           _NPZ_VERSION, keys, "corpus", "CorpusStream.save")
+    if not len(manifest["rows"]) == len(manifest["nnz"]) == len(manifest["dtypes"]):
+        raise ValueError(f"{name}/{_NPZ_MANIFEST}: incomplete manifest")
     rows, n_features = manifest["rows"], int(manifest["n_features"])
-    files = [folder / _npz_name(i) for i in range(len(rows))]
-    absent = [f.name for f in files if not f.is_file()]
-    if absent:
-        raise ValueError(f"{name}: {len(absent)} of {len(files)} minibatch files are "
-                         f"missing (first: {absent[0]})")
+    files = check_files(folder, name, len(rows), "npz")
     names = manifest.get("feature_names")
     feature_names = None if names is None else np.asarray(names, dtype=object)
     declared = list(zip(files, rows, manifest["nnz"], manifest["dtypes"], strict=True))
