@@ -2271,19 +2271,23 @@ def test_births_per_round_grow_with_k(monkeypatch):
     assert any(m > 4 for _, m in seen)
 
 
-@pytest.mark.parametrize("covariance_type", ["full", "diag"])
-def test_birth_fresh_clusters_must_beat_one_cluster_on_their_rows(covariance_type):
+@pytest.mark.parametrize("covariance_type", ["full", "diag", "spherical"])
+@pytest.mark.parametrize("zero_mean", [False, True])
+def test_birth_fresh_clusters_must_beat_one_cluster_on_their_rows(covariance_type, zero_mean):
     # the screen of a birth: fresh clusters fit to one Gaussian's rows lose to one cluster
-    # on those rows (None: the proposal is rejected before the re-inference); fresh clusters
-    # fit to two separated groups beat it, by the ELBO computed here from numpy statistics
+    # on those rows (None: the proposal is rejected before the re-inference; without the
+    # screen they are returned); fresh clusters fit to two separated groups beat it, by the
+    # ELBO computed here from numpy statistics
     from sparseclust.mixture._dp_rows import _fresh_clusters
 
     rng = np.random.RandomState(0)
-    # axis-aligned, so that a diagonal covariance explains it as well
-    blob = rng.randn(800, 3) * np.array([2.0, 1.0, 0.5])
-    two = np.vstack([blob[:400] - 12.0, blob[400:] + 12.0])
+    # isotropic, so that every covariance type explains it as well as one Gaussian can
+    blob = rng.randn(800, 3)
+    # with a zero mean the groups differ in spread, not in centre
+    two = (np.vstack([blob[:400] * [6.0, 0.3, 0.3], blob[400:] * [0.3, 0.3, 6.0]])
+           if zero_mean else np.vstack([blob[:400] - 12.0, blob[400:] + 12.0]))
     for X, split in ((blob, False), (two, True)):
-        est = SparseGaussianMixture(3, covariance_type=covariance_type,
+        est = SparseGaussianMixture(3, covariance_type=covariance_type, zero_mean=zero_mean,
                                     weight_concentration_prior_type=DP)
         prior = est._build_prior(X)
         model = _DPMixtureModel(prior, 3, 3, X.dtype, moves=("birth",))
@@ -2297,11 +2301,46 @@ def test_birth_fresh_clusters_must_beat_one_cluster_on_their_rows(covariance_typ
                   + np.sum(_gaussian.optimal_component_terms(one, prior)))
         if not split:
             assert got is None
+            assert _fresh_clusters(model, X, 3, np.random.RandomState(1), 10,
+                                   screen=False) is not None
             continue
         assert got is not None
-        value = (_gaussian.optimal_allocation_terms(got["N"], prior) + np.sum(got["entropy"])
+        N = np.sort(got["N"])[::-1]
+        value = (_gaussian.optimal_allocation_terms(N, prior) + np.sum(got["entropy"])
                  + np.sum(_gaussian.optimal_component_terms(got, prior)))
         assert value > single + 100.0
+
+
+def test_birth_screens_only_a_target_it_fits_whole(monkeypatch):
+    # the screen runs when the fresh clusters are fit to every row of the target, and not
+    # when they are fit to a subsample of it (birth_fit_rows smaller than the target)
+    from sklearn.datasets import make_blobs
+
+    from sparseclust.mixture import _dp_moves, _dp_workspace
+
+    seen = []
+    fresh = _dp_workspace._fresh_clusters
+
+    def spy(model, X, J, rng, n_iter, screen=True):
+        seen.append((X.shape[0], screen))
+        return fresh(model, X, J, rng, n_iter, screen=screen)
+
+    monkeypatch.setattr(_dp_workspace, "_fresh_clusters", spy)
+    X, _ = make_blobs(n_samples=1800, centers=3, n_features=2, cluster_std=0.5,
+                      random_state=0)
+    init = _dp_moves.MixtureMoves.init_moves
+    for fit_rows in (20000, 300):
+        def opts(self, moves, fit_rows=fit_rows):
+            init(self, moves)
+            self.move_opts["birth_fit_rows"] = fit_rows
+
+        monkeypatch.setattr(_dp_moves.MixtureMoves, "init_moves", opts)
+        seen.clear()
+        est = SparseGaussianMixture(1, weight_concentration_prior_type=DP, random_state=0,
+                                    n_threads=1).fit(X)
+        assert seen
+        assert all(screen == (n < fit_rows) for n, screen in seen)
+        assert est.n_components_ == 3
 
 
 def test_birth_fresh_clusters_keep_the_better_of_two_starts():

@@ -46,9 +46,10 @@ look mergeable, and a merge is never undone):
      k's rows, up to ``birth_fit_rows`` of them drawn at random (the better, by its ELBO on
      those rows, of two starts: k-means++ seeds on the rows, and the rows grouped by the
      axis along which they lie from their mean; each followed by a few iterations of the
-     local and global steps of a plain mixture on those rows;
-     rejected at once when their ELBO on those rows does not beat one cluster's,
-     :func:`._dp_rows._fresh_clusters`), the local step is re-run on k's rows (all of them
+     local and global steps of a plain mixture on those rows). When those rows are all of
+     k's, the birth is rejected at once unless the fresh clusters' ELBO on them beats that
+     of one cluster holding them all (:func:`._dp_rows._fresh_clusters`). Otherwise the
+     local step is re-run on k's rows (all of them
      up to :data:`BIRTH_VALUES` / n_features rows, or the delete budget if larger; no wider
      than their gathered responsibilities) under the current clusters plus the fresh ones,
      and the statistics of those rows are replaced; ``birth_refine`` times more, the global

@@ -252,10 +252,10 @@ def _axial_labels(Z, J, rng):
     return ((Z @ Z[seeds].T) ** 2).argmax(1).astype(np.int32)
 
 
-def _fresh_clusters(model, X, J, rng, n_iter):
+def _fresh_clusters(model, X, J, rng, n_iter, screen=True):
     """Statistics of ``J`` clusters fit to the rows ``X`` by a plain mixture; None when fewer
-    than two clusters keep mass, or when they do not explain the rows better than one
-    cluster does.
+    than two clusters keep mass, or (``screen``) when they do not explain the rows better
+    than one cluster does.
 
     Two starts, the better kept (by the ELBO of the plain mixture's responsibilities on
     ``X`` at their optimal global parameters): k-means++ seeds (Arthur & Vassilvitskii
@@ -267,16 +267,18 @@ def _fresh_clusters(model, X, J, rng, n_iter):
     whose Euclidean seeds split by contrast, which one Gaussian already explains).
 
     The screen: the ELBO of the rows ``X`` alone, each side at its optimal global
-    parameters, under the J clusters against one cluster holding every row,
+    parameters, under the J clusters (sorted by size, the order the stick-breaking prior
+    favours) against one cluster holding every row,
 
-        L_J(X) = alloc(N_1..N_J) + sum_j H_j + sum_j C_j  >  L_1(X) = alloc(n) + C(X),
+        L_J(X) = alloc(N_(1) >= ... >= N_(J)) + sum_j H_j + sum_j C_j
+               > L_1(X) = alloc(n) + C(X),
 
     with ``alloc`` the allocation terms of the weight prior, ``H_j`` the entropy terms and
-    ``C_j`` the data terms (:func:`_gaussian.optimal_value`). A birth whose fresh clusters
-    lose to one cluster on their own rows would have to gain by moving those rows to other
-    clusters, which is the work of merges and deletes; it is not worth the re-inference
-    of the target, and is rejected here. Every proposal that passes is still accepted only
-    when the whole-data ELBO increases.
+    ``C_j`` the data terms (:func:`_gaussian.optimal_value`). It is a cut of cost, not an
+    equivalence: a birth that fails it is rejected before the re-inference of its target,
+    though the re-inference and the refinement rounds could still have turned it into a
+    whole-data gain. The caller screens only a target whose rows are all in ``X`` (a
+    subsample carries the fresh clusters' cost on fewer rows than the whole-data test).
     """
     from sklearn.cluster import kmeans_plusplus
 
@@ -302,11 +304,16 @@ def _fresh_clusters(model, X, J, rng, n_iter):
             best = (value, stats)
     if best is None:
         return None
+    if not screen:
+        return best[1]
+    st = best[1]
+    by_size = _gaussian.optimal_value(np.sort(st["N"])[::-1], st["entropy"],
+                                      _gaussian.optimal_component_terms(st, prior), prior)
     one = model.plain_model(1).stats_from_responsibilities(
         np.ones((X.shape[0], 1), dtype=X.dtype), np.zeros((X.shape[0], 1), dtype=np.int32), X)
     single = _gaussian.optimal_value(one["N"], one["entropy"],
                                      _gaussian.optimal_component_terms(one, prior), prior)
-    return best[1] if improves(best[0], single) else None
+    return st if improves(by_size, single) else None
 
 
 def _merge_into(st, a, b, ph):

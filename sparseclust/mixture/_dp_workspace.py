@@ -166,7 +166,10 @@ class _Workspace(MoveWorkspace):
         J = int(min(opts["birth_components"], fit.shape[0] // 2))
         if J < 2:
             return None
-        fresh = _fresh_clusters(m, fit, J, rng, opts["birth_iters"])
+        # the screen only when the fresh clusters see every row of the target (a subsample
+        # carries their cost on fewer rows than the whole-data test does)
+        fresh = _fresh_clusters(m, fit, J, rng, opts["birth_iters"],
+                                screen=fit.shape[0] == n)
         if fresh is None:
             return None
         live = np.flatnonzero(self.alive)
