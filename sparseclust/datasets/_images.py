@@ -590,10 +590,22 @@ class ArrayStream:
 
     Attributes
     ----------
-    n_samples, n_features, batch_size, dtype, source, prefetch
-        As for :class:`PatchStream`; ``source`` is the directory.
-    patch_size, stride, remove_mean, grayscale, shuffle
-        The options of the saved stream.
+    n_samples : int
+        Number of rows of all the minibatches.
+    n_features : int
+        The columns of every minibatch.
+    batch_size : int
+        Rows of every minibatch of the saved stream but the last.
+    dtype : numpy dtype
+    source : str
+        The directory.
+    prefetch : bool
+        Read the next minibatch in a background thread while the current one is in use
+        (default True); the minibatches are the same either way.
+    patch_size, stride : int
+        The options that cut the saved patches (:func:`stream_image_patches`).
+    remove_mean, grayscale, shuffle : bool
+        Likewise.
     """
 
     def __init__(self, files, rows, manifest, source):
