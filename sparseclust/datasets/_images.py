@@ -608,9 +608,9 @@ class ArrayStream:
         Likewise.
     """
 
-    def __init__(self, files, rows, manifest, source):
+    def __init__(self, files, manifest, source):
         self._files = list(files)
-        self._rows = [int(n) for n in rows]
+        self._rows = [int(n) for n in manifest["rows"]]
         self.n_samples = int(sum(self._rows))
         self.n_features = int(manifest["n_features"])
         self.batch_size = int(manifest["batch_size"])
@@ -671,7 +671,7 @@ def stream_npy(directory):
     folder, name, manifest = read_manifest(directory, _NPY_MANIFEST, _NPY_FORMAT, _NPY_VERSION,
                                            keys, "patch stream", "PatchStream.save")
     files = check_files(folder, name, len(manifest["rows"]), "npy")
-    return ArrayStream(files, manifest["rows"], manifest, name)
+    return ArrayStream(files, manifest, name)
 
 
 def stream_image_patches(

@@ -298,17 +298,16 @@ def _fresh_clusters(model, X, J, rng, n_iter, screen=True):
             stats = plain.local_step(X, plain.global_step(stats))
         if np.count_nonzero(stats["N"] >= 1.0) < 2:
             continue
-        value = _gaussian.optimal_value(stats["N"], stats["entropy"],
-                                        _gaussian.optimal_component_terms(stats, prior), prior)
+        comp = _gaussian.optimal_component_terms(stats, prior)
+        value = _gaussian.optimal_value(stats["N"], stats["entropy"], comp, prior)
         if best is None or value > best[0]:
-            best = (value, stats)
+            best = (value, stats, comp)
     if best is None:
         return None
+    _, st, comp = best
     if not screen:
-        return best[1]
-    st = best[1]
-    by_size = _gaussian.optimal_value(np.sort(st["N"])[::-1], st["entropy"],
-                                      _gaussian.optimal_component_terms(st, prior), prior)
+        return st
+    by_size = _gaussian.optimal_value(np.sort(st["N"])[::-1], st["entropy"], comp, prior)
     one = model.plain_model(1).stats_from_responsibilities(
         np.ones((X.shape[0], 1), dtype=X.dtype), np.zeros((X.shape[0], 1), dtype=np.int32), X)
     single = _gaussian.optimal_value(one["N"], one["entropy"],
