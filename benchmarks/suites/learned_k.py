@@ -18,7 +18,11 @@ METHOD = """\
 - Score: document completion on the report documents; the HDP is scored with its own
   document prior (`doc_topic_prior_`), SparseLDA with alpha = 0.5 / K.
 - "CPU vs SparseLDA at learned K" divides the HDP fit's CPU time by that of one SparseLDA fit
-  at the HDP's learned K (same seed)."""
+  at the HDP's learned K (same seed).
+- "Objective" is the HDP's whole-data training objective (the memoized ELBO of its last pass)
+  per training token: the quantity its merge, delete and birth moves are accepted on. Beside
+  the report score it shows which number of topics the objective itself prefers; "births" is
+  the birth proposals tried and accepted over the fit's passes."""
 
 FULL = {
     "kos": dict(corpus="kos", starts=[25, 100, 400], grid=[25, 50, 100, 200, 400, 800],
@@ -65,8 +69,12 @@ def run(part, params, log):
             score = {s: float(document_completion_score(model, data[s], random_state=0,
                                                         n_threads=1))
                      for s in ("report", "validation")}
+            trace = model.trace_
             rec = dict(method="hdp", start=start, seed=seed, K=int(model.n_components_),
-                       cpu_s=clock.cpu, n_iter=int(model.n_iter_), **score)
+                       cpu_s=clock.cpu, n_iter=int(model.n_iter_), **score,
+                       objective=float(trace[-1]["elbo"]) / data["n_tokens"],
+                       births_tried=int(sum(r["births_tried"] for r in trace)),
+                       births_accepted=int(sum(r["births_accepted"] for r in trace)))
             log(f"  HDP start={start} seed={seed} K={rec['K']} cpu={clock.cpu:.1f}s "
                 f"report={rec['report']:.4f}")
             at_k = lda(rec["K"], seed, "at_learned_K")
@@ -85,6 +93,20 @@ def _best_grid(result):
     return scores, best
 
 
+def _objective(rs):
+    """The mean training objective per token of the fits ``rs`` ('–' for a results file
+    that predates it)."""
+    if any("objective" not in r for r in rs):
+        return "–"
+    return fmt(mean([r["objective"] for r in rs]), 4)
+
+
+def _births(rs):
+    if any("births_tried" not in r for r in rs):
+        return "–"
+    return f"{sum(r['births_tried'] for r in rs)}, {sum(r['births_accepted'] for r in rs)}"
+
+
 def table(results):
     lines = []
     for result in results:
@@ -94,9 +116,10 @@ def table(results):
                   f"`{result['commit']}`): {result['data']}.", "",
                   f"SparseLDA grid, mean report score over seeds (K: score): {grid}; "
                   f"best K = {best}.", "",
-                  "| HDP start | learned K | report score | Δ vs best grid K | CPU s | "
-                  "CPU vs SparseLDA at learned K | passes | seeds |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| HDP start | learned K | report score | Δ vs best grid K | objective | "
+                  "births tried, accepted | CPU s | CPU vs SparseLDA at learned K | passes | "
+                  "seeds |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
         hdp = [r for r in result["records"] if r["method"] == "hdp"]
         for start in sorted({r["start"] for r in hdp}):
             rs = [r for r in hdp if r["start"] == start]
@@ -105,6 +128,7 @@ def table(results):
             lines.append(
                 f"| {start} | {', '.join(map(str, ks))} | {fmt(score, 4)} "
                 f"| {signed(score - scores[best], 4) if best else '–'} | "
+                f"{_objective(rs)} | {_births(rs)} | "
                 f"{fmt(median([r['cpu_s'] for r in rs]), 1)} | "
                 f"{fmt(median([r['cpu_ratio_to_sparselda_at_K'] for r in rs]), 2)} | "
                 f"{fmt(median([r['n_iter'] for r in rs]), 0)} | {len(rs)} |")
