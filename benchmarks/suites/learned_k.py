@@ -19,10 +19,8 @@ METHOD = """\
   document prior (`doc_topic_prior_`), SparseLDA with alpha = 0.5 / K.
 - "CPU vs SparseLDA at learned K" divides the HDP fit's CPU time by that of one SparseLDA fit
   at the HDP's learned K (same seed).
-- "Objective" is the HDP's whole-data training objective (the memoized ELBO of its last pass)
-  per training token: the quantity its merge, delete and birth moves are accepted on. Beside
-  the report score it shows which number of topics the objective itself prefers; "births" is
-  the birth proposals tried and accepted over the fit's passes."""
+- "Objective": the HDP's training objective per training token (the memoized ELBO of its
+  last pass, on which its moves are accepted); "births": birth proposals tried, accepted."""
 
 FULL = {
     "kos": dict(corpus="kos", starts=[25, 100, 400], grid=[25, 50, 100, 200, 400, 800],
