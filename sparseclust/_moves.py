@@ -44,6 +44,7 @@ __all__ = [
     "subsample_targets",
     "fetch_rows",
     "improves",
+    "cannot_pass",
     "ACCEPT_RTOL",
     "compaction",
     "RoundLog",
@@ -59,6 +60,20 @@ ACCEPT_RTOL = 1e-12
 def improves(new, old):
     """The acceptance test of every move: ``new > old + ACCEPT_RTOL * |old|``."""
     return new > old + ACCEPT_RTOL * abs(old)
+
+
+def cannot_pass(values, n_left, old):
+    """Early stop of a proposal refined in rounds of coordinate ascent, whose objective
+    ``values`` after each round so far rise with shrinking gains: True when even the last
+    round's gain, repeated in each of the ``n_left`` rounds left, would not lift the value to
+    pass :func:`improves` against ``old``. With gains that do not grow this is exact (the
+    last round then decides no differently); where a later gain exceeds the last one it can
+    stop a proposal the last round would have accepted, so it is a cut of cost. False with
+    fewer than two values or no round left (the last round's own test decides)."""
+    if len(values) < 2 or n_left <= 0:
+        return False
+    gain = max(values[-1] - values[-2], 0.0)
+    return not improves(values[-1] + n_left * gain, old)
 
 
 def parse_moves(moves, allowed):

@@ -781,6 +781,82 @@ def test_merge_screen_skips_stick_optimizations_without_changing_the_fit(monkeyp
     assert sum(e["merges_tried"] for e in fits[-np.inf].trace_) > 0
 
 
+def test_cannot_pass_extrapolates_the_last_gain():
+    from sparseclust._moves import cannot_pass, improves
+
+    # -40 + 2 * 60 passes 0; -90 + 2 * 10 does not
+    assert not cannot_pass([-100.0, -40.0], 2, 0.0)
+    assert cannot_pass([-100.0, -90.0], 2, 0.0)
+    # one value, or no round left: the last round's own test decides
+    assert not cannot_pass([-100.0], 5, 0.0)
+    assert not cannot_pass([-100.0, -90.0], 0, 0.0)
+    # a round that lost ground extrapolates no gain
+    assert cannot_pass([-10.0, -20.0], 10, 0.0)
+    # the threshold is the acceptance test's own
+    old = -1e6
+    edge = old + 1e-13 * abs(old)  # not an improvement by improves()
+    assert not improves(edge, old)
+    assert cannot_pass([edge - 2.0, edge - 1.0], 1, old)
+    assert not cannot_pass([edge - 2.0, edge - 1.0], 2, old)
+
+
+def test_topic_terms_from_parts_of_a_column_block_equal_a_from_scratch_evaluation():
+    # the birth's value after a round: per-topic parts outside the targets' word types, from
+    # the current statistics, plus the parts over those word types of the proposal
+    from sparseclust.topics._hdp_params import _row_parts, _terms_from_parts, topic_terms
+
+    rng = np.random.RandomState(0)
+    K, V, tau = 5, 40, 0.1
+    S = rng.gamma(0.3, 5.0, (K, V))
+    lam = tau + S
+    cols = np.sort(rng.choice(V, 12, replace=False))
+    Q, E, Lam = _row_parts(S, lam, tau)
+    q0, e0, l0 = _row_parts(S[:, cols], lam[:, cols], tau)
+    S_new = S.copy()
+    S_new[:, cols] = rng.gamma(0.3, 5.0, (K, cols.size))
+    S_new[0, cols[0]] = -1e-12  # a rounding negative: lambda clips it, the terms keep it
+    lam_new = tau + np.maximum(S_new, 0.0)
+    q1, e1, l1 = _row_parts(S_new[:, cols], lam_new[:, cols], tau)
+    got = _terms_from_parts(Q - q0 + q1, E - e0 + e1, Lam - l0 + l1, V, tau)
+    El = psi(lam_new) - psi(lam_new.sum(axis=1))[:, None]
+    np.testing.assert_allclose(got, topic_terms(S_new, lam_new, El, tau), rtol=1e-12)
+
+
+def test_birth_early_stop_cuts_rounds_without_changing_the_fit(monkeypatch):
+    """A birth's refinement stops once the rounds left cannot lift its value past the current
+    objective at the last round's gain; on planted data the fit is the same as one that runs
+    every round (the early stop disabled by the test), and the stop did fire. The values of
+    the rounds a birth runs rise."""
+    from sparseclust.topics import _hdp_birth
+
+    real = _hdp_birth.cannot_pass
+    calls = []
+
+    def spy(values, n_left, old):
+        stop = real(values, n_left, old)
+        calls.append((list(values), stop))
+        return stop
+
+    def never(values, n_left, old):
+        calls.append((list(values), False))
+        return False
+
+    X = planted_hdp_corpus(3, K=6, V=60, D=200, length=40)
+    kw = dict(max_components=2, max_iter=10, tol=0, n_batches=4, random_state=0)
+    fits, stops = {}, {}
+    for name, fn in (("stopped", spy), ("full", never)):
+        calls.clear()
+        monkeypatch.setattr(_hdp_birth, "cannot_pass", fn)
+        fits[name] = HDPTopicModel(**kw).fit(X)
+        stops[name] = sum(stop for _, stop in calls)
+        for values, _ in calls:
+            assert np.all(np.diff(values) >= -1e-9 * np.abs(values[1:]))
+    assert stops["stopped"] > 0 and stops["full"] == 0
+    assert sum(e["births_accepted"] for e in fits["full"].trace_) >= 1
+    np.testing.assert_array_equal(fits["stopped"].components_, fits["full"].components_)
+    np.testing.assert_array_equal(fits["stopped"].lower_bounds_, fits["full"].lower_bounds_)
+
+
 def test_live_topics_sorted_and_transform_rows_sum_to_one():
     X, _, _ = hdp_corpus(1, K=6, V=60, D=150, length=40)
     m = HDPTopicModel(max_components=15, max_iter=10, tol=0, random_state=0).fit(X)

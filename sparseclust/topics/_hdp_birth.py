@@ -18,7 +18,14 @@ a memoized pass, on the statistics the pass cached:
    the HDP local step under the current topics (k without the targets' counts, the first
    time) and the fresh ones, every topic is refit on the targets' word types
    (lambda = tau + S_rest + S_targets) and the sticks are re-optimized to the proposal's
-   statistics, whose prior the next re-inference uses;
+   statistics, whose prior the next re-inference uses. Each round is a coordinate ascent step
+   of the proposal's objective, so its value rises round by round, with gains that shrink
+   as the rounds converge. From the second round on the value is computed (from per-topic
+   sums over the word types outside the targets', which the proposal leaves as they were, in
+   O((K + J) x columns)), and the proposal is dropped as soon as that value, raised by the
+   last round's gain in every round left, would still not pass the current objective
+   (:func:`sparseclust._moves.cannot_pass`): a cut of cost that decides as the last round
+   would have wherever the gains do not grow;
 3. **exact evaluation**: the objective is a sum over documents of terms of their local
    parameters plus terms of the whole-data statistics (:mod:`._hdp_model`), and it is a
    valid bound for *any* local parameters. The proposal keeps every other document's
@@ -55,9 +62,9 @@ import scipy.sparse as sp
 from scipy.special import gammaln, psi
 
 from .._engine import SuffStats
-from .._moves import fetch_rows
+from .._moves import cannot_pass, fetch_rows
 from .._stickbreak import optimize_hdp_sticks, sticks_from_weights
-from ._hdp_params import HDPParams, stick_value, topic_terms
+from ._hdp_params import HDPParams, _row_parts, _terms_from_parts, stick_value, topic_terms
 from ._hdp_workspace import _add_expanded, _fold_delete, _numpy_bundle, _sub_bundle, reinfer_rows
 from ._lda_init import _KMEANS_ITERS, _kl_kmeans, _kl_kmeanspp_seeds
 from ._local import local_step
@@ -235,6 +242,15 @@ def propose_birth(work, k, items, rnd, batches, rng):
     alive = np.concatenate([keep, np.ones(J, dtype=bool)])
     full = np.concatenate([np.flatnonzero(alive), [K2]])
     n_refine = opts["birth_refine"]
+    # the data-term parts (:func:`._hdp_params._row_parts`) of the kept topics outside the
+    # targets' word types, which the proposal does not change, and of the fresh topics there:
+    # the objective after a round of refinement then costs O((K + J) x columns)
+    q0, e0, l0 = _row_parts(st["S"][np.ix_(idx, cols)], work.lam[np.ix_(idx, cols)], tau)
+    n_out = V - cols.size
+    parts_out = (np.concatenate([work.Q[idx] - q0, np.full(J, n_out * gammaln(tau))]),
+                 np.concatenate([work.E[idx] - e0, np.zeros(J)]),
+                 np.concatenate([work.Lam[idx] - l0, np.full(J, n_out * tau)]))
+    values = []
     for it in range(n_refine):
         # re-infer the targets under the current proposal, then refit every topic on the
         # targets' word types and the sticks to the proposal's statistics (the next
@@ -265,6 +281,16 @@ def propose_birth(work, k, items, rnd, batches, rng):
         rho, omega, _ = optimize_hdp_sticks(float(D), T[full], m.alpha, m.gamma, rho0, omega0,
                                             maxiter=100)
         rho0, omega0 = rho, omega
+        if 0 < it < n_refine - 1:
+            # the objective of this round's proposal; stop when the rounds left cannot lift
+            # it past the current one at its last gain (:func:`sparseclust._moves.cannot_pass`)
+            q1, e1, l1 = _row_parts(S_blk, tau + np.maximum(S_blk, 0.0), tau)
+            tt = _terms_from_parts(parts_out[0] + q1, parts_out[1] + e1, parts_out[2] + l1,
+                                   V, tau)
+            values.append(float(tt.sum()) - LS + float(G[full].sum()) - float(A[full].sum())
+                          + H + stick_value(float(D), T[full], m.alpha, m.gamma, rho, omega))
+            if cannot_pass(values, n_refine - 1 - it, work.value):
+                return None
         S_blk = np.maximum(S_blk, 0.0)
     # the proposal's whole-data statistics over K + J topics (the sticks of the last
     # re-inference's statistics)
