@@ -63,8 +63,8 @@ def improves(new, old):
 
 
 def cannot_pass(values, n_left, old):
-    """Early stop of a proposal refined in rounds of coordinate ascent, whose objective
-    ``values`` after each round so far rise with shrinking gains: True when even the last
+    """Early stop of a proposal refined in rounds of alternating optimization, whose
+    objective ``values`` after each round so far rise with shrinking gains: True when even the last
     round's gain, repeated in each of the ``n_left`` rounds left, would not lift the value to
     pass :func:`improves` against ``old``. With gains that do not grow this is exact (the
     last round then decides no differently); where a later gain exceeds the last one it can

@@ -12,6 +12,7 @@ from sklearn.exceptions import NotFittedError
 
 from sparseclust.metrics import (
     PROB_FLOOR,
+    DocumentCompletionScorer,
     document_completion_score,
     left_to_right_score,
     npmi_coherence,
@@ -256,6 +257,57 @@ def test_document_completion_read_only_and_float32_inputs():
     phi_ro.setflags(write=False)
     s = document_completion_score(phi_ro, Xd, random_state=0)
     assert s == pytest.approx(document_completion_score(phi, X, random_state=0), rel=1e-10)
+
+
+def test_completion_scorer_equals_the_score_and_scores_pipelines_on_their_last_step():
+    import pickle
+
+    from sklearn.feature_extraction.text import CountVectorizer
+    from sklearn.pipeline import make_pipeline
+
+    from sparseclust import SparseLDA
+
+    X, _ = planted_corpus(seed=3)
+    lda = SparseLDA(4, max_iter=5, random_state=0).fit(X)
+    scorer = DocumentCompletionScorer(heldout_fraction=0.3, random_state=2)
+    want = document_completion_score(lda, X, 0.3, 2)
+    assert scorer(lda, X) == want
+    assert scorer(lda, X, None) == want
+    # the default split seed is fixed (0), so every candidate of a search sees one split
+    assert DocumentCompletionScorer()(lda, X) == document_completion_score(lda, X,
+                                                                           random_state=0)
+    assert pickle.loads(pickle.dumps(scorer))(lda, X) == want
+    assert "heldout_fraction=0.3" in repr(scorer)
+    # a pipeline on text: the fold goes through the vectorizer, the topic model scores it
+    words = [f"w{v}" for v in range(X.shape[1])]
+    docs = [" ".join(w for v, w in enumerate(words) for _ in range(int(row[v])))
+            for row in X.toarray()]
+    pipe = make_pipeline(CountVectorizer(vocabulary=words, token_pattern=r"\S+"),
+                         SparseLDA(4, max_iter=5, random_state=0)).fit(docs)
+    counts = pipe[0].transform(docs)
+    assert scorer(pipe, docs) == document_completion_score(pipe[-1], counts, 0.3, 2)
+
+
+def test_completion_scorer_in_a_grid_search_over_the_number_of_topics():
+    from sklearn.model_selection import GridSearchCV, KFold
+
+    from sparseclust import SparseLDA
+
+    X, _ = planted_corpus(n_docs=240, n_topics=4, seed=5)
+    folds = KFold(3, shuffle=True, random_state=0)
+    grid = {"n_components": [1, 4]}
+    search = GridSearchCV(SparseLDA(max_iter=10, random_state=0), grid,
+                          scoring=DocumentCompletionScorer(), cv=folds).fit(X)
+    # the same numbers by hand: fit on each training fold, score its test fold
+    for i, K in enumerate(grid["n_components"]):
+        by_hand = []
+        for train, test in folds.split(X):
+            m = SparseLDA(K, max_iter=10, random_state=0).fit(X[train])
+            by_hand.append(document_completion_score(m, X[test], random_state=0))
+        assert search.cv_results_["mean_test_score"][i] == pytest.approx(np.mean(by_hand),
+                                                                         rel=1e-12)
+    # four planted topics predict held-out words better than one
+    assert search.best_params_ == {"n_components": 4}
 
 
 def test_document_completion_validation():

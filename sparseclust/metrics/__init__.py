@@ -2,7 +2,8 @@
 """Evaluation metrics for topic models.
 
 - :func:`document_completion_score` -- held-out document completion (Hughes & Sudderth 2016,
-  App. E);
+  App. E); :class:`DocumentCompletionScorer` -- the same as a scikit-learn scorer, for choosing
+  the number of topics;
 - :func:`umass_coherence` -- UMass coherence of each topic's top words (Mimno, Hoffman & Blei
   2012, Eq. 13);
 - :func:`left_to_right_score` -- held-out log-likelihood by the left-to-right estimator
@@ -15,6 +16,7 @@
 
 from ._topics import (
     PROB_FLOOR,
+    DocumentCompletionScorer,
     document_completion_score,
     left_to_right_score,
     npmi_coherence,
@@ -25,6 +27,7 @@ from ._topics import (
 
 __all__ = [
     "PROB_FLOOR",
+    "DocumentCompletionScorer",
     "document_completion_score",
     "left_to_right_score",
     "npmi_coherence",

@@ -294,6 +294,63 @@ def document_completion_score(
     return score
 
 
+class DocumentCompletionScorer:
+    """Document completion as a scikit-learn scorer, for choosing the number of topics.
+
+    ``scoring=DocumentCompletionScorer()`` in :class:`~sklearn.model_selection.GridSearchCV`
+    (or ``cross_val_score``) scores each held-out fold by :func:`document_completion_score`:
+    the fitted topics predict the held-out words of every document from its other words.
+    Use it, not the estimators' ``score``, to compare numbers of topics: ``score`` is an
+    evidence lower bound per token, whose gap to the log-likelihood depends on the number of
+    topics, so it can rank numbers of topics otherwise than held-out words do (the learned-K
+    table of the benchmarks page shows both; Wallach, Murray, Salakhutdinov & Mimno 2009
+    compare estimators of held-out likelihood). Either compares other settings at a fixed
+    number of topics.
+
+    Parameters
+    ----------
+    heldout_fraction : float in (0, 1), default=0.2
+        Fraction of each document's word types held out.
+    random_state : int, default=0
+        Seed of the split of word types. Fixed, so that every candidate of a search is scored
+        on the same split of the same fold (the split depends only on the fold's documents,
+        the fraction and the seed).
+    doc_topic_prior : float, array-like or None, default=None
+        alpha of the local step; None takes each model's own (as
+        :func:`document_completion_score`). Models whose document priors have the same total
+        (SparseLDA's default 0.5 / K, HDPTopicModel's alpha E[beta]) compare across K.
+    n_threads : int or None, default=None
+        Threads of the local step.
+
+    Notes
+    -----
+    A :class:`~sklearn.pipeline.Pipeline` (for example ``CountVectorizer`` then
+    ``SparseLDA``) is scored on its last step, with the fold passed through the other steps'
+    ``transform``, so a search can run on raw text.
+    """
+
+    def __init__(self, heldout_fraction=0.2, random_state=0, doc_topic_prior=None,
+                 n_threads=None):
+        self.heldout_fraction = heldout_fraction
+        self.random_state = random_state
+        self.doc_topic_prior = doc_topic_prior
+        self.n_threads = n_threads
+
+    def __call__(self, estimator, X, y=None):
+        """The held-out log-likelihood per token of the fold X (larger is better)."""
+        if hasattr(estimator, "steps"):  # a Pipeline: its last step holds the topics
+            X = estimator[:-1].transform(X)
+            estimator = estimator[-1]
+        return document_completion_score(
+            estimator, X, self.heldout_fraction, self.random_state, self.doc_topic_prior,
+            self.n_threads)
+
+    def __repr__(self):
+        return (f"DocumentCompletionScorer(heldout_fraction={self.heldout_fraction!r}, "
+                f"random_state={self.random_state!r}, "
+                f"doc_topic_prior={self.doc_topic_prior!r}, n_threads={self.n_threads!r})")
+
+
 def _heldout_loglik(pi, phi, X_held):
     """Per-document sum_v c_dv log sum_k pi_dk phi_kv over the nonzeros of X_held."""
     phi_t = np.ascontiguousarray(phi.T)  # (V, K)

@@ -18,14 +18,15 @@ a memoized pass, on the statistics the pass cached:
    the HDP local step under the current topics (k without the targets' counts, the first
    time) and the fresh ones, every topic is refit on the targets' word types
    (lambda = tau + S_rest + S_targets) and the sticks are re-optimized to the proposal's
-   statistics, whose prior the next re-inference uses. Each round is a coordinate ascent step
-   of the proposal's objective, so its value rises round by round, with gains that shrink
-   as the rounds converge. From the second round on the value is computed (from per-topic
-   sums over the word types outside the targets', which the proposal leaves as they were, in
-   O((K + J) x columns)), and the proposal is dropped as soon as that value, raised by the
-   last round's gain in every round left, would still not pass the current objective
-   (:func:`sparseclust._moves.cannot_pass`): a cut of cost that decides as the last round
-   would have wherever the gains do not grow;
+   statistics, whose prior the next re-inference uses. Each round re-optimizes the targets'
+   local parameters (from a cold start, to the local step's tolerance) and then the global
+   ones, so the proposal's value rises round by round, with gains that shrink as the rounds
+   converge, as a rule rather than by construction. From the second round on the value is
+   computed (from per-topic sums over the word types outside the targets', which the proposal
+   leaves as they were, in O((K + J) x columns)), and the proposal is dropped as soon as that
+   value, raised by the last round's gain in every round left, would still not pass the
+   current objective (:func:`sparseclust._moves.cannot_pass`): a cut of cost that decides as
+   the last round would have wherever the gains do not grow;
 3. **exact evaluation**: the objective is a sum over documents of terms of their local
    parameters plus terms of the whole-data statistics (:mod:`._hdp_model`), and it is a
    valid bound for *any* local parameters. The proposal keeps every other document's
