@@ -50,7 +50,8 @@ def run(part, params, log):
                    report=heldout(model.topic_word_distribution_, data["report"],
                                   doc_topic_prior(K)),
                    validation=heldout(model.topic_word_distribution_, data["validation"],
-                                      doc_topic_prior(K)))
+                                      doc_topic_prior(K)),
+                   report_elbo=float(model.score(data["report"])))
         log(f"  SparseLDA K={K} seed={seed} cpu={clock.cpu:.1f}s report={rec['report']:.4f}")
         records.append(rec)
         return rec
@@ -79,6 +80,21 @@ def run(part, params, log):
             rec["cpu_ratio_to_sparselda_at_K"] = clock.cpu / at_k["cpu_s"]
             records.append(rec)
     return {"data": data["description"], "n_tokens": data["n_tokens"], "records": records}
+
+
+def _elbo_line(result):
+    """The grid's mean ``score`` (evidence lower bound per token) on the report documents by
+    K, and the K it ranks first ('' for a results file that predates it)."""
+    grid = [r for r in result["records"] if r["method"] == "sparselda" and r["kind"] == "grid"]
+    if not grid or any("report_elbo" not in r for r in grid):
+        return ""
+    by_k = {}
+    for r in grid:
+        by_k.setdefault(r["K"], []).append(r["report_elbo"])
+    scores = {K: mean(v) for K, v in by_k.items()}
+    text = ", ".join(f"{K}: {fmt(v, 4)}" for K, v in sorted(scores.items()))
+    return (f" Its `score` (evidence lower bound per token) on the same documents: {text}; "
+            f"best K = {max(scores, key=scores.get)}.")
 
 
 def _best_grid(result):
@@ -113,7 +129,7 @@ def table(results):
         lines += [f"**{CORPORA.get(result['part'], result['part'])}** (commit "
                   f"`{result['commit']}`): {result['data']}.", "",
                   f"SparseLDA grid, mean report score over seeds (K: score): {grid}; "
-                  f"best K = {best}.", "",
+                  f"best K = {best}.{_elbo_line(result)}", "",
                   "| HDP start | learned K | report score | Δ vs best grid K | objective | "
                   "births tried, accepted | CPU s | CPU vs SparseLDA at learned K | passes | "
                   "seeds |",
