@@ -288,6 +288,37 @@ def test_completion_scorer_equals_the_score_and_scores_pipelines_on_their_last_s
     assert scorer(pipe, docs) == document_completion_score(pipe[-1], counts, 0.3, 2)
 
 
+def test_completion_scorer_unwraps_pipelines_and_refuses_what_it_cannot_score():
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import Pipeline, make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    from sparseclust import SparseLDA
+
+    X, _ = planted_corpus(seed=4)
+    scorer = DocumentCompletionScorer()
+    want = document_completion_score(SparseLDA(4, max_iter=5, random_state=0).fit(X), X,
+                                     random_state=0)
+    # a one-step pipeline, a 'passthrough' step and a nested pipeline score the same model
+    one = make_pipeline(SparseLDA(4, max_iter=5, random_state=0)).fit(X)
+    assert scorer(one, X) == want
+    nested = Pipeline([("skip", "passthrough"),
+                       ("inner", make_pipeline(FunctionTransformer(),
+                                               SparseLDA(4, max_iter=5, random_state=0)))])
+    assert scorer(nested.fit(X), X) == want
+    # not a topic model at the end: a clear error, not a misleading one
+    clf = make_pipeline(LogisticRegression()).fit(X, np.arange(X.shape[0]) % 2)
+    with pytest.raises(TypeError, match="fitted topic model"):
+        scorer(clf, X)
+    # what would make every score of a search NaN is refused when the scorer is made
+    for bad in (0.0, 1.0, 1.5, "0.2"):
+        with pytest.raises(ValueError, match="heldout_fraction"):
+            DocumentCompletionScorer(heldout_fraction=bad)
+    for bad in (None, 0.5, True, np.random.RandomState(0)):
+        with pytest.raises(ValueError, match="integer random_state"):
+            DocumentCompletionScorer(random_state=bad)
+
+
 def test_completion_scorer_in_a_grid_search_over_the_number_of_topics():
     from sklearn.model_selection import GridSearchCV, KFold
 

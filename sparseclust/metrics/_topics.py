@@ -304,17 +304,16 @@ class DocumentCompletionScorer:
     evidence lower bound per token, whose gap to the log-likelihood depends on the number of
     topics, so it can rank numbers of topics otherwise than held-out words do (the learned-K
     table of the benchmarks page shows both; Wallach, Murray, Salakhutdinov & Mimno 2009
-    compare estimators of held-out likelihood). Either compares other settings at a fixed
-    number of topics.
+    compare estimators of held-out likelihood).
 
     Parameters
     ----------
     heldout_fraction : float in (0, 1), default=0.2
         Fraction of each document's word types held out.
     random_state : int, default=0
-        Seed of the split of word types. Fixed, so that every candidate of a search is scored
-        on the same split of the same fold (the split depends only on the fold's documents,
-        the fraction and the seed).
+        Seed of the split of word types, an integer: every candidate of a search is then
+        scored on the same split of the same fold (the split depends only on the fold's
+        documents, the fraction and the seed).
     doc_topic_prior : float, array-like or None, default=None
         alpha of the local step; None takes each model's own (as
         :func:`document_completion_score`). Models whose document priors have the same total
@@ -326,11 +325,24 @@ class DocumentCompletionScorer:
     -----
     A :class:`~sklearn.pipeline.Pipeline` (for example ``CountVectorizer`` then
     ``SparseLDA``) is scored on its last step, with the fold passed through the other steps'
-    ``transform``, so a search can run on raw text.
+    ``transform`` ('passthrough' steps skipped, nested pipelines unwrapped), so a search can
+    run on raw text. Anything else than a topic model at the end is a ``TypeError``.
+
+    Raises
+    ------
+    ValueError
+        At construction, for a ``heldout_fraction`` outside (0, 1) or a ``random_state``
+        that is not an integer.
     """
 
     def __init__(self, heldout_fraction=0.2, random_state=0, doc_topic_prior=None,
                  n_threads=None):
+        # checked here, not when scoring: a search turns a scorer's error into NaN scores
+        _check_fraction(heldout_fraction, "heldout_fraction")
+        if isinstance(random_state, bool) or not isinstance(random_state, numbers.Integral):
+            raise ValueError(
+                "DocumentCompletionScorer needs an integer random_state, so that every "
+                f"candidate of a search is scored on the same split; got {random_state!r}.")
         self.heldout_fraction = heldout_fraction
         self.random_state = random_state
         self.doc_topic_prior = doc_topic_prior
@@ -338,11 +350,22 @@ class DocumentCompletionScorer:
 
     def __call__(self, estimator, X, y=None):
         """The held-out log-likelihood per token of the fold X (larger is better)."""
-        if hasattr(estimator, "steps"):  # a Pipeline: its last step holds the topics
-            X = estimator[:-1].transform(X)
-            estimator = estimator[-1]
+        model = estimator
+        # a Pipeline (nested or not): the fold through every step but the last, whose topics
+        # score it
+        while hasattr(model, "steps"):
+            steps = [step for _, step in model.steps]
+            for step in steps[:-1]:
+                if step is not None and not (isinstance(step, str) and step == "passthrough"):
+                    X = step.transform(X)
+            model = steps[-1]
+        if not (hasattr(model, "topic_word_distribution_") or hasattr(model, "components_")):
+            raise TypeError(
+                "DocumentCompletionScorer scores a fitted topic model (with "
+                "topic_word_distribution_ or components_), or a Pipeline that ends in one; "
+                f"got {type(model).__name__}.")
         return document_completion_score(
-            estimator, X, self.heldout_fraction, self.random_state, self.doc_topic_prior,
+            model, X, self.heldout_fraction, self.random_state, self.doc_topic_prior,
             self.n_threads)
 
     def __repr__(self):

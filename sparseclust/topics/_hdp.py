@@ -89,10 +89,11 @@ class HDPTopicModel(TopicModelBase):
     max_components : int, default=200
         Truncation K that training starts from. Merges and deletes remove topics; births
         add topics, up to ``max_topics``, where the data support them (with
-        ``moves='all'``). Births are accepted rarely on real corpora, so the number kept still
-        depends on the start: give at least the largest K you would consider for a SparseLDA
-        of the same corpus. A larger truncation costs time roughly in proportion until the
-        moves have removed topics; lower it for a small corpus or a tight time budget.
+        ``moves='all'``). Births grow a small truncation only part of the way, or not at all,
+        so the number kept depends on the start: give at least the largest K you would
+        consider for a SparseLDA of the same corpus. A larger truncation costs time roughly
+        in proportion until the moves have removed topics; lower it for a small corpus or a
+        tight time budget.
         Evidence: the benchmarks page (``doc/benchmarks.md``).
     L : int or None, default=8
         Sparsity level of the document local step (topics per word type). None or

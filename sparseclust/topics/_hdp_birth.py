@@ -141,6 +141,21 @@ def fresh_topics(Xt, J, tau, V, alpha, rng, n_iter, L, n_threads):
     return S
 
 
+def _round_value(work, idx, cols, parts_out, S_blk, stats, full, rho, omega):
+    """The whole-data objective of a birth's proposal after a refinement round: the kept
+    topics ``idx`` and the fresh ones with the statistics ``S_blk`` ((K + J) x ``cols``) on the
+    targets' word types and their parts ``parts_out`` (Q, E, Lambda of
+    :func:`._hdp_params._row_parts`) elsewhere, the documents' statistics ``stats`` =
+    (T, G, A, LS, H, D) and the sticks (rho, omega) over the live entries ``full``."""
+    m, tau = work.m, work.m.tau
+    T, G, A, LS, H, D = stats
+    q1, e1, l1 = _row_parts(S_blk, tau + np.maximum(S_blk, 0.0), tau)
+    tt = _terms_from_parts(parts_out[0] + q1, parts_out[1] + e1, parts_out[2] + l1, work.V,
+                           tau)
+    return (float(tt.sum()) - LS + float(G[full].sum()) - float(A[full].sum()) + H
+            + stick_value(float(D), T[full], m.alpha, m.gamma, rho, omega))
+
+
 def propose_birth(work, k, items, rnd, batches, rng):
     """The birth proposal at topic k, evaluated on the whole-data objective (module
     docstring, step 3).
@@ -285,11 +300,8 @@ def propose_birth(work, k, items, rnd, batches, rng):
         if 0 < it < n_refine - 1:
             # the objective of this round's proposal; stop when the rounds left cannot lift
             # it past the current one at its last gain (:func:`sparseclust._moves.cannot_pass`)
-            q1, e1, l1 = _row_parts(S_blk, tau + np.maximum(S_blk, 0.0), tau)
-            tt = _terms_from_parts(parts_out[0] + q1, parts_out[1] + e1, parts_out[2] + l1,
-                                   V, tau)
-            values.append(float(tt.sum()) - LS + float(G[full].sum()) - float(A[full].sum())
-                          + H + stick_value(float(D), T[full], m.alpha, m.gamma, rho, omega))
+            values.append(_round_value(work, idx, cols, parts_out, S_blk,
+                                       (T, G, A, LS, H, D), full, rho, omega))
             if cannot_pass(values, n_refine - 1 - it, work.value):
                 return None
         S_blk = np.maximum(S_blk, 0.0)
