@@ -84,16 +84,28 @@ def load_results(folder=RESULTS):
     return found, problems
 
 
-def _provenance(res):
+def _setup(res):
+    """The machine and the library versions of a run, as the page states them."""
     m = res.get("machine", {})
+    return (f"{m.get('cpu', '?')}, {m.get('cpus', '?')} cores; sparseclust "
+            f"{m.get('sparseclust')}, numpy {m.get('numpy')}, scikit-learn {m.get('sklearn')}, "
+            f"gensim {m.get('gensim')}, tomotopy {m.get('tomotopy')}"
+            + (f", isal {m['isal']} (gzip decompression)" if m.get("isal") else ""))
+
+
+def _common_setup(found):
+    """The setup most runs share (stated once on the page), or None without results."""
+    setups = [_setup(r) for rs in found.values() for r in rs]
+    return max(set(setups), key=setups.count) if setups else None
+
+
+def _provenance(res, common):
     load = res.get("load", {})
+    setup = _setup(res)
     return (f"`{res['suite']}-{res['part']}.json`: commit `{res['commit']}`, {res['date']}, "
-            f"{res['duration_s']:.0f} s; {m.get('cpu', '?')}, {m.get('cpus', '?')} cores; "
-            f"load average {load.get('start')} → {load.get('end')}; "
-            f"seeds {res.get('seeds') or '–'}; sparseclust {m.get('sparseclust')}, "
-            f"numpy {m.get('numpy')}, scikit-learn {m.get('sklearn')}, gensim {m.get('gensim')}, "
-            f"tomotopy {m.get('tomotopy')}"
-            + (f", isal {m['isal']} (gzip decompression)" if m.get("isal") else "") + ".")
+            f"{res['duration_s']:.0f} s; load average {load.get('start')} → {load.get('end')}; "
+            f"seeds {res.get('seeds') or '–'}" + ("" if setup == common else f"; {setup}")
+            + ".")
 
 
 def headline_rows(found):
@@ -116,8 +128,12 @@ def headline_table(found):
 
 
 def render_results_page(found):
-    out = [GENERATED, "", "# Benchmarks", "", INTRO, "## Summary", "",
-           headline_table(found), ""]
+    common = _common_setup(found)
+    out = [GENERATED, "", "# Benchmarks", "", INTRO]
+    if common:
+        out += [f"**Machine.** Every run below is on {common}, unless its line names another.",
+                ""]
+    out += ["## Summary", "", headline_table(found), ""]
     for name in suites.NAMES:
         mod = suites.load(name)
         out += [f"## {mod.TITLE} (`{name}`)", "", mod.MEASURES, "",
@@ -128,7 +144,7 @@ def render_results_page(found):
         results = found.get(name, [])
         if results:
             out += [mod.table(results).rstrip(), "", "**Runs.**", ""]
-            out += [f"- {_provenance(r)}" for r in results]
+            out += [f"- {_provenance(r, common)}" for r in results]
         missing = [p for p in mod.FULL if p not in {r["part"] for r in results}]
         if missing:
             out += ["", "No result is stored yet for "
