@@ -82,29 +82,32 @@ def run(part, params, log):
     return {"data": data["description"], "n_tokens": data["n_tokens"], "records": records}
 
 
-def _elbo_line(result):
-    """The grid's mean ``score`` (evidence lower bound per token) on the report documents by
-    K, and the K it ranks first ('' for a results file that predates it)."""
+def _grid_means(result, field):
+    """The SparseLDA grid's mean ``field`` over seeds by K, and the K it ranks first ({} and
+    None when the file has no grid, or predates the field)."""
     grid = [r for r in result["records"] if r["method"] == "sparselda" and r["kind"] == "grid"]
-    if not grid or any("report_elbo" not in r for r in grid):
-        return ""
+    if not grid or any(field not in r for r in grid):
+        return {}, None
     by_k = {}
     for r in grid:
-        by_k.setdefault(r["K"], []).append(r["report_elbo"])
+        by_k.setdefault(r["K"], []).append(r[field])
     scores = {K: mean(v) for K, v in by_k.items()}
-    text = ", ".join(f"{K}: {fmt(v, 4)}" for K, v in sorted(scores.items()))
-    return (f" Its `score` (evidence lower bound per token) on the same documents: {text}; "
-            f"best K = {max(scores, key=scores.get)}.")
+    return scores, max(scores, key=scores.get)
 
 
 def _best_grid(result):
-    grid = [r for r in result["records"] if r["method"] == "sparselda" and r["kind"] == "grid"]
-    by_k = {}
-    for r in grid:
-        by_k.setdefault(r["K"], []).append(r)
-    scores = {K: mean([r["report"] for r in rs]) for K, rs in by_k.items()}
-    best = max(scores, key=scores.get) if scores else None
-    return scores, best
+    return _grid_means(result, "report")
+
+
+def _elbo_line(result):
+    """The grid's mean ``score`` (evidence lower bound per token) on the report documents by
+    K, and the K it ranks first ('' for a results file that predates it)."""
+    scores, best = _grid_means(result, "report_elbo")
+    if not scores:
+        return ""
+    text = ", ".join(f"{K}: {fmt(v, 4)}" for K, v in sorted(scores.items()))
+    return (f" Its `score` (evidence lower bound per token) on the same documents: {text}; "
+            f"best K = {best}.")
 
 
 def _objective(rs):

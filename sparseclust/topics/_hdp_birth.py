@@ -147,12 +147,19 @@ def _round_value(work, idx, cols, parts_out, S_blk, stats, full, rho, omega):
     targets' word types and their parts ``parts_out`` (Q, E, Lambda of
     :func:`._hdp_params._row_parts`) elsewhere, the documents' statistics ``stats`` =
     (T, G, A, LS, H, D) and the sticks (rho, omega) over the live entries ``full``."""
-    m, tau = work.m, work.m.tau
-    T, G, A, LS, H, D = stats
+    tau = work.m.tau
     q1, e1, l1 = _row_parts(S_blk, tau + np.maximum(S_blk, 0.0), tau)
     tt = _terms_from_parts(parts_out[0] + q1, parts_out[1] + e1, parts_out[2] + l1, work.V,
                            tau)
-    return (float(tt.sum()) - LS + float(G[full].sum()) - float(A[full].sum()) + H
+    return _proposal_value(float(tt.sum()), stats, full, work.m, rho, omega)
+
+
+def _proposal_value(data_terms, stats, full, m, rho, omega):
+    """The objective of a proposal over K + J topics from the sum of its topics' data terms,
+    the documents' statistics ``stats`` = (T, G, A, LS, H, D) and the sticks (rho, omega) over
+    the live entries ``full`` (the remainder last)."""
+    T, G, A, LS, H, D = stats
+    return (data_terms - LS + float(G[full].sum()) - float(A[full].sum()) + H
             + stick_value(float(D), T[full], m.alpha, m.gamma, rho, omega))
 
 
@@ -318,8 +325,7 @@ def propose_birth(work, k, items, rnd, batches, rng):
     lam = tau + np.maximum(S, 0.0)
     El = psi(lam) - psi(lam.sum(axis=1))[:, None]
     tterm = topic_terms(S, lam, El, tau)
-    value = (float(tterm[alive].sum()) - LS + float(G[full].sum()) - float(A[full].sum()) + H
-             + stick_value(float(D), T[full], m.alpha, m.gamma, rho, omega))
+    value = _proposal_value(float(tterm[alive].sum()), (T, G, A, LS, H, D), full, m, rho, omega)
     if not work.accepts(value):
         return None
     work.grow(J)
