@@ -1927,6 +1927,64 @@ def test_birth_statistics_on_used_clusters_equal_the_full_width_update(covarianc
         np.testing.assert_array_equal(got[f], expected[f])
 
 
+def test_birth_target_is_every_sample_the_cluster_has_a_share_in():
+    """A birth at k targets the samples in which k holds at least BIRTH_SHARE of the
+    responsibility (k's own samples and those it shares with its neighbours, so the fresh
+    clusters can take samples from the neighbours too): the pass gathers exactly those, by
+    the responsibilities of an independent local step, and they include shared samples."""
+    from sparseclust.mixture._dp_moves import BIRTH_SHARE
+
+    X, _, labels = _merged_away(1, n_per=80)
+    X = X * 0.35  # overlapping clusters: samples shared between them
+    est = SparseGaussianMixture(2, L=2, weight_concentration_prior_type=DP)
+    prior = est._build_prior(X)
+    model = _DPMixtureModel(prior, 2, 2, X.dtype, moves=("birth",))
+    init = model.stats_from_responsibilities(np.ones((X.shape[0], 1)),
+                                             labels[:, None].astype(np.int32), X)
+    params = model.global_step(init)
+    model.begin_pass(2, 2)
+    model.round = MoveRound(2, np.zeros((0, 2), dtype=np.int32), [], births=[1])
+    model._usage_acc = None
+    model.visit(X, params, 0)
+    rows = []
+    plain = _SparseGMMModel(prior, 2, 2, X.dtype)
+    plain._collect = lambda s0, v, i, Xc: rows.append((v.copy(), i.copy()))
+    plain.local_step(X, params)
+    v = np.concatenate([r[0] for r in rows])
+    i = np.concatenate([r[1] for r in rows])
+    share = np.where(i == 1, v, 0.0).sum(axis=1)
+    expect = np.flatnonzero(share >= BIRTH_SHARE)
+    assert np.array_equal(np.sort(model.round.batch[0]["rows"]), expect)
+    assert np.any((share[expect] < 0.5) & (share[expect] > 0))  # shared with cluster 0
+    assert np.any((share > 0) & (share < BIRTH_SHARE))  # and a cut that leaves some out
+
+
+def test_births_in_a_fit_target_the_gathered_samples_of_their_share(monkeypatch):
+    """In a whole fit, every birth's target is every gathered sample in which the target
+    cluster holds at least BIRTH_SHARE (the pass also gathers the delete candidates'
+    samples, which the target must leave out)."""
+    from sparseclust.mixture._dp_moves import BIRTH_SHARE
+
+    seen = []
+    orig = _Workspace.try_birth
+
+    def spy(self, k, targets, rnd, batches, opts, rng):
+        for bb, g in rnd.batch.items():
+            if g["values"] is None:
+                continue
+            share = np.where(g["indices"] == k, g["values"], 0.0).sum(axis=1)
+            got = np.sort(targets.get(bb, np.zeros(0, dtype=np.int64)))
+            assert np.array_equal(got, np.flatnonzero(share >= BIRTH_SHARE))
+            seen.append(int(np.count_nonzero((share >= BIRTH_SHARE) & (share < 0.5))))
+        return orig(self, k, targets, rnd, batches, opts, rng)
+
+    monkeypatch.setattr(_Workspace, "try_birth", spy)
+    X, _ = _blobs(n_per=150, D=2, n_clusters=4, sep=3.0)
+    _dp(n_components=2, covariance_type="full", max_iter=30, n_batches=2,
+        random_state=0).fit(X)
+    assert seen and sum(seen) > 0
+
+
 def test_birth_proposal_equals_from_scratch():
     # one batch: the statistics and the objective of an accepted birth equal those of the
     # full responsibilities (the target's rows re-inferred, the others as the pass left them)

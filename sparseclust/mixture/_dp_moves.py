@@ -23,8 +23,9 @@ look mergeable, and a merge is never undone):
    ``h(x, y) = x log x + y log y - (x + y) log(x + y)`` over the rows whose L-sparse support
    holds both a and b (a sparse sum with at most L (L - 1) / 2 entries per row; for every
    other pair merging changes no entropy term, PH_ab = 0), the responsibilities of the rows
-   that use a delete candidate, and those of the rows whose responsibility for a birth
-   target is at least 1/2;
+   that use a delete candidate, and those of the rows in which a birth target holds at
+   least :data:`BIRTH_SHARE` of the responsibility (its rows, and those it shares with its
+   neighbours);
 3. **after the pass** (:meth:`MixtureMoves.after_pass`) the merge candidates are chosen:
    each cluster's ``near`` nearest clusters by the symmetric Kullback-Leibler divergence of
    their point-estimate Gaussians and its ``corr_near`` most correlated ones by the pass's
@@ -42,22 +43,24 @@ look mergeable, and a merge is never undone):
      (which depend on every N_k through the sticks) are re-evaluated;
    - delete j: the statistics of the rows using j are subtracted, the local step is re-run on
      those rows under the current clusters without j, and the new statistics added;
-   - birth at k (Hughes & Sudderth 2013): ``birth_components`` fresh clusters are fit to
-     k's rows, up to ``birth_fit_rows`` of them drawn at random (the better, by its ELBO on
-     those rows, of two starts: k-means++ seeds on the rows, and the rows grouped by the
-     axis along which they lie from their mean; each followed by a few iterations of the
-     local and global steps of a plain mixture on those rows). When those rows are all of
-     k's, the birth is rejected at once unless the fresh clusters' ELBO on them beats that
-     of one cluster holding them all (:func:`._dp_rows._fresh_clusters`). Otherwise the
-     local step is re-run on k's rows (all of them
-     up to :data:`BIRTH_VALUES` / n_features rows, or the delete budget if larger; no wider
-     than their gathered responsibilities) under the current clusters plus the fresh ones,
-     and the statistics of those rows are replaced; ``birth_refine`` times more, the global
-     step of the proposal's statistics (k without the rows it lost, the fresh clusters with
-     those they took) and the local step of the rows again, the best round being the
-     proposal. Any responsibilities of any subset of rows give a valid ELBO, so the proposal
-     is accepted, like the others, only when the whole-data ELBO increases; the fresh
-     clusters are appended at the end of the sticks;
+   - birth at k (Hughes & Sudderth 2013): the target is every row in which k holds at
+     least :data:`BIRTH_SHARE` of the responsibility, so the fresh clusters may take rows
+     from k's neighbours as well as from k; ``birth_components`` fresh clusters are fit to
+     the target's rows, up to ``birth_fit_rows`` of them drawn at random (the better, by
+     its ELBO on those rows, of two starts: k-means++ seeds on the rows, and the rows
+     grouped by the axis along which they lie from their mean; each followed by a few
+     iterations of the local and global steps of a plain mixture on those rows). When those
+     rows are all of the target's, the birth is rejected at once unless the fresh clusters'
+     ELBO on them beats that of one cluster holding them all
+     (:func:`._dp_rows._fresh_clusters`). Otherwise the local step is re-run on the
+     target's rows (all of them up to :data:`BIRTH_VALUES` / n_features rows, or the delete
+     budget if larger; no wider than their gathered responsibilities) under the current
+     clusters plus the fresh ones, and the statistics of those rows are replaced;
+     ``birth_refine`` times more, the global step of the proposal's statistics (k without
+     the rows it lost, the fresh clusters with those they took) and the local step of the
+     rows again, the best round being the proposal. Any responsibilities of any subset of
+     rows give a valid ELBO, so the proposal is accepted, like the others, only when the
+     whole-data ELBO increases; the fresh clusters are appended at the end of the sticks;
    - sort: the clusters are reordered by decreasing N_k when that raises the allocation
      terms (the stick-breaking prior depends on the order; nothing else does).
 
@@ -117,6 +120,9 @@ __all__ = ["MixtureMoves"]
 #: default). The target's rows are gathered in one dense array (on Dask, fetched to the client):
 #: at most 80 MB of float64 by this bound.
 BIRTH_VALUES = 10_000_000
+
+#: a birth at k targets the rows in which k holds at least this share of the responsibility
+BIRTH_SHARE = 0.01
 
 #: pairs of the merge order scanned at once for the data terms of chained merges
 CHAIN_BATCH = 64
@@ -224,7 +230,7 @@ class MixtureMoves(MoveBook):
             if rnd is not None and (rnd.deletes.size or rnd.births.size):
                 m = (np.isin(idx, rnd.deletes) & (v > 0)).any(axis=1)
                 if rnd.births.size:
-                    m |= (np.isin(idx, rnd.births) & (v >= 0.5)).any(axis=1)
+                    m |= (np.isin(idx, rnd.births) & (v >= BIRTH_SHARE)).any(axis=1)
                 if m.any():
                     side["rows"].append(doc_offset + start + np.flatnonzero(m))
                     side["values"].append(np.asarray(values)[m].copy())
@@ -586,7 +592,7 @@ class MixtureMoves(MoveBook):
             for bb, g in rnd.batch.items():
                 if g["values"] is None:
                     continue
-                m = ((g["indices"] == k) & (g["values"] >= 0.5)).any(axis=1)
+                m = ((g["indices"] == k) & (g["values"] >= BIRTH_SHARE)).any(axis=1)
                 if m.any():
                     targets[bb] = np.flatnonzero(m)
             if sum(t.size for t in targets.values()) < 2 * opts["birth_components"]:

@@ -180,15 +180,15 @@ class SparseGaussianMixture(_InitMixin, _FittingMixin, DensityMixin, SparseEstim
         local step without the cluster on the samples that use it; **birth** (in the first
         round, at the clusters its merges left untouched, then after a round that tried
         merges or deletes and accepted none; up to max(4, K / 4) of the largest clusters per
-        round) fits 3 fresh clusters to a subsample of a cluster's samples (when that is all
-        of them, a proposal whose fresh clusters have a lower ELBO on them than one cluster
-        is dropped before the next step), re-runs the local step on all of its samples (up
-        to 10^7 / n_features of them, or 10% of the samples if more) with the fresh
-        clusters added, and refines the proposal by 3 rounds of the global step of its
-        statistics and the local step of those samples
-        (Hughes & Sudderth 2013); **sort** reorders the clusters by size (the stick-breaking
-        prior favours large early sticks). Each proposal is accepted
-        only if the whole-data ELBO increases, so training stays monotone, and
+        round) targets the samples in which a cluster holds at least 1% of the
+        responsibility, fits 3 fresh clusters to a subsample of them (when that is all of
+        them, a proposal whose fresh clusters have a lower ELBO on them than one cluster is
+        dropped before the next step), re-runs the local step on all of them (up to
+        10^7 / n_features, or 10% of the samples if more) with the fresh clusters added,
+        and refines the proposal by 3 rounds of the global step of its statistics and the
+        local step of those samples (Hughes & Sudderth 2013); **sort** reorders the clusters
+        by size (the stick-breaking prior favours large early sticks). Each proposal is
+        accepted only if the whole-data ELBO increases, so training stays monotone, and
         ``n_components_`` becomes the number of clusters left that hold at least one expected
         sample (clusters with less, which the
         ELBO may keep for the entropy of a sliver of mass, are dropped from the fitted model;
