@@ -848,7 +848,7 @@ def test_gmm_dp_moves_equal_in_process(client, monkeypatch, algorithm):
 
 
 def test_gmm_dp_birth_equals_in_process(client, monkeypatch):
-    # a birth fits fresh clusters to rows of one cluster fetched from the partitions that
+    # a birth fits fresh clusters to its target's rows fetched from the partitions that
     # hold them: the same births, clusters and objective as in-process on the same batches
     import sparseclust.mixture._gmm_fit as gf
     import sparseclust.mixture._sparse_gmm as sg

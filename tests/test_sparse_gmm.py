@@ -1962,10 +1962,10 @@ def test_birth_target_is_every_sample_the_cluster_has_a_share_in():
 def test_births_in_a_fit_target_the_gathered_samples_of_their_share(monkeypatch):
     """In a whole fit, every birth's target is every gathered sample in which the target
     cluster holds at least BIRTH_SHARE (the pass also gathers the delete candidates'
-    samples, which the target must leave out)."""
+    samples, which the target must leave out), and an accepted birth's fresh clusters take
+    responsibility for samples of the neighbours, which k held less than half of."""
     from sparseclust.mixture._dp_moves import BIRTH_SHARE
 
-    seen = []
     orig = _Workspace.try_birth
 
     def spy(self, k, targets, rnd, batches, opts, rng):
@@ -1976,13 +1976,25 @@ def test_births_in_a_fit_target_the_gathered_samples_of_their_share(monkeypatch)
             got = np.sort(targets.get(bb, np.zeros(0, dtype=np.int64)))
             assert np.array_equal(got, np.flatnonzero(share >= BIRTH_SHARE))
             seen.append(int(np.count_nonzero((share >= BIRTH_SHARE) & (share < 0.5))))
-        return orig(self, k, targets, rnd, batches, opts, rng)
+        K0 = self.K
+        res = orig(self, k, targets, rnd, batches, opts, rng)
+        if res is not None:
+            # what the fresh clusters took from the target's rows that k held less than half
+            # of: rows of its neighbours
+            for bb, t in targets.items():
+                g = rnd.batch[bb]
+                share = np.where(g["indices"][t] == k, g["values"][t], 0.0).sum(axis=1)
+                vals, idx = res[1][bb][-2:]
+                taken.append(float(np.where(idx >= K0, vals, 0.0)[share < 0.5].sum()))
+        return res
 
+    seen, taken = [], []
     monkeypatch.setattr(_Workspace, "try_birth", spy)
     X, _ = _blobs(n_per=150, D=2, n_clusters=4, sep=3.0)
     _dp(n_components=2, covariance_type="full", max_iter=30, n_batches=2,
         random_state=0).fit(X)
     assert seen and sum(seen) > 0
+    assert taken and sum(taken) > 0
 
 
 def test_birth_proposal_equals_from_scratch():

@@ -56,11 +56,12 @@ look mergeable, and a merge is never undone):
      target's rows (all of them up to :data:`BIRTH_VALUES` / n_features rows, or the delete
      budget if larger; no wider than their gathered responsibilities) under the current
      clusters plus the fresh ones, and the statistics of those rows are replaced;
-     ``birth_refine`` times more, the global step of the proposal's statistics (k without
-     the rows it lost, the fresh clusters with those they took) and the local step of the
-     rows again, the best round being the proposal. Any responsibilities of any subset of
-     rows give a valid ELBO, so the proposal is accepted, like the others, only when the
-     whole-data ELBO increases; the fresh clusters are appended at the end of the sticks;
+     ``birth_refine`` times more, the global step of the proposal's statistics (k and its
+     neighbours without the rows they lost, the fresh clusters with those they took) and the
+     local step of the rows again, the best round being the proposal. Any responsibilities
+     of any subset of rows give a valid ELBO, so the proposal is accepted, like the others,
+     only when the whole-data ELBO increases; the fresh clusters are appended at the end of
+     the sticks;
    - sort: the clusters are reordered by decreasing N_k when that raises the allocation
      terms (the stick-breaking prior depends on the order; nothing else does).
 
@@ -592,7 +593,8 @@ class MixtureMoves(MoveBook):
             for bb, g in rnd.batch.items():
                 if g["values"] is None:
                     continue
-                m = ((g["indices"] == k) & (g["values"] >= BIRTH_SHARE)).any(axis=1)
+                share = np.asarray(g["values"], dtype=np.float64)  # as the pass compared it
+                m = ((g["indices"] == k) & (share >= BIRTH_SHARE)).any(axis=1)
                 if m.any():
                     targets[bb] = np.flatnonzero(m)
             if sum(t.size for t in targets.values()) < 2 * opts["birth_components"]:

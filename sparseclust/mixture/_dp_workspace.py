@@ -149,8 +149,9 @@ class _Workspace(MoveWorkspace):
         return out
 
     def try_birth(self, k, targets, rnd, batches, opts, rng):
-        """Fit fresh clusters to k's rows ``targets`` (up to ``birth_fit_rows`` of them) and
-        re-run the local step on those rows under the live clusters plus the fresh ones; returns
+        """Fit fresh clusters to the rows ``targets`` of a birth at k (up to
+        ``birth_fit_rows`` of them) and re-run the local step on those rows under the live
+        clusters plus the fresh ones; returns
         ``(n_new, {batch: (clusters before, their statistics, clusters after, their
         statistics, new values, new indices)})`` when the whole-data ELBO increases (the
         fresh clusters then occupy the last ``n_new`` slots; :func:`._dp_rows._move_stats`
@@ -194,9 +195,9 @@ class _Workspace(MoveWorkspace):
         best = prop = None
         for it in range(1 + opts["birth_refine"]):
             if it:
-                # refinement: the global step of the proposal's statistics (cluster k without
-                # the rows it lost, the fresh clusters with the rows they took), then the
-                # targets' local step again; every round is a valid proposal
+                # refinement: the global step of the proposal's statistics (k and its
+                # neighbours without the rows they lost, the fresh clusters with the rows they
+                # took), then the targets' local step again; every round is a valid proposal
                 params = _gaussian.global_step(restrict(prop, slot), self.prior)
             prop = _pad(self.stats, J)
             out = {}
