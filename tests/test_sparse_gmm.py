@@ -1927,15 +1927,10 @@ def test_birth_statistics_on_used_clusters_equal_the_full_width_update(covarianc
         np.testing.assert_array_equal(got[f], expected[f])
 
 
-def test_birth_target_is_every_sample_the_cluster_has_a_share_in():
-    """A birth at k targets the samples in which k holds at least BIRTH_SHARE of the
-    responsibility (k's own samples and those it shares with its neighbours, so the fresh
-    clusters can take samples from the neighbours too): the pass gathers exactly those, by
-    the responsibilities of an independent local step, and they include shared samples."""
-    from sparseclust.mixture._dp_moves import BIRTH_SHARE
-
-    X, _, labels = _merged_away(1, n_per=80)
-    X = X * 0.35  # overlapping clusters: samples shared between them
+def _birth_round(X, labels):
+    """A DP model over the two clusters ``labels`` after a pass of one batch whose round
+    proposes a birth at cluster 1: (model, parameters, the pass's statistics, the
+    responsibilities (values, indices) of every sample from a plain local step)."""
     est = SparseGaussianMixture(2, L=2, weight_concentration_prior_type=DP)
     prior = est._build_prior(X)
     model = _DPMixtureModel(prior, 2, 2, X.dtype, moves=("birth",))
@@ -1945,11 +1940,24 @@ def test_birth_target_is_every_sample_the_cluster_has_a_share_in():
     model.begin_pass(2, 2)
     model.round = MoveRound(2, np.zeros((0, 2), dtype=np.int32), [], births=[1])
     model._usage_acc = None
-    model.visit(X, params, 0)
+    stats = model.visit(X, params, 0)
     rows = []
     plain = _SparseGMMModel(prior, 2, 2, X.dtype)
     plain._collect = lambda s0, v, i, Xc: rows.append((v.copy(), i.copy()))
     plain.local_step(X, params)
+    return model, params, stats, rows
+
+
+def test_birth_target_is_every_sample_the_cluster_has_a_share_in():
+    """A birth at k targets the samples in which k holds at least BIRTH_SHARE of the
+    responsibility (k's own samples and those it shares with its neighbours, so the fresh
+    clusters can take samples from the neighbours too): the pass gathers exactly those, by
+    the responsibilities of an independent local step, and they include shared samples."""
+    from sparseclust.mixture._dp_moves import BIRTH_SHARE
+
+    X, _, labels = _merged_away(1, n_per=80)
+    X = X * 0.35  # overlapping clusters: samples shared between them
+    model, params, _, rows = _birth_round(X, labels)
     v = np.concatenate([r[0] for r in rows])
     i = np.concatenate([r[1] for r in rows])
     share = np.where(i == 1, v, 0.0).sum(axis=1)
@@ -2002,20 +2010,8 @@ def test_birth_proposal_equals_from_scratch():
     # full responsibilities (the target's rows re-inferred, the others as the pass left them)
     # recomputed from scratch; a rejected birth leaves the workspace untouched
     X, _, labels = _merged_away(1, n_per=80)
-    est = SparseGaussianMixture(2, L=2, weight_concentration_prior_type=DP)
-    prior = est._build_prior(X)
-    model = _DPMixtureModel(prior, 2, 2, X.dtype, moves=("birth",))
-    init = model.stats_from_responsibilities(np.ones((X.shape[0], 1)),
-                                             labels[:, None].astype(np.int32), X)
-    params = model.global_step(init)
-    model.begin_pass(2, 2)
-    model.round = MoveRound(2, np.zeros((0, 2), dtype=np.int32), [], births=[1])
-    model._usage_acc = None
-    stats = model.visit(X, params, 0)
-    rows = []
-    plain = _SparseGMMModel(prior, 2, 2, X.dtype)
-    plain._collect = lambda s0, v, i, Xc: rows.append((v.copy(), i.copy()))
-    plain.local_step(X, params)
+    model, params, stats, rows = _birth_round(X, labels)
+    prior = model.prior
     work = _Workspace(model, stats.copy())
     v0 = work.value
     g = model.round.batch[0]
