@@ -125,6 +125,13 @@ BIRTH_VALUES = 10_000_000
 #: a birth at k targets the rows in which k holds at least this share of the responsibility
 BIRTH_SHARE = 0.01
 
+
+def _birth_rows(values, indices, clusters):
+    """bool (n,): the rows in which one of ``clusters`` holds at least :data:`BIRTH_SHARE` of
+    the responsibility (compared in float64, whatever the values' dtype)."""
+    share = np.asarray(values, dtype=np.float64)
+    return (np.isin(indices, clusters) & (share >= BIRTH_SHARE)).any(axis=1)
+
 #: pairs of the merge order scanned at once for the data terms of chained merges
 CHAIN_BATCH = 64
 
@@ -231,7 +238,7 @@ class MixtureMoves(MoveBook):
             if rnd is not None and (rnd.deletes.size or rnd.births.size):
                 m = (np.isin(idx, rnd.deletes) & (v > 0)).any(axis=1)
                 if rnd.births.size:
-                    m |= (np.isin(idx, rnd.births) & (v >= BIRTH_SHARE)).any(axis=1)
+                    m |= _birth_rows(v, idx, rnd.births)
                 if m.any():
                     side["rows"].append(doc_offset + start + np.flatnonzero(m))
                     side["values"].append(np.asarray(values)[m].copy())
@@ -593,8 +600,7 @@ class MixtureMoves(MoveBook):
             for bb, g in rnd.batch.items():
                 if g["values"] is None:
                     continue
-                share = np.asarray(g["values"], dtype=np.float64)  # as the pass compared it
-                m = ((g["indices"] == k) & (share >= BIRTH_SHARE)).any(axis=1)
+                m = _birth_rows(g["values"], g["indices"], k)
                 if m.any():
                     targets[bb] = np.flatnonzero(m)
             if sum(t.size for t in targets.values()) < 2 * opts["birth_components"]:
