@@ -2377,6 +2377,64 @@ def test_birth_fresh_clusters_must_beat_one_cluster_on_their_rows(covariance_typ
         assert value > single + 100.0
 
 
+@pytest.mark.parametrize("covariance_type", ["full", "diag", "spherical"])
+def test_birth_fresh_clusters_stop_when_converged_or_unable_to_beat_one_cluster(
+        monkeypatch, covariance_type):
+    # each start of the fresh-cluster fit stops once an iteration gains less than FRESH_TOL
+    # nats per row, and (screened) once its last gain, repeated in every iteration left,
+    # cannot lift it past one cluster; the decisions and the fit are those of the loop that
+    # runs every iteration: one Gaussian's rows are dropped, separated groups kept with the
+    # ELBO the whole loop reaches
+    from sparseclust.mixture import _dp_rows
+
+    calls = []
+    local_step = _SparseGMMModel.local_step
+
+    def counting(self, X, params):
+        calls.append(X.shape[0])
+        return local_step(self, X, params)
+
+    monkeypatch.setattr(_SparseGMMModel, "local_step", counting)
+    rng = np.random.RandomState(0)
+    blob = rng.randn(800, 3)
+    two = np.vstack([blob[:400] - 12.0, blob[400:] + 12.0])
+    n_iter = 100
+
+    def fit(model, X, tol=_dp_rows.FRESH_TOL, cut=True):
+        calls.clear()
+        with monkeypatch.context() as m:
+            m.setattr(_dp_rows, "FRESH_TOL", tol)
+            if not cut:
+                m.setattr(_dp_rows, "cannot_pass", lambda *a: False)
+            got = _dp_rows._fresh_clusters(model, X, 3, np.random.RandomState(1), n_iter)
+        return got, len(calls)
+
+    for X, split in ((blob, False), (two, True)):
+        est = SparseGaussianMixture(3, covariance_type=covariance_type,
+                                    weight_concentration_prior_type=DP)
+        prior = est._build_prior(X)
+        model = _DPMixtureModel(prior, 3, 3, X.dtype, moves=("birth",))
+        full, n_full = fit(model, X, tol=-np.inf, cut=False)
+        assert n_full == 2 * n_iter
+        got, n_got = fit(model, X)
+        assert n_got < n_full / 4
+        if not split:
+            # the cut alone (no convergence stop) drops both starts early too
+            cut_only, n_cut = fit(model, X, tol=-np.inf)
+            assert got is None and full is None and cut_only is None
+            assert n_cut < n_full
+            continue
+
+        def value(st, prior=prior):
+            N = np.sort(st["N"])[::-1]
+            return (_gaussian.optimal_allocation_terms(N, prior) + np.sum(st["entropy"])
+                    + np.sum(_gaussian.optimal_component_terms(st, prior)))
+
+        assert got is not None and full is not None
+        assert abs(value(got) - value(full)) <= _dp_rows.FRESH_TOL * X.shape[0]
+        np.testing.assert_allclose(np.sort(got["N"]), np.sort(full["N"]), atol=1e-3)
+
+
 def test_birth_screens_only_a_target_it_fits_whole(monkeypatch):
     # the screen runs when the fresh clusters are fit to every row of the target, and not
     # when they are fit to a subsample of it (birth_fit_rows smaller than the target)

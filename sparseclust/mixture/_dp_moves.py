@@ -48,10 +48,12 @@ look mergeable, and a merge is never undone):
      from k's neighbours as well as from k; ``birth_components`` fresh clusters are fit to
      the target's rows, up to ``birth_fit_rows`` of them drawn at random (the better, by
      its ELBO on those rows, of two starts: k-means++ seeds on the rows, and the rows
-     grouped by the axis along which they lie from their mean; each followed by a few
-     iterations of the local and global steps of a plain mixture on those rows). When those
-     rows are all of the target's, the birth is rejected at once unless the fresh clusters'
-     ELBO on them beats that of one cluster holding them all
+     grouped by the axis along which they lie from their mean; each followed by
+     iterations of the local and global steps of a plain mixture on those rows, until an
+     iteration gains less than :data:`._dp_rows.FRESH_TOL` nats per row). When those rows
+     are all of the target's, the birth is rejected at once unless the fresh clusters' ELBO
+     on them beats that of one cluster holding them all, and a start is dropped as soon as
+     its last gain, repeated in every iteration left, could not beat it
      (:func:`._dp_rows._fresh_clusters`). Otherwise the local step is re-run on the
      target's rows (all of them up to :data:`BIRTH_VALUES` / n_features rows, or the delete
      budget if larger; no wider than their gathered responsibilities) under the current
@@ -153,20 +155,20 @@ class MixtureMoves(MoveBook):
     clusters by divergence and ``corr_near`` by co-usage examined per cluster as merge
     partners), ``max_deletes`` (the most per round; a round that accepted none halves the
     next round's number), ``cooldown`` (passes), ``birth_components`` (fresh clusters per
-    birth), ``birth_fit_rows`` (rows the fresh clusters are fit to), ``birth_iters``
-    (iterations of that fit), ``birth_refine`` (rounds of the global step of the proposal's
-    statistics and the targets' local step after the first re-inference; the best round is
-    the proposal), ``max_births`` and ``birth_fraction`` (targets per round: the larger of
-    ``max_births`` and that fraction of the clusters). A pass's deletes revisit
-    10% of the samples, at least 500 rows; a birth re-infers up to :data:`BIRTH_VALUES` /
-    n_features rows of its target, or the delete budget if larger (a uniform subsample of
-    the target's rows beyond it).
+    birth), ``birth_fit_rows`` (rows the fresh clusters are fit to), ``birth_iters`` (the
+    most iterations of that fit, which stops earlier once converged), ``birth_refine``
+    (rounds of the global step of the proposal's statistics and the targets' local step
+    after the first re-inference; the best round is the proposal), ``max_births`` and
+    ``birth_fraction`` (targets per round: the larger of ``max_births`` and that fraction of
+    the clusters). A pass's deletes revisit 10% of the samples, at least 500 rows; a birth
+    re-infers up to :data:`BIRTH_VALUES` / n_features rows of its target, or the delete
+    budget if larger (a uniform subsample of the target's rows beyond it).
     """
 
     def init_moves(self, moves):
         self.moves = tuple(moves)
         self.move_opts = dict(start=8, near=64, corr_near=4, max_deletes=20, cooldown=3,
-                              birth_components=3, birth_fit_rows=20000, birth_iters=10,
+                              birth_components=3, birth_fit_rows=20000, birth_iters=20,
                               birth_refine=3, max_births=4, birth_fraction=0.25)
         # cluster identities, rejected-proposal memo with its cool-down, co-usage, round logs
         self.init_book()

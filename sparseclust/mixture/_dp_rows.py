@@ -13,7 +13,7 @@ import copy
 import numpy as np
 
 from .._engine import SuffStats
-from .._moves import fetch_rows, improves
+from .._moves import cannot_pass, fetch_rows, improves
 from . import _gaussian
 
 
@@ -252,37 +252,50 @@ def _axial_labels(Z, J, rng):
     return ((Z @ Z[seeds].T) ** 2).argmax(1).astype(np.int32)
 
 
+#: the fit of a birth's fresh clusters has converged when an iteration raises its ELBO by
+#: less than this many nats per row (the estimator's default ``tol``)
+FRESH_TOL = 1e-3
+
+
 def _fresh_clusters(model, X, J, rng, n_iter, screen=True):
     """Statistics of ``J`` clusters fit to the rows ``X`` by a plain mixture; None when fewer
     than two clusters keep mass, or (``screen``) when they do not explain the rows better
     than one cluster does.
 
-    Two starts, the better kept (by the ELBO of the plain mixture's responsibilities on
-    ``X`` at their optimal global parameters): k-means++ seeds (Arthur & Vassilvitskii
-    2007) on the rows, each row to its nearest seed; and the rows grouped by the axis along
-    which they lie from the rows' mean (:func:`_axial_labels`). Then ``n_iter`` iterations
-    of the local and global steps. The first start separates groups by where they lie; the
-    second by the direction in which they spread, which the first misses when the groups
-    share a centre and differ in covariance (e.g. image patches with the mean removed,
-    whose Euclidean seeds split by contrast, which one Gaussian already explains).
+    Two starts, the better kept: k-means++ seeds (Arthur & Vassilvitskii 2007) on the rows,
+    each row to its nearest seed; and the rows grouped by the axis along which they lie from
+    the rows' mean (:func:`_axial_labels`). The first start separates groups by where they
+    lie; the second by the direction in which they spread, which the first misses when the
+    groups share a centre and differ in covariance (e.g. image patches with the mean
+    removed, whose Euclidean seeds split by contrast, which one Gaussian already explains).
 
-    The screen: the ELBO of the rows ``X`` alone, each side at its optimal global
-    parameters, under the J clusters (sorted by size, the order the stick-breaking prior
-    favours) against one cluster holding every row,
+    Each start runs iterations of the local and global steps of the plain mixture on ``X``,
+    at most ``n_iter``. It is valued at its start and after each iteration by the ELBO of
+    the rows ``X`` alone at the optimal global parameters of its statistics, its clusters
+    ordered by size (the order the stick-breaking prior favours),
 
-        L_J(X) = alloc(N_(1) >= ... >= N_(J)) + sum_j H_j + sum_j C_j
-               > L_1(X) = alloc(n) + C(X),
+        L_J(X) = alloc(N_(1) >= ... >= N_(J)) + sum_j H_j + sum_j C_j,
 
     with ``alloc`` the allocation terms of the weight prior, ``H_j`` the entropy terms and
-    ``C_j`` the data terms (:func:`_gaussian.optimal_value`). It is a cut of cost, not an
-    equivalence: a birth that fails it is rejected before the re-inference of its target,
-    though the re-inference and the refinement rounds could still have turned it into a
-    whole-data gain. The caller screens only a target whose rows are all in ``X`` (a
-    subsample carries the fresh clusters' cost on fewer rows than the whole-data test).
+    ``C_j`` the data terms (:func:`_gaussian.optimal_value`). A start stops once an
+    iteration gains less than :data:`FRESH_TOL` nats per row. The start of the larger value
+    is kept.
+
+    The screen compares that value with one cluster holding every row,
+    ``L_1(X) = alloc(n) + C(X)``: a start is dropped as soon as its last gain, repeated in
+    each iteration left, would not lift it past ``L_1(X)``
+    (:func:`sparseclust._moves.cannot_pass`), and the kept start must end above it. Both
+    are cuts of cost, not equivalences: a birth that fails them is rejected before the
+    re-inference of its target, though the re-inference and the refinement rounds could
+    still have turned it into a whole-data gain, and a start whose gains would grow again
+    after the cut could have passed. The caller screens only a target whose rows are all in
+    ``X`` (a subsample carries the fresh clusters' cost on fewer rows than the whole-data
+    test).
     """
     from sklearn.cluster import kmeans_plusplus
 
     Xd = np.asarray(X, dtype=np.float64)
+    n = X.shape[0]
     centers, _ = kmeans_plusplus(Xd, J, random_state=rng)
     d2 = (Xd ** 2).sum(1)[:, None] - 2.0 * Xd @ centers.T + (centers ** 2).sum(1)[None]
     Z = Xd - Xd.mean(axis=0)
@@ -290,29 +303,34 @@ def _fresh_clusters(model, X, J, rng, n_iter, screen=True):
     Z = Z / np.where(norms > 0, norms, 1.0)
     plain = model.plain_model(J)
     prior = model.prior
+
+    def value(stats):
+        comp = _gaussian.optimal_component_terms(stats, prior)
+        return _gaussian.optimal_value(np.sort(stats["N"])[::-1], stats["entropy"], comp,
+                                       prior)
+
+    single = None
+    if screen:
+        single = value(model.plain_model(1).stats_from_responsibilities(
+            np.ones((n, 1), dtype=X.dtype), np.zeros((n, 1), dtype=np.int32), X))
     best = None
     for labels in (d2.argmin(1).astype(np.int32), _axial_labels(Z, J, rng)):
         stats = plain.stats_from_responsibilities(
-            np.ones((X.shape[0], 1), dtype=X.dtype), labels[:, None], X)
-        for _ in range(n_iter):
+            np.ones((n, 1), dtype=X.dtype), labels[:, None], X)
+        values = [value(stats)]
+        for it in range(n_iter):
             stats = plain.local_step(X, plain.global_step(stats))
+            values.append(value(stats))
+            if values[-1] - values[-2] < FRESH_TOL * n or (
+                    screen and cannot_pass(values, n_iter - it - 1, single)):
+                break
+        if screen and not improves(values[-1], single):
+            continue
         if np.count_nonzero(stats["N"] >= 1.0) < 2:
             continue
-        comp = _gaussian.optimal_component_terms(stats, prior)
-        value = _gaussian.optimal_value(stats["N"], stats["entropy"], comp, prior)
-        if best is None or value > best[0]:
-            best = (value, stats, comp)
-    if best is None:
-        return None
-    _, st, comp = best
-    if not screen:
-        return st
-    by_size = _gaussian.optimal_value(np.sort(st["N"])[::-1], st["entropy"], comp, prior)
-    one = model.plain_model(1).stats_from_responsibilities(
-        np.ones((X.shape[0], 1), dtype=X.dtype), np.zeros((X.shape[0], 1), dtype=np.int32), X)
-    single = _gaussian.optimal_value(one["N"], one["entropy"],
-                                     _gaussian.optimal_component_terms(one, prior), prior)
-    return st if improves(by_size, single) else None
+        if best is None or values[-1] > best[0]:
+            best = (values[-1], stats)
+    return None if best is None else best[1]
 
 
 def _merge_into(st, a, b, ph):

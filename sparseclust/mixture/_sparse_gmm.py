@@ -181,9 +181,11 @@ class SparseGaussianMixture(_InitMixin, _FittingMixin, DensityMixin, SparseEstim
         round, at the clusters its merges left untouched, then after a round that tried
         merges or deletes and accepted none; up to max(4, K / 4) of the largest clusters per
         round) targets the samples in which a cluster holds at least 1% of the
-        responsibility, fits 3 fresh clusters to a subsample of them (when that is all of
-        them, a proposal whose fresh clusters have a lower ELBO on them than one cluster is
-        dropped before the next step), re-runs the local step on all of them (up to
+        responsibility, fits 3 fresh clusters to a subsample of them (up to 20 iterations,
+        fewer once an iteration gains less than 1e-3 nats per sample; when that is all of
+        them, a proposal whose fresh clusters have a lower ELBO on them than one cluster, or
+        cannot reach it in the iterations left at their last gain, is dropped before the
+        next step), re-runs the local step on all of them (up to
         10^7 / n_features, or 10% of the samples if more) with the fresh clusters added,
         and refines the proposal by 3 rounds of the global step of its statistics and the
         local step of those samples (Hughes & Sudderth 2013); **sort** reorders the clusters
