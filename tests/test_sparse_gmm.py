@@ -2435,6 +2435,75 @@ def test_birth_fresh_clusters_stop_when_converged_or_unable_to_beat_one_cluster(
         np.testing.assert_allclose(np.sort(got["N"]), np.sort(full["N"]), atol=1e-3)
 
 
+@pytest.mark.parametrize("covariance_type", ["full", "spherical"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_birth_fresh_clusters_keep_a_start_that_rises_past_one_cluster(
+        monkeypatch, covariance_type, dtype):
+    # two overlapping groups: the k-means++ start begins below one cluster holding the rows
+    # and rises past it; the cut (its last gain over the iterations left) must not drop it,
+    # and the start kept is at least as good as that start run by the rule here (iterations
+    # until one gains less than FRESH_TOL nats per row, at most n_iter); the cut is asked
+    # with the values from the start on and the iterations left of the n_iter
+    from sklearn.cluster import kmeans_plusplus
+
+    from sparseclust.mixture import _dp_rows
+    from sparseclust.mixture._dp_rows import FRESH_TOL, _fresh_clusters
+
+    asked = []
+
+    def spy(values, n_left, old):
+        asked.append((len(values), n_left, old))
+        return cannot_pass(values, n_left, old)
+
+    cannot_pass = _dp_rows.cannot_pass
+    monkeypatch.setattr(_dp_rows, "cannot_pass", spy)
+
+    rng = np.random.RandomState(0)
+    # full covariances pay more per cluster: their groups lie further apart
+    sep = {"full": 2.8, "spherical": 2.2}[covariance_type]
+    X = np.vstack([rng.randn(600, 3), rng.randn(600, 3) + [sep, 0.0, 0.0]]).astype(dtype)
+    est = SparseGaussianMixture(3, covariance_type=covariance_type,
+                                weight_concentration_prior_type=DP)
+    prior = est._build_prior(X)
+    model = _DPMixtureModel(prior, 3, 3, X.dtype, moves=("birth",))
+    plain = model.plain_model(3)
+    n = X.shape[0]
+
+    def value(st):
+        N = np.sort(st["N"])[::-1]
+        return (_gaussian.optimal_allocation_terms(N, prior) + np.sum(st["entropy"])
+                + np.sum(_gaussian.optimal_component_terms(st, prior)))
+
+    one = {"N": np.array([float(n)]), "Sx": X.astype(np.float64).sum(0)[None],
+           "entropy": np.zeros(1)}
+    X64 = X.astype(np.float64)
+    if covariance_type == "full":
+        one["Sxx"] = (X64.T @ X64)[None]
+    else:
+        one["Sxx_diag"] = (X64 ** 2).sum(0)[None]
+    single = value(one)
+    # the first start, by hand: k-means++ draws first from the birth's stream
+    centers, _ = kmeans_plusplus(X64, 3, random_state=np.random.RandomState(1))
+    labels = ((X64[:, None, :] - centers[None]) ** 2).sum(-1).argmin(1).astype(np.int32)
+    st = plain.stats_from_responsibilities(np.ones((n, 1), dtype=dtype), labels[:, None], X)
+    values = [value(st)]
+    assert values[0] < single
+    n_iter = 20
+    for _ in range(n_iter):
+        st = plain.local_step(X, plain.global_step(st))
+        values.append(value(st))
+        if values[-1] - values[-2] < FRESH_TOL * n:
+            break
+    assert values[-1] > single
+    got = _fresh_clusters(model, X, 3, np.random.RandomState(1), n_iter)
+    assert got is not None
+    assert got["N"].dtype == np.float64
+    assert asked and all(n_left == n_iter + 1 - n_values and n_values >= 2
+                         for n_values, n_left, _ in asked)
+    np.testing.assert_allclose([o for _, _, o in asked], single, rtol=1e-9)
+    assert value(got) >= values[-1] - 1e-9 * abs(values[-1])
+
+
 def test_birth_screens_only_a_target_it_fits_whole(monkeypatch):
     # the screen runs when the fresh clusters are fit to every row of the target, and not
     # when they are fit to a subsample of it (birth_fit_rows smaller than the target)
@@ -2469,7 +2538,8 @@ def test_birth_screens_only_a_target_it_fits_whole(monkeypatch):
 
 def test_birth_fresh_clusters_keep_the_better_of_two_starts():
     # a birth's fresh clusters come from two starts, k-means++ on the rows and on their
-    # directions from the rows' mean, and keep the one whose plain-mixture ELBO is higher;
+    # directions from the rows' mean, and keep the one whose plain-mixture ELBO (clusters
+    # ordered by size) is higher;
     # groups that share a centre and differ in covariance (a cross) are separated by the
     # second, which the first misses
     from sklearn.cluster import kmeans_plusplus
@@ -2486,7 +2556,8 @@ def test_birth_fresh_clusters_keep_the_better_of_two_starts():
     plain = model.plain_model(2)
 
     def value(st):
-        return (_gaussian.optimal_allocation_terms(st["N"], prior) + np.sum(st["entropy"])
+        N = np.sort(st["N"])[::-1]
+        return (_gaussian.optimal_allocation_terms(N, prior) + np.sum(st["entropy"])
                 + np.sum(_gaussian.optimal_component_terms(st, prior)))
 
     def euclidean_only(n_iter, seed):

@@ -183,13 +183,14 @@ class SparseGaussianMixture(_InitMixin, _FittingMixin, DensityMixin, SparseEstim
         round) targets the samples in which a cluster holds at least 1% of the
         responsibility, fits 3 fresh clusters to a subsample of them (up to 20 iterations,
         fewer once an iteration gains less than 1e-3 nats per sample; when that is all of
-        them, a proposal whose fresh clusters have a lower ELBO on them than one cluster, or
-        cannot reach it in the iterations left at their last gain, is dropped before the
-        next step), re-runs the local step on all of them (up to
-        10^7 / n_features, or 10% of the samples if more) with the fresh clusters added,
-        and refines the proposal by 3 rounds of the global step of its statistics and the
-        local step of those samples (Hughes & Sudderth 2013); **sort** reorders the clusters
-        by size (the stick-breaking prior favours large early sticks). Each proposal is
+        them, a start of that fit whose ELBO on them is lower than one cluster's, or cannot
+        reach it in the iterations left at its last gain, is dropped, and the proposal
+        before the next step when neither start is left), re-runs the local step on all of
+        them (up to 10^7 / n_features, or 10% of the samples if more) with the fresh
+        clusters added, and refines the proposal by 3 rounds of the global step of its
+        statistics and the local step of those samples (Hughes & Sudderth 2013); **sort**
+        reorders the clusters by size (the stick-breaking prior favours large early
+        sticks). Each proposal is
         accepted only if the whole-data ELBO increases, so training stays monotone, and
         ``n_components_`` becomes the number of clusters left that hold at least one expected
         sample (clusters with less, which the
