@@ -2337,6 +2337,25 @@ def test_births_per_round_grow_with_k(monkeypatch):
     assert any(m > 4 for _, m in seen)
 
 
+def _sorted_value(st, prior):
+    """The ELBO of plain-mixture statistics on their rows at their optimal global
+    parameters, the clusters ordered by size, from numpy-level terms."""
+    N = np.sort(st["N"])[::-1]
+    return (_gaussian.optimal_allocation_terms(N, prior) + np.sum(st["entropy"])
+            + np.sum(_gaussian.optimal_component_terms(st, prior)))
+
+
+def _one_cluster(X, covariance_type):
+    """The statistics of one cluster holding every row of X, by numpy."""
+    X = np.asarray(X, dtype=np.float64)
+    one = {"N": np.array([float(X.shape[0])]), "Sx": X.sum(0)[None], "entropy": np.zeros(1)}
+    if covariance_type == "full":
+        one["Sxx"] = (X.T @ X)[None]
+    else:
+        one["Sxx_diag"] = (X ** 2).sum(0)[None]
+    return one
+
+
 @pytest.mark.parametrize("covariance_type", ["full", "diag", "spherical"])
 @pytest.mark.parametrize("zero_mean", [False, True])
 def test_birth_fresh_clusters_must_beat_one_cluster_on_their_rows(covariance_type, zero_mean):
@@ -2358,23 +2377,14 @@ def test_birth_fresh_clusters_must_beat_one_cluster_on_their_rows(covariance_typ
         prior = est._build_prior(X)
         model = _DPMixtureModel(prior, 3, 3, X.dtype, moves=("birth",))
         got = _fresh_clusters(model, X, 3, np.random.RandomState(1), 10)
-        one = {"N": np.array([X.shape[0] * 1.0]), "Sx": X.sum(0)[None], "entropy": np.zeros(1)}
-        if covariance_type == "full":
-            one["Sxx"] = (X.T @ X)[None]
-        else:
-            one["Sxx_diag"] = (X ** 2).sum(0)[None]
-        single = (_gaussian.optimal_allocation_terms(one["N"], prior)
-                  + np.sum(_gaussian.optimal_component_terms(one, prior)))
+        single = _sorted_value(_one_cluster(X, covariance_type), prior)
         if not split:
             assert got is None
             assert _fresh_clusters(model, X, 3, np.random.RandomState(1), 10,
                                    screen=False) is not None
             continue
         assert got is not None
-        N = np.sort(got["N"])[::-1]
-        value = (_gaussian.optimal_allocation_terms(N, prior) + np.sum(got["entropy"])
-                 + np.sum(_gaussian.optimal_component_terms(got, prior)))
-        assert value > single + 100.0
+        assert _sorted_value(got, prior) > single + 100.0
 
 
 @pytest.mark.parametrize("covariance_type", ["full", "diag", "spherical"])
@@ -2425,13 +2435,9 @@ def test_birth_fresh_clusters_stop_when_converged_or_unable_to_beat_one_cluster(
             assert n_cut < n_full
             continue
 
-        def value(st, prior=prior):
-            N = np.sort(st["N"])[::-1]
-            return (_gaussian.optimal_allocation_terms(N, prior) + np.sum(st["entropy"])
-                    + np.sum(_gaussian.optimal_component_terms(st, prior)))
-
         assert got is not None and full is not None
-        assert abs(value(got) - value(full)) <= _dp_rows.FRESH_TOL * X.shape[0]
+        assert (abs(_sorted_value(got, prior) - _sorted_value(full, prior))
+                <= _dp_rows.FRESH_TOL * X.shape[0])
         np.testing.assert_allclose(np.sort(got["N"]), np.sort(full["N"]), atol=1e-3)
 
 
@@ -2468,20 +2474,12 @@ def test_birth_fresh_clusters_keep_a_start_that_rises_past_one_cluster(
     model = _DPMixtureModel(prior, 3, 3, X.dtype, moves=("birth",))
     plain = model.plain_model(3)
     n = X.shape[0]
+    X64 = X.astype(np.float64)
 
     def value(st):
-        N = np.sort(st["N"])[::-1]
-        return (_gaussian.optimal_allocation_terms(N, prior) + np.sum(st["entropy"])
-                + np.sum(_gaussian.optimal_component_terms(st, prior)))
+        return _sorted_value(st, prior)
 
-    one = {"N": np.array([float(n)]), "Sx": X.astype(np.float64).sum(0)[None],
-           "entropy": np.zeros(1)}
-    X64 = X.astype(np.float64)
-    if covariance_type == "full":
-        one["Sxx"] = (X64.T @ X64)[None]
-    else:
-        one["Sxx_diag"] = (X64 ** 2).sum(0)[None]
-    single = value(one)
+    single = value(_one_cluster(X, covariance_type))
     # the first start, by hand: k-means++ draws first from the birth's stream
     centers, _ = kmeans_plusplus(X64, 3, random_state=np.random.RandomState(1))
     labels = ((X64[:, None, :] - centers[None]) ** 2).sum(-1).argmin(1).astype(np.int32)
@@ -2556,9 +2554,7 @@ def test_birth_fresh_clusters_keep_the_better_of_two_starts():
     plain = model.plain_model(2)
 
     def value(st):
-        N = np.sort(st["N"])[::-1]
-        return (_gaussian.optimal_allocation_terms(N, prior) + np.sum(st["entropy"])
-                + np.sum(_gaussian.optimal_component_terms(st, prior)))
+        return _sorted_value(st, prior)
 
     def euclidean_only(n_iter, seed):
         centers, _ = kmeans_plusplus(X, 2, random_state=np.random.RandomState(seed))
