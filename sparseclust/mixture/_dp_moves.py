@@ -43,27 +43,24 @@ look mergeable, and a merge is never undone):
      (which depend on every N_k through the sticks) are re-evaluated;
    - delete j: the statistics of the rows using j are subtracted, the local step is re-run on
      those rows under the current clusters without j, and the new statistics added;
-   - birth at k (Hughes & Sudderth 2013): the target is every row in which k holds at
-     least :data:`BIRTH_SHARE` of the responsibility, so the fresh clusters may take rows
-     from k's neighbours as well as from k; ``birth_components`` fresh clusters are fit to
-     the target's rows, up to ``birth_fit_rows`` of them drawn at random (the better, by
-     its ELBO on those rows, of two starts: k-means++ seeds on the rows, and the rows
-     grouped by the axis along which they lie from their mean; each followed by
-     iterations of the local and global steps of a plain mixture on those rows, until an
-     iteration gains less than :data:`._dp_rows.FRESH_TOL` nats per row). When those rows
-     are all of the target's, the birth is rejected at once unless the fresh clusters' ELBO
-     on them beats that of one cluster holding them all, and a start is dropped as soon as
-     its last gain, repeated in every iteration left, could not beat it
-     (:func:`._dp_rows._fresh_clusters`). Otherwise the local step is re-run on the
-     target's rows (all of them up to :data:`BIRTH_VALUES` / n_features rows, or the delete
-     budget if larger; no wider than their gathered responsibilities) under the current
-     clusters plus the fresh ones, and the statistics of those rows are replaced;
-     ``birth_refine`` times more, the global step of the proposal's statistics (k and its
-     neighbours without the rows they lost, the fresh clusters with those they took) and the
-     local step of the rows again, the best round being the proposal. Any responsibilities
-     of any subset of rows give a valid ELBO, so the proposal is accepted, like the others,
-     only when the whole-data ELBO increases; the fresh clusters are appended at the end of
-     the sticks;
+   - birth at k (Hughes & Sudderth 2013): the target is every row in which k holds at least
+     :data:`BIRTH_SHARE` of the responsibility, so the fresh clusters may take rows from k's
+     neighbours as well as from k; ``birth_components`` fresh clusters are fit to the target's
+     rows, up to ``birth_fit_rows`` of them drawn at random (the better, by its ELBO on those
+     rows, of two starts: k-means++ seeds on the rows, and the rows grouped by the axis along
+     which they lie from their mean; each followed by iterations of the local and global steps
+     of a plain mixture on those rows until they converge). When those rows are all of the
+     target's, the birth is rejected at once unless the fresh clusters' ELBO on them beats
+     that of one cluster holding them all (:func:`._dp_rows._fresh_clusters` states the
+     stopping rules and this screen). Otherwise the local step is re-run on the target's rows
+     (all of them up to :data:`BIRTH_VALUES` / n_features rows, or the delete budget if
+     larger; no wider than their gathered responsibilities) under the current clusters plus
+     the fresh ones, and the statistics of those rows are replaced; ``birth_refine`` times
+     more, the global step of the proposal's statistics (k and its neighbours without the rows
+     they lost, the fresh clusters with those they took) and the local step of the rows again,
+     the best round being the proposal. Any responsibilities of any subset of rows give a
+     valid ELBO, so the proposal is accepted, like the others, only when the whole-data ELBO
+     increases; the fresh clusters are appended at the end of the sticks;
    - sort: the clusters are reordered by decreasing N_k when that raises the allocation
      terms (the stick-breaking prior depends on the order; nothing else does).
 
@@ -127,13 +124,6 @@ BIRTH_VALUES = 10_000_000
 #: a birth at k targets the rows in which k holds at least this share of the responsibility
 BIRTH_SHARE = 0.01
 
-
-def _birth_rows(values, indices, clusters):
-    """bool (n,): the rows in which one of ``clusters`` holds at least :data:`BIRTH_SHARE` of
-    the responsibility (compared in float64, whatever the values' dtype)."""
-    share = np.asarray(values, dtype=np.float64)
-    return (np.isin(indices, clusters) & (share >= BIRTH_SHARE)).any(axis=1)
-
 #: pairs of the merge order scanned at once for the data terms of chained merges
 CHAIN_BATCH = 64
 
@@ -141,6 +131,13 @@ CHAIN_BATCH = 64
 #: ``-CHAIN_MARGIN * S`` is rejected without the exact evaluation (which it cannot pass);
 #: S = |L| + sum_k |data terms_k| + sum_k |entropy_k| bounds the magnitude that rounds
 CHAIN_MARGIN = 1e-9
+
+
+def _birth_rows(values, indices, clusters):
+    """bool (n,): the rows in which one of ``clusters`` holds at least :data:`BIRTH_SHARE` of
+    the responsibility (compared in float64, whatever the values' dtype)."""
+    share = np.asarray(values, dtype=np.float64)
+    return (np.isin(indices, clusters) & (share >= BIRTH_SHARE)).any(axis=1)
 
 
 class MixtureMoves(MoveBook):
