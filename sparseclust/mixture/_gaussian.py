@@ -46,7 +46,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import betaln, digamma, gammaln
-from threadpoolctl import ThreadpoolController
 
 from .._kernels import _gmm_weights
 from .._stickbreak import (
@@ -56,6 +55,7 @@ from .._stickbreak import (
     later_sums,
     stick_prior_terms,
 )
+from ..utils._threads import single_threaded_blas
 
 LOG_2PI = math.log(2.0 * math.pi)
 
@@ -296,7 +296,7 @@ def _wishart_factors(scale_inv, reg, N, nu=None, symmetrize=True, n_threads=1):
     nu_arr = np.ascontiguousarray(nu if invert else np.ones(K), dtype=np.float64)
     nt = max(1, min(int(n_threads), K))
     if nt > 1:
-        with _single_threaded_blas():
+        with single_threaded_blas():
             _gmm_weights.scale_factors(scale_inv, out, nu_arr, logdet, tr, status, symmetrize,
                                        invert, nt)
     else:
@@ -531,7 +531,7 @@ def merged_component_terms(stats, pa, pb, prior, chunk=16):
         # one kernel call: each pooled matrix is built and factored in a per-thread buffer
         status = np.zeros(pa.size, dtype=np.int32)
         reg = prior.reg
-        with _single_threaded_blas():
+        with single_threaded_blas():
             _gmm_weights.pooled_logdet(np.ascontiguousarray(Sxx), np.ascontiguousarray(psi0),
                                        pa, pb, reg * np.maximum(N, 0.0), bool(reg), logdet,
                                        status, 1)
@@ -701,14 +701,3 @@ def component_terms(stats, params, prior):
             )
             L_lik = L_lik - 0.5 * N * D / beta
     return L_lik + L_prior
-
-
-@functools.lru_cache(maxsize=1)
-def _blas_controller():
-    """One threadpoolctl controller per process (library discovery is slow)."""
-    return ThreadpoolController()
-
-
-def _single_threaded_blas():
-    """BLAS limited to one thread around OpenMP kernels that call BLAS themselves."""
-    return _blas_controller().limit(limits=1, user_api="blas")

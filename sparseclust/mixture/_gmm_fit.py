@@ -18,6 +18,7 @@ from .._input import check_output_support, reject_text
 from .._moves import parse_moves
 from ..utils import effective_n_threads
 from ..utils._progress import Progress
+from ..utils._threads import _blas_controller
 from . import _gaussian
 from ._gmm_model import _auto_candidates, _DPMixtureModel, _SparseGMMModel
 from ._stream_rows import StreamRows, is_row_stream
@@ -105,7 +106,7 @@ class _FittingMixin:
     def _blas_limits(self):
         if self.n_threads is None:
             return contextlib.nullcontext()
-        return _gaussian._blas_controller().limit(
+        return _blas_controller().limit(
             limits=effective_n_threads(self.n_threads), user_api="blas"
         )
 

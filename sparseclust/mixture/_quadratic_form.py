@@ -9,8 +9,7 @@ component, or for each row's candidate components only, with the compiled kernel
 import numpy as np
 
 from .._kernels import _gmm_weights
-from ..utils._threads import threads_for_work
-from ._gaussian import _single_threaded_blas
+from ..utils._threads import single_threaded_blas, threads_for_work
 
 
 class QuadraticForm:
@@ -65,7 +64,7 @@ class QuadraticForm:
         nt = threads_for_work(self.n_threads, n * K, 1 << 15, scale=False)
         use_off = not self.zero_mean
         if self.full:
-            with _single_threaded_blas():
+            with single_threaded_blas():
                 _gmm_weights.mahalanobis_sq(Xc, self.factors, self.offsets, out, use_off, nt)
         else:
             _gmm_weights.mahalanobis_sq_diag(Xc, self.factors, self.offsets, out, use_off, nt)
@@ -109,7 +108,7 @@ class QuadraticForm:
         item_start = starts[item_comp] + piece * block_rows
         item_stop = np.minimum(item_start + block_rows, starts[item_comp + 1])
         flat = out.reshape(-1)
-        with _single_threaded_blas():
+        with single_threaded_blas():
             _gmm_weights.mahalanobis_sq_grouped(
                 Xc,
                 self.factors,
