@@ -11,6 +11,8 @@ Estimators follow scikit-learn's API:
   sampled topic per token, double-buffered counts, alias-table sampling).
 
 :func:`save` and :func:`load` write and read fitted estimators in a versioned format.
+:class:`TruncationWarning` says that a model which learns its number of components ended
+with at least as many as it started from.
 """
 
 import importlib
@@ -22,6 +24,7 @@ _LAZY = {
     "SparseGaussianMixture": "sparseclust.mixture",
     "SparseLDA": "sparseclust.topics",
     "StochasticEMLDA": "sparseclust.topics",
+    "TruncationWarning": "sparseclust._moves",
 }
 
 _FUNCS = {"save": "sparseclust._persist", "load": "sparseclust._persist"}

@@ -27,6 +27,7 @@ co-usage gathered for candidate selection, the merge loop of a round).
 """
 
 import copy
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,6 +46,8 @@ __all__ = [
     "fetch_rows",
     "improves",
     "cannot_pass",
+    "TruncationWarning",
+    "warn_if_lower_bound",
     "ACCEPT_RTOL",
     "compaction",
     "RoundLog",
@@ -74,6 +77,33 @@ def cannot_pass(values, n_left, old):
         return False
     gain = max(values[-1] - values[-2], 0.0)
     return not improves(values[-1] + n_left * gain, old)
+
+
+class TruncationWarning(UserWarning):
+    """A model that learns its number of components ended with at least as many as it
+    started from, so the number it learned is a lower bound (:func:`warn_if_lower_bound`)."""
+
+
+def warn_if_lower_bound(whom, trace, start, learned, param, noun, stacklevel=3):
+    """Warn (:class:`TruncationWarning`) when a fit whose merge or delete moves ran ended with
+    ``learned >= start`` components.
+
+    The moves accept a proposal only when the objective rises, so training ends at a local
+    optimum near its start. Merges and deletes remove what a large start does not need; births
+    add components to a small start, but only part of the way. A fit that kept every component
+    it started from (or grew) therefore found a lower bound on the number the data support, and
+    a larger start lets merges and deletes choose it. ``trace`` is the fit's per-pass trace:
+    no warning when no round tried a merge or a delete (moves off, or a fit too short for
+    them), since the number was then not learned."""
+    ran = any(e.get("merges_tried", 0) or e.get("deletes_tried", 0) for e in trace)
+    if not ran or learned < start:
+        return
+    grew = f"grew to {learned}" if learned > start else "kept all of them"
+    warnings.warn(
+        f"{whom} started from {param}={start} {noun} and {grew}, so the number it learned is "
+        f"a lower bound: births grow a small start only part of the way. Fit again from a "
+        f"larger {param} to let the merge and delete moves choose the number.",
+        TruncationWarning, stacklevel=stacklevel)
 
 
 def parse_moves(moves, allowed):

@@ -3,6 +3,7 @@
 against numpy references written from the definitions (Hughes, Kim & Sudderth 2015)."""
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -720,6 +721,27 @@ def test_planted_number_of_topics_is_recovered_from_below():
     assert all(abs(n - 6) <= 1 for n in found), found
 
 
+def test_a_fit_that_ends_at_or_above_its_truncation_warns_that_k_is_a_lower_bound():
+    """Six planted topics (V = 60, 200 documents): from a truncation of 2 births grow the
+    model and the fit warns (TruncationWarning, naming the start and the end); from 30 the
+    merges and deletes remove topics and it does not warn, nor does a fit whose moves are
+    births alone (the number is then not chosen by merges and deletes)."""
+    from sparseclust import TruncationWarning
+
+    X = planted_hdp_corpus(0, K=6, V=60, D=200, length=40)
+    with pytest.warns(TruncationWarning) as record:
+        m = HDPTopicModel(max_components=2, random_state=0).fit(X)
+    assert m.n_components_ > 2
+    assert [str(w.message).split(",")[0] for w in record] == [
+        f"HDPTopicModel started from max_components=2 topics and grew to {m.n_components_}"]
+    assert record[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TruncationWarning)
+        assert HDPTopicModel(max_components=30, random_state=0).fit(X).n_components_ < 30
+        grown = HDPTopicModel(max_components=2, moves="birth+sort", random_state=0).fit(X)
+    assert grown.n_components_ > 2
+
+
 @pytest.mark.slow
 def test_planted_twenty_topics_are_recovered_from_five():
     """K = 20 planted block topics (V = 200, 1,000 documents of 50 tokens), truncation 5,
@@ -779,6 +801,23 @@ def test_merge_screen_skips_stick_optimizations_without_changing_the_fit(monkeyp
         e["merges_accepted"] for e in full.trace_]
     assert sum(e["merges_accepted"] for e in fits[-np.inf].trace_) == 0
     assert sum(e["merges_tried"] for e in fits[-np.inf].trace_) > 0
+
+
+def test_lower_bound_warning_needs_merge_or_delete_rounds_and_a_kept_start():
+    """warn_if_lower_bound: silent when no round tried a merge or a delete, or when the fit
+    ended below its start; otherwise one TruncationWarning that says whether the model kept
+    its start or grew."""
+    from sparseclust._moves import TruncationWarning, warn_if_lower_bound
+
+    tried = [dict(merges_tried=0, deletes_tried=0), dict(merges_tried=0, deletes_tried=3)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TruncationWarning)
+        warn_if_lower_bound("M", [dict(merges_tried=0, deletes_tried=0)] * 3, 5, 9, "k", "x")
+        warn_if_lower_bound("M", [dict(births_tried=4)], 5, 9, "k", "x")
+        warn_if_lower_bound("M", tried, 5, 4, "k", "x")
+    for learned, says in ((5, "kept all of them"), (9, "grew to 9")):
+        with pytest.warns(TruncationWarning, match=f"^M started from k=5 x and {says}, so"):
+            warn_if_lower_bound("M", tried, 5, learned, "k", "x")
 
 
 def test_cannot_pass_extrapolates_the_last_gain():

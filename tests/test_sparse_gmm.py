@@ -2315,6 +2315,29 @@ def test_births_from_fewer_clusters_than_l(early_moves):
     assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:]))
 
 
+def test_dp_fit_that_ends_at_or_above_its_start_warns_that_k_is_a_lower_bound():
+    """Eight separated blobs: the DP mixture started from 2 clusters grows by births and warns
+    (TruncationWarning, naming the start and the end); from 30 merges and deletes remove
+    clusters and it does not warn, nor does the finite mixture or a DP fit without moves."""
+    from sparseclust import TruncationWarning
+
+    X, _ = _blobs(n_per=150, D=2, n_clusters=8, sep=10.0)
+    kw = dict(covariance_type="diag", weight_concentration_prior_type="dirichlet_process",
+              random_state=0)
+    with pytest.warns(TruncationWarning) as record:
+        m = SparseGaussianMixture(n_components=2, **kw).fit(X)
+    assert m.n_components_ > 2
+    assert [str(w.message).split(",")[0] for w in record] == [
+        f"SparseGaussianMixture started from n_components=2 clusters and grew to "
+        f"{m.n_components_}"]
+    assert record[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TruncationWarning)
+        assert SparseGaussianMixture(n_components=30, **kw).fit(X).n_components_ < 30
+        SparseGaussianMixture(n_components=2, moves="none", **kw).fit(X)
+        SparseGaussianMixture(n_components=2, covariance_type="diag", random_state=0).fit(X)
+
+
 def test_births_per_round_grow_with_k(monkeypatch):
     """A round proposes births at up to max(max_births, ceil(birth_fraction * K)) clusters:
     4, or a quarter of the clusters."""

@@ -15,7 +15,7 @@ from sklearn.utils.validation import validate_data
 
 from .._engine import StochasticState, SuffStats, default_delay, fit_engine, is_dask_collection
 from .._input import check_output_support, reject_text
-from .._moves import parse_moves
+from .._moves import parse_moves, warn_if_lower_bound
 from ..utils import effective_n_threads
 from ..utils._progress import Progress
 from ..utils._threads import _blas_controller
@@ -200,6 +200,9 @@ class _FittingMixin:
         self.__dict__.pop("n_batch_iter_", None)
         self.converged_ = bool(best.converged)
         self.trace_ = best.trace
+        if moves and not warm and not stopped:
+            warn_if_lower_bound("SparseGaussianMixture", best.trace, self.n_components,
+                                self.n_components_, "n_components", "clusters", stacklevel=4)
         if self.algorithm == "stochastic":
             self._svi_state = best.state
         else:

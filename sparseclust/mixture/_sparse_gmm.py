@@ -98,7 +98,10 @@ class SparseGaussianMixture(_InitMixin, _FittingMixin, DensityMixin, SparseEstim
         ``E[log pi_k] = E[log u_k] + sum_{j<k} E[log(1 - u_j)]`` (the stick-breaking code
         HDPTopicModel uses, :mod:`sparseclust._stickbreak`). The ELBO's allocation terms are
         then ``sum_k N_k E[log pi_k] + E[log Beta(u_k | 1, gamma) - log q(u_k)]``. Only with
-        this prior do the ``moves`` act, and the number of clusters is learned.
+        this prior do the ``moves`` act, and the number of clusters is learned. A fit whose
+        merge or delete moves ran and which ends with at least ``n_components`` clusters
+        warns (:class:`~sparseclust.TruncationWarning`): births grow a small truncation only
+        part of the way, so the number learned is then a lower bound.
     weight_concentration_prior : float or None, default=None
         Dirichlet concentration per component ``alpha0`` (``'dirichlet_distribution'``) or the
         stick-breaking concentration ``gamma`` (``'dirichlet_process'``). ``None`` means

@@ -18,7 +18,7 @@ from .._engine import (
     fit_engine,
 )
 from .._input import check_output_support
-from .._moves import parse_moves
+from .._moves import parse_moves, warn_if_lower_bound
 from ._base import TopicModelBase
 from ._hdp_model import HDPModel, empty_stats
 from ._lda_init import (
@@ -91,9 +91,11 @@ class HDPTopicModel(TopicModelBase):
         add topics, up to ``max_topics``, where the data support them (with
         ``moves='all'``). Births grow a small truncation only part of the way, or not at all,
         so the number kept depends on the start: give at least the largest K you would
-        consider for a SparseLDA of the same corpus. A larger truncation costs time roughly
-        in proportion until the moves have removed topics; lower it for a small corpus or a
-        tight time budget.
+        consider for a SparseLDA of the same corpus. A fit whose merge or delete moves ran
+        and which ends with at least ``max_components`` live topics warns
+        (:class:`~sparseclust.TruncationWarning`): the number it learned is then a lower
+        bound. A larger truncation costs time roughly in proportion until the moves have
+        removed topics; lower it for a small corpus or a tight time budget.
         Evidence: the benchmarks page (``doc/benchmarks.md``).
     L : int or None, default=8
         Sparsity level of the document local step (topics per word type). None or
@@ -489,6 +491,9 @@ class HDPTopicModel(TopicModelBase):
                                for f in _DOC_FIELDS}
         if not self.converged_ and not self._user_stopped and self._tol > 0:
             self._warn_not_converged(trace[-1]["progress"], "token", tol=self._tol)
+        if not self._user_stopped:
+            warn_if_lower_bound("HDPTopicModel", trace, self.max_components,
+                                self.n_components_, "max_components", "topics")
         return self
 
     def _resolved_tol(self):
