@@ -447,11 +447,16 @@ def environment():
 
     dists = {"sklearn": "scikit-learn"}
     # isal: the readers' optional gzip decompressor (the fastgzip extra)
-    for mod in ("numpy", "scipy", "sklearn", "gensim", "tomotopy", "isal", "sparseclust"):
+    for mod in ("numpy", "scipy", "sklearn", "gensim", "tomotopy", "isal"):
         try:
             info[mod] = metadata.version(dists.get(mod, mod))
         except metadata.PackageNotFoundError:  # missing optional peer
             info[mod] = None
+    # the version of the package that ran (the runner imports it from this tree), not that of
+    # whatever distribution is installed
+    import sparseclust
+
+    info["sparseclust"] = sparseclust.__version__
     return info
 
 

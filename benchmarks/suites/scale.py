@@ -645,7 +645,13 @@ def _patch_target(records, K, algorithm):
 
 
 def _patches_table(r):
+    p = r["parameters"]
+    budgets = ", ".join(f"K = {K}: {b:,} s" for K, b in zip(p["K"], p["cpu_budget_s"],
+                                                          strict=True))
     lines = [f"**{r['part']}** (commit `{r['commit']}`): {r['data']}.", "",
+             f"This run: K {', '.join(map(str, p['K']))}; L {', '.join(map(str, p['L']))}; "
+             f"{' and '.join(p['algorithms'])}; each fit until its CPU budget ({budgets}) or "
+             f"{p['max_passes']} passes.", "",
              "| K | method | L | passes | CPU s | held-out (last) | held-out (best) | "
              "CPU s to the L = K best − 0.1% | peak RSS MB |",
              "|---|---|---|---|---|---|---|---|---|"]
