@@ -49,9 +49,8 @@ clock. Where a seed matters, every method runs on the same seeds and the tables 
 of scores and medians of times. Defaults are chosen on validation documents or patches;
 the tables report disjoint report sets.
 
-**Earlier studies.** The scripts and results from before these suites (kernel variants,
-one-off studies, superseded defaults) are in git history: `git checkout {HISTORY_COMMIT} --
-benchmarks` restores them.
+**Earlier studies** (kernel variants, superseded defaults): `git checkout {HISTORY_COMMIT} --
+benchmarks`.
 """
 
 
@@ -85,12 +84,14 @@ def load_results(folder=RESULTS):
 
 
 def _setup(res):
-    """The machine and the library versions of a run, as the page states them."""
+    """The machine and the library versions of a run, as the page states them: a tuple of
+    parts (the isal part only where the run had isal)."""
     m = res.get("machine", {})
-    return (f"{m.get('cpu', '?')}, {m.get('cpus', '?')} cores; sparseclust "
-            f"{m.get('sparseclust')}, numpy {m.get('numpy')}, scikit-learn {m.get('sklearn')}, "
-            f"gensim {m.get('gensim')}, tomotopy {m.get('tomotopy')}"
-            + (f", isal {m['isal']} (gzip decompression)" if m.get("isal") else ""))
+    parts = (f"{m.get('cpu', '?')}, {m.get('cpus', '?')} cores",
+             f"sparseclust {m.get('sparseclust')}", f"numpy {m.get('numpy')}",
+             f"scikit-learn {m.get('sklearn')}",
+             f"gensim {m.get('gensim')}", f"tomotopy {m.get('tomotopy')}")
+    return parts + ((f"isal {m['isal']}",) if m.get("isal") else ())
 
 
 def _common_setup(found):
@@ -99,12 +100,24 @@ def _common_setup(found):
     return max(set(setups), key=setups.count) if setups else None
 
 
+def _setup_text(parts):
+    return f"{parts[0]}; {', '.join(parts[1:])}"
+
+
+def _first(values):
+    """The first of a load-average triple (the 1-minute average), or ? when not recorded."""
+    return values[0] if values else "?"
+
+
 def _provenance(res, common):
+    """A run's line: its file, commit, date, duration, load and seeds, and the parts of its
+    setup that differ from the common one."""
     load = res.get("load", {})
-    setup = _setup(res)
+    differ = [p for p in _setup(res) if p not in (common or ())]
     return (f"`{res['suite']}-{res['part']}.json`: commit `{res['commit']}`, {res['date']}, "
-            f"{res['duration_s']:.0f} s; load average {load.get('start')} → {load.get('end')}; "
-            f"seeds {res.get('seeds') or '–'}" + ("" if setup == common else f"; {setup}")
+            f"{res['duration_s']:.0f} s; 1-minute load {_first(load.get('start'))} → "
+            f"{_first(load.get('end'))}; "
+            f"seeds {res.get('seeds') or '–'}" + (f"; {', '.join(differ)}" if differ else "")
             + ".")
 
 
@@ -131,7 +144,8 @@ def render_results_page(found):
     common = _common_setup(found)
     out = [GENERATED, "", "# Benchmarks", "", INTRO]
     if common:
-        out += [f"**Machine.** Every run below is on {common}, unless its line names another.",
+        out += [f"**Machine.** Every run below is on {_setup_text(common)}, unless its line "
+                "names another.",
                 ""]
     out += ["## Summary", "", headline_table(found), ""]
     for name in suites.NAMES:

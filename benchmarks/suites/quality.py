@@ -155,12 +155,15 @@ def _summaries(result):
 
 
 def table(results):
-    lines = []
+    lines, shown = [], None
     for result in sorted(results, key=lambda r: list(FULL).index(r["part"])
                          if r["part"] in FULL else 99):
+        # parts on the same documents (another K) describe them once
+        data = (f"{result['data']}; {result['n_tokens']:,} fitted tokens, "
+                f"{result['n_words']:,} words")
         lines += [f"**{CORPORA.get(result['part'], result['part'])}** "
-                  f"(`{result['part']}`, commit `{result['commit']}`): {result['data']}; "
-                  f"{result['n_tokens']:,} fitted tokens, {result['n_words']:,} words.", "",
+                  f"(`{result['part']}`, commit `{result['commit']}`): "
+                  f"{'the documents above' if data == shown else data}.", "",
                   "| K | method | report score | Δ vs tomotopy | CPU s | CPU ratio vs tomotopy "
                   "| validation score | iterations | seeds |",
                   "|---|---|---|---|---|---|---|---|---|"]
@@ -169,6 +172,7 @@ def table(results):
                          f"{signed(s['delta'], 4)} | {fmt(s['cpu'], 1)} | {fmt(s['ratio'], 2)} | "
                          f"{fmt(s['validation'], 4)} | {fmt(s['n_iter'], 0)} | {s['seeds']} |")
         lines.append("")
+        shown = data
     return "\n".join(lines)
 
 

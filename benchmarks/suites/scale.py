@@ -644,6 +644,10 @@ def _patch_target(records, K, algorithm):
     return max(best) - 1e-3 * abs(max(best))
 
 
+#: the passes whose held-out score the page lists (all are in the result file)
+CURVE_PASSES = (1, 2, 5, 10, 20, 30)
+
+
 def _patches_table(r):
     p = r["parameters"]
     budgets = ", ".join(f"K = {K}: {b:,} s" for K, b in zip(p["K"], p["cpu_budget_s"],
@@ -675,10 +679,14 @@ def _patches_table(r):
                     f"{x['n_iter']} | {x['cpu_s']:.1f} | {x['heldout']:.3f} | – | – | "
                     f"{x['peak_rss_mb']:.0f} |")
     lines += ["", "The L = K best is that of the same algorithm. Held-out log-likelihood per "
-              "patch after every pass (CPU s: score):", ""]
+              f"patch after passes {', '.join(map(str, CURVE_PASSES))} and the last "
+              "(pass: score (CPU s)):", ""]
     for x in recs:
         if x["method"] == "sgmm":
-            pts = ", ".join(f"{c['cpu_s']:.1f}: {c['heldout']:.2f}" for c in x["curve"])
+            last = x["curve"][-1]["passes"]
+            pts = "; ".join(f"{c['passes']}: {c['heldout']:.2f} ({c['cpu_s']:.0f} s)"
+                            for c in x["curve"]
+                            if c["passes"] in CURVE_PASSES or c["passes"] == last)
             lines.append(f"- K = {x['K']}, {x['algorithm']}, L = {x['L']}: {pts}")
     return lines + [""]
 
