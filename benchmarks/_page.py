@@ -181,7 +181,8 @@ def render_readme(text, found):
 
 
 def render_large_data(text, found):
-    results = [r for r in found.get("scale", []) if r["part"] in ("corpus100m", "patches")]
+    results = [r for r in found.get("scale", [])
+               if r["part"] == "corpus100m" or r["part"].startswith("patches")]
     body = (suites.load("scale").table(results).rstrip() if results else
             "No result of the `scale` suite's `corpus100m` or `patches` part is stored yet.")
     return _fill(text, SCALE_START, SCALE_END, body, "doc/large_data.md")
