@@ -488,13 +488,14 @@ def _run_birth(m, X, params, k, monkeypatch=None):
 
     K = params.K
     m.begin_pass(2, K)
-    m.round = MoveRound(K, np.zeros((0, 2), dtype=np.int32), [], births=[k])
+    m.round = MoveRound(K, np.zeros((0, 2), dtype=np.int32), [], births=np.atleast_1d(k))
     st = m.visit(X, params, 0)
-    seen = {}
+    seen = {"calls": []}
     reinfer = m.reinfer
 
     def recording(batches, tmask, cols, params0, counter="delete_local_iters"):
         seen.update(params0=params0, docs=np.flatnonzero(tmask[0]), cols=cols)
+        seen["calls"].append(dict(params0=params0, docs=np.flatnonzero(tmask[0]), cols=cols))
         return reinfer(batches, tmask, cols, params0, counter)
 
     m.reinfer = recording
@@ -568,6 +569,111 @@ def test_birth_value_equals_a_from_scratch_objective():
     assert (log2.births_tried, log2.births_accepted, work2.K) == (1, 0, K)
     np.testing.assert_array_equal(work2.stats["S"], before)
     assert RoundLog().births_tried == 0
+
+
+def _block_birth_problem():
+    """Two groups of 30 documents on disjoint halves of 40 word types, two topics on each
+    half and L = 2: each topic's documents are one group's (a birth at it can replace it)."""
+    rng = np.random.RandomState(0)
+    dense = np.zeros((60, 40))
+    dense[:30, :20] = rng.poisson(1.0, size=(30, 20))
+    dense[30:, 20:] = rng.poisson(1.0, size=(30, 20))
+    lam = np.full((4, 40), 0.1)
+    lam[:2, :20] += rng.gamma(0.5, 2.0, size=(2, 20))
+    lam[2:, 20:] += rng.gamma(0.5, 2.0, size=(2, 20))
+    m = dense_model(0.7, 2.0, 0.1, moves=("birth",))
+    m.L = 2
+    m.sparse_rows = True
+    m.move_opts.update(birth_topics=3)
+    params = HDPParams(lam, rng.uniform(0.1, 0.6, 4), rng.uniform(2.0, 30.0, 4), 0.7)
+    return sp.csr_array(dense), params, m
+
+
+@pytest.mark.parametrize("problem", ["subsamples", "replacing"])
+def test_two_births_of_a_round_equal_a_from_scratch_objective(monkeypatch, problem):
+    # two births accepted in one round (targets: a subsample of each topic's documents, the
+    # second's drawn from the documents the first did not re-infer): the workspace's value
+    # and the batch's edited statistics equal the objective from its definition, with every
+    # document's local parameters after the round: the first birth's targets re-inferred and
+    # then given the second's prior on its new entries, the second's targets re-inferred from
+    # their pass state extended by the first birth's prior, the others the pass's extended
+    # by both
+    from sparseclust.topics import _hdp_birth
+
+    if problem == "subsamples":
+        X, params, m = _birth_problem(seed=3, D=90)
+        m.move_opts.update(birth_docs=12)
+        sizes = m.local_step(X, params)["S"].sum(axis=1)
+        k1, k2 = (int(k) for k in np.argsort(-sizes)[:2])
+    else:
+        # every document of topic 0, then every document of topic 2
+        X, params, m = _block_birth_problem()
+        m.move_opts.update(birth_docs=40)
+        k1, k2 = 0, 2
+    K, tau = params.K, m.tau
+    work, batch_stats, log, seen = _run_birth(m, X, params, [k1, k2])
+    # both proposals are accepted whatever they are worth
+    work.accepts = lambda value: True
+    monkeypatch.setattr(_hdp_birth, "cannot_pass", lambda *args: False)
+    m._births(work, m.round, batch_stats, [X], log)
+    assert (log.births_tried, log.births_accepted) == (2, 2)
+    c1, c2 = seen["calls"][-2:]
+    assert np.intersect1d(c1["docs"], c2["docs"]).size == 0
+    assert [op[1] for op in work.ops] == [k1, k2]
+    # the births replaced their targets in the second problem only
+    assert work.alive[[k1, k2]].tolist() == [problem == "subsamples"] * 2
+    K2 = work.K
+    opts = dict(L=m.L, max_iter=2000, tol=1e-10, restarts=0, force_sparse=True,
+                return_doc_topic=True)
+
+    def local(Xd, p):
+        res = local_step(Xd, p.tables, p.alpha_vec, alpha_rem=p.alpha_rem,
+                         init_weights=p.P0, extra=_capture_R(Xd), **opts)
+        return _captured_docs(Xd, res, p)
+
+    # every document's q(pi_d) (K2 topics + remainder; 0: no entry) and q(z_d) (K2 columns)
+    theta = np.zeros((X.shape[0], K2 + 1))
+    Rs = []
+    for d, (th, R) in enumerate(local(X, params)):
+        theta[d, :K], theta[d, K2] = th[:K], th[K]
+        Rs.append(np.hstack([R, np.zeros((R.shape[0], K2 - K))]))
+    live = np.zeros(K2, dtype=bool)
+    live[:K] = True
+    K0 = K
+    for call, (_, k, J) in zip(seen["calls"][-len(work.ops):], work.ops, strict=True):
+        whole = not work.alive[k]
+        live[k] = not whole
+        slots = np.concatenate([np.flatnonzero(live[:K0]), K0 + np.arange(J)])
+        a0 = call["params0"].alpha_all()
+        others = np.setdiff1d(np.arange(X.shape[0]), call["docs"])
+        if whole:
+            assert all(np.allclose(Rs[d][:, k], 0.0) for d in others)
+            theta[others, k] = 0.0
+        theta[others, K0:K0 + J] = a0[slots.size - J:-1]
+        theta[others, K2] = a0[-1]
+        Xt = sp.csr_array(X[call["docs"]][:, call["cols"]])
+        for d, (th, R) in zip(call["docs"], local(Xt, call["params0"]), strict=True):
+            theta[d] = 0.0
+            theta[d, slots], theta[d, K2] = th[:-1], th[-1]
+            Rs[d] = np.zeros((R.shape[0], K2))
+            Rs[d][:, slots] = R
+        live[K0:K0 + J] = True
+        K0 += J
+    np.testing.assert_array_equal(live, work.alive)
+    full = np.concatenate([np.flatnonzero(live), [K2]])
+    new_docs = [(theta[d, full], Rs[d][:, live]) for d in range(X.shape[0])]
+    S = np.zeros((int(live.sum()), X.shape[1]))
+    for d, (_, R) in enumerate(new_docs):
+        row = X[[d]]
+        S[:, row.indices] += (row.data[:, None] * R).T
+    want = ref_objective(X, new_docs, tau + S, work.rho, work.omega, m.alpha, m.gamma, tau)
+    assert work.value == pytest.approx(want, rel=1e-9)
+    stats, p2 = work.compact(batch_stats)
+    Sb = batch_stats[0]["S"]
+    np.testing.assert_allclose(Sb.toarray() if sp.issparse(Sb) else Sb, S, atol=1e-9)
+    for f in ("T", "G", "A"):
+        np.testing.assert_allclose(batch_stats[0][f], stats[f], rtol=1e-10)
+    assert m.elbo(stats, p2) == pytest.approx(want, rel=1e-9)
 
 
 def test_extension_of_the_documents_prior_to_new_topics_is_exact():

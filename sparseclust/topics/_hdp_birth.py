@@ -55,7 +55,16 @@ a memoized pass, on the statistics the pass cached:
    all K + J topics (lambda at its optimum tau + S), the sticks re-optimized for K + J
    topics, and the proposal is accepted iff L(stats', lambda', rho', omega') > L + 1e-12 |L|.
    Every batch's cached statistics get the same edit, so memoized training stays exact and
-   its objective monotone.
+   its objective monotone;
+4. **several births in a round**: after an accepted birth, the documents it did not
+   re-infer keep their saved rows (their q(z_d)) with a q(pi_d) extended by its prior, and
+   the re-inferred ones hold the prior of their re-inference: the round keeps, per batch,
+   groups of documents that share a prior (:func:`birth_groups`). A later target is drawn
+   from the documents no birth of the round re-inferred, so step 3 holds for it with its
+   documents' old statistics taken under their extended prior
+   (:func:`_target_bundle`) and every group's documents extended (and folded, when it
+   replaces its topic) with their own prior. It replaces its topic only when no re-inferred
+   document uses it.
 """
 
 import numpy as np
@@ -70,7 +79,7 @@ from ._hdp_workspace import _add_expanded, _fold_delete, _numpy_bundle, _sub_bun
 from ._lda_init import _KMEANS_ITERS, _kl_kmeans, _kl_kmeanspp_seeds
 from ._local import local_step
 
-__all__ = ["extend_prior", "fresh_topics", "propose_birth", "apply_birth"]
+__all__ = ["extend_prior", "fresh_topics", "propose_birth", "apply_birth", "birth_groups"]
 
 
 def extend_prior(st, groups, a_new, a_rem):
@@ -163,7 +172,64 @@ def _proposal_value(data_terms, stats, full, m, rho, omega):
             + stick_value(float(D), T[full], m.alpha, m.gamma, rho, omega))
 
 
-def propose_birth(work, k, items, rnd, batches, rng):
+def _target_bundle(rows, alpha0, alpha, alive, V):
+    """The statistics of target documents that no earlier birth of the round re-inferred:
+    their saved rows (over the pass's K0 topics, prior ``alpha0``) with the q(pi_d) of their
+    current prior ``alpha`` (over the round's K >= K0 topics + remainder, earlier births'
+    entries added as :func:`extend_prior` added them; a removed topic has no entry). The
+    pass's statistics (:func:`._hdp_workspace._numpy_bundle`) when no birth came before."""
+    K0, K = alpha0.size - 1, alpha.size - 1
+    nopairs = np.zeros((0, 2), dtype=np.int32)
+    b = _numpy_bundle(rows, alpha0, K0, V, nopairs)
+    if K == K0 and np.array_equal(alpha, alpha0):
+        return b
+    # the entropy term H and the topic-word block do not depend on the prior
+    N = rows["N"]
+    n = N.shape[0]
+    live = np.flatnonzero(alive)
+    tot = N.sum(axis=1) + float(alpha.sum())
+    ps = psi(tot)
+    theta = np.zeros((n, K))
+    theta[:, :K0] = N
+    theta = theta[:, live] + alpha[live]
+    T, G = np.zeros(K + 1), np.zeros(K + 1)
+    T[live] = (psi(theta) - ps[:, None]).sum(axis=0)
+    G[live] = gammaln(theta).sum(axis=0)
+    T[K] = float(np.sum(psi(alpha[K]) - ps))
+    G[K] = n * gammaln(alpha[K])
+    Sb = np.zeros((K, b["Sb"].shape[1]))
+    Sb[:K0] = b["Sb"]
+    return dict(b, Sb=Sb, T=T, G=G, A=alpha * T, LS=float(np.sum(gammaln(tot))))
+
+
+def birth_groups(groups, rnd, k, prior, whole, reinferred):
+    """The documents' priors after an accepted birth at k (J new topics, ``prior`` (a'_1..J,
+    a'_{J+1}) for the documents it did not re-infer): every group's prior gets the new
+    entries (k folded into the remainder when the birth replaced it) and loses the
+    re-inferred targets, which form a group of their own with the prior of their
+    re-inference. ``groups`` as :func:`propose_birth` takes it (None: the pass's)."""
+    if groups is None:
+        groups = {bb: [dict(alpha=g["alpha0"], docs=np.ones(g["D"], dtype=bool))]
+                  for bb, g in rnd.batch.items()}
+    a_new, a_rem = prior
+    tmask = reinferred["tmask"]
+    out = {}
+    for bb, lst in groups.items():
+        out[bb] = []
+        for g in lst:
+            a = g["alpha"].copy()
+            K = a.size - 1
+            if whole:
+                a[K] += a[k]
+                a[k] = 0.0
+            out[bb].append(dict(alpha=np.concatenate([a[:K], a_new, [a_rem]]),
+                                docs=g["docs"] & ~tmask[bb]))
+        if tmask[bb].any():
+            out[bb].append(dict(alpha=reinferred["alpha"], docs=tmask[bb].copy()))
+    return out
+
+
+def propose_birth(work, k, items, rnd, batches, rng, groups=None):
     """The birth proposal at topic k, evaluated on the whole-data objective (module
     docstring, step 3).
 
@@ -182,14 +248,21 @@ def propose_birth(work, k, items, rnd, batches, rng):
         The batches (or a Dask collection's, with ``map_rows``).
     rng : RandomState
         The birth's stream (:meth:`sparseclust._moves.MoveBook.birth_rng`).
+    groups : dict or None
+        After earlier births of the round: {batch: [{"alpha": alpha^used over the current
+        topics + remainder, "docs": bool mask of the documents with that prior}]} (the
+        first group holds the documents no birth of the round re-inferred, which every
+        target is); None: one group per batch, its documents with the pass's prior.
 
     Returns
     -------
-    None when rejected, else ``(J, edits, cols, prior, whole)``: ``edits[b]`` is batch b's
-    (old statistics of its targets, their re-inferred statistics, (alpha^used, token counts
-    of its other documents), alpha^used) for :func:`apply_birth`, ``cols`` the targets' word
-    types and ``prior`` (a'_1..J, a'_{J+1}). The workspace then holds the proposal's
-    statistics and parameters over K + J topics (k removed when ``whole``).
+    None when rejected, else ``(J, edits, cols, prior, whole, after)``: ``edits[b]`` is
+    batch b's (old statistics of its targets, their re-inferred statistics, [(alpha^used,
+    token counts)] of its other documents before and after the fold of k) for
+    :func:`apply_birth`, ``cols`` the targets' word types, ``prior`` (a'_1..J, a'_{J+1})
+    and ``after`` what :func:`birth_groups` needs of the re-inference (the targets, their
+    prior, their doc-topic counts over the topics ``slots``). The workspace then holds the
+    proposal's statistics and parameters over K + J topics (k removed when ``whole``).
     """
 
     sel, whole = items
@@ -197,9 +270,11 @@ def propose_birth(work, k, items, rnd, batches, rng):
     opts = m.move_opts
     st = work.stats
     K, V, tau = work.K, work.V, m.tau
-    nopairs = np.zeros((0, 2), dtype=np.int32)
-    bundles = {bb: [_numpy_bundle(rows, rnd.batch[bb]["alpha0"], K, V, nopairs)
-                    for rows in lst] for bb, lst in sel.items()}
+    if groups is None:
+        groups = {bb: [dict(alpha=g["alpha0"], docs=np.ones(g["D"], dtype=bool))]
+                  for bb, g in rnd.batch.items()}
+    bundles = {bb: [_target_bundle(rows, rnd.batch[bb]["alpha0"], groups[bb][0]["alpha"],
+                                   work.alive, V) for rows in lst] for bb, lst in sel.items()}
     doc_ids = {bb: np.concatenate([rows["doc_ids"] for rows in lst]) for bb, lst in sel.items()}
     cols = np.unique(np.concatenate([b["cols"] for lst in bundles.values()
                                      for b in lst])).astype(np.int64)
@@ -226,19 +301,21 @@ def propose_birth(work, k, items, rnd, batches, rng):
     tmask = {bb: np.zeros(rnd.batch[bb]["D"], dtype=bool) for bb in rnd.batch}
     for bb, ids in doc_ids.items():
         tmask[bb][ids] = True
-    # the other documents, by batch: their prior of the pass and their token counts
-    groups = [(rnd.batch[bb]["alpha0"].copy(), rnd.batch[bb]["doc_len"][~tmask[bb]])
-              for bb in rnd.batch]
+    # the other documents, by batch and prior: their prior and their token counts
+    others = {bb: [(g["alpha"].copy(), rnd.batch[bb]["doc_len"][g["docs"] & ~tmask[bb]])
+                   for g in groups[bb]] for bb in rnd.batch}
+    unfolded = {bb: [(a.copy(), lens) for a, lens in lst] for bb, lst in others.items()}
     keep = work.alive.copy()
     if whole:
         # every document that uses k is a target: the fresh topics replace k, which no
         # document uses after, and the other documents' theta_dk folds into the remainder
         keep[k] = False
         fold = dict(T=rest["T"], G=rest["G"], A=rest["A"], Sb=np.zeros((K, 1)))
-        _fold_delete(fold, k, [(a, lens.size) for a, lens in groups])
-        for a, _ in groups:
-            a[K] += a[k]
-            a[k] = 0.0
+        _fold_delete(fold, k, [(a, lens.size) for lst in others.values() for a, lens in lst])
+        for lst in others.values():
+            for a, _ in lst:
+                a[K] += a[k]
+                a[k] = 0.0
     idx = np.flatnonzero(keep)
     # prior of the first re-inference: the fresh topics take half of k's weight, in
     # proportion to their sizes (any prior gives a valid proposal; the sticks are
@@ -292,7 +369,7 @@ def propose_birth(work, k, items, rnd, batches, rng):
         # every other document: its q(pi_d) gets the re-inference's prior on the new entries
         alpha_all = params0.alpha_all()
         prior = (alpha_all[idx.size:idx.size + J], float(alpha_all[-1]))
-        T, G, A, LS = extend_prior(rest, groups, *prior)
+        T, G, A, LS = extend_prior(rest, [g for lst in others.values() for g in lst], *prior)
         H, D = rest["H"], rest["D"]
         S_blk = np.vstack([Sc[idx], np.zeros((J, cols.size))])
         for small, _ in after.values():
@@ -336,10 +413,14 @@ def propose_birth(work, k, items, rnd, batches, rng):
     work.lam, work.El, work.tterm = lam, El, tterm
     work.refresh_parts()
     work.rho, work.omega, work.value = rho, omega, value
-    edits = {bb: (bundles.get(bb, []), after[bb][0] if bb in after else None, groups[i],
-                  rnd.batch[bb]["alpha0"])
-             for i, bb in enumerate(rnd.batch)}
-    return J, edits, cols, prior, whole
+    edits = {bb: (bundles.get(bb, []), after[bb][0] if bb in after else None,
+                  unfolded[bb], others[bb]) for bb in rnd.batch}
+    alpha_t = np.zeros(K2 + 1)
+    alpha_t[slots] = alpha_all[:-1]
+    alpha_t[K2] = alpha_all[-1]
+    reinferred = dict(tmask=tmask, alpha=alpha_t, slots=slots,
+                      doc_topic={bb: res[1] for bb, res in after.items()})
+    return J, edits, cols, prior, whole, reinferred
 
 
 def apply_birth(st, edit, cols, prior, alive, k, whole):
@@ -348,12 +429,12 @@ def apply_birth(st, edit, cols, prior, alive, k, whole):
     documents (:func:`extend_prior`), the re-inferred statistics in (over the topics
     ``alive`` of the K + J)."""
 
-    bundles, small, group, alpha0 = edit
+    bundles, small, unfolded, folded = edit
     for b in bundles:
         _sub_bundle(st, b)
     if whole:
-        _fold_delete(st, k, [(alpha0, group[1].size)])
-    st["T"], st["G"], st["A"], st["LS"] = extend_prior(st, [group], *prior)
+        _fold_delete(st, k, [(a, lens.size) for a, lens in unfolded])
+    st["T"], st["G"], st["A"], st["LS"] = extend_prior(st, folded, *prior)
     J = prior[0].size
     S = st["S"]
     if sp.issparse(S):

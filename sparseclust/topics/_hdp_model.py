@@ -76,7 +76,7 @@ from .._moves import (
 )
 from .._stickbreak import optimize_hdp_sticks, sticks_from_weights
 from ..utils._threads import threads_for_work
-from ._hdp_birth import apply_birth, propose_birth
+from ._hdp_birth import apply_birth, birth_groups, propose_birth
 from ._hdp_params import HDPParams, stick_value, topic_terms
 from ._hdp_workspace import (
     _add_expanded,
@@ -148,11 +148,10 @@ class HDPModel(MoveBook, VariationalModel):
     birth, J), ``birth_docs`` (target documents re-inferred at most), ``birth_iters``
     (iterations of the fresh topics' own fit), ``birth_refine`` (re-inferences of the
     targets with the fresh topics), ``max_births`` (targets tried per round, largest first;
-    at most one birth is accepted per round). A birth is proposed only while the truncation
-    plus ``birth_topics`` fits under ``max_topics``. On planted corpora (K = 20 block
-    topics, from 5) J = 2 or 3 were accepted in nearly every round, J = 5 and 8 were
-    rejected more often (their extra topics cost every document that takes them up a
-    sparse-Dirichlet price the data do not repay).
+    each accepted one leaves the documents it re-inferred out of the later targets, which
+    wait for the next round when that makes them smaller than ``birth_docs`` or than all of
+    their documents). A birth is proposed only while the truncation plus ``birth_topics``
+    fits under ``max_topics``.
 
     With births the local step always runs the L-sparse routine (with L = K while L >= K),
     whose per-document rows the moves save.
@@ -459,7 +458,7 @@ class HDPModel(MoveBook, VariationalModel):
         if self.birth_room(K) and self.due("births") and self.births_settled():
             # largest first, whatever the earlier rejections (select_births without
             # ``tried``): a topic that holds several groups stays the largest until a birth
-            # splits it, and one birth is accepted per round at most
+            # splits it
             births = select_births(sizes, max_candidates=self.move_opts["max_births"],
                                    allowed=self.birthable(), min_size=min_size)
         if pairs.shape[0] or dels.size or births.size:
@@ -622,17 +621,42 @@ class HDPModel(MoveBook, VariationalModel):
             work.ops.append(("delete", j))
 
     def _births(self, work, rnd, batch_stats, batches, log):
-        """Birth proposals at the round's targets (:mod:`._hdp_birth`), at most one accepted;
-        the accepted one edits every batch's cached statistics."""
+        """Birth proposals at the round's targets (:mod:`._hdp_birth`); each accepted one
+        edits every batch's cached statistics. A later target's documents are those that
+        use it among the documents no earlier birth of the round re-inferred (whose saved
+        rows are still their local parameters), and it is tried only when as many are left
+        as a round of its own would take (``birth_docs``, or every user); it replaces its
+        topic only when no re-inferred document uses that topic either."""
 
         opts = self.move_opts
+        state = dict(groups=None, reinferred=[])
+
+        def reused(bb, k):
+            # the documents of batch bb that earlier births re-inferred, and whether one of
+            # them uses k
+            done = np.zeros(rnd.batch[bb]["D"], dtype=bool)
+            uses = False
+            for r in state["reinferred"]:
+                done |= r["tmask"][bb]
+                dt = r["doc_topic"].get(bb)
+                pos = np.flatnonzero(r["slots"] == k)
+                if dt is not None and pos.size:
+                    col = dt[:, [int(pos[0])]]
+                    uses = uses or bool((col.toarray() if sp.issparse(col) else col).any())
+            return done, uses
 
         def select(k, rng):
             pos, found = {}, {}
+            whole, n_pass = True, 0
             for bb in rnd.batch:
+                done, uses = reused(bb, k) if state["reinferred"] else (None, False)
+                whole = whole and not uses
                 for i, rows in enumerate(rnd.batch[bb]["targets"]):
                     N = rows["N"]
                     m = N[:, k] > 0
+                    n_pass += int(np.count_nonzero(m))
+                    if done is not None:
+                        m &= ~done[rows["doc_ids"]]
                     if m.any():
                         found.setdefault(bb, []).append((i, m))
                         pos.setdefault(bb, []).append(rows["doc_ids"][m])
@@ -640,10 +664,15 @@ class HDPModel(MoveBook, VariationalModel):
             n_users = sum(p.size for p in pos.values())
             if n_users < 2 * opts["birth_topics"]:
                 return None
+            if n_users < min(n_pass, opts["birth_docs"]):
+                # earlier births re-inferred documents that would have been targets: the
+                # target would be smaller than it is in a round of its own, so it waits
+                # for the next round (untried, so without a cool-down)
+                return None
             # a uniform sample when there are more (on KOS from 25 topics a uniform sample
             # of 500 came closer to acceptance than the 500 documents of largest N_dk / N_d)
             pos = subsample_targets(pos, opts["birth_docs"], rng)
-            whole = sum(p.size for p in pos.values()) == n_users
+            whole = whole and sum(p.size for p in pos.values()) == n_users
             sel = {}
             for bb, lst in found.items():
                 if bb not in pos:
@@ -657,17 +686,19 @@ class HDPModel(MoveBook, VariationalModel):
             return sel, whole
 
         def try_birth(k, sel, rng):
-            return propose_birth(work, k, sel, rnd, batches, rng)
+            return propose_birth(work, k, sel, rnd, batches, rng, state["groups"])
 
         def apply(k, items, res):
-            J, edits, cols, prior, whole = res
+            J, edits, cols, prior, whole, reinferred = res
             log.touched.update(range(work.K - J, work.K))
             for bb, edit in edits.items():
                 apply_birth(batch_stats[bb], edit, cols, prior, work.alive, k, whole)
+            state["groups"] = birth_groups(state["groups"], rnd, k, prior, whole,
+                                           reinferred)
+            state["reinferred"].append(reinferred)
             work.ops.append(("birth", k, J))
 
-        self.run_births(rnd.births, lambda: work.alive, log, select, try_birth, apply,
-                        max_accept=1)
+        self.run_births(rnd.births, lambda: work.alive, log, select, try_birth, apply)
 
     def _sort(self, stats, params, batch_stats, log):
         K = params.K
