@@ -648,13 +648,13 @@ class MoveBook:
         and the pass, so that a proposal does not depend on which others were made)."""
         return np.random.RandomState((int(self.uid[k]) * 7919 + self._pass) % (2 ** 31))
 
-    def run_births(self, candidates, alive, log, select, try_birth, apply, max_accept=None):
+    def run_births(self, candidates, alive, log, select, try_birth, apply):
         """The birth loop of a round: the targets ``candidates`` in order, skipping removed or
         already touched ones. ``select(k, rng)`` returns the target items of k (None to skip
         k without trying it), ``try_birth(k, items, rng)`` evaluates the proposal on the
         whole-data objective (None when rejected, else what ``apply(k, items, result)``
         needs to edit the cached statistics). A rejected target waits its cool-down (:meth:
-        `reject_birth`). At most ``max_accept`` births are accepted (all when None)."""
+        `reject_birth`)."""
         for k in np.asarray(candidates).tolist():
             if not alive()[k] or k in log.touched:
                 continue
@@ -670,8 +670,6 @@ class MoveBook:
             log.births_accepted += 1
             log.touched.add(k)
             apply(k, items, res)
-            if max_accept is not None and log.births_accepted >= max_accept:
-                break
 
     # ------------------------------------------------------------------------- a round
     def run_merges(self, pairs, alive, log, try_merge, apply, may_chain=None):
