@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Mixtures against scikit-learn: image patches, finite and Dirichlet-process mixtures."""
 
+import re
 import warnings
 
 import numpy as np
@@ -182,6 +183,17 @@ def _dp(params, log):
     return {"data": "; ".join(descriptions), "records": records}
 
 
+def _one_split(data):
+    """The descriptions of a part's splits ("; "-separated), said once when they differ only
+    in the number of training patches."""
+    parts = data.split("; ")
+    found = [re.match(r"(.*?: )(\d+)( from .*)", p) for p in parts]
+    if len(parts) < 2 or not all(found) or len({m.group(1) + m.group(3) for m in found}) > 1:
+        return data
+    sizes = ", ".join(f"{int(m.group(2)):,}" for m in found)
+    return f"{found[0].group(1)}{sizes}{found[0].group(3)}"
+
+
 def _by(records, key):
     out = {}
     for r in records:
@@ -213,7 +225,8 @@ def table(results):
         if result["part"] == "tol":
             lines += _tol_table(result)
             continue
-        lines += [f"**{result['part']}** (commit `{result['commit']}`): {result['data']}.", ""]
+        lines += [f"**{result['part']}** (commit `{result['commit']}`): "
+                  f"{_one_split(result['data'])}.", ""]
         if result["part"] == "patches":
             lines += ["| K | method | report score | Δ vs scikit-learn | CPU s | "
                       "CPU ratio vs scikit-learn | iterations | seeds |",

@@ -658,12 +658,13 @@ def _patch_target(records, K, algorithm):
 CURVE_PASSES = (1, 2, 5, 10, 20, 30)
 
 
-def _patches_table(r):
+def _patches_table(r, shown=None):
     p = r["parameters"]
     jobs = p.get("jobs", 1)
     budgets = ", ".join(f"K = {K}: {b:,} s" for K, b in zip(p["K"], p["cpu_budget_s"],
                                                           strict=True))
-    lines = [f"**{r['part']}** (commit `{r['commit']}`): {r['data']}.", "",
+    data = "the patches above" if r["data"] == shown else r["data"]
+    lines = [f"**{r['part']}** (commit `{r['commit']}`): {data}.", "",
              f"This run: K {', '.join(map(str, p['K']))}; L {', '.join(map(str, p['L']))}; "
              f"{' and '.join(p['algorithms'])}; each fit until its CPU budget ({budgets}) or "
              f"{p['max_passes']} passes"
@@ -752,10 +753,11 @@ def _corpus_table(r):
 
 
 def table(results):
-    lines = []
+    lines, shown = [], None
     for r in results:
         if r["part"].startswith("patches"):
-            lines += _patches_table(r)
+            lines += _patches_table(r, shown)
+            shown = r["data"]
             continue
         if r["part"] == "corpus100m":
             lines += _corpus_table(r)
