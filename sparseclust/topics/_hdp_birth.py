@@ -202,6 +202,12 @@ def _target_bundle(rows, alpha0, alpha, alive, V):
     return dict(b, Sb=Sb, T=T, G=G, A=alpha * T, LS=float(np.sum(gammaln(tot))))
 
 
+def _pass_groups(rnd):
+    """Every batch's documents as one group with the pass's prior."""
+    return {bb: [dict(alpha=g["alpha0"], docs=np.ones(g["D"], dtype=bool))]
+            for bb, g in rnd.batch.items()}
+
+
 def birth_groups(groups, rnd, k, prior, whole, reinferred):
     """The documents' priors after an accepted birth at k (J new topics, ``prior`` (a'_1..J,
     a'_{J+1}) for the documents it did not re-infer): every group's prior gets the new
@@ -209,8 +215,7 @@ def birth_groups(groups, rnd, k, prior, whole, reinferred):
     re-inferred targets, which form a group of their own with the prior of their
     re-inference. ``groups`` as :func:`propose_birth` takes it (None: the pass's)."""
     if groups is None:
-        groups = {bb: [dict(alpha=g["alpha0"], docs=np.ones(g["D"], dtype=bool))]
-                  for bb, g in rnd.batch.items()}
+        groups = _pass_groups(rnd)
     a_new, a_rem = prior
     tmask = reinferred["tmask"]
     out = {}
@@ -256,12 +261,12 @@ def propose_birth(work, k, items, rnd, batches, rng, groups=None):
 
     Returns
     -------
-    None when rejected, else ``(J, edits, cols, prior, whole, after)``: ``edits[b]`` is
+    None when rejected, else ``(J, edits, cols, prior, whole, reinferred)``: ``edits[b]`` is
     batch b's (old statistics of its targets, their re-inferred statistics, [(alpha^used,
     token counts)] of its other documents before and after the fold of k) for
     :func:`apply_birth`, ``cols`` the targets' word types, ``prior`` (a'_1..J, a'_{J+1})
-    and ``after`` what :func:`birth_groups` needs of the re-inference (the targets, their
-    prior, their doc-topic counts over the topics ``slots``). The workspace then holds the
+    and ``reinferred`` what :func:`birth_groups` needs of the re-inference (the targets,
+    their prior, their doc-topic counts over the topics ``slots``). The workspace then holds the
     proposal's statistics and parameters over K + J topics (k removed when ``whole``).
     """
 
@@ -271,8 +276,7 @@ def propose_birth(work, k, items, rnd, batches, rng, groups=None):
     st = work.stats
     K, V, tau = work.K, work.V, m.tau
     if groups is None:
-        groups = {bb: [dict(alpha=g["alpha0"], docs=np.ones(g["D"], dtype=bool))]
-                  for bb, g in rnd.batch.items()}
+        groups = _pass_groups(rnd)
     bundles = {bb: [_target_bundle(rows, rnd.batch[bb]["alpha0"], groups[bb][0]["alpha"],
                                    work.alive, V) for rows in lst] for bb, lst in sel.items()}
     doc_ids = {bb: np.concatenate([rows["doc_ids"] for rows in lst]) for bb, lst in sel.items()}
