@@ -23,15 +23,13 @@ from .._topics import fmt
 NAME = "scale"
 TITLE = "Scale: memory and throughput"
 MEASURES = """\
-Whether throughput and memory hold as the corpus grows: StochasticEMLDA and memoized
-SparseLDA on the first n documents of a corpus, for two sizes n and for one and two
-threads, each run in a fresh process; and SparseLDA's `partial_fit` over minibatches
-streamed from a UCI file on disk. `patches`: SparseGaussianMixture trained on the 8×8
-patches of 250 BSDS500 images (2.35 million patches) streamed image by image, memoized and
-stochastic, held-out log-likelihood against CPU time after every pass (the sparse-posteriors
-paper's Fig. 2), beside the largest random subsample scikit-learn's `GaussianMixture` fits
-in the same time. `corpus100m`: StochasticEMLDA and memoized SparseLDA on IMDB repeated ten
-times (106 million tokens), at a quarter and at all of it."""
+Whether throughput and memory hold as the data grow, each configuration in a fresh process:
+StochasticEMLDA and memoized SparseLDA on the first n documents of a corpus (two n, one and
+two threads) and SparseLDA's `partial_fit` streamed from a UCI file; `corpus100m`: both on
+IMDB repeated ten times (106 million tokens), a quarter and all of it; `patches`:
+SparseGaussianMixture streamed over 2.35 million BSDS500 patches, held-out log-likelihood
+against CPU time after every pass (the sparse-posteriors paper's Fig. 2), beside the largest
+subsample scikit-learn's `GaussianMixture` fits in the same time."""
 METHOD = """\
 - Every configuration runs in its own process (`OMP_NUM_THREADS` = the thread count), fits
   a few passes with `tol=0` and reports the process's peak resident memory
@@ -43,20 +41,19 @@ METHOD = """\
   all its documents and cached; the streamed run reads a gzip UCI docword file of it
   (decompressed by `isal` where it is installed, as the run's versions below say).
 - `patches`: grayscale 8×8 patches, stride 4, each patch's mean removed, float32, from the
-  200 train and the first 50 val images (sorted by name), read by
+  200 train and the first 50 val images, read by
   `stream_image_patches(shuffle=True)`; held out: 20,000 patches drawn (seed 0) from the last
   50 val images. Zero-mean full-covariance `SparseGaussianMixture`, one thread, `tol=0`,
   defaults otherwise (`n_candidates='auto'`). Memoized: `fit(stream)` with the stream's
   minibatches as its 10 fixed batches. Stochastic: `partial_fit` on minibatches of 4,096
   patches with `total_samples` = all patches, a newly shuffled stream every pass. After
-  every pass the held-out mean log-likelihood per patch is computed from the current point
-  estimates (outside the clock). Each configuration runs until its CPU budget or pass limit.
-  Peak RSS: the process's high-water mark from the start of training (`VmHWM`, reset after
-  loading the held-out patches). scikit-learn: `GaussianMixture(covariance_type='full')`,
-  its defaults, on random subsamples of the training patches (float64) doubling in size
-  until a fit takes longer than the L = 4 memoized run at K = 200; the largest that fit in
-  that time is reported. `patches-k800`: the same at K = 800, without scikit-learn, two
-  configurations at a time (one process on each core).
+  every pass: the held-out mean log-likelihood per patch of the current point estimates
+  (outside the clock). Peak RSS: the process's high-water mark from the start of training
+  (`VmHWM`, reset after loading the held-out patches). scikit-learn: `GaussianMixture(
+  covariance_type='full')` with its defaults on random subsamples (float64), doubling
+  until a fit takes longer than the memoized L = 4 run at K = 200; the largest within that
+  time is reported. `patches-k800`: K = 800, no scikit-learn, two configurations at a
+  time, one per core.
 - `corpus100m`: the IMDB counts above (10.6 million tokens once the stop words are removed),
   repeated until the corpus holds at least 100 million tokens (ten copies), documents
   reshuffled, written once as a gzip UCI docword file (and its first
@@ -66,8 +63,8 @@ METHOD = """\
   same minibatches saved once by `CorpusStream.save` ("saved binary"; the save is outside
   the clock, its CPU time stored). Minibatches of a tenth of the quarter's documents at
   both sizes (10 and 40 batches); their statistics on disk (`memo_dir`), and once more in
-  memory, one thread. Tokens per second from the wall time of the last pass (CPU time too),
-  peak RSS from the start of training (`VmHWM`)."""
+  memory, one thread. Tokens per second from the wall time of the last pass, peak RSS
+  from the start of training (`VmHWM`)."""
 
 FULL = {
     "imdb": dict(corpus="imdb", n_docs=[25000, 100000], threads=[1, 2],
@@ -681,17 +678,18 @@ def _patches_table(r, shown=None):
                 target = _patch_target(recs, K, x["algorithm"])
                 hits = _time_to(x["curve"], target) if target is not None else None
                 lines.append(
-                    f"| {K} | SparseGaussianMixture, {x['algorithm']} | {x['L']} | "
-                    f"{x['passes']} | {x['cpu_s']:.1f} | {x['curve'][-1]['heldout']:.3f} | "
-                    f"{max(c['heldout'] for c in x['curve']):.3f} | {fmt(hits, 1)} | "
+                    f"| {K} | {x['algorithm']} | {x['L']} | "
+                    f"{x['passes']} | {x['cpu_s']:.0f} | {x['curve'][-1]['heldout']:.3f} | "
+                    f"{max(c['heldout'] for c in x['curve']):.3f} | {fmt(hits, 0)} | "
                     f"{x['peak_rss_mb']:.0f} |")
             else:
                 lines.append(
-                    f"| {K} | scikit-learn GaussianMixture, {x['n_fit']:,} patches"
+                    f"| {K} | scikit-learn, {x['n_fit']:,} patches"
                     f"{'' if x['within_budget'] else ' (over the time)'} | – | "
-                    f"{x['n_iter']} | {x['cpu_s']:.1f} | {x['heldout']:.3f} | – | – | "
+                    f"{x['n_iter']} | {x['cpu_s']:.0f} | {x['heldout']:.3f} | – | – | "
                     f"{x['peak_rss_mb']:.0f} |")
-    lines += ["", "The L = K best is that of the same algorithm. Held-out log-likelihood per "
+    lines += ["", "Held-out log-likelihood per patch (pass: score (CPU s)):" if shown else
+              "The L = K best is that of the same algorithm. Held-out log-likelihood per "
               f"patch after passes {', '.join(map(str, CURVE_PASSES))} and the last "
               "(pass: score (CPU s)):", ""]
     for x in recs:
@@ -754,6 +752,10 @@ def _corpus_table(r):
 
 def table(results):
     lines, shown = [], None
+    # the patch parts by K
+    results = sorted(results, key=lambda r: (r["part"].startswith("patches"),
+                                             r["parameters"]["K"][0]
+                                             if r["part"].startswith("patches") else 0))
     for r in results:
         if r["part"].startswith("patches"):
             lines += _patches_table(r, shown)
