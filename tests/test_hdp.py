@@ -482,8 +482,9 @@ def _birth_problem(seed=0, K=4, V=40, D=60):
 
 
 def _run_birth(m, X, params, k, monkeypatch=None):
-    """One birth round at topic k on a single batch: (workspace, batch statistics after, log,
-    the re-inference's parameters and target documents)."""
+    """One birth round at topic k (or the topics k, in order) on a single batch: (workspace,
+    batch statistics after, log, the last re-inference's parameters and target documents,
+    and every re-inference's in ``calls``)."""
     from sparseclust._moves import RoundLog
 
     K = params.K

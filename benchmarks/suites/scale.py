@@ -41,7 +41,7 @@ METHOD = """\
   all its documents and cached; the streamed run reads a gzip UCI docword file of it
   (decompressed by `isal` where it is installed, as the run's versions below say).
 - `patches`: grayscale 8×8 patches, stride 4, each patch's mean removed, float32, from the
-  200 train and the first 50 val images, read by
+  200 train and the first 50 val images (sorted by name), read by
   `stream_image_patches(shuffle=True)`; held out: 20,000 patches drawn (seed 0) from the last
   50 val images. Zero-mean full-covariance `SparseGaussianMixture`, one thread, `tol=0`,
   defaults otherwise (`n_candidates='auto'`). Memoized: `fit(stream)` with the stream's
