@@ -632,12 +632,11 @@ class HDPModel(MoveBook, VariationalModel):
         state = dict(groups=None, reinferred=[])
 
         def reused(bb, k):
-            # the documents of batch bb that earlier births re-inferred, and whether one of
-            # them uses k
-            done = np.zeros(rnd.batch[bb]["D"], dtype=bool)
+            # the documents of batch bb that earlier births re-inferred (those outside the
+            # first prior group, see birth_groups), and whether one of them uses k
+            done = ~state["groups"][bb][0]["docs"]
             uses = False
             for r in state["reinferred"]:
-                done |= r["tmask"][bb]
                 dt = r["doc_topic"].get(bb)
                 pos = np.flatnonzero(r["slots"] == k)
                 if dt is not None and pos.size:
