@@ -43,9 +43,8 @@ python -m benchmarks page                  # regenerate this page and the README
 when the importable sparseclust is not this tree's freshly built code. Each file records
 the commit, the machine (processor, cores, BLAS, library versions), the load average at the
 start and the end, the parameters and the seeds. Timings are process CPU seconds of one
-thread unless a column says otherwise: the benchmark machines have 2 cores and are shared,
-and CPU time is what such a machine measures reliably. Models are initialised inside the
-clock. Where a seed matters, every method runs on the same seeds and the tables give means
+thread unless a column says otherwise: on shared 2-core machines, CPU time is what can be
+measured reliably. Models are initialised inside the clock. Where a seed matters, every method runs on the same seeds and the tables give means
 of scores and medians of times. Defaults are chosen on validation documents or patches;
 the tables report disjoint report sets.
 

@@ -56,16 +56,14 @@ METHOD = """\
   time, one per core.
 - `corpus100m`: the IMDB counts above (10.6 million tokens once the stop words are removed),
   repeated until the corpus holds at least 100 million tokens (ten copies), documents
-  reshuffled, written once as a gzip UCI docword file (and its first
-  quarter of documents as another). **A repetition**: it measures throughput and memory,
+  reshuffled, written once as a gzip UCI docword file (and its first quarter as another). **A repetition**: it measures throughput and memory,
   not topic quality. StochasticEMLDA (K = 1000) loads the file into memory. Memoized
   SparseLDA (K = 400, Gibbs step) trains on `stream_uci_bow` ("gzip text"), and on the
   same minibatches saved once by `CorpusStream.save` ("saved binary"; the save is outside
   the clock, its CPU time stored). Minibatches of a tenth of the quarter's documents at
   both sizes (10 and 40 batches); their statistics on disk (`memo_dir`), and once more in
-  memory, one thread. Four passes; tokens per second (and per CPU second) from the median
-  pass of passes 2 to 4 (the first holds the initialisation), peak RSS from the start of
-  training (`VmHWM`)."""
+  memory, one thread. Four passes; rates from the median of passes 2 to 4 (the first holds
+  the initialisation); peak RSS from the start of training (`VmHWM`)."""
 
 FULL = {
     "imdb": dict(corpus="imdb", n_docs=[25000, 100000], threads=[1, 2],
