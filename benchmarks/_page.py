@@ -44,9 +44,10 @@ when the importable sparseclust is not this tree's freshly built code. Each file
 the commit, the machine (processor, cores, BLAS, library versions), the load average at the
 start and the end, the parameters and the seeds. Timings are process CPU seconds of one
 thread unless a column says otherwise: on shared 2-core machines, CPU time is what can be
-measured reliably. Models are initialised inside the clock. Where a seed matters, every method runs on the same seeds and the tables give means
-of scores and medians of times. Defaults are chosen on validation documents or patches;
-the tables report disjoint report sets.
+measured reliably. Models are initialised inside the clock. Where a seed matters, every
+method runs on the same seeds and the tables give means of scores and medians of times.
+Defaults are chosen on validation documents or patches; the tables report disjoint report
+sets.
 
 **Earlier studies** (kernel variants, superseded defaults): `git checkout {HISTORY_COMMIT} --
 benchmarks`.

@@ -54,16 +54,17 @@ METHOD = """\
   until a fit takes longer than the memoized L = 4 run at K = 200; the largest within that
   time is reported. `patches-k800`: K = 800, no scikit-learn, two configurations at a
   time, one per core.
-- `corpus100m`: the IMDB counts above (10.6 million tokens once the stop words are removed),
-  repeated until the corpus holds at least 100 million tokens (ten copies), documents
-  reshuffled, written once as a gzip UCI docword file (and its first quarter as another). **A repetition**: it measures throughput and memory,
-  not topic quality. StochasticEMLDA (K = 1000) loads the file into memory. Memoized
-  SparseLDA (K = 400, Gibbs step) trains on `stream_uci_bow` ("gzip text"), and on the
-  same minibatches saved once by `CorpusStream.save` ("saved binary"; the save is outside
-  the clock, its CPU time stored). Minibatches of a tenth of the quarter's documents at
-  both sizes (10 and 40 batches); their statistics on disk (`memo_dir`), and once more in
-  memory, one thread. Four passes; rates from the median of passes 2 to 4 (the first holds
-  the initialisation); peak RSS from the start of training (`VmHWM`)."""
+- `corpus100m`: the IMDB counts above (10.6 million tokens once the stop words are
+  removed), repeated until the corpus holds at least 100 million tokens (ten copies),
+  documents reshuffled, written once as a gzip UCI docword file (and its first quarter as
+  another). **A repetition**: it measures throughput and memory, not topic quality.
+  StochasticEMLDA (K = 1000) loads the file into memory. Memoized SparseLDA (K = 400,
+  Gibbs step) trains on `stream_uci_bow` ("gzip text"), and on the same minibatches saved
+  once by `CorpusStream.save` ("saved binary"; the save is outside the clock, its CPU time
+  stored). Minibatches of a tenth of the quarter's documents at both sizes (10 and 40
+  batches); their statistics on disk (`memo_dir`), and once more in memory, one thread.
+  Four passes; rates from the median of passes 2 to 4 (the first holds the
+  initialisation); peak RSS from the start of training (`VmHWM`)."""
 
 FULL = {
     "imdb": dict(corpus="imdb", n_docs=[25000, 100000], threads=[1, 2],
@@ -713,11 +714,11 @@ def _patches_table(r, shown=None):
 
 
 def _which(r):
-    """The passes a corpus100m result's rates come from."""
+    """The passes a corpus100m result's rates come from (the median of them)."""
     n = max(x["passes"] for x in r["records"])
     if not any("pass_wall_s" in x for x in r["records"]):
         return "last pass"
-    return f"median of passes 2–{n}" if n > 2 else "pass 2" if n == 2 else "pass 1"
+    return f"passes 2–{n}" if n > 2 else "pass 2" if n == 2 else "pass 1"
 
 
 def _per_cpu(x):
@@ -761,8 +762,9 @@ def _corpus_table(r):
         lines += ["", "StochasticEMLDA on a Dask `LocalCluster` of single-threaded worker "
                   "processes (the same machine), the corpus persisted on the workers in "
                   f"{dask[0]['partitions']} row blocks:", "",
-                  f"| K | documents | tokens | workers | M tokens/s ({_which(r)}) | × one worker | "
-                  "workers' RSS after the fit MB |", "|---|---|---|---|---|---|---|"]
+                  f"| K | documents | tokens | workers | M tokens/s ({_which(r)}) | "
+                  "× one worker | workers' RSS after the fit MB |",
+                  "|---|---|---|---|---|---|---|"]
         for x in dask:
             one = next((y for y in dask if y["size"] == x["size"] and y["workers"] == 1), None)
             ratio = x["tokens_per_s"] / one["tokens_per_s"] if one else None
