@@ -52,8 +52,8 @@ METHOD = """\
   (`VmHWM`, reset after loading the held-out patches). scikit-learn: `GaussianMixture(
   covariance_type='full')` with its defaults on random subsamples (float64), doubling
   until a fit takes longer than the memoized L = 4 run at K = 200; the largest within that
-  time is reported. `patches-k800`: K = 800, no scikit-learn, two configurations at a
-  time, one per core.
+  time is reported. `patches-k800` (K = 800) and `patches-stochastic` (stochastic
+  training, K = 200): no scikit-learn, two configurations at a time, one per core.
 - `corpus100m`: the IMDB counts above (10.6 million tokens once the stop words are
   removed), repeated until the corpus holds at least 100 million tokens (ten copies),
   documents reshuffled, written once as a gzip UCI docword file (and its first quarter as
@@ -83,6 +83,9 @@ FULL["patches"] = dict(
 # K = 800 without the scikit-learn subsamples; two configurations at a time, one core each
 FULL["patches-k800"] = dict(FULL["patches"], K=[800], cpu_budget_s=[4500], jobs=2,
                             sklearn_K=None)
+# stochastic training at K = 200, every L, two configurations at a time
+FULL["patches-stochastic"] = dict(FULL["patches"], algorithms=["stochastic"], jobs=2,
+                                  sklearn_K=None)
 QUICK["patches"] = dict(
     K=[20], L=[1, 4, "K"], algorithms=["memoized", "stochastic"], seed=0,
     heldout_images=2, n_heldout=2000, train_images=4, n_batches=4, svi_batch_size=2048,
@@ -779,7 +782,8 @@ def table(results):
     # the patch parts by K
     results = sorted(results, key=lambda r: (r["part"].startswith("patches"),
                                              r["parameters"]["K"][0]
-                                             if r["part"].startswith("patches") else 0))
+                                             if r["part"].startswith("patches") else 0,
+                                             r["part"] != "patches"))
     for r in results:
         if r["part"].startswith("patches"):
             lines += _patches_table(r, shown)
