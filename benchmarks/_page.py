@@ -10,6 +10,7 @@ changed tree, a ``--quick`` run, an unknown suite or part, another schema).
 """
 
 import json
+import re
 import sys
 
 from . import suites
@@ -110,11 +111,12 @@ def _first(values):
 
 
 def _provenance(res, common):
-    """A run's line: its file, commit, date, duration, load and seeds, and the parts of its
-    setup that differ from the common one."""
+    """A run's line: its file, date, duration, load and seeds, and the parts of its setup
+    that differ from the common one (its commit is in its table's heading)."""
     load = res.get("load", {})
     differ = [p for p in _setup(res) if p not in (common or ())]
-    return (f"`{res['suite']}-{res['part']}.json`: commit `{res['commit']}`, {res['date']}, "
+    date = re.sub(r"(\d\d:\d\d):\d\d", r"\1", res["date"])
+    return (f"`{res['suite']}-{res['part']}.json`: {date}, "
             f"{res['duration_s']:.0f} s; 1-minute load {_first(load.get('start'))} → "
             f"{_first(load.get('end'))}; "
             f"seeds {res.get('seeds') or '–'}" + (f"; {', '.join(differ)}" if differ else "")

@@ -53,7 +53,7 @@ QUICK = {
 LABELS = {"sgmm": "SparseGaussianMixture (defaults, L = 4)",
           "sgmm-dense": "SparseGaussianMixture, L = K (dense)",
           "sklearn": "scikit-learn GaussianMixture", "dp": "DP mixture with moves",
-          "finite": "SparseGaussianMixture (defaults)"}
+          "finite": "finite (defaults)"}
 
 
 def _fit(method, X, K, seed, extra):

@@ -165,12 +165,12 @@ def table(results):
                   f"(`{result['part']}`, commit `{result['commit']}`): "
                   f"{'the documents above' if data == shown else data}.", "",
                   "| K | method | report score | Δ vs tomotopy | CPU s | CPU ratio vs tomotopy "
-                  "| validation score | iterations | seeds |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "| iterations | seeds |",
+                  "|---|---|---|---|---|---|---|---|"]
         for (K, method), s in _summaries(result).items():
             lines.append(f"| {K} | {LABELS.get(method, method)} | {fmt(s['report'], 4)} | "
                          f"{signed(s['delta'], 4)} | {fmt(s['cpu'], 1)} | {fmt(s['ratio'], 2)} | "
-                         f"{fmt(s['validation'], 4)} | {fmt(s['n_iter'], 0)} | {s['seeds']} |")
+                         f"{fmt(s['n_iter'], 0)} | {s['seeds']} |")
         lines.append("")
         shown = data
     return "\n".join(lines)

@@ -12,6 +12,7 @@ from .._topics import (
     doc_topic_prior,
     fmt,
     heldout,
+    mean,
     median,
     ours,
 )
@@ -130,10 +131,13 @@ def _pairs(result, method="sem"):
         yield K, [(r, peer[r["seed"]]) for r in ours_r if r["seed"] in peer]
 
 
-def _curve(rec):
-    """'sweep: CPU s, score' at every checkpoint of a record (one seed)."""
-    return "; ".join(f"{c['sweep']}: {c['cpu_s']:.1f} s, {fmt(c['report'], 4)}"
-                     for c in rec.get("checkpoints", []))
+def _curve(recs):
+    """'sweep: CPU s, score' at every checkpoint the records (seeds) share, each the mean
+    over them."""
+    by = [{c["sweep"]: c for c in r["checkpoints"]} for r in recs]
+    sweeps = sorted(set.intersection(*(set(b) for b in by)))
+    return "; ".join(f"{w}: {mean([b[w]['cpu_s'] for b in by]):.1f} s, "
+                     f"{fmt(mean([b[w]['report'] for b in by]), 4)}" for w in sweeps)
 
 
 def table(results):
@@ -162,13 +166,17 @@ def table(results):
                     f"{median([b['first_sweep_ratio'] for _, b in pairs]):.2f} | "
                     f"{fmt(median([a['report'] for a, _ in pairs]), 4)}, "
                     f"{fmt(median([b['report'] for _, b in pairs]), 4)} | {len(pairs)} |")
-        curves = [r for r in result["records"] if r.get("checkpoints")]
+        curves = {}
+        for r in result["records"]:
+            if r.get("checkpoints"):
+                curves.setdefault((r["K"], r["method"]), []).append(r)
         if curves:
-            lines += ["", "Report score against CPU time (sweep: CPU seconds so far, score):",
-                      "", "| K | method | seed | checkpoints |", "|---|---|---|---|"]
-            for r in sorted(curves, key=lambda r: (r["K"], r["seed"])):
-                lines.append(f"| {r['K']} | {NAMES.get(r['method'], r['method'])} | "
-                             f"{r['seed']} | {_curve(r)} |")
+            lines += ["", "Report score against CPU time (sweep: CPU seconds so far, score; "
+                      "means over the seeds):", "", "| K | method | seeds | checkpoints |",
+                      "|---|---|---|---|"]
+            for (K, method), rs in sorted(curves.items(), key=lambda kv: kv[0][0]):
+                lines.append(f"| {K} | {NAMES.get(method, method)} | {len(rs)} | "
+                             f"{_curve(rs)} |")
         lines.append("")
     return "\n".join(lines)
 
