@@ -76,8 +76,9 @@ QUICK = {
                          models={"sem": dict(K=50, passes=2), "sparselda": dict(K=20, passes=1)},
                          stream=dict(K=20, batch_size=1024)),
 }
+# memoized training (the stochastic runs are a part of their own)
 FULL["patches"] = dict(
-    K=[200], L=[1, 4, 16, "K"], algorithms=["memoized", "stochastic"], seed=0,
+    K=[200], L=[1, 4, 16, "K"], algorithms=["memoized"], seed=0,
     heldout_images=50, n_heldout=20000, train_images=None, n_batches=10, svi_batch_size=4096,
     max_passes=30, cpu_budget_s=[1200], jobs=1, sklearn_K=200, sklearn_start=5000)
 # K = 800 without the scikit-learn subsamples; two configurations at a time, one core each
