@@ -720,13 +720,7 @@ def _patches_table(r, shown=None):
 def _which(r):
     """The passes a corpus100m result's rates come from (the median of them)."""
     n = max(x["passes"] for x in r["records"])
-    if not any("pass_wall_s" in x for x in r["records"]):
-        return "last pass"
     return f"passes 2–{n}" if n > 2 else "pass 2" if n == 2 else "pass 1"
-
-
-def _per_cpu(x):
-    return x.get("tokens_per_cpu_s") or x["n_tokens"] / x["last_pass_cpu_s"]
 
 
 def _corpus_table(r):
@@ -753,7 +747,7 @@ def _corpus_table(r):
         lines.append(f"| {name} | {x['K']} | {x['n_docs']:,} | {x['n_tokens']:,.0f} | "
                      f"{batches} | "
                      f"{x['threads']} | {x['tokens_per_s'] / 1e6:.3f} | {fmt(ratio)} | "
-                     f"{_per_cpu(x) / 1e6:.3f} | "
+                     f"{x['tokens_per_cpu_s'] / 1e6:.3f} | "
                      f"{x['peak_rss_mb']:.0f} | {x['base_rss_mb']:.0f} | "
                      f"{x['peak_rss_mb'] * 2**20 / x['n_tokens']:.1f} |")
     saved = [x for x in r["records"] if x.get("save_cpu_s") is not None and x["threads"] == 1
