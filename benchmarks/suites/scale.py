@@ -52,8 +52,9 @@ METHOD = """\
   (`VmHWM`, reset after loading the held-out patches). scikit-learn: `GaussianMixture(
   covariance_type='full')` with its defaults on random subsamples (float64), doubling
   until a fit takes longer than the memoized L = 4 run at K = 200; the largest within that
-  time is reported. `patches-k800` (K = 800) and `patches-stochastic` (stochastic
-  training, K = 200): no scikit-learn, two configurations at a time, one per core.
+  time is reported. The other parts (`patches-k800`, `patches-l1-l16`,
+  `patches-stochastic`, `patches-k800-stochastic`): no scikit-learn, two configurations
+  at a time, one per core.
 - `corpus100m`: the IMDB counts above (10.6 million tokens once the stop words are
   removed), repeated until the corpus holds at least 100 million tokens (ten copies),
   documents reshuffled, written once as a gzip UCI docword file (and its first quarter as
@@ -76,17 +77,24 @@ QUICK = {
                          models={"sem": dict(K=50, passes=2), "sparselda": dict(K=20, passes=1)},
                          stream=dict(K=20, batch_size=1024)),
 }
-# memoized training (the stochastic runs are a part of their own)
+# memoized training at K = 200, L = 4 and K, with the scikit-learn subsamples; the other
+# configurations of the design (K = 200 and 800; L = 1, 4, 16, K; memoized and stochastic)
+# are the parts below
 FULL["patches"] = dict(
-    K=[200], L=[1, 4, 16, "K"], algorithms=["memoized"], seed=0,
+    K=[200], L=[4, "K"], algorithms=["memoized"], seed=0,
     heldout_images=50, n_heldout=20000, train_images=None, n_batches=10, svi_batch_size=4096,
     max_passes=30, cpu_budget_s=[1200], jobs=1, sklearn_K=200, sklearn_start=5000)
 # K = 800 without the scikit-learn subsamples; two configurations at a time, one core each
 FULL["patches-k800"] = dict(FULL["patches"], K=[800], cpu_budget_s=[4500], jobs=2,
                             sklearn_K=None)
-# stochastic training at K = 200, every L, two configurations at a time
-FULL["patches-stochastic"] = dict(FULL["patches"], algorithms=["stochastic"], jobs=2,
-                                  sklearn_K=None)
+# memoized training with L = 1 and 16 at both K
+FULL["patches-l1-l16"] = dict(FULL["patches"], K=[200, 800], L=[1, 16],
+                              cpu_budget_s=[1200, 4500], jobs=2, sklearn_K=None)
+# stochastic training, every L, two configurations at a time
+FULL["patches-stochastic"] = dict(FULL["patches"], L=[1, 4, 16, "K"],
+                                  algorithms=["stochastic"], jobs=2, sklearn_K=None)
+FULL["patches-k800-stochastic"] = dict(FULL["patches-stochastic"], K=[800],
+                                       cpu_budget_s=[1500])
 QUICK["patches"] = dict(
     K=[20], L=[1, 4, "K"], algorithms=["memoized", "stochastic"], seed=0,
     heldout_images=2, n_heldout=2000, train_images=4, n_batches=4, svi_batch_size=2048,
@@ -670,7 +678,7 @@ def _patch_target(records, K, algorithm):
 CURVE_PASSES = (1, 2, 5, 10, 20, 30)
 
 
-def _patches_table(r, shown=None):
+def _patches_table(r, shown=None, pooled=()):
     p = r["parameters"]
     jobs = p.get("jobs", 1)
     budgets = ", ".join(f"K = {K}: {b:,} s" for K, b in zip(p["K"], p["cpu_budget_s"],
@@ -690,7 +698,7 @@ def _patches_table(r, shown=None):
             if x["K"] != K:
                 continue
             if x["method"] == "sgmm":
-                target = _patch_target(recs, K, x["algorithm"])
+                target = _patch_target(pooled or recs, K, x["algorithm"])
                 hits = _time_to(x["curve"], target) if target is not None else None
                 lines.append(
                     f"| {K} | {x['algorithm']} | {x['L']} | "
@@ -704,7 +712,8 @@ def _patches_table(r, shown=None):
                     f"{x['n_iter']} | {x['cpu_s']:.0f} | {x['heldout']:.3f} | – | – | "
                     f"{x['peak_rss_mb']:.0f} |")
     lines += ["", "Held-out log-likelihood per patch (pass: score (CPU s)):" if shown else
-              "The L = K best is that of the same algorithm. Held-out log-likelihood per "
+              "The L = K best is that of the same algorithm and K, in whichever part "
+              "holds it. Held-out log-likelihood per "
               f"patch after passes {', '.join(map(str, CURVE_PASSES))} and the last "
               "(pass: score (CPU s)):", ""]
     for x in recs:
@@ -779,9 +788,10 @@ def table(results):
                                              r["parameters"]["K"][0]
                                              if r["part"].startswith("patches") else 0,
                                              r["part"] != "patches"))
+    pooled = [x for r in results if r["part"].startswith("patches") for x in r["records"]]
     for r in results:
         if r["part"].startswith("patches"):
-            lines += _patches_table(r, shown)
+            lines += _patches_table(r, shown, pooled)
             shown = r["data"]
             continue
         if r["part"] == "corpus100m":
