@@ -678,51 +678,49 @@ def _patch_target(records, K, algorithm):
 CURVE_PASSES = (1, 2, 5, 10, 20, 30)
 
 
-def _patches_table(r, shown=None, pooled=()):
-    p = r["parameters"]
-    jobs = p.get("jobs", 1)
-    budgets = ", ".join(f"K = {K}: {b:,} s" for K, b in zip(p["K"], p["cpu_budget_s"],
-                                                          strict=True))
-    data = "the patches above" if r["data"] == shown else r["data"]
-    lines = [f"**{r['part']}** (commit `{r['commit']}`): {data}.", "",
-             f"This run: K {', '.join(map(str, p['K']))}; L {', '.join(map(str, p['L']))}; "
-             f"{' and '.join(p['algorithms'])}; each fit until its CPU budget ({budgets}) or "
-             f"{p['max_passes']} passes"
-             f"{f'; {jobs} at a time, one core each' if jobs > 1 else ''}.", "",
-             "| K | method | L | passes | CPU s | held-out (last) | held-out (best) | "
-             "CPU s to the L = K best − 0.1% | peak RSS MB |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    recs = r["records"]
-    for K in sorted({x["K"] for x in recs}):
-        for x in recs:
-            if x["K"] != K:
-                continue
-            if x["method"] == "sgmm":
-                target = _patch_target(pooled or recs, K, x["algorithm"])
-                hits = _time_to(x["curve"], target) if target is not None else None
-                lines.append(
-                    f"| {K} | {x['algorithm']} | {x['L']} | "
-                    f"{x['passes']} | {x['cpu_s']:.0f} | {x['curve'][-1]['heldout']:.3f} | "
-                    f"{max(c['heldout'] for c in x['curve']):.3f} | {fmt(hits, 0)} | "
-                    f"{x['peak_rss_mb']:.0f} |")
-            else:
-                lines.append(
-                    f"| {K} | scikit-learn, {x['n_fit']:,} patches"
-                    f"{'' if x['within_budget'] else ' (over the time)'} | – | "
-                    f"{x['n_iter']} | {x['cpu_s']:.0f} | {x['heldout']:.3f} | – | – | "
-                    f"{x['peak_rss_mb']:.0f} |")
-    lines += ["", "Held-out log-likelihood per patch (pass: score (CPU s)):" if shown else
-              "The L = K best is that of the same algorithm and K, in whichever part "
-              "holds it. Held-out log-likelihood per "
-              f"patch after passes {', '.join(map(str, CURVE_PASSES))} and the last "
-              "(pass: score (CPU s)):", ""]
+def _patches_table(parts):
+    """One table over every patch part (they share the patches and the protocol), the
+    scikit-learn subsamples last; then each fit's held-out curve."""
+    recs = [dict(x, part=r["part"], budget=dict(zip(r["parameters"]["K"],
+                                                    r["parameters"]["cpu_budget_s"],
+                                                    strict=True))[x["K"]])
+            for r in parts for x in r["records"]]
+    order = {1: 0, 4: 1, 16: 2, "K": 3}
+    ours = sorted((x for x in recs if x["method"] == "sgmm"),
+                  key=lambda x: (x["K"], x["algorithm"] != "memoized", order[x["L"]]))
+    datas = sorted({r["data"] for r in parts})
+    commits = ", ".join(f"`{r['commit']}`" for r in parts)
+    lines = [f"**{', '.join(r['part'] for r in parts)}** (commits {commits}): "
+             f"{'; '.join(datas)}.",
+             "", "Each fit runs until its CPU budget or "
+             f"{max(r['parameters']['max_passes'] for r in parts)} passes. The L = K best is "
+             "that of the same training and K.", "",
+             "| K | training | L | budget CPU s | passes | CPU s | held-out (last) | "
+             "held-out (best) | CPU s to the L = K best − 0.1% | peak RSS MB |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for x in ours:
+        target = _patch_target(recs, x["K"], x["algorithm"])
+        hits = _time_to(x["curve"], target) if target is not None else None
+        lines.append(
+            f"| {x['K']} | {x['algorithm']} | {x['L']} | {x['budget']:,} | {x['passes']} | "
+            f"{x['cpu_s']:,.0f} | {x['curve'][-1]['heldout']:.3f} | "
+            f"{max(c['heldout'] for c in x['curve']):.3f} | {fmt(hits, 0)} | "
+            f"{x['peak_rss_mb']:.0f} |")
     for x in recs:
-        if x["method"] == "sgmm":
-            last = x["curve"][-1]["passes"]
-            pts = "; ".join(f"{c['passes']}: {c['heldout']:.2f} ({c['cpu_s']:.0f} s)"
-                            for c in x["curve"]
-                            if c["passes"] in CURVE_PASSES or c["passes"] == last)
-            lines.append(f"- K = {x['K']}, {x['algorithm']}, L = {x['L']}: {pts}")
+        if x["method"] == "sklearn":
+            lines.append(
+                f"| {x['K']} | scikit-learn, {x['n_fit']:,} patches"
+                f"{'' if x['within_budget'] else ' (over the time)'} | – | – | "
+                f"{x['n_iter']} | {x['cpu_s']:,.0f} | {x['heldout']:.3f} | – | – | "
+                f"{x['peak_rss_mb']:.0f} |")
+    lines += ["", "Held-out log-likelihood per patch after passes "
+              f"{', '.join(map(str, CURVE_PASSES))} and the last (pass: score (CPU s)):", ""]
+    for x in ours:
+        last = x["curve"][-1]["passes"]
+        pts = "; ".join(f"{c['passes']}: {c['heldout']:.2f} ({c['cpu_s']:.0f} s)"
+                        for c in x["curve"]
+                        if c["passes"] in CURVE_PASSES or c["passes"] == last)
+        lines.append(f"- K = {x['K']}, {x['algorithm']}, L = {x['L']}: {pts}")
     return lines + [""]
 
 
@@ -782,17 +780,11 @@ def _corpus_table(r):
 
 
 def table(results):
-    lines, shown = [], None
-    # the patch parts by K
-    results = sorted(results, key=lambda r: (r["part"].startswith("patches"),
-                                             r["parameters"]["K"][0]
-                                             if r["part"].startswith("patches") else 0,
-                                             r["part"] != "patches"))
-    pooled = [x for r in results if r["part"].startswith("patches") for x in r["records"]]
+    lines = []
+    patches = sorted((r for r in results if r["part"].startswith("patches")),
+                     key=lambda r: r["part"])
     for r in results:
         if r["part"].startswith("patches"):
-            lines += _patches_table(r, shown, pooled)
-            shown = r["data"]
             continue
         if r["part"] == "corpus100m":
             lines += _corpus_table(r)
@@ -807,6 +799,8 @@ def table(results):
                          f"{x['threads']} | {x['tokens_per_s'] / 1e6:.3f} | {x['cpu_s']:.1f} | "
                          f"{x['peak_rss_mb']:.0f} | {x['peak_rss_mb'] - x['base_rss_mb']:.0f} |")
         lines.append("")
+    if patches:
+        lines += _patches_table(patches)
     return "\n".join(lines)
 
 
