@@ -121,6 +121,63 @@ def test_byte_scanner_accepts_exactly_its_language():
     assert _tokenize(b"9" * _MAX_DIGITS, False)[0][0] == 10**_MAX_DIGITS - 1
 
 
+def _reference_uci(body, D, W, prev_doc, in_order, max_entries):
+    """The UCI block's rules, written line by line: three numbers or only blanks a line,
+    1 <= doc <= D, 1 <= word <= W, count >= 1, docs non-decreasing from ``prev_doc`` (0-based)
+    when ``in_order``, at most ``max_entries`` entries."""
+    import re
+
+    if re.fullmatch(rb"[0-9 \t\r\n]*", body) is None:
+        return None
+    docs, words, counts, last = [], [], [], -1
+    for i, line in enumerate(body.split(b"\n")):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) != 3 or any(len(f) > _MAX_DIGITS for f in fields):
+            return None
+        d, w, c = (int(f) for f in fields)
+        if not (1 <= d <= D and 1 <= w <= W and c >= 1) or len(docs) >= max_entries:
+            return None
+        if in_order and d - 1 < prev_doc:
+            return None
+        prev_doc = d - 1
+        docs.append(d - 1), words.append(w - 1), counts.append(c)
+        last = i
+    return docs, words, counts, last
+
+
+def test_uci_scanner_accepts_exactly_valid_entry_blocks():
+    from sparseclust._kernels._text_scan import scan_uci
+
+    rng = np.random.default_rng(1)
+    pieces = [b"0", b"1", b"2", b"3", b"4", b"007", b" ", b"  ", b"\t", b"\r", b"x"]
+    for trial in range(4000):
+        lines = []
+        for _ in range(rng.integers(0, 8)):
+            n = rng.choice([0, 2, 4] + [3] * 12)  # numbers on the line
+            nums = [str(int(rng.integers(0 if rng.random() < 0.05 else 1, 6))).encode()
+                    for _ in range(n)]
+            if rng.random() < 0.05:
+                nums.append(b"9" * int(rng.integers(_MAX_DIGITS - 1, _MAX_DIGITS + 2)))
+            lines.append(b" ".join(nums) + (rng.choice(pieces) if rng.random() < 0.05 else b""))
+        body = b"\n".join(lines)
+        D, W = int(rng.integers(3, 7)), int(rng.integers(3, 7))
+        prev, in_order = int(rng.integers(-1, 2)), bool(trial % 2)
+        cap = int(rng.integers(0, 12))
+        got = scan_uci(np.frombuffer(body, dtype=np.uint8), D, W, prev, in_order, cap,
+                       _MAX_DIGITS)
+        ref = _reference_uci(body, D, W, prev, in_order, cap)
+        if ref is None:
+            assert got is None, body
+            continue
+        assert got is not None, body
+        for g, r in zip(got[:3], ref[:3], strict=True):
+            assert g.dtype == np.int64
+            np.testing.assert_array_equal(g, np.array(r, dtype=np.int64))
+        assert got[3] == ref[3]
+
+
 def test_kos_fast_and_line_by_line_parsers_agree():
     docword, vocab = DATA.joinpath("docword.kos.txt.gz"), DATA.joinpath("vocab.kos.txt")
     # the vectorized parser accepts the file on its own (no fallback)

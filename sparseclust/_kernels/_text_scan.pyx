@@ -1,12 +1,14 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""One pass over the bytes of a bag-of-words text block (UCI ``docword`` lines, LDA-C
-``word:count`` pairs): the unsigned integers, the line each starts on, and whether a ``:``
-directly precedes it (:func:`sparseclust.datasets._bow._tokenize`).
+"""One pass over the bytes of a bag-of-words text block. :func:`scan` reads any such block
+(UCI ``docword`` lines, LDA-C ``word:count`` pairs): the unsigned integers, the line each
+starts on, and whether a ``:`` directly precedes it
+(:func:`sparseclust.datasets._bow._tokenize`). :func:`scan_uci` reads and checks the UCI
+entries themselves.
 
-The block is accepted only when it holds nothing but digits, spaces, tabs, ``\\r``, ``\\n``
-and (with ``allow_colon``) colons that sit between two digits, and no number has more than
-``max_digits`` digits; otherwise ``scan`` returns None and the caller parses line by line to
-report the fault. A number is a maximal run of digits, read in base 10 (leading zeros
+:func:`scan` accepts a block only when it holds nothing but digits, spaces, tabs, ``\\r``,
+``\\n`` and (with ``allow_colon``) colons that sit between two digits, and no number has
+more than ``max_digits`` digits; otherwise it returns None and the caller parses line by
+line to report the fault. A number is a maximal run of digits, read in base 10 (leading zeros
 allowed); its line is the number of ``\\n`` before its first digit.
 """
 
@@ -71,3 +73,75 @@ def scan(const uint8_t[::1] b, bint allow_colon, int max_digits):
     if bad:
         return None
     return values_a[:m].copy(), line_a[:m].copy(), colon_a[:m].astype(bool)
+
+
+def scan_uci(const uint8_t[::1] b, int64_t D, int64_t W, int64_t prev_doc, bint in_order,
+             int64_t max_entries, int max_digits):
+    """The entries of a block of UCI ``docword`` lines in one pass: ``(docs, words, counts,
+    last_line)``, docs and words 0-based (int64), counts int64, ``last_line`` the 0-based
+    line of the last entry (-1 when there is none); or None when the block is not exactly
+    that.
+
+    The block is accepted when every line holds three numbers or only whitespace (spaces,
+    tabs, ``\\r``), with 1 <= docID <= D, 1 <= wordID <= W, count >= 1, no number longer
+    than ``max_digits`` digits and at most ``max_entries`` entries; with ``in_order`` the
+    docIDs (0-based) must also be non-decreasing, starting from ``prev_doc``. These are the
+    checks of the generic scan (:func:`scan`) followed by the callers' checks, so a block
+    that fails goes to the line-by-line parser, which names the fault.
+    """
+    cdef Py_ssize_t n = b.shape[0]
+    cdef Py_ssize_t cap = n // 6 + 1  # an entry and its newline take six bytes at least
+    docs_a = np.empty(cap, dtype=np.int64)
+    words_a = np.empty(cap, dtype=np.int64)
+    counts_a = np.empty(cap, dtype=np.int64)
+    cdef int64_t[::1] docs = docs_a
+    cdef int64_t[::1] words = words_a
+    cdef int64_t[::1] counts = counts_a
+    cdef Py_ssize_t i, m = 0
+    cdef int64_t v = 0, cur_line = 0, last_line = -1
+    cdef int64_t vals[3]
+    cdef int digits = 0, nf = 0
+    cdef uint8_t c
+    cdef bint bad = False
+    with nogil:
+        for i in range(n + 1):
+            c = b[i] if i < n else 10  # the block's end closes its last line
+            if c >= 48 and c <= 57:
+                digits += 1
+                if digits > max_digits:
+                    bad = True
+                    break
+                v = v * 10 + (c - 48)
+                continue
+            if digits:
+                if nf == 3:
+                    bad = True
+                    break
+                vals[nf] = v
+                nf += 1
+                digits = 0
+                v = 0
+            if c == 10:
+                if nf == 3:
+                    if (m >= max_entries or vals[0] < 1 or vals[0] > D or vals[1] < 1
+                            or vals[1] > W or vals[2] < 1
+                            or (in_order and vals[0] - 1 < prev_doc)):
+                        bad = True
+                        break
+                    docs[m] = vals[0] - 1
+                    words[m] = vals[1] - 1
+                    counts[m] = vals[2]
+                    prev_doc = vals[0] - 1
+                    last_line = cur_line
+                    m += 1
+                elif nf:
+                    bad = True
+                    break
+                nf = 0
+                cur_line += 1
+            elif c != 32 and c != 9 and c != 13:
+                bad = True
+                break
+    if bad:
+        return None
+    return docs_a[:m].copy(), words_a[:m].copy(), counts_a[:m].copy(), last_line

@@ -208,28 +208,13 @@ def _parse_uci_header(raw, name):
 
 
 def _parse_uci_fast(body, D, W, nnz):
-    """Vectorized parse of the UCI entries; ``None`` if anything is off."""
-    tok = _tokenize(body, allow_colon=False)
-    if tok is None:
+    """Compiled parse of the UCI entries (:func:`sparseclust._kernels._text_scan.scan_uci`);
+    ``None`` if anything is off."""
+    out = _text_scan.scan_uci(np.frombuffer(body, dtype=np.uint8), D, W, -1, False, nnz,
+                              _MAX_DIGITS)
+    if out is None or out[0].size != nnz:
         return None
-    values, line, _ = tok
-    if values.size != 3 * nnz:
-        return None
-    line = line.reshape(-1, 3)
-    # each non-empty line holds exactly one triple
-    if not ((line[:, 0] == line[:, 2]).all() and (line[1:, 0] > line[:-1, 2]).all()):
-        return None
-    values = values.reshape(-1, 3)
-    docs, words, counts = values[:, 0], values[:, 1], values[:, 2]
-    if nnz and not (
-        docs.min() >= 1
-        and docs.max() <= D
-        and words.min() >= 1
-        and words.max() <= W
-        and counts.min() >= 1
-    ):
-        return None
-    return docs - 1, words - 1, counts
+    return out[:3]
 
 
 def _parse_uci_slow(body, name, D, W, nnz, first_line=4, check_total=True, declared=None):

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from .._kernels import _text_scan
 from ._bow import (
     _MAX_DIGITS,
     _UCI_HEADER,
@@ -317,20 +318,29 @@ def stream_uci_bow(docword_path, vocab_path=None, batch_size=1000, dtype=np.floa
             last_doc = -1
             last_line = 3
             for body, lineno in _line_blocks(fh, 4):
-                docs, words, counts, line = _uci_block(body, name, D, W, nnz - seen,
-                                                       lineno, nnz)
-                if docs.size == 0:
-                    continue
+                fast = _text_scan.scan_uci(np.frombuffer(body, dtype=np.uint8), D, W,
+                                           last_doc, True, nnz - seen, _MAX_DIGITS)
+                if fast is not None:
+                    docs, words, counts, last = fast
+                    if docs.size == 0:
+                        continue
+                else:  # the generic parse names the fault
+                    docs, words, counts, line = _uci_block(body, name, D, W, nnz - seen,
+                                                           lineno, nnz)
+                    if docs.size == 0:
+                        continue
+                    # entries must come in docID order to be streamed
+                    prev = np.concatenate([[last_doc], docs[:-1]])
+                    bad = np.flatnonzero(docs < prev)
+                    if bad.size:
+                        raise _error(name, lineno + int(line[bad[0]]),
+                                     f"docID {docs[bad[0]] + 1} after docID "
+                                     f"{prev[bad[0]] + 1}: a streamed file must list its "
+                                     "entries by increasing docID")
+                    last = int(line[-1])
                 seen += docs.size
-                # entries must come in docID order to be streamed
-                prev = np.concatenate([[last_doc], docs[:-1]])
-                bad = np.flatnonzero(docs < prev)
-                if bad.size:
-                    raise _error(name, lineno + int(line[bad[0]]),
-                                 f"docID {docs[bad[0]] + 1} after docID {prev[bad[0]] + 1}: "
-                                 "a streamed file must list its entries by increasing docID")
                 last_doc = int(docs[-1])
-                last_line = lineno + int(line[-1])
+                last_line = lineno + int(last)
                 which = docs // batch_size
                 start = 0
                 while start < docs.size:
