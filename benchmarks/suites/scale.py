@@ -52,9 +52,8 @@ METHOD = """\
   (`VmHWM`, reset after loading the held-out patches). scikit-learn: `GaussianMixture(
   covariance_type='full')` with its defaults on random subsamples (float64), doubling
   until a fit takes longer than the memoized L = 4 run at K = 200; the largest within that
-  time is reported. The other parts (`patches-k800`, `patches-l1-l16`,
-  `patches-stochastic`, `patches-k800-stochastic`): no scikit-learn, two configurations
-  at a time, one per core.
+  time is reported. The other parts: no scikit-learn, one process per core (two
+  configurations at a time, or one beside another part's).
 - `corpus100m`: the IMDB counts above (10.6 million tokens once the stop words are
   removed), repeated until the corpus holds at least 100 million tokens (ten copies),
   documents reshuffled, written once as a gzip UCI docword file (and its first quarter as
@@ -93,8 +92,11 @@ FULL["patches-l1-l16"] = dict(FULL["patches"], K=[200, 800], L=[1, 16],
 # stochastic training, every L, two configurations at a time
 FULL["patches-stochastic"] = dict(FULL["patches"], L=[1, 4, 16, "K"],
                                   algorithms=["stochastic"], jobs=2, sklearn_K=None)
-FULL["patches-k800-stochastic"] = dict(FULL["patches-stochastic"], K=[800],
-                                       cpu_budget_s=[1500])
+# K = 800, stochastic: the same budget as at K = 200, in two parts (the first runs beside
+# the last memoized fit, one configuration at a time)
+FULL["patches-k800-stochastic-l1-l16"] = dict(FULL["patches-stochastic"], K=[800], L=[1, 16],
+                                              jobs=1)
+FULL["patches-k800-stochastic-l4-lk"] = dict(FULL["patches-stochastic"], K=[800], L=[4, "K"])
 QUICK["patches"] = dict(
     K=[20], L=[1, 4, "K"], algorithms=["memoized", "stochastic"], seed=0,
     heldout_images=2, n_heldout=2000, train_images=4, n_batches=4, svi_batch_size=2048,
