@@ -6,12 +6,13 @@ n_words)`` in CSR format, ``X[d, v]`` being the number of times word ``v`` occur
 document ``d`` -- the ``n_dv`` of the topic-model local step.
 
 Parsing strategy. Files are read whole (gzip detected by its magic bytes) and scanned
-once by a compiled pass over the bytes (:mod:`sparseclust._kernels._text_scan`): it checks
-that only the characters of the format occur and records, for each run of digits, its
-value, its line and whether a ``:`` precedes it. Structure and value checks are array
-comparisons. Only when one of them fails is the file scanned again line
-by line, in Python, to report the first offending line (1-based) in a :class:`ValueError`
-naming the file. The line-by-line parser is complete on its own, so both paths accept the
+once by a compiled pass over the bytes (:mod:`sparseclust._kernels._text_scan`). For UCI
+entries the pass checks everything itself (the characters, three numbers a line, the
+ranges of the IDs and counts) and returns the entries. For LDA-C it checks that only the
+characters of the format occur and records, for each run of digits, its value, its line
+and whether a ``:`` precedes it; the structure and value checks are array comparisons.
+Only when a check fails is the file scanned again line by line, in Python, to report the
+first offending line (1-based) in a :class:`ValueError` naming the file. The line-by-line parser is complete on its own, so both paths accept the
 same language and return the same matrix.
 """
 
