@@ -111,16 +111,16 @@ def _first(values):
 
 
 def _provenance(res, common):
-    """A run's line: its file, date, duration, load and seeds, and the parts of its setup
+    """A run's line: its file, date, duration, load and seeds (if any), and the parts of its setup
     that differ from the common one (its commit is in its table's heading)."""
     load = res.get("load", {})
     differ = [p for p in _setup(res) if p not in (common or ())]
     date = re.sub(r"(\d\d:\d\d):\d\d", r"\1", res["date"])
     return (f"`{res['suite']}-{res['part']}.json`: {date}, "
             f"{res['duration_s']:.0f} s; 1-minute load {_first(load.get('start'))} → "
-            f"{_first(load.get('end'))}; "
-            f"seeds {res.get('seeds') or '–'}" + (f"; {', '.join(differ)}" if differ else "")
-            + ".")
+            f"{_first(load.get('end'))}"
+            + (f"; seeds {res['seeds']}" if res.get("seeds") else "")
+            + (f"; {', '.join(differ)}" if differ else "") + ".")
 
 
 def headline_rows(found):
