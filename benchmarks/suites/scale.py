@@ -700,9 +700,9 @@ def _patches_table(parts):
                                                     r["parameters"]["cpu_budget_s"],
                                                     strict=True))[x["K"]])
             for r in parts for x in r["records"]]
-    order = {1: 0, 4: 1, 16: 2, "K": 3}
     ours = sorted((x for x in recs if x["method"] == "sgmm"),
-                  key=lambda x: (x["K"], x["algorithm"] != "memoized", order[x["L"]]))
+                  key=lambda x: (x["K"], x["algorithm"] != "memoized", x["L"] == "K",
+                                 0 if x["L"] == "K" else x["L"]))
     datas = sorted({r["data"] for r in parts})
     commits = ", ".join(f"{r['part'].removeprefix('patches-')} `{r['commit']}`"
                         for r in parts)
