@@ -12,8 +12,9 @@ ranges of the IDs and counts) and returns the entries. For LDA-C it checks that 
 characters of the format occur and records, for each run of digits, its value, its line
 and whether a ``:`` precedes it; the structure and value checks are array comparisons.
 Only when a check fails is the file scanned again line by line, in Python, to report the
-first offending line (1-based) in a :class:`ValueError` naming the file. The line-by-line parser is complete on its own, so both paths accept the
-same language and return the same matrix.
+first offending line (1-based) in a :class:`ValueError` naming the file. The line-by-line
+parser is complete on its own, so both paths accept the same language and return the same
+matrix.
 """
 
 import gzip

@@ -45,7 +45,6 @@ from ._bow import (
     _read_vocab,
     _show,
     _text_files,
-    _tokenize,
 )
 from ._read_ahead import read_ahead
 from ._saved_batches import (
@@ -241,23 +240,10 @@ def _uci_header(fh, name):
 
 
 def _uci_block(body, name, D, W, remaining, lineno, declared):
-    """Entries (0-based docs, words, counts) of one block of UCI lines; ``remaining`` of the
-    ``declared`` (header) NNZ entries are still allowed."""
-    tok = _tokenize(body, allow_colon=False)
-    ok = tok is not None and tok[0].size % 3 == 0 and tok[0].size // 3 <= remaining
-    if ok and tok[0].size:
-        values, line, _ = tok
-        line = line.reshape(-1, 3)
-        values = values.reshape(-1, 3)
-        ok = bool((line[:, 0] == line[:, 2]).all() and (line[1:, 0] > line[:-1, 2]).all()
-                  and values[:, 0].min() >= 1 and values[:, 0].max() <= D
-                  and values[:, 1].min() >= 1 and values[:, 1].max() <= W
-                  and values[:, 2].min() >= 1)
-        if ok:
-            return values[:, 0] - 1, values[:, 1] - 1, values[:, 2], line[:, 0]
-    elif ok:
-        e = np.empty(0, dtype=np.int64)
-        return e, e, e, e
+    """Entries (0-based docs, words, counts) of a block of UCI lines that the compiled pass
+    refused, with the 0-based line of each: the line-by-line parser raises on a malformed
+    line, and a block it accepts is out of docID order, which the caller reports at its
+    line. ``remaining`` of the ``declared`` (header) NNZ entries are still allowed."""
     docs, words, counts = _parse_uci_slow(body, name, D, W, remaining, first_line=lineno,
                                           check_total=False, declared=declared)
     # the slow parser does not report line numbers: recover them for the order check
