@@ -111,6 +111,30 @@ def test_shuffled_stream_is_a_fixed_permutation(image_folder):
     assert all(b.shape[0] == 13 for b in first[:-1])
 
 
+@pytest.mark.parametrize("batch_size", [5, 13, 60, 1000])
+def test_shuffled_stream_order_and_buffers(image_folder, batch_size):
+    # the documented order: the images in a random order, in groups of shuffle_images, and
+    # each group's patches permuted (numpy reference from the stream's own seed draw)
+    folder, images = image_folder
+    kw = dict(patch_size=6, stride=3)
+    stream = stream_image_patches(folder, batch_size=batch_size, shuffle=True,
+                                  shuffle_images=2, random_state=4, **kw)
+    seed = np.random.RandomState(4).randint(np.iinfo(np.int32).max)
+    rng = np.random.RandomState(seed)
+    order = rng.permutation(len(images))
+    groups = []
+    for lo in range(0, len(images), 2):
+        block = extract_patches([images[i] for i in order[lo : lo + 2]], **kw)
+        groups.append(block[rng.permutation(block.shape[0])])
+    batches = list(stream)
+    np.testing.assert_array_equal(np.vstack(batches), np.vstack(groups))
+    # a minibatch keeps no more memory alive than its own rows, or the one group it lies in
+    largest_group = max(g.nbytes for g in groups)
+    for b in batches:
+        owner = b if b.base is None else b.base
+        assert owner.nbytes <= max(b.nbytes, largest_group)
+
+
 def test_stream_bad_input(tmp_path, image_folder):
     folder, _ = image_folder
     (tmp_path / "empty").mkdir()

@@ -24,7 +24,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sparseclust import SparseGaussianMixture, posteriors
-from sparseclust.mixture._gmm_model import _SparseGMMModel
+from sparseclust.mixture._gmm_model import _index_dtype, _SparseGMMModel
 
 CASES = [("full", False), ("diag", False), ("full", True), ("diag", True)]
 # with the spherical model (not in scikit-learn's parity tests: its Bayesian mixture uses the
@@ -1119,6 +1119,9 @@ def test_adaptive_refresh_renews_exactly_the_rows_whose_weights_moved(ct, zero_m
     W0 = model.weights(X, p0)
     order = np.argsort(-W0, axis=1)
     np.testing.assert_array_equal(np.sort(entry.cand, axis=1), np.sort(order[:, :C], axis=1))
+    # two bytes a candidate id up to 65,536 components (ids 0..65,535), four beyond
+    assert entry.cand.dtype == np.uint16
+    assert _index_dtype(1 << 16) == np.uint16 and _index_dtype((1 << 16) + 1) == np.int32
     top = -np.sort(-W0, axis=1)
     np.testing.assert_allclose(entry.gap, top[:, L - 1] - top[:, C], rtol=1e-12)
     cand0, wref0, gap0 = entry.cand.copy(), entry.w_ref.copy(), entry.gap.copy()

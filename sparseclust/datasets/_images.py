@@ -506,22 +506,37 @@ class PatchStream:
             group = [self._image_patches(i) for i in order[lo : lo + self.shuffle_images]]
             block = np.concatenate(group) if len(group) > 1 else group[0]
             del group
-            yield block[rng.permutation(block.shape[0])]
+            # in place: the rows of block[rng.permutation(n)], without a second copy
+            rng.shuffle(block)
+            yield block
 
     def __iter__(self):
         return read_ahead(self._batches) if self.prefetch else self._batches()
 
     def _batches(self):
+        # a minibatch spanning several blocks is a new array of exactly its rows; one inside
+        # a block is a view of it (a block holds at most shuffle_images images' patches),
+        # so no minibatch keeps a larger buffer alive
         bs = self.batch_size
         pend, n_pend = [], 0
         for block in self._blocks():
             pend.append(block)
             n_pend += block.shape[0]
             while n_pend >= bs:
-                buf = np.concatenate(pend) if len(pend) > 1 else pend[0]
-                yield buf[:bs]
-                buf = buf[bs:]
-                pend, n_pend = ([buf] if buf.shape[0] else []), buf.shape[0]
+                if pend[0].shape[0] >= bs:
+                    out, rest = pend[0][:bs], pend[0][bs:]
+                    pend = ([rest] if rest.shape[0] else []) + pend[1:]
+                else:
+                    out = np.empty((bs, block.shape[1]), dtype=block.dtype)
+                    filled = 0
+                    while filled < bs:
+                        take = min(bs - filled, pend[0].shape[0])
+                        out[filled : filled + take] = pend[0][:take]
+                        filled += take
+                        rest = pend[0][take:]
+                        pend = ([rest] if rest.shape[0] else []) + pend[1:]
+                n_pend -= bs
+                yield out
         if n_pend:
             yield np.concatenate(pend) if len(pend) > 1 else pend[0]
 

@@ -34,6 +34,12 @@ def _top_l_among(Wc, cand, L, n_threads):
     return values, np.take_along_axis(cand, local.astype(np.intp), axis=1)
 
 
+def _index_dtype(K):
+    """The dtype that stores the cached candidate ids of ``K`` components: uint16 up to
+    65,536 components (two bytes a candidate instead of four), int32 beyond."""
+    return np.dtype(np.uint16) if K <= 1 << 16 else np.dtype(np.int32)
+
+
 def _auto_candidates(L, K):
     """``n_candidates='auto'``: ``max(16, 4 L)`` candidates, None (dense) when not fewer than K."""
     C = max(16, 4 * int(L))
@@ -43,9 +49,10 @@ def _auto_candidates(L, K):
 class _CandidateCache:
     """The cached candidate sets of one fixed batch (``X`` is the identity key).
 
-    ``cand`` (n, C) int32: each row's C largest weights at its last refresh; with adaptive
-    refresh also ``w_ref`` (n, C): those weights then, and ``gap`` (n,): the L-th largest of
-    them minus the largest weight outside the candidates (>= 0)."""
+    ``cand`` (n, C) of :func:`_index_dtype` (uint16 up to 65,536 components): the ids of
+    each row's C largest weights at its last refresh; with adaptive refresh also ``w_ref``
+    (n, C): those weights then, and ``gap`` (n,): the L-th largest of them minus the largest
+    weight outside the candidates (>= 0)."""
 
     __slots__ = ("X", "visits", "cand", "w_ref", "gap", "rows_refreshed")
 
@@ -132,7 +139,7 @@ class _SparseGMMModel(VariationalModel):
                 entry.cand = None
                 continue
             c[c < 0] = 0
-            entry.cand = np.ascontiguousarray(c, dtype=np.int32)
+            entry.cand = np.ascontiguousarray(c, dtype=_index_dtype(self.n_components))
             if bad.any():
                 entry.gap = entry.gap.copy()
                 entry.gap[bad] = -np.inf
@@ -264,7 +271,7 @@ class _SparseGMMModel(VariationalModel):
         tm["weights"] += time.perf_counter() - t0
         for start in range(0, n, rows):
             Xc = X[start : start + rows]
-            cc = cand[start : start + rows]
+            cc = cand[start : start + rows].astype(np.int32)
             t0 = time.perf_counter()
             Wc = self.restricted_weights(Xc, params, cc, qform=qform)
             stale = None
@@ -294,7 +301,7 @@ class _SparseGMMModel(VariationalModel):
                 n_full += stale.size
                 t1 += t1c - t1b  # the full weights of the refreshed rows: weight step
             s = self._chunk_stats(start, values, indices, Xc, tm, t0, t1)
-            total = s if total is None else total + s
+            total = s if total is None else total.add_(s)
         entry.rows_refreshed += n_full
         return total
 
@@ -327,9 +334,9 @@ class _SparseGMMModel(VariationalModel):
 
     def _local_step_full(self, X, params, n_candidates=None):
         """Local step with the dense ``W``. With ``n_candidates = C`` also returns the (n, C)
-        int32 indices of each row's C largest weights; the responsibilities are then the top-L
-        among those candidates (the top-L of the full row, up to ties), so that their support
-        lies inside the cached candidate set."""
+        indices (:func:`_index_dtype`) of each row's C largest weights; the responsibilities
+        are then the top-L among those candidates (the top-L of the full row, up to ties), so
+        that their support lies inside the cached candidate set."""
         X = np.ascontiguousarray(X)
         n = X.shape[0]
         K = self.n_components
@@ -337,7 +344,7 @@ class _SparseGMMModel(VariationalModel):
         total = None
         buf = np.empty((min(rows, n), K), dtype=X.dtype)
         if n_candidates is not None:
-            cand = np.empty((n, n_candidates), dtype=np.int32)
+            cand = np.empty((n, n_candidates), dtype=_index_dtype(K))
             w_ref = np.empty((n, n_candidates), dtype=X.dtype)
             gap = np.empty(n, dtype=np.float64)
         tm = self.timer.seconds
@@ -359,7 +366,7 @@ class _SparseGMMModel(VariationalModel):
                     W, n_candidates, nt
                 )
             s = self._chunk_stats(start, values, indices, Xc, tm, t0, t1)
-            total = s if total is None else total + s
+            total = s if total is None else total.add_(s)
         if total is None:  # no rows (e.g. an empty partition of a Dask collection)
             total = self.empty_stats()
         if n_candidates is None:
