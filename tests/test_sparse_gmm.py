@@ -1173,8 +1173,9 @@ def test_adaptive_refresh_elbo_never_decreases_and_tracks_the_dense_fit(ct, zero
 def test_auto_candidates_resolution():
     est = SparseGaussianMixture(40)
     assert est.n_candidates == "auto" and est.candidate_refresh == "auto"
-    assert est._effective_candidates() == 16  # L = 4: max(16, 4 L)
-    assert SparseGaussianMixture(40, L=8)._effective_candidates() == 32
+    assert est._effective_candidates() == 16  # L = 4: max(16, 2 L)
+    assert SparseGaussianMixture(40, L=8)._effective_candidates() == 16
+    assert SparseGaussianMixture(40, L=16)._effective_candidates() == 32
     assert SparseGaussianMixture(16)._effective_candidates() is None  # not fewer than K
     assert SparseGaussianMixture(40, L=None)._effective_candidates() is None
     assert SparseGaussianMixture(40, algorithm="stochastic")._effective_candidates() is None

@@ -61,7 +61,7 @@ class _FittingMixin:
     def _effective_candidates(self, K=None):
         """``min(n_candidates, K)``, or None when candidate sets are off or cannot be cached
         (stochastic minibatches are random, so every step computes the full ``W``).
-        ``'auto'``: ``max(16, 4 L)`` when that is fewer than K, else None."""
+        ``'auto'``: ``max(16, 2 L)`` when that is fewer than K, else None."""
         if self.n_candidates is None or self.algorithm == "stochastic":
             return None
         K = self.n_components if K is None else K

@@ -41,8 +41,8 @@ def _index_dtype(K):
 
 
 def _auto_candidates(L, K):
-    """``n_candidates='auto'``: ``max(16, 4 L)`` candidates, None (dense) when not fewer than K."""
-    C = max(16, 4 * int(L))
+    """``n_candidates='auto'``: ``max(16, 2 L)`` candidates, None (dense) when not fewer than K."""
+    C = max(16, 2 * int(L))
     return C if C < K else None
 
 

@@ -151,7 +151,7 @@ class SparseGaussianMixture(_InitMixin, _FittingMixin, DensityMixin, SparseEstim
         pass, and more cached statistics (K D^2 floats per batch for full covariances).
     n_candidates : 'auto', int or None, default='auto'
         Candidate-restricted weights for ``'memoized'`` and ``'batch'`` (off when None;
-        ``'auto'``: ``C = max(16, 4 L)`` when that is fewer than K, else off). Each row ``n`` of
+        ``'auto'``: ``C = max(16, 2 L)`` when that is fewer than K, else off). Each row ``n`` of
         each fixed batch caches a candidate set ``S_n``, the indices of the
         ``C = min(n_candidates, K)`` largest weights of the last *full* ``W_n`` computed for it
         (:func:`sparseclust.posteriors.top_l_indices`). Between refreshes only the ``n C``
