@@ -43,7 +43,8 @@ python -m benchmarks page                  # regenerate this page and the README
 **Rules.** The runner refuses to write results from a tree with uncommitted changes, or
 when the importable sparseclust is not this tree's freshly built code. Each file records
 the commit, the machine (processor, cores, BLAS, library versions), the load average at the
-start and the end, the parameters and the seeds. Timings are process CPU seconds of one
+start and the end (a run's line gives the 1-minute one, "load start → end"), the parameters
+and the seeds. Timings are process CPU seconds of one
 thread unless a column says otherwise: on shared 2-core machines, CPU time is what can be
 measured reliably. Models are initialised inside the clock. Where a seed matters, every
 method runs on the same seeds and the tables give means of scores and medians of times.
@@ -117,7 +118,7 @@ def _provenance(res, common):
     differ = [p for p in _setup(res) if p not in (common or ())]
     date = re.sub(r"(\d\d:\d\d):\d\d", r"\1", res["date"])
     return (f"`{res['suite']}-{res['part']}.json`: {date}, "
-            f"{res['duration_s']:.0f} s; 1-minute load {_first(load.get('start'))} → "
+            f"{res['duration_s']:.0f} s; load {_first(load.get('start'))} → "
             f"{_first(load.get('end'))}"
             + (f"; seeds {res['seeds']}" if res.get("seeds") else "")
             + (f"; {', '.join(differ)}" if differ else "") + ".")
