@@ -158,6 +158,9 @@ class SparseGaussianMixture(_InitMixin, _FittingMixin, DensityMixin, SparseEstim
         weights ``W_nk, k in S_n`` are computed (rows grouped by candidate component, one
         ``gemm``-based evaluation per component: ``O(N C D^2)`` instead of ``O(N K D^2)``), and
         the responsibilities are the top-L of ``W_n`` restricted to ``S_n``. Must be ``>= L``.
+        The cache holds, per sample, C component ids (two bytes each up to 65,536
+        components), C weights in the data's dtype and one float64: ``6 C + 8`` bytes for
+        float32 data.
         The ELBO stays monotone under memoized training: maximizing Eq. 8 over L-sparse ``r_n``
         whose support lies in a fixed set ``S_n`` is solved by the top-L of ``W_n[S_n]`` (the
         argument of Hughes & Sudderth 2016, §3.1, applies to any fixed index set), and the row's
