@@ -434,6 +434,22 @@ def _image_header(path):
     return height, width, 1 if mode in ("L", "LA", "1") else 3
 
 
+def _take_rows(pend, n):
+    """Remove the first ``n`` rows from the list of arrays ``pend`` (in place): the pieces
+    (views) that held them, in order."""
+    pieces = []
+    while n:
+        head = pend[0]
+        take = min(n, head.shape[0])
+        pieces.append(head[:take])
+        if take == head.shape[0]:
+            pend.pop(0)
+        else:
+            pend[0] = head[take:]
+        n -= take
+    return pieces
+
+
 class PatchStream:
     """Grid patches of image files, read image by image, as minibatches of rows.
 
@@ -514,31 +530,20 @@ class PatchStream:
         return read_ahead(self._batches) if self.prefetch else self._batches()
 
     def _batches(self):
-        # a minibatch spanning several blocks is a new array of exactly its rows; one inside
-        # a block is a view of it (a block holds at most shuffle_images images' patches),
-        # so no minibatch keeps a larger buffer alive
+        # a minibatch inside one block is a view of it (a block holds at most
+        # shuffle_images images' patches); one spanning blocks is a new array of exactly its
+        # rows, so no minibatch keeps a larger buffer alive
         bs = self.batch_size
         pend, n_pend = [], 0
         for block in self._blocks():
             pend.append(block)
             n_pend += block.shape[0]
             while n_pend >= bs:
-                if pend[0].shape[0] >= bs:
-                    out, rest = pend[0][:bs], pend[0][bs:]
-                    pend = ([rest] if rest.shape[0] else []) + pend[1:]
-                else:
-                    out = np.empty((bs, block.shape[1]), dtype=block.dtype)
-                    filled = 0
-                    while filled < bs:
-                        take = min(bs - filled, pend[0].shape[0])
-                        out[filled : filled + take] = pend[0][:take]
-                        filled += take
-                        rest = pend[0][take:]
-                        pend = ([rest] if rest.shape[0] else []) + pend[1:]
+                pieces = _take_rows(pend, bs)
                 n_pend -= bs
-                yield out
+                yield pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
         if n_pend:
-            yield np.concatenate(pend) if len(pend) > 1 else pend[0]
+            yield pend[0] if len(pend) == 1 else np.concatenate(pend)
 
     def __repr__(self):
         return (f"PatchStream({self.source!r}, n_samples={self.n_samples}, "
