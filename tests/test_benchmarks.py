@@ -106,6 +106,29 @@ def test_quality_summary_pairs_seeds_with_the_peer():
     assert f"{s['delta']:+.4f}" in table
 
 
+def test_corpus_summary_pairs_repeats_by_turn():
+    rng = np.random.RandomState(1)
+    recs = []
+    for repeat in range(3):
+        for threads in (1, 2):
+            recs.append(dict(model="sem", size="quarter", threads=threads, repeat=repeat, K=9,
+                             n_docs=10, n_tokens=1000.0, tokens_per_s=float(rng.uniform(1, 9)),
+                             tokens_per_cpu_s=float(rng.uniform(1, 9)), base_rss_mb=5.0,
+                             peak_rss_mb=float(rng.uniform(10, 20)), passes=4))
+    one = [x for x in recs if x["threads"] == 1]
+    two = [x for x in recs if x["threads"] == 2]
+    res = _result(records=recs, part="corpus100m", data="d")
+    rows = {x["threads"]: x for x in suites.load("scale")._corpus_rows(res, dask=False)}
+    np.testing.assert_allclose(rows[2]["tokens_per_s"],
+                               np.median([x["tokens_per_s"] for x in two]))
+    np.testing.assert_allclose(
+        rows[2]["ratio"],
+        np.median([b["tokens_per_s"] / a["tokens_per_s"] for a, b in zip(one, two, strict=True)]))
+    assert rows[1]["ratio"] == 1.0 and rows[2]["repeats"] == 3
+    assert rows[2]["peak_rss_mb"] == max(x["peak_rss_mb"] for x in two)
+    assert f"{rows[2]['ratio']:.3f}" in "\n".join(suites.load("scale")._corpus_table(res))
+
+
 def test_every_suite_declares_what_the_page_needs():
     for name in suites.NAMES:
         mod = suites.load(name)

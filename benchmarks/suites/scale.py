@@ -32,14 +32,14 @@ against CPU time after every pass (the sparse-posteriors paper's Fig. 2), beside
 subsample scikit-learn's `GaussianMixture` fits in the same time."""
 METHOD = """\
 - Every configuration runs in its own process (`OMP_NUM_THREADS` = the thread count), fits
-  a few passes with `tol=0` and reports the process's peak resident memory
-  (`ru_maxrss`) and the resident memory just before the fit (interpreter, libraries, the
-  count matrix), so the difference is what training added.
-- Tokens per second: fitted tokens × passes / the fit's wall time (two threads need wall
-  time); CPU seconds are stored too. Priors are the estimators' defaults.
+  a few passes with `tol=0` and reports its peak resident memory (`ru_maxrss`) and that
+  just before the fit (interpreter, libraries, the count matrix), so the difference is
+  what training added.
+- Tokens per second: fitted tokens × passes / wall time (two threads need wall time); CPU
+  seconds are stored too. Priors are the estimators' defaults.
 - The corpus is vectorized once with `CountVectorizer(stop_words='english', min_df=5)` over
   all its documents and cached; the streamed run reads a gzip UCI docword file of it
-  (decompressed by `isal` where it is installed, as the run's versions below say).
+  (decompressed by `isal` when installed: see the runs' versions).
 - `patches`: grayscale 8×8 patches, stride 4, each patch's mean removed, float32, from the
   200 train and the first 50 val images (sorted by name), read by
   `stream_image_patches(shuffle=True)`; held out: 20,000 patches drawn (seed 0) from the last
@@ -54,17 +54,18 @@ METHOD = """\
   until a fit takes longer than the memoized L = 4 run at K = 200; the largest within that
   time is reported. The other parts: no scikit-learn, one process per core (two
   configurations at a time, or one beside another part's).
-- `corpus100m`: the IMDB counts above (10.6 million tokens once the stop words are
-  removed), repeated until the corpus holds at least 100 million tokens (ten copies),
-  documents reshuffled, written once as a gzip UCI docword file (and its first quarter as
-  another). **A repetition**: it measures throughput and memory, not topic quality.
-  StochasticEMLDA (K = 1000) loads the file into memory. Memoized SparseLDA (K = 400,
-  Gibbs step) trains on `stream_uci_bow` ("gzip text"), and on the same minibatches saved
-  once by `CorpusStream.save` ("saved binary"; the save is outside the clock, its CPU time
+- `corpus100m`: the IMDB counts above (10.6M tokens without stop words), repeated until
+  the corpus holds at least 100 million tokens (ten copies), documents reshuffled, written
+  once as a gzip UCI docword file (and its first quarter as another). StochasticEMLDA
+  (K = 1000) loads the file into memory. Memoized SparseLDA (K = 400, Gibbs step) trains
+  on `stream_uci_bow` ("gzip text"), and on the same minibatches saved once by
+  `CorpusStream.save` ("saved binary"; the save is outside the clock, its CPU time
   stored). Minibatches of a tenth of the quarter's documents at both sizes (10 and 40
   batches); their statistics on disk (`memo_dir`), and once more in memory, one thread.
   Four passes; rates from the median of passes 2 to 4 (the first holds the
-  initialisation); peak RSS from the start of training (`VmHWM`)."""
+  initialisation); peak RSS from the start of training (`VmHWM`). Each configuration
+  runs twice, the thread counts taking turns: medians of the runs, "× 1 thread" the
+  median ratio of same-turn runs, the higher peak."""
 
 FULL = {
     "imdb": dict(corpus="imdb", n_docs=[25000, 100000], threads=[1, 2],
@@ -111,7 +112,7 @@ FULL["corpus100m"] = dict(
             "sparselda-saved": dict(K=400, passes=4, n_batches=10, memo="disk"),
             "sparselda-saved-memory": dict(K=400, passes=4, n_batches=10, memo="memory",
                                            threads=[1])},
-    dask=dict(model="sem", workers=[1, 2], partitions=8))
+    dask=dict(model="sem", workers=[1, 2], partitions=8), repeats=2)
 QUICK["corpus100m"] = dict(
     corpus="20newsgroups", min_tokens=3_000_000, threads=[1, 2],
     models={"sem": dict(K=50, passes=2),
@@ -524,6 +525,7 @@ def _saved_stream(path, batch_size, log):
 def _run_corpus100m(params, log):
     info = _repeated_corpus(params, log)
     records, saved_streams = [], {}
+    repeats = params.get("repeats", 1)
     for model, mp in params["models"].items():
         mp = dict(mp)
         threads_of = mp.pop("threads", params["threads"])
@@ -542,27 +544,35 @@ def _run_corpus100m(params, log):
                     saved_streams[key] = _saved_stream(path, batch_size, log)
                 saved, cost = saved_streams[key]
                 extra.update(saved=saved, **cost)
-            for threads in threads_of:
-                cfg = dict(model=f"corpus-{model}", docword=path, n_docs=n_docs,
-                           n_tokens=n_tokens, threads=threads, **mp, **extra)
-                rec = {**cfg, **_run_child(cfg), "size": size, "nnz": nnz}
-                rec["model"] = model
-                log(f"  {model} {size} ({n_tokens / 1e6:.1f}M tokens) threads={threads}: "
-                    f"{rec['tokens_per_s'] / 1e6:.3f}M tokens/s, peak {rec['peak_rss_mb']:.0f} MB")
-                records.append(rec)
+            # the thread counts take turns, repeat after repeat, so that a slow spell of the
+            # machine falls on both sides of a ratio
+            for repeat in range(repeats):
+                for threads in threads_of:
+                    cfg = dict(model=f"corpus-{model}", docword=path, n_docs=n_docs,
+                               n_tokens=n_tokens, threads=threads, **mp, **extra)
+                    rec = {**cfg, **_run_child(cfg), "size": size, "nnz": nnz,
+                           "repeat": repeat}
+                    rec["model"] = model
+                    log(f"  {model} {size} ({n_tokens / 1e6:.1f}M tokens) threads={threads} "
+                        f"repeat {repeat}: {rec['tokens_per_s'] / 1e6:.3f}M tokens/s, "
+                        f"peak {rec['peak_rss_mb']:.0f} MB")
+                    records.append(rec)
     dk = params.get("dask")
     if dk:
         for size in ("quarter", "full"):
             path, n_docs, nnz, n_tokens = info["files"][size]
-            for workers in dk["workers"]:
-                cfg = dict(model=f"corpus-{dk['model']}", docword=path, n_docs=n_docs,
-                           n_tokens=n_tokens, threads=1, workers=workers,
-                           partitions=dk["partitions"], **params["models"][dk["model"]])
-                rec = {**cfg, **_run_child(cfg), "size": size, "nnz": nnz}
-                rec["model"] = f"{dk['model']}-dask"
-                log(f"  {dk['model']} on Dask, {size} ({n_tokens / 1e6:.1f}M tokens) "
-                    f"workers={workers}: {rec['tokens_per_s'] / 1e6:.3f}M tokens/s")
-                records.append(rec)
+            for repeat in range(repeats):
+                for workers in dk["workers"]:
+                    cfg = dict(model=f"corpus-{dk['model']}", docword=path, n_docs=n_docs,
+                               n_tokens=n_tokens, threads=1, workers=workers,
+                               partitions=dk["partitions"], **params["models"][dk["model"]])
+                    rec = {**cfg, **_run_child(cfg), "size": size, "nnz": nnz,
+                           "repeat": repeat}
+                    rec["model"] = f"{dk['model']}-dask"
+                    log(f"  {dk['model']} on Dask, {size} ({n_tokens / 1e6:.1f}M tokens) "
+                        f"workers={workers} repeat {repeat}: "
+                        f"{rec['tokens_per_s'] / 1e6:.3f}M tokens/s")
+                    records.append(rec)
     return {"data": f"{params['corpus']} counts repeated {info['copies']} times "
                     f"({info['tokens_per_copy'] / 1e6:.2f}M tokens each), documents "
                     "reshuffled: a repetition, measuring throughput and memory, not quality",
@@ -764,16 +774,53 @@ def _which(r):
     return f"passes 2–{n}" if n > 2 else "pass 2" if n == 2 else "pass 1"
 
 
+def _repeats(records, model, size, key="threads"):
+    """{thread or worker count: its records, by repeat} of one model at one size."""
+    out = {}
+    for x in records:
+        if x["model"] == model and x["size"] == size:
+            out.setdefault(x[key], []).append(x)
+    return out
+
+
+def _summary(runs, one=None):
+    """One configuration's runs (its repeats) as medians: tokens per second and per CPU
+    second, the worst peak RSS, and against ``one`` (the runs with one thread or worker) the
+    median of the ratios of the runs of the same repeat."""
+    out = dict(runs[0], repeats=len(runs))
+    for k in ("tokens_per_s", "tokens_per_cpu_s", "base_rss_mb"):
+        if k in runs[0]:
+            out[k] = float(np.median([x[k] for x in runs]))
+    for k in ("peak_rss_mb", "workers_rss_mb"):
+        if k in runs[0]:
+            out[k] = max(x[k] for x in runs)
+    if one:
+        base = {x.get("repeat", 0): x["tokens_per_s"] for x in one}
+        out["ratio"] = float(np.median([x["tokens_per_s"] / base[x.get("repeat", 0)]
+                                        for x in runs if x.get("repeat", 0) in base]))
+    return out
+
+
+def _corpus_rows(r, dask):
+    """The summaries of a corpus100m result's configurations, in the order they ran."""
+    key = "workers" if dask else "threads"
+    seen, rows = set(), []
+    for x in r["records"]:
+        if x["model"].endswith("-dask") != dask or (x["model"], x["size"], x[key]) in seen:
+            continue
+        seen.add((x["model"], x["size"], x[key]))
+        runs = _repeats(r["records"], x["model"], x["size"], key)
+        rows.append(_summary(runs[x[key]], runs.get(1)))
+    return rows
+
+
 def _corpus_table(r):
-    lines = [f"**{r['part']}** (commit `{r['commit']}`): {r['data']}.", "",
-             f"| model | K | documents | tokens | batches | threads | M tokens/s ({_which(r)}) | "
-             f"× 1 thread | M tokens per CPU s ({_which(r)}) | peak RSS MB | "
+    lines = [f"**{r['part']}** (commit `{r['commit']}`, rates of {_which(r)}): {r['data']}.",
+             "", "| model | K | documents | tokens | batches | threads | M tokens/s | "
+             "× 1 thread | M tokens per CPU s | peak RSS MB | "
              "RSS before training MB | peak RSS bytes per token |",
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    dask = [x for x in r["records"] if x["model"].endswith("-dask")]
-    for x in r["records"]:
-        if x in dask:
-            continue
+    for x in _corpus_rows(r, dask=False):
         name = {"sem": "StochasticEMLDA (in memory)",
                 "sparselda": "SparseLDA, gzip text",
                 "sparselda-saved": "SparseLDA, saved binary",
@@ -782,34 +829,30 @@ def _corpus_table(r):
             name += ", statistics " + ("on disk" if x["memo"] == "disk" else "in memory")
         batches = (math.ceil(x["n_docs"] / x["batch_size"]) if x.get("batch_size")
                    else x.get("n_batches", "–"))
-        one = next((y for y in r["records"] if y["model"] == x["model"]
-                    and y["size"] == x["size"] and y["threads"] == 1), None)
-        ratio = x["tokens_per_s"] / one["tokens_per_s"] if one else None
         lines.append(f"| {name} | {x['K']} | {x['n_docs']:,} | {x['n_tokens']:,.0f} | "
                      f"{batches} | "
-                     f"{x['threads']} | {x['tokens_per_s'] / 1e6:.3f} | {fmt(ratio)} | "
+                     f"{x['threads']} | {x['tokens_per_s'] / 1e6:.3f} | {fmt(x.get('ratio'))} | "
                      f"{x['tokens_per_cpu_s'] / 1e6:.3f} | "
                      f"{x['peak_rss_mb']:.0f} | {x['base_rss_mb']:.0f} | "
                      f"{x['peak_rss_mb'] * 2**20 / x['n_tokens']:.1f} |")
     saved = [x for x in r["records"] if x.get("save_cpu_s") is not None and x["threads"] == 1
-             and x["model"] == "sparselda-saved"]
+             and x["model"] == "sparselda-saved" and x.get("repeat", 0) == 0]
     if saved:
         lines += ["", "Saving the binary minibatches (once, before the fits): " + "; ".join(
             f"{x['n_tokens'] / 1e6:.1f}M tokens {x['save_cpu_s']:.1f} CPU s" for x in saved)
             + "."]
+    dask = _corpus_rows(r, dask=True)
     if dask:
         lines += ["", "StochasticEMLDA on a Dask `LocalCluster` of single-threaded worker "
                   "processes (the same machine), the corpus persisted on the workers in "
                   f"{dask[0]['partitions']} row blocks:", "",
-                  f"| K | documents | tokens | workers | M tokens/s ({_which(r)}) | "
+                  "| K | documents | tokens | workers | M tokens/s | "
                   "× one worker | workers' RSS after the fit MB |",
                   "|---|---|---|---|---|---|---|"]
         for x in dask:
-            one = next((y for y in dask if y["size"] == x["size"] and y["workers"] == 1), None)
-            ratio = x["tokens_per_s"] / one["tokens_per_s"] if one else None
             lines.append(f"| {x['K']} | {x['n_docs']:,} | {x['n_tokens']:,.0f} | "
-                         f"{x['workers']} | {x['tokens_per_s'] / 1e6:.3f} | {fmt(ratio)} | "
-                         f"{x['workers_rss_mb']:.0f} |")
+                         f"{x['workers']} | {x['tokens_per_s'] / 1e6:.3f} | "
+                         f"{fmt(x.get('ratio'))} | {x['workers_rss_mb']:.0f} |")
     return lines + [""]
 
 
@@ -872,9 +915,9 @@ def _patches_headline(r):
 
 def _corpus_headline(r):
     rows = []
+    plain = {(x["model"], x["size"], x["threads"]): x for x in _corpus_rows(r, dask=False)}
     for model in ("sem", "sparselda"):
-        xs = {(x["size"], x["threads"]): x for x in r["records"] if x["model"] == model}
-        big, small = xs.get(("full", 1)), xs.get(("quarter", 1))
+        big, small = plain.get((model, "full", 1)), plain.get((model, "quarter", 1))
         if big and small:
             rows.append(dict(
                 ours=f"{'StochasticEMLDA' if model == 'sem' else 'SparseLDA memoized, from disk'}"
@@ -886,17 +929,17 @@ def _corpus_headline(r):
                 figure=f"{big['tokens_per_s'] / 1e6:.2f} M/s; {big['peak_rss_mb']:.0f} MB",
                 ratio=f"× {big['tokens_per_s'] / small['tokens_per_s']:.2f}; "
                       f"RSS × {big['peak_rss_mb'] / small['peak_rss_mb']:.2f}"))
-    xs = {x["workers"]: x for x in r["records"]
-          if x["model"] == "sem-dask" and x["size"] == "full"}
-    if 1 in xs and 2 in xs:
+    two = next((x for x in _corpus_rows(r, dask=True)
+                if x["size"] == "full" and x["workers"] == 2 and x.get("ratio")), None)
+    if two:
         rows.append(dict(
-            ours=f"StochasticEMLDA, K = {xs[2]['K']}, Dask, 2 single-threaded workers",
+            ours=f"StochasticEMLDA, K = {two['K']}, Dask, 2 single-threaded workers",
             peer="the same, 1 worker",
             data=f"{r['parameters']['corpus']} ×{r['copies']} (a repetition), "
-                 f"{xs[2]['n_tokens'] / 1e6:.0f}M tokens",
+                 f"{two['n_tokens'] / 1e6:.0f}M tokens",
             metric="tokens per second",
-            figure=f"{xs[2]['tokens_per_s'] / 1e6:.2f} M/s",
-            ratio=f"× {xs[2]['tokens_per_s'] / xs[1]['tokens_per_s']:.2f}"))
+            figure=f"{two['tokens_per_s'] / 1e6:.2f} M/s",
+            ratio=f"× {two['ratio']:.2f}"))
     return rows
 
 
