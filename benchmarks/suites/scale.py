@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from .._common import CACHE, ROOT, SHARED_DATA, load_20newsgroups, load_imdb, vectorize
-from .._topics import fmt
+from .._topics import fmt, median
 
 NAME = "scale"
 TITLE = "Scale: memory and throughput"
@@ -120,7 +120,7 @@ QUICK["corpus100m"] = dict(
             "sparselda-saved": dict(K=20, passes=2, n_batches=4, memo="disk"),
             "sparselda-saved-memory": dict(K=20, passes=2, n_batches=4, memo="memory",
                                            threads=[1])},
-    dask=dict(model="sem", workers=[1, 2], partitions=4))
+    dask=dict(model="sem", workers=[1, 2], partitions=4), repeats=1)
 
 
 def _corpus(name):
@@ -522,6 +522,22 @@ def _saved_stream(path, batch_size, log):
                              save_wall_s=time.perf_counter() - w0)
 
 
+def _in_turns(configs, repeats, fields, label, log):
+    """Run every configuration of ``configs`` ((thread or worker count, configuration)
+    pairs) ``repeats`` times, the configurations taking turns within each repeat, so that a
+    slow spell of the machine falls on both sides of a ratio. Returns the records, each with
+    ``fields`` and its repeat."""
+    records = []
+    for repeat in range(repeats):
+        for count, cfg in configs:
+            rec = {**cfg, **_run_child(cfg), **fields, "repeat": repeat}
+            peak = f", peak {rec['peak_rss_mb']:.0f} MB" if "peak_rss_mb" in rec else ""
+            log(f"  {label}={count} repeat {repeat}: "
+                f"{rec['tokens_per_s'] / 1e6:.3f}M tokens/s{peak}")
+            records.append(rec)
+    return records
+
+
 def _run_corpus100m(params, log):
     info = _repeated_corpus(params, log)
     records, saved_streams = [], {}
@@ -544,35 +560,24 @@ def _run_corpus100m(params, log):
                     saved_streams[key] = _saved_stream(path, batch_size, log)
                 saved, cost = saved_streams[key]
                 extra.update(saved=saved, **cost)
-            # the thread counts take turns, repeat after repeat, so that a slow spell of the
-            # machine falls on both sides of a ratio
-            for repeat in range(repeats):
-                for threads in threads_of:
-                    cfg = dict(model=f"corpus-{model}", docword=path, n_docs=n_docs,
-                               n_tokens=n_tokens, threads=threads, **mp, **extra)
-                    rec = {**cfg, **_run_child(cfg), "size": size, "nnz": nnz,
-                           "repeat": repeat}
-                    rec["model"] = model
-                    log(f"  {model} {size} ({n_tokens / 1e6:.1f}M tokens) threads={threads} "
-                        f"repeat {repeat}: {rec['tokens_per_s'] / 1e6:.3f}M tokens/s, "
-                        f"peak {rec['peak_rss_mb']:.0f} MB")
-                    records.append(rec)
+            configs = [(t, dict(model=f"corpus-{model}", docword=path, n_docs=n_docs,
+                                n_tokens=n_tokens, threads=t, **mp, **extra))
+                       for t in threads_of]
+            records += _in_turns(configs, repeats, dict(size=size, nnz=nnz, model=model),
+                                 f"{model} {size} ({n_tokens / 1e6:.1f}M tokens) threads",
+                                 log)
     dk = params.get("dask")
     if dk:
         for size in ("quarter", "full"):
             path, n_docs, nnz, n_tokens = info["files"][size]
-            for repeat in range(repeats):
-                for workers in dk["workers"]:
-                    cfg = dict(model=f"corpus-{dk['model']}", docword=path, n_docs=n_docs,
-                               n_tokens=n_tokens, threads=1, workers=workers,
-                               partitions=dk["partitions"], **params["models"][dk["model"]])
-                    rec = {**cfg, **_run_child(cfg), "size": size, "nnz": nnz,
-                           "repeat": repeat}
-                    rec["model"] = f"{dk['model']}-dask"
-                    log(f"  {dk['model']} on Dask, {size} ({n_tokens / 1e6:.1f}M tokens) "
-                        f"workers={workers} repeat {repeat}: "
-                        f"{rec['tokens_per_s'] / 1e6:.3f}M tokens/s")
-                    records.append(rec)
+            configs = [(w, dict(model=f"corpus-{dk['model']}", docword=path, n_docs=n_docs,
+                                n_tokens=n_tokens, threads=1, workers=w,
+                                partitions=dk["partitions"], **params["models"][dk["model"]]))
+                       for w in dk["workers"]]
+            records += _in_turns(configs, repeats,
+                                 dict(size=size, nnz=nnz, model=f"{dk['model']}-dask"),
+                                 f"{dk['model']} on Dask, {size} ({n_tokens / 1e6:.1f}M "
+                                 "tokens) workers", log)
     return {"data": f"{params['corpus']} counts repeated {info['copies']} times "
                     f"({info['tokens_per_copy'] / 1e6:.2f}M tokens each), documents "
                     "reshuffled: a repetition, measuring throughput and memory, not quality",
@@ -774,15 +779,6 @@ def _which(r):
     return f"passes 2–{n}" if n > 2 else "pass 2" if n == 2 else "pass 1"
 
 
-def _repeats(records, model, size, key="threads"):
-    """{thread or worker count: its records, by repeat} of one model at one size."""
-    out = {}
-    for x in records:
-        if x["model"] == model and x["size"] == size:
-            out.setdefault(x[key], []).append(x)
-    return out
-
-
 def _summary(runs, one=None):
     """One configuration's runs (its repeats) as medians: tokens per second and per CPU
     second, the worst peak RSS, and against ``one`` (the runs with one thread or worker) the
@@ -790,28 +786,26 @@ def _summary(runs, one=None):
     out = dict(runs[0], repeats=len(runs))
     for k in ("tokens_per_s", "tokens_per_cpu_s", "base_rss_mb"):
         if k in runs[0]:
-            out[k] = float(np.median([x[k] for x in runs]))
+            out[k] = median([x[k] for x in runs])
     for k in ("peak_rss_mb", "workers_rss_mb"):
         if k in runs[0]:
             out[k] = max(x[k] for x in runs)
     if one:
         base = {x.get("repeat", 0): x["tokens_per_s"] for x in one}
-        out["ratio"] = float(np.median([x["tokens_per_s"] / base[x.get("repeat", 0)]
-                                        for x in runs if x.get("repeat", 0) in base]))
+        out["ratio"] = median([x["tokens_per_s"] / base[x.get("repeat", 0)]
+                               for x in runs if x.get("repeat", 0) in base])
     return out
 
 
 def _corpus_rows(r, dask):
     """The summaries of a corpus100m result's configurations, in the order they ran."""
     key = "workers" if dask else "threads"
-    seen, rows = set(), []
+    groups = {}
     for x in r["records"]:
-        if x["model"].endswith("-dask") != dask or (x["model"], x["size"], x[key]) in seen:
-            continue
-        seen.add((x["model"], x["size"], x[key]))
-        runs = _repeats(r["records"], x["model"], x["size"], key)
-        rows.append(_summary(runs[x[key]], runs.get(1)))
-    return rows
+        if x["model"].endswith("-dask") == dask:
+            groups.setdefault((x["model"], x["size"], x[key]), []).append(x)
+    return [_summary(runs, groups.get((model, size, 1)))
+            for (model, size, _), runs in groups.items()]
 
 
 def _corpus_table(r):
