@@ -178,6 +178,37 @@ def test_uci_scanner_accepts_exactly_valid_entry_blocks():
         assert got[3] == ref[3]
 
 
+def test_csr_layout_accepts_exactly_csr_ordered_entries():
+    """The compiled layout equals numpy's (bincount of the rows, columns as int32) when the
+    entries are in CSR order with rows in range, and refuses every other order."""
+    from sparseclust._kernels._text_scan import csr_layout
+
+    rng = np.random.default_rng(2)
+    for trial in range(3000):
+        n_rows, n = int(rng.integers(1, 8)), int(rng.integers(0, 12))
+        rows = np.sort(rng.integers(-1 if trial % 7 == 0 else 0,
+                                    n_rows + (1 if trial % 5 == 0 else 0), n))
+        cols = rng.integers(-1 if trial % 11 == 0 else 0, 6, n)
+        if trial % 2:  # mostly strictly increasing columns within a row
+            order = np.lexsort((cols, rows))
+            rows, cols = rows[order], cols[order]
+        if trial % 13 == 0 and n > 1:
+            rows = rows[::-1].copy()
+        same = rows[1:] == rows[:-1]
+        ok = bool((rows >= 0).all() and (rows < n_rows).all() and (rows[1:] >= rows[:-1]).all()
+                  and (cols[1:][same] > cols[:-1][same]).all() and (cols >= 0).all())
+        got = csr_layout(rows.astype(np.int64), cols.astype(np.int64), n_rows)
+        if not ok:
+            assert got is None, (rows, cols)
+            continue
+        assert got is not None, (rows, cols)
+        indptr, indices = got
+        assert indptr.dtype == indices.dtype == np.int32
+        np.testing.assert_array_equal(
+            indptr, np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n_rows))]))
+        np.testing.assert_array_equal(indices, cols)
+
+
 def test_kos_fast_and_line_by_line_parsers_agree():
     docword, vocab = DATA.joinpath("docword.kos.txt.gz"), DATA.joinpath("vocab.kos.txt")
     # the vectorized parser accepts the file on its own (no fallback)

@@ -97,51 +97,113 @@ def scan_uci(const uint8_t[::1] b, int64_t D, int64_t W, int64_t prev_doc, bint 
     cdef int64_t[::1] docs = docs_a
     cdef int64_t[::1] words = words_a
     cdef int64_t[::1] counts = counts_a
-    cdef Py_ssize_t i, m = 0
+    cdef Py_ssize_t m = 0
     cdef int64_t v = 0, cur_line = 0, last_line = -1
     cdef int64_t vals[3]
     cdef int digits = 0, nf = 0
     cdef uint8_t c
     cdef bint bad = False
+    cdef const uint8_t* p = NULL
+    cdef const uint8_t* end = NULL
+    if n:
+        p = &b[0]
+        end = p + n
     with nogil:
-        for i in range(n + 1):
-            c = b[i] if i < n else 10  # the block's end closes its last line
-            if c >= 48 and c <= 57:
-                digits += 1
-                if digits > max_digits:
-                    bad = True
-                    break
-                v = v * 10 + (c - 48)
-                continue
-            if digits:
-                if nf == 3:
-                    bad = True
-                    break
-                vals[nf] = v
-                nf += 1
-                digits = 0
-                v = 0
-            if c == 10:
-                if nf == 3:
-                    if (m >= max_entries or vals[0] < 1 or vals[0] > D or vals[1] < 1
-                            or vals[1] > W or vals[2] < 1
-                            or (in_order and vals[0] - 1 < prev_doc)):
+        # a line at a time: its fields are read by a tight loop over each run of digits
+        while True:
+            nf = 0
+            while True:
+                c = p[0] if p != end else 10  # the block's end closes its last line
+                if c >= 48 and c <= 57:
+                    if nf == 3:
                         bad = True
                         break
-                    docs[m] = vals[0] - 1
-                    words[m] = vals[1] - 1
-                    counts[m] = vals[2]
-                    prev_doc = vals[0] - 1
-                    last_line = cur_line
-                    m += 1
-                elif nf:
+                    v = 0
+                    digits = 0
+                    while p != end and p[0] >= 48 and p[0] <= 57:
+                        digits += 1
+                        if digits > max_digits:
+                            bad = True
+                            break
+                        v = v * 10 + (p[0] - 48)
+                        p += 1
+                    if bad:
+                        break
+                    vals[nf] = v
+                    nf += 1
+                elif c == 10:
+                    break
+                elif c == 32 or c == 9 or c == 13:
+                    p += 1
+                else:
                     bad = True
                     break
-                nf = 0
-                cur_line += 1
-            elif c != 32 and c != 9 and c != 13:
+            if bad:
+                break
+            if nf == 3:
+                if (m >= max_entries or vals[0] < 1 or vals[0] > D or vals[1] < 1
+                        or vals[1] > W or vals[2] < 1
+                        or (in_order and vals[0] - 1 < prev_doc)):
+                    bad = True
+                    break
+                docs[m] = vals[0] - 1
+                words[m] = vals[1] - 1
+                counts[m] = vals[2]
+                prev_doc = vals[0] - 1
+                last_line = cur_line
+                m += 1
+            elif nf:
                 bad = True
                 break
+            cur_line += 1
+            if p == end:
+                break
+            p += 1  # the newline
     if bad:
         return None
     return docs_a[:m].copy(), words_a[:m].copy(), counts_a[:m].copy(), last_line
+
+
+def csr_layout(const int64_t[::1] rows, const int64_t[::1] cols, Py_ssize_t n_rows):
+    """``(indptr, indices)`` (int32) of the CSR matrix with ``n_rows`` rows whose entries are
+    ``(rows[i], cols[i])`` in the given order, when that order is CSR order: rows
+    non-decreasing and within ``[0, n_rows)``, columns non-negative and strictly increasing
+    within a row; else
+    None. One pass; the caller checks that ``n_rows``, the number of columns and of entries
+    fit in int32.
+
+    Equivalent to ``np.cumsum(np.bincount(rows, minlength=n_rows))`` (with a leading 0) and
+    ``cols.astype(np.int32)`` after that order check.
+    """
+    cdef Py_ssize_t n = rows.shape[0]
+    indptr_a = np.zeros(n_rows + 1, dtype=np.int32)
+    indices_a = np.empty(n, dtype=np.int32)
+    cdef int[::1] indptr = indptr_a
+    cdef int[::1] indices = indices_a
+    cdef Py_ssize_t i, r = 0
+    cdef int64_t row, prev_row = -1, prev_col = -1
+    cdef bint bad = False
+    with nogil:
+        for i in range(n):
+            row = rows[i]
+            if row != prev_row:
+                if row < prev_row or row >= n_rows or cols[i] < 0:
+                    bad = True
+                    break
+                # rows prev_row + 1 .. row start here; those before end at entry i
+                while r <= row:
+                    indptr[r] = <int> i
+                    r += 1
+                prev_row = row
+            elif cols[i] <= prev_col:
+                bad = True
+                break
+            prev_col = cols[i]
+            indices[i] = <int> cols[i]
+        if not bad:
+            while r <= n_rows:
+                indptr[r] = <int> n
+                r += 1
+    if bad or (n and rows[0] < 0):
+        return None
+    return indptr_a, indices_a
