@@ -3,7 +3,8 @@
 (UCI ``docword`` lines, LDA-C ``word:count`` pairs): the unsigned integers, the line each
 starts on, and whether a ``:`` directly precedes it
 (:func:`sparseclust.datasets._bow._tokenize`). :func:`scan_uci` reads and checks the UCI
-entries themselves.
+entries themselves, and :func:`csr_layout` lays out entries already in CSR order as a CSR
+matrix's row pointers and column indices.
 
 :func:`scan` accepts a block only when it holds nothing but digits, spaces, tabs, ``\\r``,
 ``\\n`` and (with ``allow_colon``) colons that sit between two digits, and no number has
@@ -166,11 +167,10 @@ def scan_uci(const uint8_t[::1] b, int64_t D, int64_t W, int64_t prev_doc, bint 
 
 def csr_layout(const int64_t[::1] rows, const int64_t[::1] cols, Py_ssize_t n_rows):
     """``(indptr, indices)`` (int32) of the CSR matrix with ``n_rows`` rows whose entries are
-    ``(rows[i], cols[i])`` in the given order, when that order is CSR order: rows
+    ``(rows[i], cols[i])`` in the given order, when that order is CSR order (rows
     non-decreasing and within ``[0, n_rows)``, columns non-negative and strictly increasing
-    within a row; else
-    None. One pass; the caller checks that ``n_rows``, the number of columns and of entries
-    fit in int32.
+    within a row); else None. One pass; the caller checks that ``n_rows``, the number of
+    columns and the number of entries fit in int32.
 
     Equivalent to ``np.cumsum(np.bincount(rows, minlength=n_rows))`` (with a leading 0) and
     ``cols.astype(np.int32)`` after that order check.
