@@ -186,8 +186,8 @@ def csr_layout(const int64_t[::1] rows, const int64_t[::1] cols, Py_ssize_t n_ro
     with nogil:
         for i in range(n):
             row = rows[i]
-            if row != prev_row:
-                if row < prev_row or row >= n_rows or cols[i] < 0:
+            if i == 0 or row != prev_row:
+                if row < prev_row or row < 0 or row >= n_rows or cols[i] < 0:
                     bad = True
                     break
                 # rows prev_row + 1 .. row start here; those before end at entry i
@@ -204,6 +204,6 @@ def csr_layout(const int64_t[::1] rows, const int64_t[::1] cols, Py_ssize_t n_ro
             while r <= n_rows:
                 indptr[r] = <int> n
                 r += 1
-    if bad or (n and rows[0] < 0):
+    if bad:
         return None
     return indptr_a, indices_a
