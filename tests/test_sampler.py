@@ -642,6 +642,91 @@ def test_live_counts_thread_invariant_and_counts_consistent(dense, live_entry):
     assert changed == int(np.count_nonzero(z != z0))
 
 
+def _blocked_live_problem(K=37, V=4, D=40000, seed=3):
+    """A replicated document [word 0 once, word 2 three times] over K topics (two full
+    blocks of the dense draw and a part of one), previous topics ``init``, and a read buffer
+    W that counts them: returns W, beta, alpha, init and the new topics (D, 4) of one live
+    dense sweep with ``live_entry``."""
+    rng = np.random.default_rng(seed)
+    W = rng.integers(0, 4, (V, K)).astype(np.int32)
+    init = np.array([20, 35, 3, 35], np.uint16)
+    W[0, 20] += 1
+    np.add.at(W[2], init[1:].astype(np.int64), 1)
+    alpha = rng.uniform(0.05, 0.6, K)
+    X = sp.csr_array(np.tile(np.array([1.0, 0.0, 3.0, 0.0]), (D, 1)))
+    z = np.tile(init, D)
+    _sweep_counts_live(token_layout(X), z, np.arange(D, dtype=np.uint64), W, 0.1, alpha,
+                       dense=True, live_entry=True)
+    return W, 0.1, alpha, init, z.reshape(D, 4).astype(np.int64)
+
+
+def test_dense_live_draws_over_several_blocks_follow_the_conditional():
+    # the blocked dense draw (K = 37: blocks of 16, 16 and 5 topics): the first token
+    # (word 0, previous topic 20, which the read buffer counts) follows the conditional with
+    # its own topic out of n_d, W and T; the last token of the entry (word 2) follows the
+    # conditional with W and T corrected by the entry's change so far, pooled over documents
+    W, beta, alpha, init, zz = _blocked_live_problem()
+    V, K = W.shape
+    D = zz.shape[0]
+    T = W.sum(0).astype(np.float64)
+    own = (np.arange(K) == 20).astype(np.float64)
+    rest = np.bincount(init[1:], minlength=K)
+    p = (rest + alpha) * (W[0] - own + beta) / (T - own + V * beta)
+    counts = np.bincount(zz[:, 0], minlength=K)
+    assert chisquare(counts, D * p / p.sum()).pvalue > 1e-4
+    q = (rest + alpha) * (W[0] + beta) / (T + V * beta)  # the own topic left in: rejected
+    assert chisquare(counts, D * q / q.sum()).pvalue < 1e-6
+    # token 3 (the entry's third token): n_d the new topics of tokens 0-2; the entry's
+    # change e = new topics of tokens 1-2 minus the previous topics of tokens 1-3
+    nd = np.zeros((D, K))
+    np.add.at(nd, (np.repeat(np.arange(D), 3), zz[:, :3].ravel()), 1)
+    e = np.zeros((D, K))
+    np.add.at(e, (np.repeat(np.arange(D), 2), zz[:, 1:3].ravel()), 1)
+    e -= np.bincount(init[1:], minlength=K)
+    p = (nd + alpha) * (W[2] + e + beta) / (T + e + V * beta)
+    expected = (p / p.sum(1, keepdims=True)).sum(0)
+    counts = np.bincount(zz[:, 3], minlength=K)
+    assert expected.min() > 5
+    assert chisquare(counts, expected).pvalue > 1e-4
+    p0 = (nd + alpha) * (W[2] + beta) / (T + V * beta)  # without the entry's change: rejected
+    assert chisquare(counts, (p0 / p0.sum(1, keepdims=True)).sum(0)).pvalue < 1e-6
+
+
+@pytest.mark.parametrize("live_entry", [False, True])
+def test_dense_min_tokens_draws_each_document_by_its_length(live_entry):
+    # per-document random streams: with dense_min_tokens = m the documents of at least m
+    # tokens get exactly the dense sweep's topics and the others the sparse sweep's, for any
+    # number of threads
+    rng = np.random.default_rng(7)
+    D, V, K = 120, 50, 40
+    lengths = rng.integers(1, 120, D)
+    X = np.zeros((D, V))
+    for d in range(D):
+        np.add.at(X[d], rng.integers(0, V, lengths[d]), 1.0)
+    X = sp.csr_array(X)
+    alpha = np.full(K, 0.2)
+    lay, keys, z0, W = _counted_start(X, K)
+    m = 60
+    runs = {}
+    for name, kw in (("sparse", dict(dense=False)), ("dense", dict(dense=True))):
+        z = z0.copy()
+        _sweep_counts_live(lay, z, keys, W, 0.1, alpha, live_entry=live_entry, **kw)
+        runs[name] = z
+    assert not np.array_equal(runs["sparse"], runs["dense"])
+    n_tok = np.diff(lay.tokptr)
+    long_doc = np.repeat(n_tok >= m, n_tok)
+    assert 0 < long_doc.mean() < 1
+    expected = np.where(long_doc, runs["dense"], runs["sparse"])
+    for n_threads in (1, 3):
+        z = z0.copy()
+        inv_tot, tables, Qs, _ = _count_tables(W, 0.1, alpha, tab=np.uint16)
+        _sampler.sample_sweep_counts(
+            lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, W, inv_tot, 0.1, alpha,
+            *tables, Qs, 1, 0, 1, 1, EMPTY2D, EMPTY2I, EMPTY1, n_threads, dense=False,
+            mode=LIVE, exclude_own=True, live_entry=live_entry, dense_min_tokens=m)
+        np.testing.assert_array_equal(z, expected)
+
+
 def test_live_counts_argument_checks():
     W, beta, alpha = _live_problem()
     X = sp.csr_array(np.array([[1.0, 0.0, 0.0, 4.0, 0.0]]))
@@ -652,7 +737,10 @@ def test_live_counts_argument_checks():
     for kw, n_inner in (({"mode": FROZEN, "exclude_own": True}, 2),
                         ({"mode": LIVE, "exclude_own": True}, 2), ({"mode": 7}, 1),
                         ({"mode": LIVE, "live_entry": True}, 1),
-                        ({"mode": FROZEN, "exclude_own": True, "live_entry": True}, 1)):
+                        ({"mode": FROZEN, "exclude_own": True, "live_entry": True}, 1),
+                        ({"mode": LIVE, "dense_min_tokens": -1}, 1),
+                        ({"mode": FROZEN, "dense_min_tokens": 3}, 1),
+                        ({"mode": LIVE, "mh_steps": 2, "dense_min_tokens": 3}, 1)):
         with pytest.raises(ValueError):
             _sampler.sample_sweep_counts(
                 lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, W, inv_tot, beta,

@@ -256,6 +256,34 @@ def test_bit_identical_for_any_thread_count(monkeypatch, sampler, doc_counts, in
         assert f.lower_bound_ == fits[0].lower_bound_
 
 
+def test_auto_sampler_picks_the_dense_draws_by_k_and_document_length():
+    # 'auto': every document dense up to 48 topics; up to 200 topics the documents of at
+    # least 4 K tokens dense (the kernel's dense_min_tokens, live exact draws only); beyond,
+    # and for the named samplers, no per-document rule
+    for K, dense, long_docs in ((48, True, 0), (49, False, 196), (200, False, 800),
+                                (201, False, 0)):
+        args = StochasticEMLDA(K)._sampler_args(1)
+        assert (args[2], args[-1]) == (dense, long_docs)
+    for sampler in ("alias", "dense", "metropolis"):
+        assert StochasticEMLDA(100, sampler=sampler)._sampler_args(1)[-1] == 0
+
+
+@pytest.mark.kernels
+def test_auto_sampler_with_long_documents_is_thread_invariant(monkeypatch):
+    # K = 60: the documents of 300 tokens take the dense draws, those of 40 the alias path
+    monkeypatch.setattr(_sem_sampler, "_MIN_WORK_PER_THREAD", 1)
+    monkeypatch.setattr(_sem, "_MIN_WORK_PER_THREAD", 1)
+    short, _ = planted_corpus(seed=3, K=8, block=10, D=120, length=40)
+    long_, _ = planted_corpus(seed=4, K=8, block=10, D=30, length=300)
+    X = sp.vstack([short, long_]).tocsr()
+    fits = [StochasticEMLDA(60, max_iter=4, n_threads=t, random_state=2).fit(X)
+            for t in (1, 2)]
+    np.testing.assert_array_equal(fits[1].components_, fits[0].components_)
+    assert fits[1].lower_bound_ == fits[0].lower_bound_
+    alias = StochasticEMLDA(60, max_iter=4, sampler="alias", random_state=2).fit(X)
+    assert not np.array_equal(alias.components_, fits[0].components_)
+
+
 def _sequential_start_reference(X, K, alpha, beta, random_state, entry=True):
     """Numpy sequential start (``init='sequential'``) from the kernel's documented random
     streams, dense inverse-CDF draws: the first ceil(D / 128) documents uniform, then blocks

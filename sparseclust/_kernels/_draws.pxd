@@ -66,6 +66,8 @@ cdef struct _Args:
                                    # the entry's (d, v) other tokens, see _draw_live_entry
     int mh_steps                   # counts path, LIVE: Metropolis-Hastings cycles per token
                                    # (0: exact draws), see _draw_mh of _sampler.pyx
+    int64_t dense_min_tokens       # counts path, LIVE, not dense: documents of at least this
+                                   # many tokens take the dense draws (0: none)
 
 
 cdef inline int _alias_slot(double x, int n, double* frac) noexcept nogil:
@@ -319,9 +321,83 @@ cdef inline double _own_ratio(const _Args* a, const int32_t* Wv, int o) noexcept
         / ((Wv[o] + a.beta) * a.inv_tot[o])
 
 
+cdef enum:
+    # topics per block of the dense live draw (``_dense_draw``)
+    _DENSE_BLOCK = 16
+
+
+cdef inline void _dense_row(const _Args* a, int v, double* wrow) noexcept nogil:
+    """The frozen weights of word v, wrow[k] = (W_vk + beta) / (T_k + V beta), once per entry
+    for the dense live draws of its tokens."""
+    cdef const int32_t* Wv = a.W + <int64_t> v * a.K
+    cdef int k
+    for k in range(a.K):
+        wrow[k] = (Wv[k] + a.beta) * a.inv_tot[k]
+
+
+cdef inline void _dense_patch(const _Args* a, int v, const int32_t* dl, int k,
+                              double* wrow) noexcept nogil:
+    """wrow[k] after the entry's change dl[k] of topic k: (W_vk + dl_k + beta) /
+    (T_k + dl_k + V beta), the frozen weight when dl_k = 0 (as ``_dense_row``)."""
+    cdef int32_t w = a.W[<int64_t> v * a.K + k]
+    if dl[k] != 0:
+        wrow[k] = (w + dl[k] + a.beta) / (a.tot[k] + dl[k])
+    else:
+        wrow[k] = (w + a.beta) * a.inv_tot[k]
+
+
+cdef inline int _dense_draw(const _Args* a, const int32_t* nd, const double* wrow, double* pc,
+                            uint64_t* state) noexcept nogil:
+    """A draw of k with probability propto p_k = (n_dk + alpha_k) wrow[k] over all K topics.
+
+    The products go to ``pc`` in one pass without a dependency between topics; each block of
+    ``_DENSE_BLOCK`` topics is summed with four interleaved partial sums (its total goes to
+    pc[K + b]); a uniform u in [0, sum of the block totals) picks the block from the block
+    totals, then the topic from the running sums of that block's products: the first topic
+    whose running sum exceeds what is left of u, the block's last topic if rounding leaves
+    none.  The chain of dependent additions is about K / 16 + 16 long instead of K."""
+    cdef int K = a.K, b, k, k0, k1, n
+    cdef int nb = (K + _DENSE_BLOCK - 1) // _DENSE_BLOCK
+    cdef double* bs = pc + K
+    cdef double s, s0, s1, s2, s3, tot = 0.0, u
+    for k in range(K):
+        pc[k] = (nd[k] + a.alpha[k]) * wrow[k]
+    for b in range(nb):
+        k0 = b * _DENSE_BLOCK
+        if k0 + _DENSE_BLOCK <= K:
+            s0 = pc[k0] + pc[k0 + 4] + pc[k0 + 8] + pc[k0 + 12]
+            s1 = pc[k0 + 1] + pc[k0 + 5] + pc[k0 + 9] + pc[k0 + 13]
+            s2 = pc[k0 + 2] + pc[k0 + 6] + pc[k0 + 10] + pc[k0 + 14]
+            s3 = pc[k0 + 3] + pc[k0 + 7] + pc[k0 + 11] + pc[k0 + 15]
+            bs[b] = (s0 + s1) + (s2 + s3)
+        else:
+            s = 0.0
+            for k in range(k0, K):
+                s += pc[k]
+            bs[b] = s
+    for b in range(nb):
+        tot += bs[b]
+    u = sc_uniform(state) * tot
+    b = 0
+    while b < nb - 1 and u >= bs[b]:
+        u -= bs[b]
+        b += 1
+    k0 = b * _DENSE_BLOCK
+    k1 = k0 + _DENSE_BLOCK
+    if k1 > K:
+        k1 = K
+    s = 0.0
+    for k in range(k0, k1 - 1):
+        s += pc[k]
+        if s > u:
+            return k
+    return k1 - 1
+
+
 cdef inline int _draw_live_counts(const _Args* a, const int32_t* nd, const int32_t* act,
                                   int na, double sdb, double* cum, int32_t* itop, int v,
-                                  int old, uint64_t* state) noexcept nogil:
+                                  int old, bint dense, double* wrow,
+                                  uint64_t* state) noexcept nogil:
     """One draw of a token of word v in LIVE counts mode (stochastic EM with the document's
     counts live): p(k) propto (n_dk + alpha_k) (W_vk - e_k + beta) / (T_k - e_k + V beta), nd
     the document's counts without the token, W and T the read buffer, e_k = [k == old] when
@@ -335,16 +411,17 @@ cdef inline int _draw_live_counts(const _Args* a, const int32_t* nd, const int32
     cdef int K = a.K, k, ni = 0
     cdef const int32_t* Wv = a.W + <int64_t> v * K
     cdef double tot = 0.0, sd = 0.0, u, qw, sb, ratio = 1.0, wk
-    if a.dense:
+    if dense:
+        # the entry's weights wrow (``_dense_row``), with the own topic's scaled by the ratio
         if a.exclude_own and old >= 0 and Wv[old] > 0:
             ratio = _own_ratio(a, Wv, old)
-        for k in range(K):
-            wk = (Wv[k] + a.beta) * a.inv_tot[k]
-            if k == old and ratio < 1.0:
-                wk *= ratio
-            tot += (nd[k] + a.alpha[k]) * wk
-            cum[k] = tot
-        return _search(cum, K, sc_uniform(state) * tot)
+        if ratio < 1.0:
+            wk = wrow[old]
+            wrow[old] = wk * ratio
+            k = _dense_draw(a, nd, wrow, cum, state)
+            wrow[old] = wk
+            return k
+        return _dense_draw(a, nd, wrow, cum, state)
     ni = _doc_word_part(a, nd, act, na, Wv, v, cum, itop, &sd)
     sb = a.beta * sdb
     qw = a.Qw[v]
@@ -361,14 +438,16 @@ cdef inline int _draw_live_counts(const _Args* a, const int32_t* nd, const int32
 cdef inline int _draw_live_entry(const _Args* a, const int32_t* nd, const int32_t* act,
                                  int na, double sdb, double* cum, int32_t* itop, int v,
                                  const int32_t* dl, const int32_t* dset, int nds,
-                                 int32_t* etop, uint64_t* state) noexcept nogil:
+                                 int32_t* etop, bint dense, double* wrow,
+                                 uint64_t* state) noexcept nogil:
     """One draw of a token of word v in LIVE counts mode with the entry's own changes (the
     default of ``StochasticEMLDA``): p(k) propto (n_dk + alpha_k) (W_vk + e_k + beta) /
     (T_k + e_k + V beta), where e_k = dl[k] is the change the entry (d, v) has made so far in
     this sweep, its earlier tokens' new topics counted and their previous topics and the
     token's own previous topic taken out (the read buffer W counts the previous topics of
     all the entry's tokens), so the token sees its entry's other tokens as a collapsed Gibbs
-    sampler does; the topics with e_k != 0 are dset[0:nds].
+    sampler does; the topics with e_k != 0 are dset[0:nds].  The dense path reads the
+    weights from ``wrow``, which the caller keeps up to date with dl (``_dense_patch``).
 
     Exact rejection sampling with the proposal g(k) = f(k) max(1, r_k), where f is the frozen
     conditional (the four parts of the counts path) and r_k = [(W_vk + e_k + beta) / (T_k + e_k
@@ -380,15 +459,9 @@ cdef inline int _draw_live_entry(const _Args* a, const int32_t* nd, const int32_
     cdef const int32_t* Wv = a.W + <int64_t> v * K
     cdef double tot = 0.0, sd = 0.0, u, qw, sb, wk, ext = 0.0, tk
     cdef double* ec = cum + (K + 1)
-    if a.dense:
-        for k in range(K):
-            if dl[k] != 0:
-                wk = (Wv[k] + dl[k] + a.beta) / (a.tot[k] + dl[k])
-            else:
-                wk = (Wv[k] + a.beta) * a.inv_tot[k]
-            tot += (nd[k] + a.alpha[k]) * wk
-            cum[k] = tot
-        return _search(cum, K, sc_uniform(state) * tot)
+    if dense:
+        # wrow: the entry's weights with its changes dl (``_dense_row``, ``_dense_patch``)
+        return _dense_draw(a, nd, wrow, cum, state)
     for i in range(nds):
         k = dset[i]
         if dl[k] > 0:

@@ -22,7 +22,10 @@ present in the document and is computed exactly over them (mass S_dv = sum_{k: n
 w_vk).  A uniform u in [0, S_dv + Q_v) selects the document part (a scan over the document's
 topics) when u < S_dv and the alias table otherwise; no Metropolis-Hastings correction is needed
 because both parts are exact.  Cost per token: O(number of topics in the document), not O(K).
-Dense path (small K): the K products (alpha_k + n_dk) w_vk, their cumulative sum, a binary search.
+Dense path (small K, or the long documents of ``dense_min_tokens``): the K products (alpha_k +
+n_dk) w_vk, their cumulative sum and a binary search; in LIVE counts mode the products are
+summed in blocks of 16 topics and the draw picks a block, then a topic within it
+(``_dense_draw`` of ``_draws.pxd``).
 
 Counts path (``sample_sweep_counts``, stochastic EM only): with w_vk = (W_vk + beta) / (T_k + V
 beta) given by the frozen counts, (n_dk + alpha_k) w_vk splits exactly into n_dk W_vk / (T_k +
@@ -81,9 +84,9 @@ from libc.string cimport memset
 from scipy.special.cython_special cimport gammaln
 
 from sparseclust._kernels._draws cimport (
-    _Args, _alias_slot, _dl_add, _doc_word_part, _draw_live_counts, _draw_live_entry,
-    _draw_one, _frozen_keep, _nd_add, _nd_remove, _smooth_draw, _word_draw, _word_part_draw,
-    _word_mass,
+    _Args, _alias_slot, _dense_patch, _dense_row, _dl_add, _doc_word_part, _draw_live_counts,
+    _draw_live_entry, _draw_one, _frozen_keep, _nd_add, _nd_remove, _smooth_draw, _word_draw,
+    _word_part_draw, _word_mass,
 )
 from sparseclust._kernels._parallel cimport sc_set_alloc_fail_thread, sc_thread_malloc
 from sparseclust._kernels._sampling cimport (
@@ -325,7 +328,12 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
     cdef int32_t* dmark = itop + 2 * K
     cdef int32_t* dset = itop + 3 * K
     cdef int32_t* etop = itop + 4 * K
-    # Metropolis-Hastings proposals drawn ahead: five buffers after cum's 2 (K + 1) doubles
+    # Metropolis-Hastings proposals drawn ahead: five buffers after cum's 2 (K + 1) doubles;
+    # after them the entry's word weights of the dense live draws (K doubles, _dense_row),
+    # whose running sums and block totals take cum[0:K + K / 16 + 1]
+    cdef double* wrow = cum + 2 * (K + 1) + 5 * _MH_AHEAD
+    # the live counts path's dense draws: every document (``dense``), or a long one
+    cdef bint dense = a.dense or (a.dense_min_tokens > 0 and t1 - t0 >= a.dense_min_tokens)
     cdef _Ahead ah
     cdef bint mh_on
     ah.wu2 = cum + 2 * (K + 1)
@@ -366,11 +374,11 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
                     # the document's topics reads in no particular order: all of it for small
                     # K, else the document's topics' counts
                     Wv = a.W + <int64_t> a.indices[j + 1] * K
-                    if K <= _PREFETCH_K:
+                    if K <= _PREFETCH_K or dense:
                         sc_prefetch(Wv, K * sizeof(int32_t))
                     elif a.mh_steps > 0:
                         pass  # (a few counts of the row, at topics known only when drawn)
-                    elif not a.dense and a.wlen[a.indices[j + 1]] < na:
+                    elif not dense and a.wlen[a.indices[j + 1]] < na:
                         # (the scan of the next word's topics, when shorter)
                         vn = a.indices[j + 1]
                         if a.wide:
@@ -384,6 +392,8 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
                             sc_prefetch(Wv + act[i], 1)
                 # LIVE counts: n_dk without the token, updated token by token; W, T frozen
                 # (with ``live_entry`` up to the entry's own changes dl, topics dset)
+                if dense:
+                    _dense_row(a, v, wrow)
                 for r in range(c):
                     if it > 0 or not a.seq_init:
                         old = z[t]
@@ -400,16 +410,21 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
                         # (one token: the own-topic rejection below, the same draws)
                         if old >= 0:
                             _dl_add(dl, dmark, dset, &nds, old, -1)
+                            if dense:
+                                _dense_patch(a, v, dl, old, wrow)
                         if mh_on:
                             k = _draw_mh(a, nd, z, t0, t1, t, v, old, dl, &ah, &state)
                         else:
                             k = _draw_live_entry(a, nd, act, na, sdb, cum, itop, v, dl, dset,
-                                                 nds, etop, &state)
+                                                 nds, etop, dense, wrow, &state)
                         _dl_add(dl, dmark, dset, &nds, k, 1)
+                        if dense:
+                            _dense_patch(a, v, dl, k, wrow)
                     elif mh_on:
                         k = _draw_mh(a, nd, z, t0, t1, t, v, old, NULL, &ah, &state)
                     else:
-                        k = _draw_live_counts(a, nd, act, na, sdb, cum, itop, v, old, &state)
+                        k = _draw_live_counts(a, nd, act, na, sdb, cum, itop, v, old, dense,
+                                              wrow, &state)
                     _nd_add(nd, act, pos, &na, k)
                     sdb += a.inv_tot[k]
                     if k != old and it == a.n_inner - 1:
@@ -587,7 +602,7 @@ cdef object _run_docs(_Args* a, zint_t[::1] z, const uint64_t[::1] keys, int n_t
         nd = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
         act = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
         pos = <int32_t*> sc_thread_malloc(K * sizeof(int32_t))
-        cum = <double*> sc_thread_malloc((2 * (K + 1) + 5 * _MH_AHEAD) * sizeof(double))
+        cum = <double*> sc_thread_malloc((3 * K + 2 + 5 * _MH_AHEAD) * sizeof(double))
         # itop: the document-word topics, then the entry scratch of live_entry (dl, marks,
         # topics, extra-part topics; dl and the marks all zero between entries)
         itop = <int32_t*> sc_thread_malloc(5 * K * sizeof(int32_t))
@@ -862,6 +877,8 @@ def sample_sweep_counts(
                                    # document's earlier tokens and W (see below)
     int mh_steps=0,                # LIVE, not dense, equal alphas: Metropolis-Hastings cycles
                                    # per token instead of exact draws (see below)
+    int64_t dense_min_tokens=0,    # LIVE, exact draws: documents of at least this many tokens
+                                   # take the dense path (0: none; see below)
 ):
     """One sweep with the word weights w_vk = (W_vk + beta) / (T_k + V beta) given by
     the counts (stochastic EM), from the three-part decomposition
@@ -884,7 +901,11 @@ def sample_sweep_counts(
     read buffer as well, p(k) propto (n_dk^{-dn} + alpha_k) (W_vk - [k = z_old] + beta) /
     (T_k - [k = z_old] + V beta) (see ``_draw_live_counts``).  A document is processed by one
     thread, so the draws stay bit-identical for any number of threads.  ``dense`` evaluates
-    all K topics per token (FROZEN: per entry) from W directly.
+    all K topics per token (FROZEN: per entry) from W directly.  ``dense_min_tokens`` > 0
+    (LIVE, exact draws) gives the documents of at least that many tokens the dense draws and
+    the others the sparse path: a sparse draw costs O(topics of the document), which grows
+    with the document's length, a dense one O(K) (in blocks, see ``_dense_draw``).  The choice
+    depends on the document alone, so the draws stay thread-invariant.
 
     Checked before the sweep (ValueError): the token layout is that of :func:`token_counts`
     (as in :func:`sample_sweep`), every entry's word id is a row of W (also for entries with
@@ -912,6 +933,9 @@ def sample_sweep_counts(
         raise ValueError("mh_steps must be >= 0")
     if mh_steps > 0 and (mode != 1 or dense):
         raise ValueError("mh_steps needs mode=LIVE and the tables of the sparse path")
+    if dense_min_tokens < 0 or (dense_min_tokens > 0 and (mode != 1 or mh_steps > 0)):
+        raise ValueError("dense_min_tokens must be >= 0, and > 0 only with mode=LIVE and "
+                         "exact draws")
     if mh_steps > 0 and K > 0 and np.ptp(np.asarray(alpha)) != 0:
         raise ValueError("mh_steps needs equal alphas")
     if mode not in (0, 1):
@@ -949,6 +973,7 @@ def sample_sweep_counts(
     a.live_entry = live_entry
     a.seq_init = seq_init
     a.mh_steps = mh_steps
+    a.dense_min_tokens = 0 if dense else dense_min_tokens
     a.W = &W[0, 0] if V > 0 else NULL
     a.inv_tot = &inv_tot[0]
     tot_ = np.ascontiguousarray(1.0 / np.asarray(inv_tot))
