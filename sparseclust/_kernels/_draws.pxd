@@ -322,7 +322,7 @@ cdef inline double _own_ratio(const _Args* a, const int32_t* Wv, int o) noexcept
 
 
 cdef enum:
-    # topics per block of the dense live draw (``_dense_draw``)
+    # topics per block of the dense live draw (``_dense_pick``)
     _DENSE_BLOCK = 16
 
 
@@ -346,35 +346,54 @@ cdef inline void _dense_patch(const _Args* a, int v, const int32_t* dl, int k,
         wrow[k] = (w + a.beta) * a.inv_tot[k]
 
 
-cdef inline int _dense_draw(const _Args* a, const int32_t* nd, const double* wrow, double* pc,
-                            uint64_t* state) noexcept nogil:
-    """A draw of k with probability propto p_k = (n_dk + alpha_k) wrow[k] over all K topics.
+cdef inline void _dense_block_sum(double* pc, int K, int b) noexcept nogil:
+    """The total of block b of the products pc[0:K] into pc[K + b]: four interleaved partial
+    sums over a full block of ``_DENSE_BLOCK`` topics, one running sum over the last, shorter
+    block."""
+    cdef int k, k0 = b * _DENSE_BLOCK
+    cdef double s, s0, s1, s2, s3
+    if k0 + _DENSE_BLOCK <= K:
+        s0 = pc[k0] + pc[k0 + 4] + pc[k0 + 8] + pc[k0 + 12]
+        s1 = pc[k0 + 1] + pc[k0 + 5] + pc[k0 + 9] + pc[k0 + 13]
+        s2 = pc[k0 + 2] + pc[k0 + 6] + pc[k0 + 10] + pc[k0 + 14]
+        s3 = pc[k0 + 3] + pc[k0 + 7] + pc[k0 + 11] + pc[k0 + 15]
+        pc[K + b] = (s0 + s1) + (s2 + s3)
+    else:
+        s = 0.0
+        for k in range(k0, K):
+            s += pc[k]
+        pc[K + b] = s
 
-    The products go to ``pc`` in one pass without a dependency between topics; each block of
-    ``_DENSE_BLOCK`` topics is summed with four interleaved partial sums (its total goes to
-    pc[K + b]); a uniform u in [0, sum of the block totals) picks the block from the block
-    totals, then the topic from the running sums of that block's products: the first topic
-    whose running sum exceeds what is left of u, the block's last topic if rounding leaves
-    none.  The chain of dependent additions is about K / 16 + 16 long instead of K."""
-    cdef int K = a.K, b, k, k0, k1, n
-    cdef int nb = (K + _DENSE_BLOCK - 1) // _DENSE_BLOCK
-    cdef double* bs = pc + K
-    cdef double s, s0, s1, s2, s3, tot = 0.0, u
+
+cdef inline void _dense_fill(const _Args* a, const int32_t* nd, const double* wrow,
+                             double* pc) noexcept nogil:
+    """The products p_k = (n_dk + alpha_k) wrow[k] into pc[0:K], in one pass without a
+    dependency between topics, and their block totals into pc[K:] (``_dense_block_sum``)."""
+    cdef int K = a.K, b, k
     for k in range(K):
         pc[k] = (nd[k] + a.alpha[k]) * wrow[k]
-    for b in range(nb):
-        k0 = b * _DENSE_BLOCK
-        if k0 + _DENSE_BLOCK <= K:
-            s0 = pc[k0] + pc[k0 + 4] + pc[k0 + 8] + pc[k0 + 12]
-            s1 = pc[k0 + 1] + pc[k0 + 5] + pc[k0 + 9] + pc[k0 + 13]
-            s2 = pc[k0 + 2] + pc[k0 + 6] + pc[k0 + 10] + pc[k0 + 14]
-            s3 = pc[k0 + 3] + pc[k0 + 7] + pc[k0 + 11] + pc[k0 + 15]
-            bs[b] = (s0 + s1) + (s2 + s3)
-        else:
-            s = 0.0
-            for k in range(k0, K):
-                s += pc[k]
-            bs[b] = s
+    for b in range((K + _DENSE_BLOCK - 1) // _DENSE_BLOCK):
+        _dense_block_sum(pc, K, b)
+
+
+cdef inline void _dense_set(const _Args* a, const int32_t* nd, const double* wrow, double* pc,
+                            int k) noexcept nogil:
+    """Topic k's product and its block's total after n_dk or wrow[k] changed: the values
+    ``_dense_fill`` would compute, bit for bit."""
+    pc[k] = (nd[k] + a.alpha[k]) * wrow[k]
+    _dense_block_sum(pc, a.K, k // _DENSE_BLOCK)
+
+
+cdef inline int _dense_pick(const _Args* a, const double* pc, uint64_t* state) noexcept nogil:
+    """A draw of k with probability propto pc[k] (products and block totals of
+    ``_dense_fill``): a uniform u in [0, sum of the block totals) picks the block from the
+    block totals, then the topic from the running sums of that block's products: the first
+    topic whose running sum exceeds what is left of u, the block's last topic if rounding
+    leaves none.  The chain of dependent additions is about K / 16 + 16 long instead of K."""
+    cdef int K = a.K, b, k, k0, k1
+    cdef int nb = (K + _DENSE_BLOCK - 1) // _DENSE_BLOCK
+    cdef const double* bs = pc + K
+    cdef double s = 0.0, tot = 0.0, u
     for b in range(nb):
         tot += bs[b]
     u = sc_uniform(state) * tot
@@ -386,7 +405,6 @@ cdef inline int _dense_draw(const _Args* a, const int32_t* nd, const double* wro
     k1 = k0 + _DENSE_BLOCK
     if k1 > K:
         k1 = K
-    s = 0.0
     for k in range(k0, k1 - 1):
         s += pc[k]
         if s > u:
@@ -396,8 +414,7 @@ cdef inline int _dense_draw(const _Args* a, const int32_t* nd, const double* wro
 
 cdef inline int _draw_live_counts(const _Args* a, const int32_t* nd, const int32_t* act,
                                   int na, double sdb, double* cum, int32_t* itop, int v,
-                                  int old, bint dense, double* wrow,
-                                  uint64_t* state) noexcept nogil:
+                                  int old, bint dense, uint64_t* state) noexcept nogil:
     """One draw of a token of word v in LIVE counts mode (stochastic EM with the document's
     counts live): p(k) propto (n_dk + alpha_k) (W_vk - e_k + beta) / (T_k - e_k + V beta), nd
     the document's counts without the token, W and T the read buffer, e_k = [k == old] when
@@ -410,18 +427,20 @@ cdef inline int _draw_live_counts(const _Args* a, const int32_t* nd, const int32
     redrawn (rejection sampling: exact)."""
     cdef int K = a.K, k, ni = 0
     cdef const int32_t* Wv = a.W + <int64_t> v * K
-    cdef double tot = 0.0, sd = 0.0, u, qw, sb, ratio = 1.0, wk
+    cdef double tot = 0.0, sd = 0.0, u, qw, sb, ratio = 1.0
     if dense:
-        # the entry's weights wrow (``_dense_row``), with the own topic's scaled by the ratio
+        # the products from W's row directly (the weights of ``_dense_row``), the own topic's
+        # weight scaled by the ratio
+        for k in range(K):
+            cum[k] = (nd[k] + a.alpha[k]) * ((Wv[k] + a.beta) * a.inv_tot[k])
         if a.exclude_own and old >= 0 and Wv[old] > 0:
             ratio = _own_ratio(a, Wv, old)
         if ratio < 1.0:
-            wk = wrow[old]
-            wrow[old] = wk * ratio
-            k = _dense_draw(a, nd, wrow, cum, state)
-            wrow[old] = wk
-            return k
-        return _dense_draw(a, nd, wrow, cum, state)
+            cum[old] = (nd[old] + a.alpha[old]) * (((Wv[old] + a.beta) * a.inv_tot[old])
+                                                   * ratio)
+        for k in range((K + _DENSE_BLOCK - 1) // _DENSE_BLOCK):
+            _dense_block_sum(cum, K, k)
+        return _dense_pick(a, cum, state)
     ni = _doc_word_part(a, nd, act, na, Wv, v, cum, itop, &sd)
     sb = a.beta * sdb
     qw = a.Qw[v]
@@ -438,16 +457,15 @@ cdef inline int _draw_live_counts(const _Args* a, const int32_t* nd, const int32
 cdef inline int _draw_live_entry(const _Args* a, const int32_t* nd, const int32_t* act,
                                  int na, double sdb, double* cum, int32_t* itop, int v,
                                  const int32_t* dl, const int32_t* dset, int nds,
-                                 int32_t* etop, bint dense, double* wrow,
-                                 uint64_t* state) noexcept nogil:
+                                 int32_t* etop, bint dense, uint64_t* state) noexcept nogil:
     """One draw of a token of word v in LIVE counts mode with the entry's own changes (the
     default of ``StochasticEMLDA``): p(k) propto (n_dk + alpha_k) (W_vk + e_k + beta) /
     (T_k + e_k + V beta), where e_k = dl[k] is the change the entry (d, v) has made so far in
     this sweep, its earlier tokens' new topics counted and their previous topics and the
     token's own previous topic taken out (the read buffer W counts the previous topics of
     all the entry's tokens), so the token sees its entry's other tokens as a collapsed Gibbs
-    sampler does; the topics with e_k != 0 are dset[0:nds].  The dense path reads the
-    weights from ``wrow``, which the caller keeps up to date with dl (``_dense_patch``).
+    sampler does; the topics with e_k != 0 are dset[0:nds].  The dense path draws from the
+    products in ``cum``, which the caller keeps up to date (see the dense branch below).
 
     Exact rejection sampling with the proposal g(k) = f(k) max(1, r_k), where f is the frozen
     conditional (the four parts of the counts path) and r_k = [(W_vk + e_k + beta) / (T_k + e_k
@@ -460,8 +478,10 @@ cdef inline int _draw_live_entry(const _Args* a, const int32_t* nd, const int32_
     cdef double tot = 0.0, sd = 0.0, u, qw, sb, wk, ext = 0.0, tk
     cdef double* ec = cum + (K + 1)
     if dense:
-        # wrow: the entry's weights with its changes dl (``_dense_row``, ``_dense_patch``)
-        return _dense_draw(a, nd, wrow, cum, state)
+        # cum: the products and block totals of the current n_d and the entry's weights wrow
+        # with its changes dl, which the caller keeps (``_dense_fill`` at the entry's start,
+        # ``_dense_patch`` and ``_dense_set`` at every topic a token changes)
+        return _dense_pick(a, cum, state)
     for i in range(nds):
         k = dset[i]
         if dl[k] > 0:

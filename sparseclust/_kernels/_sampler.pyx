@@ -25,7 +25,7 @@ because both parts are exact.  Cost per token: O(number of topics in the documen
 Dense path (small K, or the long documents of ``dense_min_tokens``): the K products (alpha_k +
 n_dk) w_vk, their cumulative sum and a binary search; in LIVE counts mode the products are
 summed in blocks of 16 topics and the draw picks a block, then a topic within it
-(``_dense_draw`` of ``_draws.pxd``).
+(``_dense_fill`` and ``_dense_pick`` of ``_draws.pxd``).
 
 Counts path (``sample_sweep_counts``, stochastic EM only): with w_vk = (W_vk + beta) / (T_k + V
 beta) given by the frozen counts, (n_dk + alpha_k) w_vk splits exactly into n_dk W_vk / (T_k +
@@ -84,9 +84,9 @@ from libc.string cimport memset
 from scipy.special.cython_special cimport gammaln
 
 from sparseclust._kernels._draws cimport (
-    _Args, _alias_slot, _dense_patch, _dense_row, _dl_add, _doc_word_part, _draw_live_counts,
-    _draw_live_entry, _draw_one, _frozen_keep, _nd_add, _nd_remove, _smooth_draw, _word_draw,
-    _word_part_draw, _word_mass,
+    _Args, _alias_slot, _dense_fill, _dense_patch, _dense_row, _dense_set, _dl_add,
+    _doc_word_part, _draw_live_counts, _draw_live_entry, _draw_one, _frozen_keep, _nd_add,
+    _nd_remove, _smooth_draw, _word_draw, _word_part_draw, _word_mass,
 )
 from sparseclust._kernels._parallel cimport sc_set_alloc_fail_thread, sc_thread_malloc
 from sparseclust._kernels._sampling cimport (
@@ -392,8 +392,11 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
                             sc_prefetch(Wv + act[i], 1)
                 # LIVE counts: n_dk without the token, updated token by token; W, T frozen
                 # (with ``live_entry`` up to the entry's own changes dl, topics dset)
-                if dense:
+                if dense and a.live_entry and c > 1:
+                    # the entry's weights and the products of its draws, kept up to date
+                    # token by token: a token changes n_d and the weights at two topics only
                     _dense_row(a, v, wrow)
+                    _dense_fill(a, nd, wrow, cum)
                 for r in range(c):
                     if it > 0 or not a.seq_init:
                         old = z[t]
@@ -412,11 +415,12 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
                             _dl_add(dl, dmark, dset, &nds, old, -1)
                             if dense:
                                 _dense_patch(a, v, dl, old, wrow)
+                                _dense_set(a, nd, wrow, cum, old)
                         if mh_on:
                             k = _draw_mh(a, nd, z, t0, t1, t, v, old, dl, &ah, &state)
                         else:
                             k = _draw_live_entry(a, nd, act, na, sdb, cum, itop, v, dl, dset,
-                                                 nds, etop, dense, wrow, &state)
+                                                 nds, etop, dense, &state)
                         _dl_add(dl, dmark, dset, &nds, k, 1)
                         if dense:
                             _dense_patch(a, v, dl, k, wrow)
@@ -424,8 +428,10 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
                         k = _draw_mh(a, nd, z, t0, t1, t, v, old, NULL, &ah, &state)
                     else:
                         k = _draw_live_counts(a, nd, act, na, sdb, cum, itop, v, old, dense,
-                                              wrow, &state)
+                                              &state)
                     _nd_add(nd, act, pos, &na, k)
+                    if dense and a.live_entry and c > 1:
+                        _dense_set(a, nd, wrow, cum, k)
                     sdb += a.inv_tot[k]
                     if k != old and it == a.n_inner - 1:
                         changed += 1
@@ -904,7 +910,7 @@ def sample_sweep_counts(
     all K topics per token (FROZEN: per entry) from W directly.  ``dense_min_tokens`` > 0
     (LIVE, exact draws) gives the documents of at least that many tokens the dense draws and
     the others the sparse path: a sparse draw costs O(topics of the document), which grows
-    with the document's length, a dense one O(K) (in blocks, see ``_dense_draw``).  The choice
+    with the document's length, a dense one O(K) (in blocks, see ``_dense_pick``).  The choice
     depends on the document alone, so the draws stay thread-invariant.
 
     Checked before the sweep (ValueError): the token layout is that of :func:`token_counts`
