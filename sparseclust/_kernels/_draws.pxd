@@ -425,7 +425,7 @@ cdef inline int _draw_live_counts(const _Args* a, const int32_t* nd, const int32
     and a draw of k = old is accepted with probability
     [(W_vo - 1 + beta) / (T_o - 1 + V beta)] / [(W_vo + beta) / (T_o + V beta)] < 1, else
     redrawn (rejection sampling: exact)."""
-    cdef int K = a.K, k, ni = 0
+    cdef int K = a.K, k, b, ni = 0
     cdef const int32_t* Wv = a.W + <int64_t> v * K
     cdef double tot = 0.0, sd = 0.0, u, qw, sb, ratio = 1.0
     if dense:
@@ -438,8 +438,8 @@ cdef inline int _draw_live_counts(const _Args* a, const int32_t* nd, const int32
         if ratio < 1.0:
             cum[old] = (nd[old] + a.alpha[old]) * (((Wv[old] + a.beta) * a.inv_tot[old])
                                                    * ratio)
-        for k in range((K + _DENSE_BLOCK - 1) // _DENSE_BLOCK):
-            _dense_block_sum(cum, K, k)
+        for b in range((K + _DENSE_BLOCK - 1) // _DENSE_BLOCK):
+            _dense_block_sum(cum, K, b)
         return _dense_pick(a, cum, state)
     ni = _doc_word_part(a, nd, act, na, Wv, v, cum, itop, &sd)
     sb = a.beta * sdb
