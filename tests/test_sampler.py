@@ -693,10 +693,10 @@ def test_dense_live_draws_over_several_blocks_follow_the_conditional():
 
 
 @pytest.mark.parametrize("live_entry", [False, True])
-def test_dense_min_tokens_draws_each_document_by_its_length(live_entry):
-    # per-document random streams: with dense_min_tokens = m the documents of at least m
-    # tokens get exactly the dense sweep's topics and the others the sparse sweep's, for any
-    # number of threads
+def test_dense_min_topics_draws_each_document_by_its_topics(live_entry):
+    # per-document random streams: with dense_min_topics = m the documents whose previous
+    # assignments hold at least m distinct topics get exactly the dense sweep's topics and
+    # the others the sparse sweep's, for any number of threads
     rng = np.random.default_rng(7)
     D, V, K = 120, 50, 40
     lengths = rng.integers(1, 120, D)
@@ -706,7 +706,7 @@ def test_dense_min_tokens_draws_each_document_by_its_length(live_entry):
     X = sp.csr_array(X)
     alpha = np.full(K, 0.2)
     lay, keys, z0, W = _counted_start(X, K)
-    m = 60
+    m = 25
     runs = {}
     for name, kw in (("sparse", dict(dense=False)), ("dense", dict(dense=True))):
         z = z0.copy()
@@ -714,7 +714,8 @@ def test_dense_min_tokens_draws_each_document_by_its_length(live_entry):
         runs[name] = z
     assert not np.array_equal(runs["sparse"], runs["dense"])
     n_tok = np.diff(lay.tokptr)
-    long_doc = np.repeat(n_tok >= m, n_tok)
+    held = np.array([np.unique(z0[lay.tokptr[d]:lay.tokptr[d + 1]]).size for d in range(D)])
+    long_doc = np.repeat(held >= m, n_tok)
     assert 0 < long_doc.mean() < 1
     expected = np.where(long_doc, runs["dense"], runs["sparse"])
     for n_threads in (1, 3):
@@ -723,7 +724,7 @@ def test_dense_min_tokens_draws_each_document_by_its_length(live_entry):
         _sampler.sample_sweep_counts(
             lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, W, inv_tot, 0.1, alpha,
             *tables, Qs, 1, 0, 1, 1, EMPTY2D, EMPTY2I, EMPTY1, n_threads, dense=False,
-            mode=LIVE, exclude_own=True, live_entry=live_entry, dense_min_tokens=m)
+            mode=LIVE, exclude_own=True, live_entry=live_entry, dense_min_topics=m)
         np.testing.assert_array_equal(z, expected)
 
 
@@ -738,9 +739,9 @@ def test_live_counts_argument_checks():
                         ({"mode": LIVE, "exclude_own": True}, 2), ({"mode": 7}, 1),
                         ({"mode": LIVE, "live_entry": True}, 1),
                         ({"mode": FROZEN, "exclude_own": True, "live_entry": True}, 1),
-                        ({"mode": LIVE, "dense_min_tokens": -1}, 1),
-                        ({"mode": FROZEN, "dense_min_tokens": 3}, 1),
-                        ({"mode": LIVE, "mh_steps": 2, "dense_min_tokens": 3}, 1)):
+                        ({"mode": LIVE, "dense_min_topics": -1}, 1),
+                        ({"mode": FROZEN, "dense_min_topics": 3}, 1),
+                        ({"mode": LIVE, "mh_steps": 2, "dense_min_topics": 3}, 1)):
         with pytest.raises(ValueError):
             _sampler.sample_sweep_counts(
                 lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, W, inv_tot, beta,

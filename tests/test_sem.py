@@ -257,10 +257,10 @@ def test_bit_identical_for_any_thread_count(monkeypatch, sampler, doc_counts, in
 
 
 def test_auto_sampler_picks_the_dense_draws_by_k_and_document_length():
-    # 'auto': every document dense up to 48 topics; up to 200 topics the documents of at
-    # least 4 K tokens dense (the kernel's dense_min_tokens, live exact draws only); beyond,
-    # and for the named samplers, no per-document rule
-    for K, dense, long_docs in ((48, True, 0), (49, False, 196), (200, False, 800),
+    # 'auto': every document dense up to 48 topics; up to 200 topics the documents that hold
+    # at least K / 2 topics dense (the kernel's dense_min_topics, live exact draws only);
+    # beyond, and for the named samplers, no per-document rule
+    for K, dense, long_docs in ((48, True, 0), (49, False, 25), (200, False, 100),
                                 (201, False, 0)):
         args = StochasticEMLDA(K)._sampler_args(1)
         assert (args[2], args[-1]) == (dense, long_docs)
@@ -270,7 +270,8 @@ def test_auto_sampler_picks_the_dense_draws_by_k_and_document_length():
 
 @pytest.mark.kernels
 def test_auto_sampler_with_long_documents_is_thread_invariant(monkeypatch):
-    # K = 60: the documents of 300 tokens take the dense draws, those of 40 the alias path
+    # K = 60: the documents of 300 tokens hold more than 30 topics in the first sweeps and
+    # take the dense draws, those of 40 tokens the alias path
     monkeypatch.setattr(_sem_sampler, "_MIN_WORK_PER_THREAD", 1)
     monkeypatch.setattr(_sem, "_MIN_WORK_PER_THREAD", 1)
     short, _ = planted_corpus(seed=3, K=8, block=10, D=120, length=40)

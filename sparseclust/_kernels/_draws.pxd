@@ -66,8 +66,8 @@ cdef struct _Args:
                                    # the entry's (d, v) other tokens, see _draw_live_entry
     int mh_steps                   # counts path, LIVE: Metropolis-Hastings cycles per token
                                    # (0: exact draws), see _draw_mh of _sampler.pyx
-    int64_t dense_min_tokens       # counts path, LIVE, not dense: documents of at least this
-                                   # many tokens take the dense draws (0: none)
+    int dense_min_topics           # counts path, LIVE, not dense: documents that hold at least
+                                   # this many topics take the dense draws (0: none)
 
 
 cdef inline int _alias_slot(double x, int n, double* frac) noexcept nogil:

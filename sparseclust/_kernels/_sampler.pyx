@@ -22,7 +22,7 @@ present in the document and is computed exactly over them (mass S_dv = sum_{k: n
 w_vk).  A uniform u in [0, S_dv + Q_v) selects the document part (a scan over the document's
 topics) when u < S_dv and the alias table otherwise; no Metropolis-Hastings correction is needed
 because both parts are exact.  Cost per token: O(number of topics in the document), not O(K).
-Dense path (small K, or the long documents of ``dense_min_tokens``): the K products (alpha_k +
+Dense path (small K, or the documents of many topics, ``dense_min_topics``): the K products (alpha_k +
 n_dk) w_vk, their cumulative sum and a binary search; in LIVE counts mode the products are
 summed in blocks of 16 topics and the draw picks a block, then a topic within it
 (``_dense_fill`` and ``_dense_pick`` of ``_draws.pxd``).
@@ -330,10 +330,11 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
     cdef int32_t* etop = itop + 4 * K
     # Metropolis-Hastings proposals drawn ahead: five buffers after cum's 2 (K + 1) doubles;
     # after them the entry's word weights of the dense live draws (K doubles, _dense_row),
-    # whose running sums and block totals take cum[0:K + K / 16 + 1]
+    # whose products and block totals take cum[0:K + K / 16 + 1]
     cdef double* wrow = cum + 2 * (K + 1) + 5 * _MH_AHEAD
-    # the live counts path's dense draws: every document (``dense``), or a long one
-    cdef bint dense = a.dense or (a.dense_min_tokens > 0 and t1 - t0 >= a.dense_min_tokens)
+    # the live counts path's dense draws: every document (``dense``), or one that holds many
+    # topics at the start of the sweep (set below, once its counts are known)
+    cdef bint dense = a.dense
     cdef _Ahead ah
     cdef bint mh_on
     ah.wu2 = cum + 2 * (K + 1)
@@ -348,6 +349,8 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
     if not a.seq_init:
         for t in range(t0, t1):
             _nd_add(nd, act, pos, &na, z[t])
+    if a.dense_min_topics > 0 and na >= a.dense_min_topics:
+        dense = True
     state = sc_stream_key(a.seed, a.sweep, key)
     cb = cum + (K + 1)
     for it in range(a.n_inner):
@@ -883,8 +886,9 @@ def sample_sweep_counts(
                                    # document's earlier tokens and W (see below)
     int mh_steps=0,                # LIVE, not dense, equal alphas: Metropolis-Hastings cycles
                                    # per token instead of exact draws (see below)
-    int64_t dense_min_tokens=0,    # LIVE, exact draws: documents of at least this many tokens
-                                   # take the dense path (0: none; see below)
+    int dense_min_topics=0,        # LIVE, exact draws: documents whose assignments on entry
+                                   # hold at least this many topics take the dense path (0:
+                                   # none; see below)
 ):
     """One sweep with the word weights w_vk = (W_vk + beta) / (T_k + V beta) given by
     the counts (stochastic EM), from the three-part decomposition
@@ -907,11 +911,14 @@ def sample_sweep_counts(
     read buffer as well, p(k) propto (n_dk^{-dn} + alpha_k) (W_vk - [k = z_old] + beta) /
     (T_k - [k = z_old] + V beta) (see ``_draw_live_counts``).  A document is processed by one
     thread, so the draws stay bit-identical for any number of threads.  ``dense`` evaluates
-    all K topics per token (FROZEN: per entry) from W directly.  ``dense_min_tokens`` > 0
-    (LIVE, exact draws) gives the documents of at least that many tokens the dense draws and
-    the others the sparse path: a sparse draw costs O(topics of the document), which grows
-    with the document's length, a dense one O(K) (in blocks, see ``_dense_pick``).  The choice
-    depends on the document alone, so the draws stay thread-invariant.
+    all K topics per token (FROZEN: per entry) from W directly.  ``dense_min_topics`` > 0
+    (LIVE, exact draws) gives the documents whose assignments on entry hold at least that many
+    distinct topics the dense draws and the others the sparse path: a sparse draw costs
+    O(topics of the document), a dense one O(K) (in blocks, see ``_dense_pick``).  A long
+    document holds most topics in the first sweeps and fewer as its assignments concentrate,
+    so its path can change from sweep to sweep.  The choice depends on the document alone, so
+    the draws stay thread-invariant.  With ``seq_init`` no topic is held on entry: the
+    sparse path.
 
     Checked before the sweep (ValueError): the token layout is that of :func:`token_counts`
     (as in :func:`sample_sweep`), every entry's word id is a row of W (also for entries with
@@ -939,8 +946,8 @@ def sample_sweep_counts(
         raise ValueError("mh_steps must be >= 0")
     if mh_steps > 0 and (mode != 1 or dense):
         raise ValueError("mh_steps needs mode=LIVE and the tables of the sparse path")
-    if dense_min_tokens < 0 or (dense_min_tokens > 0 and (mode != 1 or mh_steps > 0)):
-        raise ValueError("dense_min_tokens must be >= 0, and > 0 only with mode=LIVE and "
+    if dense_min_topics < 0 or (dense_min_topics > 0 and (mode != 1 or mh_steps > 0)):
+        raise ValueError("dense_min_topics must be >= 0, and > 0 only with mode=LIVE and "
                          "exact draws")
     if mh_steps > 0 and K > 0 and np.ptp(np.asarray(alpha)) != 0:
         raise ValueError("mh_steps needs equal alphas")
@@ -979,7 +986,7 @@ def sample_sweep_counts(
     a.live_entry = live_entry
     a.seq_init = seq_init
     a.mh_steps = mh_steps
-    a.dense_min_tokens = 0 if dense else dense_min_tokens
+    a.dense_min_topics = 0 if dense else dense_min_topics
     a.W = &W[0, 0] if V > 0 else NULL
     a.inv_tot = &inv_tot[0]
     tot_ = np.ascontiguousarray(1.0 / np.asarray(inv_tot))

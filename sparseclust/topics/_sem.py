@@ -29,6 +29,7 @@ which removes the sampling noise of the last sweep's draws; it is computed once,
 """
 
 import hashlib
+import math
 import numbers
 import time
 
@@ -55,7 +56,7 @@ from ._sem_online import OnlineSEMModel
 from ._sem_sampler import (
     _MIN_WORK_PER_THREAD,
     DENSE_DOC_MAX_K,
-    DENSE_DOC_TOKENS_PER_TOPIC,
+    DENSE_DOC_TOPIC_SHARE,
     DENSE_MAX_K,
     _RaoBlackwell,
     _Sampler,
@@ -176,20 +177,20 @@ class StochasticEMLDA(TopicModelBase):
         Per-token sampler of the training sweeps: 'alias' (alias tables + document part, cost
         independent of K, growing with the topics the document uses), 'dense' (all K topics,
         summed in blocks of 16), 'auto' = 'dense' for ``n_components <= 48``; up to 200 topics
-        'dense' for the documents of at least ``4 * n_components`` tokens (with
-        ``doc_counts='live'``) and 'alias' for the others; else 'alias' (``doc/sem.md``). All
-        draw exactly from the same distribution. 'metropolis' (Yuan et al. 2015) replaces the
-        draw by a Metropolis-Hastings cycle from the token's previous topic s: the topic of a
-        uniformly drawn other token of the document (or, with probability K alpha / (N_d - 1 +
-        K alpha), a uniform topic) is proposed and accepted with probability min(1, w_k / w_s),
-        then a topic from the word's tables, q(k) propto (W_kv + beta) / (T_k + V beta),
-        accepted with probability min(1, (D_dk + alpha) w_k q(s) / ((D_ds + alpha) w_s q(k))),
-        w being the word weight of the live conditional below (e included). Both steps leave
-        that conditional invariant, so the chain targets it, but a sweep moves the assignments
-        less than exact draws do. A token costs O(1) whatever the number of topics its document
-        holds: use it on long documents and many topics, with more sweeps. It needs
-        ``doc_counts='live'``; fold-in (:meth:`transform`, later minibatches) draws with
-        'alias'.
+        'dense' for a document whose assignments hold at least half the topics at the start of
+        a sweep (with ``doc_counts='live'``) and 'alias' for the others; else 'alias'
+        (``doc/sem.md``). All draw exactly from the same distribution. 'metropolis' (Yuan et
+        al. 2015) replaces the draw by a Metropolis-Hastings cycle from the token's previous
+        topic s: the topic of a uniformly drawn other token of the document (or, with
+        probability K alpha / (N_d - 1 + K alpha), a uniform topic) is proposed and accepted
+        with probability min(1, w_k / w_s), then a topic from the word's tables, q(k) propto
+        (W_kv + beta) / (T_k + V beta), accepted with probability min(1, (D_dk + alpha) w_k
+        q(s) / ((D_ds + alpha) w_s q(k))), w being the word weight of the live conditional
+        below (e included). Both steps leave that conditional invariant, so the chain targets
+        it, but a sweep moves the assignments less than exact draws do. A token costs O(1)
+        whatever the number of topics its document holds: use it on long documents and many
+        topics, with more sweeps. It needs ``doc_counts='live'``; fold-in (:meth:`transform`,
+        later minibatches) draws with 'alias'.
     doc_counts : {'live', 'frozen'}, default='live'
         Counts a token reads in ``fit`` (and in the first minibatch of :meth:`partial_fit`):
         'live' = its document's counts updated token by token, and the word-topic counts W
@@ -415,18 +416,19 @@ class StochasticEMLDA(TopicModelBase):
         """Arguments of :class:`_Sampler` after V: K, alpha, dense, threads, live document
         counts, the token's own topic out of W and T, W and T following the token's entry
         (all three with ``doc_counts='live'``), Metropolis-Hastings cycles per token, and the
-        length from which a document's live exact draws are dense ('auto', 0: none)."""
+        number of topics from which a document's live exact draws are dense ('auto', 0:
+        none)."""
         live = self.doc_counts == "live"
         mh = MH_CYCLES if self.sampler == "metropolis" else 0
         if mh and not live:
             raise ValueError("sampler='metropolis' needs doc_counts='live' (its proposals "
                              "read the document's current topics).")
         dense = self._dense()
-        long_docs = 0
+        many_topics = 0
         if self.sampler == "auto" and not dense and self.n_components <= DENSE_DOC_MAX_K:
-            long_docs = DENSE_DOC_TOKENS_PER_TOPIC * self.n_components
+            many_topics = math.ceil(DENSE_DOC_TOPIC_SHARE * self.n_components)
         return (self.n_components, self._alpha(), dense, n_threads, live, live, live, mh,
-                long_docs)
+                many_topics)
 
     def _new_sampler(self, V):
         return _Sampler(V, *self._sampler_args(effective_n_threads(self.n_threads)))

@@ -28,13 +28,13 @@ TokenLayout = namedtuple("TokenLayout", "indptr indices cnt tokptr")
 #: concentrate on fewer topics over the sweeps (evidence: ``doc/benchmarks.md``)
 DENSE_MAX_K = 48
 
-#: above DENSE_MAX_K and up to DENSE_DOC_MAX_K topics, 'auto' draws the tokens of a document of
-#: at least this many tokens per topic (N_d >= DENSE_DOC_TOKENS_PER_TOPIC * K) with the dense
-#: path: the sparse path's cost per token grows with the topics the document uses, which a
-#: long document spreads over most of the K, while the dense path's blocked draw costs O(K)
-#: whatever the document; beyond DENSE_DOC_MAX_K the O(K) draw costs more than the sparse one
-#: even on long documents
-DENSE_DOC_TOKENS_PER_TOPIC = 4
+#: above DENSE_MAX_K and up to DENSE_DOC_MAX_K topics, 'auto' draws the tokens of a document
+#: whose assignments hold at least this share of the K topics at the start of a sweep with the
+#: dense path: the sparse path's cost per token grows with the topics the document holds,
+#: which a long document spreads over most of the K in the first sweeps, while the dense
+#: path's blocked draw costs O(K) whatever the document; beyond DENSE_DOC_MAX_K the O(K) draw
+#: costs more than the sparse one even on long documents
+DENSE_DOC_TOPIC_SHARE = 0.5
 DENSE_DOC_MAX_K = 200
 
 #: work units (tokens, or table entries) per thread below which a kernel runs on fewer threads:
@@ -93,12 +93,13 @@ class _Sampler:
     """
 
     def __init__(self, V, K, alpha, dense, n_threads, live=False, exclude_own=False,
-                 live_entry=False, mh_steps=0, dense_min_tokens=0):
+                 live_entry=False, mh_steps=0, dense_min_topics=0):
         self.V, self.K, self.dense, self.n_threads = V, K, dense, n_threads
         self.live, self.exclude_own, self.live_entry = live, exclude_own, live_entry
         self.mh_steps = mh_steps  # (the estimator and the kernel refuse it without live)
-        # live exact draws of the sparse path: documents of at least this many tokens dense
-        self.dense_min_tokens = dense_min_tokens
+        # live exact draws of the sparse path: documents that hold at least this many topics
+        # at the start of a sweep take the dense draws
+        self.dense_min_topics = dense_min_topics
         self.alpha = np.full(K, alpha, dtype=np.float64)
         self.w = None
         self.prob, self.alias, self.Q = _EMPTY2F, _EMPTY2I, _EMPTY1
@@ -205,7 +206,7 @@ class _Sampler:
                 mode=_sampler.LIVE if self.live or seq_init else _sampler.FROZEN,
                 exclude_own=self.exclude_own, live_entry=self.live_entry, seq_init=seq_init,
                 mh_steps=self.mh_steps,
-                dense_min_tokens=self.dense_min_tokens if self.live and not self.mh_steps else 0,
+                dense_min_topics=self.dense_min_topics if self.live and not self.mh_steps else 0,
             )
         return _sampler.sample_sweep(
             lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, keys, self._weights(), self.alpha,
