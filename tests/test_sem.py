@@ -256,22 +256,23 @@ def test_bit_identical_for_any_thread_count(monkeypatch, sampler, doc_counts, in
         assert f.lower_bound_ == fits[0].lower_bound_
 
 
-def test_auto_sampler_picks_the_dense_draws_by_k_and_document_length():
+def test_auto_sampler_picks_the_dense_draws_by_k_and_topics_held():
     # 'auto': every document dense up to 48 topics; up to 200 topics the documents that hold
     # at least K / 2 topics dense (the kernel's dense_min_topics, live exact draws only);
     # beyond, and for the named samplers, no per-document rule
-    for K, dense, long_docs in ((48, True, 0), (49, False, 25), (200, False, 100),
-                                (201, False, 0)):
+    for K, dense, many_topics in ((48, True, 0), (49, False, 25), (200, False, 100),
+                                  (201, False, 0)):
         args = StochasticEMLDA(K)._sampler_args(1)
-        assert (args[2], args[-1]) == (dense, long_docs)
+        assert (args[2], args[-1]) == (dense, many_topics)
     for sampler in ("alias", "dense", "metropolis"):
         assert StochasticEMLDA(100, sampler=sampler)._sampler_args(1)[-1] == 0
 
 
 @pytest.mark.kernels
 def test_auto_sampler_with_long_documents_is_thread_invariant(monkeypatch):
-    # K = 60: the documents of 300 tokens hold more than 30 topics in the first sweeps and
-    # take the dense draws, those of 40 tokens the alias path
+    # K = 60: a document that holds at least 30 topics at the start of a sweep (only long
+    # ones can) takes the dense draws, the others the alias path; the fit differs from the
+    # alias path's, so some document took the dense draws
     monkeypatch.setattr(_sem_sampler, "_MIN_WORK_PER_THREAD", 1)
     monkeypatch.setattr(_sem, "_MIN_WORK_PER_THREAD", 1)
     short, _ = planted_corpus(seed=3, K=8, block=10, D=120, length=40)
