@@ -475,7 +475,7 @@ cdef inline int _draw_live_entry(const _Args* a, const int32_t* nd, const int32_
     ``_draw_live_counts``, with the same random draws."""
     cdef int K = a.K, k, i, ni = 0, ne = 0
     cdef const int32_t* Wv = a.W + <int64_t> v * K
-    cdef double tot = 0.0, sd = 0.0, u, qw, sb, wk, ext = 0.0, tk
+    cdef double tot = 0.0, sd = 0.0, u, qw, sb, ext = 0.0, tk
     cdef double* ec = cum + (K + 1)
     if dense:
         # cum: the products and block totals of the current n_d and the entry's weights wrow
