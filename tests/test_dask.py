@@ -827,7 +827,6 @@ def test_gmm_dp_moves_equal_in_process(client, monkeypatch, algorithm):
     kw = dict(n_components=14, L=3, weight_concentration_prior_type="dirichlet_process",
               algorithm=algorithm, n_batches=2, max_iter=11, tol=0, n_candidates=None,
               init_params=np.random.RandomState(2).randint(0, 14, X.shape[0]))
-    # (the moves start at the eighth pass)
     got = _fit(sg.SparseGaussianMixture(**kw), da.from_array(X, chunks=(150, 4)))
     engine = gf.fit_engine
     monkeypatch.setattr(gf, "fit_engine", lambda model, X_, *a, **k: engine(

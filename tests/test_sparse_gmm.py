@@ -1799,23 +1799,8 @@ def test_pooled_logdet_kernel_matches_numpy(reg):
     _gmm_weights.pooled_logdet(bad, psi0, pa, pb, N, False, np.empty(pa.size), st, 1)
     assert st.all()
 
-@pytest.fixture
-def early_moves(monkeypatch):
-    """Moves from the second pass (the default waits for the eighth), so that a fit of a few
-    passes exercises the machinery."""
-    from sparseclust.mixture._dp_moves import MixtureMoves
 
-    orig = MixtureMoves.init_moves
-
-    def init_moves(self, moves):
-        orig(self, moves)
-        self.move_opts["start"] = 2
-
-    monkeypatch.setattr(MixtureMoves, "init_moves", init_moves)
-
-
-
-def test_chained_merge_precheck_keeps_every_decision(monkeypatch, early_moves):
+def test_chained_merge_precheck_keeps_every_decision(monkeypatch):
     # the chained merges rejected by the vectorized ELBO change (below -CHAIN_MARGIN S)
     # are exactly those the exact whole-data test rejects: with the pre-check disabled
     # (margin infinite) the fit is bitwise the same, and it needs more exact evaluations
@@ -1876,7 +1861,7 @@ def test_birth_recovers_a_merged_away_cluster(seed):
     assert X.shape[0] - 1.0 < m._stats["N"].sum() <= X.shape[0] * (1 + 1e-9)
 
 
-def test_births_in_the_first_round_then_after_a_round_that_accepted_no_merge(early_moves):
+def test_births_in_the_first_round_then_after_a_round_that_accepted_no_merge():
     # the first move round (pass 2) proposes births beside its merges; later, with merges
     # or deletes on, a birth is proposed only after a round that tried them and accepted
     # none; with births alone they start at the first move round too
@@ -2126,7 +2111,7 @@ def test_fold_merged_rows_sum_groups_and_keep_distinct_indices():
 
 
 @pytest.mark.parametrize("L", [1, 2])
-def test_chained_merges_into_one_cluster_stay_exact(L, early_moves):
+def test_chained_merges_into_one_cluster_stay_exact(L):
     # one Gaussian blob initialized as a centre and four outer quadrants: the centre absorbs
     # quadrants that share no row (opposite ones) in the same round; with hard assignments
     # (L = 1) the round ends at one cluster whose objective equals the one-cluster ELBO
@@ -2304,7 +2289,7 @@ def test_step_size_parameters_match_the_topic_models():
     assert p.trace_[-1]["rho"] == pytest.approx((4 * 2 + 2) ** -0.6)
 
 
-def test_births_from_fewer_clusters_than_l(early_moves):
+def test_births_from_fewer_clusters_than_l():
     """Gathered responsibilities are min(L, K) wide; births at K = 2 with L = 4 re-infer their
     targets with no more than that width (any responsibilities give a valid ELBO), so two
     births accepted in one round grow K past L without a shape error, and training stays

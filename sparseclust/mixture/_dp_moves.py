@@ -5,8 +5,8 @@ The moves follow Hughes & Sudderth (2013) and Hughes, Kim & Sudderth (2015) and 
 machinery HDPTopicModel uses (:mod:`sparseclust._moves`: candidate selection, the pair
 lookup table, the round log, compaction; the pair-entropy kernel of
 ``sparseclust._kernels._hdp_stats``). A round spans one pass of memoized (or batch) training,
-from the ``start``-th pass on (the eighth: before it, clusters that have not yet separated
-look mergeable, and a merge is never undone):
+from the ``start``-th pass on (the second, the first that follows a whole pass under the
+clusters' own parameters; births can split again a cluster that merges joined too early):
 
 1. **before the pass** (:meth:`MixtureMoves.before_pass`) delete candidates are chosen: the
    smallest clusters (expected counts N_k) whose samples fit in a budget of rows to revisit;
@@ -164,7 +164,7 @@ class MixtureMoves(MoveBook):
 
     def init_moves(self, moves):
         self.moves = tuple(moves)
-        self.move_opts = dict(start=8, near=64, corr_near=4, max_deletes=20, cooldown=3,
+        self.move_opts = dict(start=2, near=64, corr_near=4, max_deletes=20, cooldown=3,
                               birth_components=3, birth_fit_rows=20000, birth_iters=20,
                               birth_refine=3, max_births=4, birth_fraction=0.25)
         # cluster identities, rejected-proposal memo with its cool-down, co-usage, round logs

@@ -176,9 +176,7 @@ class SparseGaussianMixture(_InitMixin, _FittingMixin, DensityMixin, SparseEstim
         Memoized moves of the Dirichlet-process mixture (Hughes & Sudderth 2013; the machinery
         HDPTopicModel uses, :mod:`sparseclust._moves`): a subset of ``('merge', 'delete',
         'birth', 'sort')``, as a tuple or a ``'+'``-joined string such as ``'merge+delete'``.
-        After every pass from the eighth on (earlier, clusters that have not yet separated
-        look mergeable, and merges taken then are not undone), **merge** tries candidate
-        pairs (each cluster's
+        After every pass from the second on, **merge** tries candidate pairs (each cluster's
         nearest clusters by symmetric KL divergence and most correlated ones by co-usage) in
         decreasing order of their closed-form gain, from the entropy terms
         ``sum_n (r_na + r_nb) log(r_na + r_nb)`` of every two clusters that share a sample,
