@@ -599,7 +599,11 @@ def _moves(est):
             for e in est.trace_]
 
 
-def _same_hdp(got, ref, rtol=1e-9):
+def _same_hdp(got, ref, rtol=1e-6):
+    # the partitions' statistics add in another order than one batch's, so they differ by
+    # rounding; a birth's refinement iterates the local step of its documents to
+    # ``local_tol``, which can turn that into differences of about 1e-8 in the topics (seen
+    # on a CPU without AVX-512, where numpy and OpenBLAS take other vector paths)
     assert got.n_components_ == ref.n_components_
     assert got.n_topics_model_ == ref.n_topics_model_
     assert _moves(got) == _moves(ref)
