@@ -5,8 +5,8 @@ The moves follow Hughes & Sudderth (2013) and Hughes, Kim & Sudderth (2015) and 
 machinery HDPTopicModel uses (:mod:`sparseclust._moves`: candidate selection, the pair
 lookup table, the round log, compaction; the pair-entropy kernel of
 ``sparseclust._kernels._hdp_stats``). A round spans one pass of memoized (or batch) training,
-from the ``start``-th pass on (the second, the first that follows a whole pass under the
-clusters' own parameters; births can split again a cluster that merges joined too early):
+from the ``start``-th pass on (the second, the earliest: a round chooses its candidates from
+the previous pass's co-usage; births can split again a cluster that merges joined too early):
 
 1. **before the pass** (:meth:`MixtureMoves.before_pass`) delete candidates are chosen: the
    smallest clusters (expected counts N_k) whose samples fit in a budget of rows to revisit;
