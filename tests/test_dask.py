@@ -335,6 +335,13 @@ def test_sem_equals_in_process(client, corpus):
     mh = dict(kw, topic_estimate="sample", sampler="metropolis")
     np.testing.assert_array_equal(StochasticEMLDA(**mh).fit(_darray(blocks)).components_,
                                   StochasticEMLDA(**mh).fit(X).components_)
+    # and with the sweeps taken in blocks of documents that span partitions (one round of
+    # the partitions per block), with the same log joint
+    bl = dict(kw, topic_estimate="sample", sweep_blocks=3)
+    got_b, ref_b = StochasticEMLDA(**bl).fit(_darray(blocks)), StochasticEMLDA(**bl).fit(X)
+    np.testing.assert_array_equal(got_b.components_, ref_b.components_)
+    assert got_b.lower_bound_ == pytest.approx(ref_b.lower_bound_, rel=1e-12)
+    assert not np.array_equal(ref_b.components_, ref.components_)
     # the Rao-Blackwellized counts are summed over the partitions: equal up to the rounding
     # of float32 sums in another order
     rb_ref = StochasticEMLDA(**kw).fit(X)

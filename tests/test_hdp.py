@@ -1139,12 +1139,12 @@ def test_default_init_is_stochastic_em_on_counts_and_kmeanspp_on_weights():
     sem = HDPTopicModel(init="sem", **kw).fit(X)
     np.testing.assert_array_equal(auto.components_, sem.components_)
     # the start, built independently from the documentation: the counts (lambda - tau) of
-    # StochasticEMLDA with max_components topics, n_sweeps sweeps, document prior
-    # alpha / max_components and the model's tau, seeded by the first draw from the model's
-    # random_state, sorted by size; from them the same passes give the same model
+    # StochasticEMLDA with max_components topics, n_sweeps sweeps of one block, document
+    # prior alpha / max_components and the model's tau, seeded by the first draw from the
+    # model's random_state, sorted by size; from them the same passes give the same model
     rng = np.random.RandomState(3)
     ref = StochasticEMLDA(K, max_iter=n_sweeps, doc_topic_prior=alpha / K,
-                          topic_word_prior=tau, init="random",
+                          topic_word_prior=tau, init="random", sweep_blocks=1,
                           random_state=rng.randint(2**31)).fit(X)
     S = np.maximum(ref.components_ - tau, 0.0)
     S = S[np.argsort(-S.sum(axis=1), kind="stable")]
@@ -1175,10 +1175,10 @@ def test_default_init_is_stochastic_em_on_counts_and_kmeanspp_on_weights():
     assert not np.allclose(HDPTopicModel(init="sem", **kw).partial_fit(X[:30]).components_,
                            HDPTopicModel(**kw).partial_fit(X[:30]).components_)
 
-    # 'sem' is init=StochasticEMLDA(max_components, max_iter=n_sweeps, init='random') with
-    # the model's seed
-    est = HDPTopicModel(init=StochasticEMLDA(K, max_iter=n_sweeps, init="random"),
-                        **kw).fit(X)
+    # 'sem' is init=StochasticEMLDA(max_components, max_iter=n_sweeps, init='random',
+    # sweep_blocks=1) with the model's seed
+    est = HDPTopicModel(init=StochasticEMLDA(K, max_iter=n_sweeps, init="random",
+                                             sweep_blocks=1), **kw).fit(X)
     np.testing.assert_array_equal(est.components_, sem.components_)
     longer = HDPTopicModel(init=StochasticEMLDA(K, max_iter=SEM_INIT_SWEEPS, init="random"),
                            **kw).fit(X)
@@ -1435,7 +1435,8 @@ def test_auto_tol_is_large_after_the_sampler_start_only():
         assert auto.converged_ and auto.tol_ == tol
         # the same start: the sampler's sweeps follow max_iter, so pin them to auto's
         same_start = dict(kw, init=StochasticEMLDA(
-            8, max_iter=min(SEM_INIT_SWEEPS, SEM_SWEEPS_PER_PASS * 40), init="random")) \
+            8, max_iter=min(SEM_INIT_SWEEPS, SEM_SWEEPS_PER_PASS * 40), init="random",
+            sweep_blocks=1)) \
             if init == "auto" else kw
         full = HDPTopicModel(max_iter=auto.n_iter_ + 2, tol=0, **same_start).fit(X)
         np.testing.assert_array_equal(full.lower_bounds_[:auto.n_iter_], auto.lower_bounds_)
@@ -1746,7 +1747,7 @@ def test_converged_fit_stops_early_within_tolerance_of_a_longer_fit():
             assert e["progress"] == pytest.approx(abs(e["elbo"] - prev["elbo"]) / n_tokens,
                                                   rel=1e-9)
     # the same start as m's: the sampler's sweeps follow max_iter (min(800, 16 * 60))
-    start = StochasticEMLDA(20, max_iter=800, init="random")
+    start = StochasticEMLDA(20, max_iter=800, init="random", sweep_blocks=1)
     longer = HDPTopicModel(tol=0, max_iter=m.n_iter_ + 15, init=start, **kw).fit(X)
     np.testing.assert_allclose(longer.lower_bounds_[:m.n_iter_], m.lower_bounds_, rtol=1e-12)
     gain = (longer.lower_bound_ - m.lower_bound_) / n_tokens

@@ -919,6 +919,48 @@ def test_count_words_equals_numpy_for_any_thread_count():
                             np.zeros(K + 1, np.int64))
 
 
+def test_move_counts_equals_a_new_count():
+    # the counts of z_old moved to z_new, with other tokens' counts in W and T beside them,
+    # equal counting z_new from scratch (plus the others); empty documents, zero-token
+    # entries; the checks write nothing
+    K, V = 7, 31
+    X = _corpus(D=80, V=V, K=K, seed=6)[0].tocsr()
+    X.data[::5] = 0
+    lay = token_layout(X)
+    N = int(lay.tokptr[-1])
+    rng = np.random.default_rng(3)
+    z_old = rng.integers(0, K, N).astype(np.uint16)
+    z_new = z_old.copy()
+    moved = rng.random(N) < 0.4
+    z_new[moved] = rng.integers(0, K, int(moved.sum()))
+    other = rng.integers(0, 4, (V, K)).astype(np.int32)  # counts of tokens elsewhere
+
+    def counts(z):
+        ref = np.zeros((V, K), np.int64)
+        np.add.at(ref, (np.repeat(lay.indices, lay.cnt), z.astype(np.int64)), 1)
+        return ref + other
+
+    W = counts(z_old).astype(np.int32)
+    T = W.sum(axis=0, dtype=np.int64)
+    _tokens.move_counts(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z_old, z_new, W, T)
+    np.testing.assert_array_equal(W, counts(z_new))
+    np.testing.assert_array_equal(T, counts(z_new).sum(axis=0))
+    W0, T0 = W.copy(), T.copy()
+    for bad, match in (((z_old[:-1], z_new[:-1]), "inconsistent shapes"),
+                       ((z_old, z_new[:-1]), "inconsistent shapes"),
+                       ((z_old, np.where(moved, K, z_new).astype(np.uint16)), "topic")):
+        with pytest.raises(ValueError, match=match):
+            _tokens.move_counts(lay.indptr, lay.indices, lay.cnt, lay.tokptr, *bad, W, T)
+    with pytest.raises(ValueError, match="T must"):
+        _tokens.move_counts(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z_new, z_old, W,
+                            np.zeros(K + 1, np.int64))
+    with pytest.raises(ValueError, match="word id out of range"):
+        _tokens.move_counts(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z_new, z_old,
+                            W[:-1], T)
+    np.testing.assert_array_equal(W, W0)
+    np.testing.assert_array_equal(T, T0)
+
+
 @pytest.mark.parametrize("sorted_words", [False, True])
 def test_count_words_rejects_word_ids_outside_its_rows(sorted_words):
     # a word id >= V names no row of Wout (the unsorted scan used to skip it, losing its
@@ -1364,6 +1406,12 @@ def _layout_kernels():
             _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, Wc, 2,
                                 T_out=T, zero=zero, sorted_words=sw)
         kernels[f"count_words zero={zero} sorted_words={sw}"] = run
+
+    def run(lay, z, outs):
+        Wc, T = new(outs, np.full((V, K), 3, np.int32), np.full(K, 3, np.int64))
+        _tokens.move_counts(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z,
+                            (z + 1) % K, Wc, T)
+    kernels["move_counts"] = run
     for counts in (True, False):
         def run(lay, z, outs, counts=counts):
             out, s = new(outs, np.full((V, K), 3.0), np.full(V, 3.0))

@@ -143,29 +143,36 @@ def test_topic_log_joint_without_tables_matches_numpy(dense):
 
 
 @pytest.mark.kernels
-@pytest.mark.parametrize("big", [False, True])
-def test_log_joint_matches_numpy_formula(big):
+@pytest.mark.parametrize("big, blocks", [(False, 1), (True, 1), (False, 3)])
+def test_log_joint_matches_numpy_formula(big, blocks):
     # recompute log p(x, z) with numpy from the final sweep's assignments; ``big`` puts counts
-    # above the kernel's log-gamma lookup tables (4096) into the document and word counts
+    # above the kernel's log-gamma lookup tables (4096) into the document and word counts;
+    # ``blocks``: the sweep's blocks of documents each add their documents' part
     rng = np.random.default_rng(0)
     X = rng.integers(0, 3, (20, 15)).astype(float)
     if big:
         X[0, 0], X[1, 2] = 9000, 5000
-    captured = {}
+    calls = []
 
     class Spy(_sem._Sampler):
         def sweep(self, lay, z, keys, seed, sweep, **kw):
             out = super().sweep(lay, z, keys, seed, sweep, **kw)
-            captured["z"], captured["lay"] = z.copy(), lay
+            if calls and calls[-1][0] != sweep:
+                calls.clear()  # the blocks of the last sweep only
+            calls.append((sweep, lay, z.copy()))
             return out
 
     orig = _sem._Sampler
     _sem._Sampler = Spy
     try:
-        m = StochasticEMLDA(4, max_iter=3, doc_topic_prior=0.3, random_state=0).fit(X)
+        m = StochasticEMLDA(4, max_iter=3, doc_topic_prior=0.3, random_state=0,
+                            sweep_blocks=blocks).fit(X)
     finally:
         _sem._Sampler = orig
-    z, lay = captured["z"].astype(np.int64), captured["lay"]
+    assert len(calls) == blocks
+    lay = token_layout(sp.csr_array(X))
+    z = np.concatenate([c[2] for c in calls]).astype(np.int64)
+    captured = {"z": z.astype(calls[0][2].dtype)}
     doc = np.repeat(np.arange(20), np.diff(lay.tokptr))
     word = np.repeat(lay.indices, lay.cnt)
     Dk = np.zeros((20, 4))
@@ -175,7 +182,7 @@ def test_log_joint_matches_numpy_formula(big):
     # topic_estimate='sample': the counts of the final assignments; the default: their
     # Rao-Blackwellized counts (the kernel is checked against numpy in test_sampler.py)
     sample = StochasticEMLDA(4, max_iter=3, doc_topic_prior=0.3, random_state=0,
-                             topic_estimate="sample").fit(X)
+                             topic_estimate="sample", sweep_blocks=blocks).fit(X)
     np.testing.assert_allclose(sample.components_, Wk + 0.1)
     R = _sem._RaoBlackwell(4, 0.1, np.full(4, 0.3), 1, W=np.ascontiguousarray(
         Wk.T, dtype=np.int32)).sum(lay, [captured["z"]])
@@ -254,6 +261,68 @@ def test_bit_identical_for_any_thread_count(monkeypatch, sampler, doc_counts, in
         np.testing.assert_array_equal(f.components_, fits[0].components_)
         np.testing.assert_array_equal(f.transform(X), fits[0].transform(X))
         assert f.lower_bound_ == fits[0].lower_bound_
+
+
+def test_sweep_blocks_auto_rule():
+    # 'auto': 4 blocks when N min(K, N / D) >= 32 V K, else 1; 1 on Dask and with the
+    # Metropolis sampler; an explicit number is used as given
+    m = StochasticEMLDA(100)
+    # IMDB films (long documents) at K = 100 and 1000; 20 Newsgroups at 100, 400 and 1000
+    assert m._sweep_blocks(7574918, 5416, 62532) == 4
+    assert m.set_params(n_components=1000)._sweep_blocks(7574918, 5416, 62532) == 4
+    for K, B in ((100, 4), (400, 1), (1000, 1)):
+        assert m.set_params(n_components=K)._sweep_blocks(1569821, 11314, 24210) == B
+    m.set_params(n_components=100)
+    assert m._sweep_blocks(7574918, 5416, 62532, dask=True) == 1
+    assert m.set_params(sampler="metropolis")._sweep_blocks(7574918, 5416, 62532) == 1
+    assert m.set_params(sweep_blocks=3)._sweep_blocks(7574918, 5416, 62532, dask=True) == 3
+    assert StochasticEMLDA(5)._sweep_blocks(0, 0, 10) == 1  # (no documents)
+
+
+@pytest.mark.kernels
+def test_sweep_blocks_auto_refreshes_until_a_sweep_moves_less_than_half():
+    # the sweeps of 'auto' on a corpus where the rule gives 4 blocks: 4 blocks up to and
+    # including the sweep after the first one that changed fewer than half of the tokens'
+    # topics, one block after; an explicit 4 keeps 4 blocks in every sweep
+    X, _ = planted_corpus(seed=3, K=5, block=20, D=300, length=60)
+    calls = []
+
+    class Spy(_sem._Sampler):
+        def sweep(self, lay, z, keys, seed, sweep, **kw):
+            calls.append(sweep)
+            return super().sweep(lay, z, keys, seed, sweep, **kw)
+
+    orig = _sem._Sampler
+    _sem._Sampler = Spy
+    try:
+        m = StochasticEMLDA(5, max_iter=12, random_state=0).fit(X)
+        per_sweep = [calls.count(s) for s in range(1, 13)]
+        calls.clear()
+        StochasticEMLDA(5, max_iter=12, random_state=0, sweep_blocks=4).fit(X)
+        fixed = [calls.count(s) for s in range(1, 13)]
+    finally:
+        _sem._Sampler = orig
+    N = X.sum()
+    moved = [e["changed"] >= 0.5 * N for e in m.trace_]
+    first_low = moved.index(False)  # (the planted topics form within a few sweeps)
+    assert 0 < first_low < 11
+    assert per_sweep == [4] * (first_low + 1) + [1] * (11 - first_low)
+    assert fixed == [4] * 12
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("sampler", ["auto", "metropolis"])
+def test_sweep_blocks_bit_identical_for_any_thread_count(monkeypatch, sampler):
+    monkeypatch.setattr(_sem_sampler, "_MIN_WORK_PER_THREAD", 1)
+    monkeypatch.setattr(_sem, "_MIN_WORK_PER_THREAD", 1)
+    X, _ = planted_corpus(seed=3, K=8, block=10, D=200, length=50)
+    fits = [StochasticEMLDA(60, max_iter=4, sampler=sampler, sweep_blocks=3, n_threads=t,
+                            random_state=4).fit(X) for t in (1, 2, 3)]
+    for f in fits[1:]:
+        np.testing.assert_array_equal(f.components_, fits[0].components_)
+        assert f.lower_bound_ == fits[0].lower_bound_
+    one = StochasticEMLDA(60, max_iter=4, sampler=sampler, random_state=4).fit(X)
+    assert not np.array_equal(one.components_, fits[0].components_)
 
 
 def test_auto_sampler_picks_the_dense_draws_by_k_and_topics_held():
@@ -366,7 +435,7 @@ def test_sequential_start_equals_numpy_reference(sampler):
         assert not np.array_equal(z_other, z_ref)
         # fit's first sweep starts from this start: one live sweep from the reference start
         fit = StochasticEMLDA(K, max_iter=1, doc_topic_prior=0.3, sampler="dense",
-                              init="sequential", random_state=11,
+                              init="sequential", random_state=11, sweep_blocks=1,
                               topic_estimate="sample").fit(X)
         ref = _live_fit_reference(X.toarray(), K, 0.3, 0.1, 11, 1, z0=z_ref)
         np.testing.assert_array_equal(fit._word_topic, ref)
@@ -384,12 +453,14 @@ def test_sequential_start_concentrates_documents():
     assert H["sequential"] < 0.7 * H["random"]
 
 
-def _live_fit_reference(X, K, alpha, beta, random_state, sweeps, entry=True, z0=None):
+def _live_fit_reference(X, K, alpha, beta, random_state, sweeps, entry=True, z0=None,
+                        blocks=1):
     """Numpy stochastic EM with the document's counts live and W and T corrected by the
     token's entry (``entry``: the previous topics of the entry's tokens up to this one out,
     the new topics of its earlier tokens in; else only the token's own previous topic out),
     dense inverse-CDF draws from the kernel's documented random streams: returns the counts W
-    (V, K) after ``sweeps`` sweeps."""
+    (V, K) after ``sweeps`` sweeps. ``blocks``: each sweep takes the documents in that many
+    blocks, [D i // B, D (i + 1) // B), W and T counted again from z before each block."""
     from sklearn.utils import check_random_state
 
     seed = _sem._seed(check_random_state(random_state))
@@ -404,9 +475,15 @@ def _live_fit_reference(X, K, alpha, beta, random_state, sweeps, entry=True, z0=
         z = np.array(z0, np.int64)
     W = np.zeros((V, K), np.int64)
     np.add.at(W, (word, z), 1)
+    B = min(blocks, D)
+    starts = {D * i // B for i in range(B)}
     for s in range(1, sweeps + 1):
-        inv = 1.0 / (W.sum(0) + V * beta)
         for d in range(D):
+            if d in starts:
+                # the first document of a block: the counts of the assignments so far
+                W = np.zeros((V, K), np.int64)
+                np.add.at(W, (word, z), 1)
+                inv = 1.0 / (W.sum(0) + V * beta)
             t0, t1 = lay.tokptr[d], lay.tokptr[d + 1]
             u = _tokens.uniform_stream(seed, s, d, t1 - t0)
             nd = np.bincount(z[t0:t1], minlength=K)
@@ -448,14 +525,40 @@ def test_live_fit_equals_numpy_reference():
     X[4] = 0  # an empty document
     ref = _live_fit_reference(X, 4, 0.3, 0.1, 7, 3)
     m = StochasticEMLDA(4, max_iter=3, doc_topic_prior=0.3, sampler="dense", init="random",
-                        random_state=7, topic_estimate="sample").fit(X)
+                        random_state=7, topic_estimate="sample", sweep_blocks=1).fit(X)
     np.testing.assert_array_equal(m._word_topic, ref)
     frozen = StochasticEMLDA(4, max_iter=3, doc_topic_prior=0.3, sampler="dense",
                              doc_counts="frozen", init="random", random_state=7,
-                             topic_estimate="sample").fit(X)
+                             topic_estimate="sample", sweep_blocks=1).fit(X)
     assert not np.array_equal(frozen._word_topic, ref)
     # the reference can fail: leaving out only the token's own topic gives other counts
     assert not np.array_equal(_live_fit_reference(X, 4, 0.3, 0.1, 7, 3, entry=False), ref)
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("sampler", ["dense", "alias"])
+def test_sweep_blocks_equal_numpy_reference(sampler):
+    # sweep_blocks=3 over 25 documents: blocks of 8, 8 and 9 documents, the counts refreshed
+    # before each; the numpy replay with W counted again at every block start gives the same
+    # counts, and with one block per sweep it does not
+    rng = np.random.default_rng(5)
+    X = rng.integers(0, 3, (25, 12)).astype(float)
+    X[4] = 0  # an empty document
+    ref = _live_fit_reference(X, 4, 0.3, 0.1, 7, 3, blocks=3)
+    kw = dict(max_iter=3, doc_topic_prior=0.3, init="random", random_state=7,
+              topic_estimate="sample")
+    m = StochasticEMLDA(4, sampler="dense", sweep_blocks=3, **kw).fit(X)
+    np.testing.assert_array_equal(m._word_topic, ref)
+    assert not np.array_equal(_live_fit_reference(X, 4, 0.3, 0.1, 7, 3), ref)
+    # more blocks than documents: every document its own block (the alias path draws from
+    # the same conditionals by other arithmetic: only this clamp is checked for it)
+    one = StochasticEMLDA(4, sampler=sampler, sweep_blocks=25, **kw).fit(X)
+    np.testing.assert_array_equal(
+        StochasticEMLDA(4, sampler=sampler, sweep_blocks=400, **kw).fit(X)._word_topic,
+        one._word_topic)
+    if sampler == "dense":
+        np.testing.assert_array_equal(one._word_topic,
+                                      _live_fit_reference(X, 4, 0.3, 0.1, 7, 3, blocks=25))
 
 
 @pytest.mark.kernels
@@ -466,7 +569,8 @@ def test_live_fit_equals_numpy_reference_many_topics():
     X = rng.integers(0, 3, (15, 10)).astype(float)
     ref = _live_fit_reference(X, 300, 0.05, 0.1, 3, 2)
     m = StochasticEMLDA(300, max_iter=2, doc_topic_prior=0.05, sampler="dense",
-                        init="random", random_state=3, topic_estimate="sample").fit(X)
+                        init="random", random_state=3, topic_estimate="sample",
+                        sweep_blocks=1).fit(X)
     np.testing.assert_array_equal(m._word_topic, ref)
 
 

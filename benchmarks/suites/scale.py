@@ -57,7 +57,8 @@ METHOD = """\
 - `corpus100m`: the IMDB counts above (10.6M tokens without stop words), repeated until
   the corpus holds at least 100 million tokens (ten copies), documents reshuffled, written
   once as a gzip UCI docword file (and its first quarter as another). StochasticEMLDA
-  (K = 1000) loads the file into memory. Memoized SparseLDA (K = 400, Gibbs step) trains
+  (K = 1000, one block per sweep: the rate of the same sweep at every size) loads the file
+  into memory. Memoized SparseLDA (K = 400, Gibbs step) trains
   on `stream_uci_bow` ("gzip text"), and on the same minibatches saved once by
   `CorpusStream.save` ("saved binary"; the save is outside the clock, its CPU time
   stored). Minibatches of a tenth of the quarter's documents at both sizes (10 and 40
@@ -430,7 +431,7 @@ def _child_corpus(cfg):
         if cfg["model"] == "corpus-sem":
             X = sp.vstack(list(stream_uci_bow(cfg["docword"], batch_size=50000)), format="csr")
             est = StochasticEMLDA(n_components=cfg["K"], max_iter=cfg["passes"], tol=0,
-                                  random_state=0, n_threads=cfg["threads"])
+                                  random_state=0, n_threads=cfg["threads"], sweep_blocks=1)
             _reset_peak()
             base = _rss_mb()
             c0, w0 = time.process_time(), time.perf_counter()
@@ -495,7 +496,7 @@ def _child_corpus_dask(cfg):
             Xd = Xd.persist()
             wait(Xd)
             est = StochasticEMLDA(n_components=cfg["K"], max_iter=cfg["passes"], tol=0,
-                                  random_state=0, n_threads=1)
+                                  random_state=0, n_threads=1, sweep_blocks=1)
             c0, w0 = time.process_time(), time.perf_counter()
             est.fit(Xd)
             cpu, wall = time.process_time() - c0, time.perf_counter() - w0
@@ -621,7 +622,7 @@ def child(cfg):
         n_tokens, passes = int(X.sum()), cfg["passes"]
         if cfg["model"] == "sem":
             est = StochasticEMLDA(n_components=cfg["K"], max_iter=passes, tol=0,
-                                  random_state=0, n_threads=cfg["threads"])
+                                  random_state=0, n_threads=cfg["threads"], sweep_blocks=1)
         else:
             est = SparseLDA(n_components=cfg["K"], max_iter=passes, tol=0, random_state=0,
                             n_threads=cfg["threads"])

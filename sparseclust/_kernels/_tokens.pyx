@@ -2,7 +2,7 @@
 """Token utilities of the samplers: the token layout of a count matrix (``token_counts``),
 the documents' random-stream keys (``content_keys``) and streams (``uniform_stream``), the
 uniform initial assignment (``random_assign``) and the word-topic counts of an assignment
-(``count_words``, with ``rows_sorted``)."""
+(``count_words``, with ``rows_sorted``; ``move_counts`` from one assignment to another)."""
 
 from cython.parallel cimport prange
 from libc.stdint cimport int32_t, int64_t, uint64_t
@@ -247,6 +247,55 @@ def count_words(
                 free(tb)
     if fails:
         raise MemoryError("could not allocate the counting scratch space")
+
+
+def move_counts(
+    const int64_t[::1] indptr,
+    const int32_t[::1] indices,
+    const int32_t[::1] cnt,
+    const int64_t[::1] tokptr,
+    const zint_t[::1] z_old,
+    const zint_t[::1] z_new,
+    int32_t[:, ::1] W,             # INOUT (V, K): the counts of z_old in, of z_new out
+    int64_t[::1] T,                # INOUT (K,): their topic totals
+):
+    """Move the word-topic counts W and topic totals T of the tokens of a layout from their
+    assignments ``z_old`` to ``z_new``: every token whose topic changed takes one count from
+    (v, z_old) and gives it to (v, z_new). W and T must hold the tokens' counts under z_old
+    (with those of any other tokens); they then hold them under z_new, the integers
+    ``count_words`` would give. Serial: one pass over the tokens, writing only where a topic
+    changed.
+
+    Checked first (ValueError, nothing written): the token layout (see :func:`count_words`),
+    z_old and z_new of the layout's length with every topic < K, every word id a row of W,
+    and T of length K."""
+    cdef Py_ssize_t D = indptr.shape[0] - 1, d
+    cdef int K = <int> W.shape[1], V = <int> W.shape[0], r, a, b, v
+    cdef int64_t j, t
+    if D < 0 or tokptr.shape[0] != D + 1 or indices.shape[0] != cnt.shape[0] \
+            or tokptr[D] != z_old.shape[0] or z_new.shape[0] != z_old.shape[0]:
+        raise ValueError("inconsistent shapes")
+    if T.shape[0] != K:
+        raise ValueError("T must have shape (K,)")
+    _check_layout(indptr, cnt, tokptr, z_old.shape[0])
+    _check_topics(z_old, K)
+    _check_topics(z_new, K)
+    _check_word_ids(indices, V)
+    if z_old.shape[0] == 0:
+        return
+    with nogil:
+        t = 0
+        for j in range(indptr[0], indptr[D]):
+            v = indices[j]
+            for r in range(cnt[j]):
+                a = z_old[t]
+                b = z_new[t]
+                if a != b:
+                    W[v, a] -= 1
+                    W[v, b] += 1
+                    T[a] -= 1
+                    T[b] += 1
+                t = t + 1
 
 
 def content_keys(

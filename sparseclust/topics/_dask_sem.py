@@ -22,6 +22,7 @@ from ._sem_sampler import (
     rao_blackwell_partitions,
     release_sweep_sampler,
     run_sweeps,
+    sweep_block_bounds,
     sweep_partition,
 )
 
@@ -200,13 +201,26 @@ def fit_sem(est, X, callback):
     # released on the workers once the first sweep replaces them
     del zs, Ws
 
+    bounds = sweep_block_bounds(D, est._sweep_blocks(N, D, V, dask=True))
+    one = len(bounds) == 2
+
     def sweep(it):
-        zs = state["zs"]
-        Ws = state["W"]
-        state["zs"], state["W"], (ll_topics, ll_docs, changed) = _sem_round(
-            runner, sweep_partition,
-            [(zs[i], int(offsets[i]), Ws[i]) for i in range(len(zs))],
-            (word_totals, sampler_args, beta, seed, it), joint=(sampler_args, beta))
+        # one round per block of documents (sweep_blocks): the partitions sweep their
+        # documents of the block, and the counts of every partition make the next W
+        ll_docs = changed = 0
+        for d0, d1 in zip(bounds[:-1], bounds[1:], strict=True):
+            zs = state["zs"]
+            Ws = state["W"]
+            last = d1 == D
+            state["zs"], state["W"], rest = _sem_round(
+                runner, sweep_partition,
+                [(zs[i], int(offsets[i]), Ws[i]) for i in range(len(zs))],
+                (word_totals, sampler_args, beta, seed, it, None if one else (d0, d1)),
+                joint=(sampler_args, beta) if last else None)
+            if last:
+                ll_topics, rest = rest[0], rest[1:]
+            ll_docs += rest[0]
+            changed += rest[1]
         # W (V x K) comes to the client only for a callback, which receives it
         W = runner.value(state["W"][0]) if callback is not None else None
         state["W_local"] = W

@@ -160,8 +160,9 @@ class HDPTopicModel(TopicModelBase):
         sizes.
 
         - 'sem': the Rao-Blackwellized topic-word counts of min(800, 16 ``max_iter``) sweeps
-          of :class:`StochasticEMLDA` from uniform assignments (``init='random'``, the start
-          the 800 sweeps were chosen with) with ``max_components`` topics, document prior
+          of :class:`StochasticEMLDA` from uniform assignments (``init='random'``, one block
+          per sweep: the start the 800 sweeps were chosen with) with ``max_components``
+          topics, document prior
           alpha / ``max_components`` and this model's topic-word prior (seeded from
           ``random_state``, same threads). Collapsed Gibbs-style sweeps spread the tokens over
           many distinct topics at a cost of a fraction of a variational pass each, so the
@@ -352,7 +353,7 @@ class HDPTopicModel(TopicModelBase):
         if init == "sem":
             init = StochasticEMLDA(
                 K, max_iter=min(SEM_INIT_SWEEPS, SEM_SWEEPS_PER_PASS * self.max_iter),
-                init="random")
+                init="random", sweep_blocks=1)
         # a sampler's start: tol='auto' then stops once the moves are done (see ``tol``)
         self._sampler_start = isinstance(init, StochasticEMLDA)
         if hasattr(init, "fit"):

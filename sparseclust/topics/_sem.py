@@ -61,9 +61,11 @@ from ._sem_sampler import (
     _RaoBlackwell,
     _Sampler,
     _seed,
+    _sub_layout,
     _z_dtype,
     run_sweeps,
     sequential_start,
+    sweep_block_bounds,
     token_layout,
 )
 
@@ -77,6 +79,13 @@ _SCORE_TOL = 0.05
 #: the default ``max_iter``: sweeps of batch ``fit``, passes of online ``fit`` (doc/defaults.md)
 BATCH_MAX_ITER = 200
 ONLINE_MAX_ITER = 100
+
+#: ``sweep_blocks='auto'``: this many blocks when the sweep's sampling work is at least
+#: ``AUTO_BLOCKS_MIN_WORK`` times the size of the counts W (doc/defaults.md)
+AUTO_BLOCKS = 4
+AUTO_BLOCKS_MIN_WORK = 32
+#: ... and while the previous sweep changed the topic of at least this share of the tokens
+AUTO_BLOCKS_CHANGED = 0.5
 
 #: Metropolis-Hastings cycles per token of ``sampler='metropolis'`` (a document proposal and a
 #: word proposal each)
@@ -111,7 +120,8 @@ class StochasticEMLDA(TopicModelBase):
         p(z_dn = k)  propto  (D_dk + alpha) (W_kv + beta) / (T_k + V beta),
 
     where D_dk, W_kv, T_k are the document-topic, word-topic and topic counts of the
-    *previous* sweep's assignments (the read buffer, frozen during the sweep), the token's
+    *previous* sweep's assignments (the read buffer, frozen during the sweep; see
+    ``sweep_blocks`` for a buffer refreshed within it), the token's
     own topic included.  ``doc_counts='live'`` (default) keeps W and T frozen but updates the
     document's counts token by token, and lets W and T follow the token's own entry (d, v),
     the tokens of word v in document d:
@@ -122,12 +132,13 @@ class StochasticEMLDA(TopicModelBase):
     after it) and e the entry's change so far, its earlier tokens' new topics counted and the
     previous topics of its tokens up to dn left out (e = -[k = z'] for the entry's first
     token, z' its previous topic).  The document's counts and the counts of its own word are
-    those of collapsed Gibbs sampling, the other documents' word-topic counts are one sweep
-    old (close to approximate distributed LDA, Newman et al. 2009, with one document per
-    processor, except that the document's new topics enter the other words' counts only at the
-    end of the sweep).  Because a token sees its own document's current topics, the live
-    sweep mixes faster per sweep than the frozen one, for a little more work per token
-    (``doc/sem.md``).  In both forms a
+    those of collapsed Gibbs sampling, the other documents' word-topic counts are those of the
+    start of the sweep (close to approximate distributed LDA, Newman et al. 2009, with one
+    document per processor, except that the document's new topics enter the other words'
+    counts only at the end of the sweep), or with ``sweep_blocks`` B > 1 those of the start
+    of the token's block of D / B documents.  Because a token sees its own document's current
+    topics, the live sweep mixes faster per sweep than the frozen one, for a little more work
+    per token (``doc/sem.md``).  In both forms a
     document is processed by one thread and reads nothing another document writes, so the
     documents of a sweep run in parallel (OpenMP) without locks and the result does not
     depend on the number of threads.  The new word-topic counts are those of the new
@@ -136,11 +147,11 @@ class StochasticEMLDA(TopicModelBase):
     the sum of a document part D_dk w_kv, computed exactly over the topics present in the
     document, a word part alpha W_kv / (T_k + V beta), drawn from a Walker/Vose alias table
     over the word's non-zero counts, and a smoothing part alpha beta / (T_k + V beta), drawn
-    from one alias table over the K topics; the tables are built once per sweep in
-    O(nnz(W)) work beyond one scan of the read buffer.  For
-    small K every topic is evaluated (``sampler='dense'``).  The initial assignments are
-    drawn by one sequential pass over blocks of documents (``init``).  The tokens of X are
-    its counts rounded to the nearest integer.
+    from one alias table over the K topics; the tables are built once per block of
+    documents in O(nnz(W)) work beyond one scan of the read buffer.  For small K every topic
+    is evaluated (``sampler='dense'``).  The initial assignments are uniform, or drawn by one
+    sequential pass over blocks of documents (``init``).  The tokens of X are its counts
+    rounded to the nearest integer.
 
     The topics kept after the last sweep (``topic_estimate='rao_blackwell'``) are the
     estimator of Papanikolaou et al. (2017): the word-topic counts with every token's sampled
@@ -221,6 +232,26 @@ class StochasticEMLDA(TopicModelBase):
         long documents and at large K. It is not the default: over a full 100-sweep fit it
         can end in a different mode, below the uniform start's held-out score. A fit on a
         Dask collection starts uniformly.
+    sweep_blocks : 'auto' or int, default='auto'
+        Blocks of consecutive documents a sweep of ``fit`` (``algorithm='batch'``) is taken
+        in: documents [D i // B, D (i + 1) // B) for i < B (at most D blocks). The draws of
+        a block read the word-topic counts W and totals T of the assignments as they are when
+        the block starts: after each block but the last, its tokens' counts move to their new
+        topics and the word tables are rebuilt. 1 is the paper's sweep, W and T one sweep old
+        for every document. More blocks bring a sweep closer to collapsed Gibbs sampling,
+        whose counts are never stale, and raise the held-out score reached in a given number
+        of sweeps; each block after the first costs a rebuild of the tables, which scans the
+        V x K counts, and the count moves of the block before it. 'auto': 4 blocks in the
+        sweeps that follow a sweep which changed the topics of at least half the tokens (the
+        first sweep, and those while the topics form, where a refresh gains most and the draws
+        cost most), 1 after; and 1 throughout when a sweep's sampling work, N min(K, N / D)
+        for N tokens in D documents (a draw reads up to the topics its document holds), is
+        less than 32 times the V K counts a refresh scans (short documents at large K), or
+        with ``sampler='metropolis'``, whose proposals mixed worse between refreshed tables
+        (doc/defaults.md).
+        The documents of a block still run in parallel and the result does not depend on the
+        number of threads. On a Dask collection each block is one round of the partitions,
+        with the counts summed over them, and 'auto' means 1.
     topic_estimate : {'rao_blackwell', 'sample'}, default='rao_blackwell'
         The word-topic counts the fitted topics are made of: 'rao_blackwell' = every token's
         collapsed conditional given the others' topics, summed (see above; float32, one extra
@@ -340,6 +371,8 @@ class StochasticEMLDA(TopicModelBase):
         "sampler": [StrOptions({"auto", "alias", "dense", "metropolis"})],
         "doc_counts": [StrOptions({"live", "frozen"})],
         "init": [StrOptions({"random", "sequential"})],
+        "sweep_blocks": [StrOptions({"auto"}), Interval(numbers.Integral, 1, None,
+                                                         closed="left")],
         "topic_estimate": [StrOptions({"rao_blackwell", "sample"})],
         "algorithm": [StrOptions({"batch", "online"})],
         "n_fold_in": [Interval(numbers.Integral, 1, None, closed="left")],
@@ -358,6 +391,7 @@ class StochasticEMLDA(TopicModelBase):
         sampler="auto",
         doc_counts="live",
         init="random",
+        sweep_blocks="auto",
         topic_estimate="rao_blackwell",
         algorithm="batch",
         n_fold_in=20,
@@ -377,6 +411,7 @@ class StochasticEMLDA(TopicModelBase):
         self.sampler = sampler
         self.doc_counts = doc_counts
         self.init = init
+        self.sweep_blocks = sweep_blocks
         self.topic_estimate = topic_estimate
         self.algorithm = algorithm
         self.n_fold_in = n_fold_in
@@ -429,6 +464,20 @@ class StochasticEMLDA(TopicModelBase):
             many_topics = math.ceil(DENSE_DOC_TOPIC_SHARE * self.n_components)
         return (self.n_components, self._alpha(), dense, n_threads, live, live, live, mh,
                 many_topics)
+
+    def _sweep_blocks(self, n_tokens, n_docs, n_words, dask=False):
+        """``sweep_blocks``, or the rule of 'auto': ``AUTO_BLOCKS`` when the sampling work of
+        a sweep, N min(K, N / D) (a draw reads up to the topics its document holds: at most K,
+        and at most its length), is at least ``AUTO_BLOCKS_MIN_WORK`` times the V K counts
+        that every refresh of the tables scans, else 1; 1 on a Dask collection and with the
+        Metropolis-Hastings sampler."""
+        if self.sweep_blocks != "auto":
+            return int(self.sweep_blocks)
+        if dask or self.sampler == "metropolis" or n_docs == 0 or n_words == 0:
+            return 1
+        K = self.n_components
+        work = n_tokens * min(K, n_tokens / n_docs)
+        return AUTO_BLOCKS if work >= AUTO_BLOCKS_MIN_WORK * n_words * K else 1
 
     def _new_sampler(self, V):
         return _Sampler(V, *self._sampler_args(effective_n_threads(self.n_threads)))
@@ -541,12 +590,39 @@ class StochasticEMLDA(TopicModelBase):
         smp.set_weights_from_counts(W, beta, word_totals)
         ll_doc = np.zeros(D)
         T_last = [None]  # the topic totals of the last counts (summed from W when None)
+        bounds = sweep_block_bounds(D, self._sweep_blocks(N, D, V))
+        # every block but the last: its layout, token range, keys and log-likelihood slots
+        blocks = [(*_sub_layout(lay, d0, d1), keys[d0:d1], ll_doc[d0:d1])
+                  for d0, d1 in zip(bounds[:-2], bounds[1:-1], strict=True)]
+        last = ((*_sub_layout(lay, bounds[-2], D), keys[bounds[-2]:], ll_doc[bounds[-2]:])
+                if blocks else None)
+        # 'auto' refreshes only while the previous sweep moved at least AUTO_BLOCKS_CHANGED
+        # of the tokens (the first sweep counts as moving all of them)
+        early = self.sweep_blocks == "auto"
+        moved = [N]
 
         def sweep(it):
-            # W is the read buffer, frozen during the sweep; the new counts are those of the
-            # new assignments z, counted into the same array once the sweep is done (the
-            # paper's write buffer holds exactly these counts, so it is not kept)
-            changed = smp.sweep(lay, z, keys, seed, it, ll_doc=ll_doc)
+            # W is the read buffer, frozen during a block of documents; after each block but
+            # the last, the block's tokens move their counts in W and T to their new topics
+            # and the tables are rebuilt for the next block; after the last, the counts of
+            # the new assignments z are counted into the same array (the paper's write
+            # buffer holds exactly these counts, so it is not kept)
+            if blocks and not (early and moved[0] < AUTO_BLOCKS_CHANGED * N):
+                changed = 0
+                T_cur = (T_last[0].copy() if T_last[0] is not None
+                         else W.sum(axis=0, dtype=np.int64))
+                for sub, t0, t1, kb, llb in blocks:
+                    zb = z[t0:t1]
+                    z_old = zb.copy()
+                    changed += smp.sweep(sub, zb, kb, seed, it, ll_doc=llb)
+                    _tokens.move_counts(sub.indptr, sub.indices, sub.cnt, sub.tokptr, z_old,
+                                        zb, W, T_cur)
+                    smp.set_weights_from_counts(W, beta, word_totals, T_cur, joint=False)
+                sub, t0, t1, kb, llb = last
+                changed += smp.sweep(sub, z[t0:t1], kb, seed, it, ll_doc=llb)
+            else:
+                changed = smp.sweep(lay, z, keys, seed, it, ll_doc=ll_doc)
+            moved[0] = changed
             T = np.zeros(K, np.int64)
             _tokens.count_words(lay.indptr, lay.indices, lay.cnt, lay.tokptr, z, W,
                                  threads_for_work(nt, N, _MIN_WORK_PER_THREAD), T, zero=True,

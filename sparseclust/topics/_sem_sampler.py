@@ -110,9 +110,11 @@ class _Sampler:
             self.w = np.empty((self.V, self.K), np.float32)
         return self.w
 
-    def set_weights_from_counts(self, W, beta, word_totals=None, topic_totals=None):
+    def set_weights_from_counts(self, W, beta, word_totals=None, topic_totals=None,
+                                joint=True):
         """Word weights from integer counts W (V, K) (the read buffer of the next sweep, kept by
-        reference); returns log p(x | z, beta) (the topic part of the log joint).
+        reference); returns log p(x | z, beta) (the topic part of the log joint), or None
+        without ``joint`` (the dense path then skips its scan of W).
 
         ``word_totals`` (V,): the tokens of every word (the row sums of W), which bound the
         number of its non-zero counts; ``topic_totals`` (K,): the column sums of W; each is
@@ -124,8 +126,10 @@ class _Sampler:
         nt = threads_for_work(self.n_threads, W.size, _MIN_WORK_PER_THREAD)
         if self.dense:
             # the dense counts path evaluates every topic from W: no tables
-            _sem_tables.word_loglik(W, beta, word_ll, nt)
             self.counts = (W, inv_tot, float(beta), None, 0.0)
+            if not joint:
+                return None
+            _sem_tables.word_loglik(W, beta, word_ll, nt)
         else:
             if word_totals is None:
                 word_totals = W.sum(axis=1, dtype=np.int64)
@@ -134,6 +138,8 @@ class _Sampler:
             Qs = _sem_tables.build_word_tables(W, inv_tot, beta, self.alpha, wptr, wlen, wtop,
                                                wprob, walias, Qw, sprob, salias, word_ll, nt)
             self.counts = (W, inv_tot, float(beta), tables, Qs)
+            if not joint:
+                return None
         return self._topic_log_joint(T, word_ll, beta)
 
     def _topic_log_joint(self, T, word_ll, beta):
@@ -301,6 +307,14 @@ def sequential_blocks(D):
     return b
 
 
+def sweep_block_bounds(D, n_blocks):
+    """Document boundaries of the blocks of a sweep (``StochasticEMLDA(sweep_blocks=B)``):
+    ``[D i // B, D (i + 1) // B)`` for i < B, at most D blocks, none empty (a function of D
+    and B alone, the same in-process and on Dask)."""
+    B = max(1, min(int(n_blocks), D))
+    return [D * i // B for i in range(B + 1)]
+
+
 def _sub_layout(lay, d0, d1):
     """The token layout of documents d0..d1-1 (views of lay's arrays where possible) and the
     token range [t0, t1) of their tokens."""
@@ -449,19 +463,27 @@ def release_sweep_sampler():
         _SWEEP_SAMPLER["key"] = _SWEEP_SAMPLER["sampler"] = None
 
 
-def sweep_partition(part, z, offset, W, word_totals, sampler_args, beta, seed, sweep):
-    """One stochastic-EM sweep of one partition reading the whole-data counts W: returns
-    (new z, (new word-topic counts as sparse int64, log-likelihood of its documents, tokens
-    that changed topic))."""
+def sweep_partition(part, z, offset, W, word_totals, sampler_args, beta, seed, sweep,
+                    block=None):
+    """One stochastic-EM sweep of one partition reading the whole-data counts W, over its
+    documents in the whole collection's range ``block = (d0, d1)`` (None: all of them; a
+    partition without any keeps its assignments): returns (new z, (new word-topic counts of
+    all its documents as sparse int64, log-likelihood of the documents swept, tokens that
+    changed topic))."""
     D, V = part.shape
     lay = token_layout(part)
-    smp = _sweep_sampler(W, word_totals, sampler_args, beta)
-    keys = np.arange(offset, offset + D, dtype=np.uint64)
+    lo, hi = (0, D) if block is None else (min(max(block[0] - offset, 0), D),
+                                           min(max(block[1] - offset, 0), D))
     z = z.copy()  # the previous assignments stay valid (Dask may recompute from them)
-    ll_doc = np.zeros(D)
-    changed = smp.sweep(lay, z, keys, seed, sweep, ll_doc=ll_doc)
+    ll_doc = np.zeros(hi - lo)
+    changed = 0
+    if hi > lo:
+        smp = _sweep_sampler(W, word_totals, sampler_args, beta)
+        keys = np.arange(offset + lo, offset + hi, dtype=np.uint64)
+        sub, t0, t1 = _sub_layout(lay, lo, hi)
+        changed = smp.sweep(sub, z[t0:t1], keys, seed, sweep, ll_doc=ll_doc)
     counts = _sparse_counts(lay, z, V, W.shape[1],
-                            threads_for_work(smp.n_threads, z.size, _MIN_WORK_PER_THREAD))
+                            threads_for_work(sampler_args[3], z.size, _MIN_WORK_PER_THREAD))
     return z, (counts, float(ll_doc.sum()), int(changed))
 
 
