@@ -277,13 +277,74 @@ def test_sweep_blocks_auto_rule():
     assert m.set_params(sampler="metropolis")._sweep_blocks(7574918, 5416, 62532) == 1
     assert m.set_params(sweep_blocks=3)._sweep_blocks(7574918, 5416, 62532, dask=True) == 3
     assert StochasticEMLDA(5)._sweep_blocks(0, 0, 10) == 1  # (no documents)
+    # the edge: a work of exactly 32 V K takes the blocks (V = 20, K = 5, N / D = 10 >= K:
+    # the work is 5 N)
+    assert StochasticEMLDA(5)._sweep_blocks(640, 64, 20) == 4
+    assert StochasticEMLDA(5)._sweep_blocks(639, 64, 20) == 1
+
+
+@pytest.mark.kernels
+@pytest.mark.parametrize("sampler, doc_counts, init",
+                         [("auto", "live", "random"), ("alias", "live", "sequential"),
+                          ("alias", "frozen", "random"), ("dense", "frozen", "sequential"),
+                          ("metropolis", "live", "random")])
+def test_sweep_blocks_read_the_counts_of_the_assignments_at_each_block_start(
+        sampler, doc_counts, init):
+    # whatever the sampler, document counts and start, every block (and every sweep) reads
+    # the word-topic counts of the whole assignment z as it is when the block starts, with
+    # totals 1 / (T + V beta) of those counts; the trace's changed tokens are those whose
+    # topic differs from the previous sweep's
+    X, _ = planted_corpus(seed=3, K=6, block=10, D=90, length=40)
+    lay = token_layout(sp.csr_array(X))
+    word = np.repeat(lay.indices, lay.cnt)
+    V, K, beta = X.shape[1], 7, 0.1
+    seen, diffs = [], {}
+
+    class Spy(_sem._Sampler):
+        def sweep(self, lay_, z, keys, seed, sweep, **kw):
+            if kw.get("seq_init"):  # (the sequential start reads the blocks before its own)
+                return super().sweep(lay_, z, keys, seed, sweep, **kw)
+            full = z if z.base is None else z.base
+            W, inv = self.counts[0], self.counts[1]
+            fresh = np.zeros((V, K), np.int64)
+            np.add.at(fresh, (word, full.astype(np.int64)), 1)
+            seen.append(np.array_equal(W, fresh)
+                        and np.allclose(inv, 1.0 / (fresh.sum(0) + V * beta), rtol=1e-14))
+            before = z.copy()
+            out = super().sweep(lay_, z, keys, seed, sweep, **kw)
+            diffs[sweep] = diffs.get(sweep, 0) + int(np.count_nonzero(z != before))
+            return out
+
+    orig = _sem._Sampler
+    _sem._Sampler = Spy
+    try:
+        m = StochasticEMLDA(K, max_iter=4, sampler=sampler, doc_counts=doc_counts, init=init,
+                            sweep_blocks=3, random_state=1).fit(X)
+    finally:
+        _sem._Sampler = orig
+    assert len(seen) == 12 and all(seen)  # 3 blocks in each of 4 sweeps
+    assert [e["changed"] for e in m.trace_] == [diffs[s] for s in range(1, 5)]
+
+
+def test_sweep_blocks_leave_online_training_and_transform_alone():
+    # partial_fit, online fit and transform do not read sweep_blocks
+    X, _ = planted_corpus(seed=3, K=5, block=20, D=120, length=40)
+    kw = dict(n_components=5, random_state=0)
+    on = [StochasticEMLDA(**kw, algorithm="online", max_iter=2, batch_size=40,
+                          sweep_blocks=b).fit(X) for b in (1, 3)]
+    np.testing.assert_array_equal(on[0].components_, on[1].components_)
+    pf = [StochasticEMLDA(**kw, sweep_blocks=b).partial_fit(X[:60]).partial_fit(X[60:])
+          for b in (1, 3)]
+    np.testing.assert_array_equal(pf[0].components_, pf[1].components_)
+    np.testing.assert_array_equal(pf[0].transform(X), pf[1].transform(X))
 
 
 @pytest.mark.kernels
 def test_sweep_blocks_auto_refreshes_until_a_sweep_moves_less_than_half():
-    # the sweeps of 'auto' on a corpus where the rule gives 4 blocks: 4 blocks up to and
-    # including the sweep after the first one that changed fewer than half of the tokens'
-    # topics, one block after; an explicit 4 keeps 4 blocks in every sweep
+    # the sweeps of 'auto' on a corpus where the rule gives 4 blocks: 4 blocks in every
+    # sweep after one that changed at least half of the tokens' topics (and in the first),
+    # one block in the others; here the share falls below half once and stays there. An
+    # explicit 4 keeps 4 blocks in every sweep
     X, _ = planted_corpus(seed=3, K=5, block=20, D=300, length=60)
     calls = []
 
@@ -303,9 +364,10 @@ def test_sweep_blocks_auto_refreshes_until_a_sweep_moves_less_than_half():
     finally:
         _sem._Sampler = orig
     N = X.sum()
+    # (that trace_'s changed counts the tokens whose topic changed: the test above)
     moved = [e["changed"] >= 0.5 * N for e in m.trace_]
     first_low = moved.index(False)  # (the planted topics form within a few sweeps)
-    assert 0 < first_low < 11
+    assert 0 < first_low < 11 and not any(moved[first_low:])
     assert per_sweep == [4] * (first_low + 1) + [1] * (11 - first_low)
     assert fixed == [4] * 12
 
@@ -321,7 +383,8 @@ def test_sweep_blocks_bit_identical_for_any_thread_count(monkeypatch, sampler):
     for f in fits[1:]:
         np.testing.assert_array_equal(f.components_, fits[0].components_)
         assert f.lower_bound_ == fits[0].lower_bound_
-    one = StochasticEMLDA(60, max_iter=4, sampler=sampler, random_state=4).fit(X)
+    one = StochasticEMLDA(60, max_iter=4, sampler=sampler, random_state=4,
+                          sweep_blocks=1).fit(X)
     assert not np.array_equal(one.components_, fits[0].components_)
 
 

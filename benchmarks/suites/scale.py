@@ -36,7 +36,8 @@ METHOD = """\
   just before the fit (interpreter, libraries, the count matrix), so the difference is
   what training added.
 - Tokens per second: fitted tokens × passes / wall time (two threads need wall time); CPU
-  seconds are stored too. Priors are the estimators' defaults.
+  seconds are stored too. Priors are the estimators' defaults; StochasticEMLDA takes one
+  block per sweep (`sweep_blocks=1`), so every size and thread count times the same sweep.
 - The corpus is vectorized once with `CountVectorizer(stop_words='english', min_df=5)` over
   all its documents and cached; the streamed run reads a gzip UCI docword file of it
   (decompressed by `isal` when installed: see the runs' versions).
@@ -57,8 +58,7 @@ METHOD = """\
 - `corpus100m`: the IMDB counts above (10.6M tokens without stop words), repeated until
   the corpus holds at least 100 million tokens (ten copies), documents reshuffled, written
   once as a gzip UCI docword file (and its first quarter as another). StochasticEMLDA
-  (K = 1000, one block per sweep: the rate of the same sweep at every size) loads the file
-  into memory. Memoized SparseLDA (K = 400, Gibbs step) trains
+  (K = 1000) loads the file into memory. Memoized SparseLDA (K = 400, Gibbs step) trains
   on `stream_uci_bow` ("gzip text"), and on the same minibatches saved once by
   `CorpusStream.save` ("saved binary"; the save is outside the clock, its CPU time
   stored). Minibatches of a tenth of the quarter's documents at both sizes (10 and 40

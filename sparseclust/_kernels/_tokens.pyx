@@ -268,7 +268,8 @@ def move_counts(
 
     Checked first (ValueError, nothing written): the token layout (see :func:`count_words`),
     z_old and z_new of the layout's length with every topic < K, every word id a row of W,
-    and T of length K."""
+    and T of length K. That W and T hold z_old's counts is the caller's contract, not
+    checked."""
     cdef Py_ssize_t D = indptr.shape[0] - 1, d
     cdef int K = <int> W.shape[1], V = <int> W.shape[0], r, a, b, v
     cdef int64_t j, t

@@ -160,15 +160,16 @@ def fit_sem(est, X, callback):
 
     The token assignments z of a partition stay on its worker (the output of its last sweep
     task); a sweep maps over the partitions reading the whole-data word-topic counts W on
-    their worker (each worker builds the sampler's tables of W once per sweep, for all its
-    partitions, and drops them when the fit ends), the new counts of every partition are
+    their worker (one round per block of ``sweep_blocks``, whose 'auto' is 1 here; each
+    worker builds the sampler's tables of W once per round, for all its partitions, and
+    drops them when the fit ends), the new counts of every partition are
     summed by a tree of tasks whose top level every worker adds into its own copy of the
     next W (:func:`_sem_round`), and the log joint of W is computed where one copy is. The
     client fetches W (V x K) only for a callback, which receives it, and at the end with
     ``topic_estimate='sample'``. Documents keep the random streams of the in-process fit
     (keyed by their row in the whole collection), so the assignments and the counts equal
-    the in-process fit's exactly; the log joint and the Rao-Blackwellized topics (summed
-    over the partitions in another order) equal it to
+    those of the in-process fit with the same number of blocks exactly; the log joint and
+    the Rao-Blackwellized topics (summed over the partitions in another order) equal it to
     floating-point rounding.
     """
     import time

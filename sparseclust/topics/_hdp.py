@@ -162,15 +162,14 @@ class HDPTopicModel(TopicModelBase):
         - 'sem': the Rao-Blackwellized topic-word counts of min(800, 16 ``max_iter``) sweeps
           of :class:`StochasticEMLDA` from uniform assignments (``init='random'``, one block
           per sweep: the start the 800 sweeps were chosen with) with ``max_components``
-          topics, document prior
-          alpha / ``max_components`` and this model's topic-word prior (seeded from
-          ``random_state``, same threads). Collapsed Gibbs-style sweeps spread the tokens over
-          many distinct topics at a cost of a fraction of a variational pass each, so the
-          merge and delete moves start from topics worth keeping instead of removing topics
-          while they still move. The start's budget follows ``max_iter`` (16 sweeps, each
-          a fraction of a pass's cost, per allowed pass), so a short fit gets a short start.
-          The sweeps read X's counts rounded to integers; to choose their number, pass an
-          estimator (below).
+          topics, document prior alpha / ``max_components`` and this model's topic-word
+          prior (seeded from ``random_state``, same threads). Collapsed Gibbs-style sweeps
+          spread the tokens over many distinct topics at a cost of a fraction of a
+          variational pass each, so the merge and delete moves start from topics worth
+          keeping instead of removing topics while they still move. The start's budget
+          follows ``max_iter`` (16 sweeps, each a fraction of a pass's cost, per allowed
+          pass), so a short fit gets a short start. The sweeps read X's counts rounded to
+          integers; to choose their number, pass an estimator (below).
         - 'kmeans++', 'random': as in :class:`SparseLDA`.
         - 'auto': 'sem' for memoized and batch training on integer counts, else 'kmeans++'
           (fractional weights such as tf-idf would be rounded by the sweeps; stochastic

@@ -1,13 +1,16 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """Stochastic EM for LDA (Zaheer & Kottur, Sec. 3.3, Eq. 10, Alg. 1).
 
-Every sweep draws one topic per token.  With ``doc_counts='frozen'`` (the paper's sweep)
+Every sweep draws one topic per token.  With ``doc_counts='frozen'`` and ``sweep_blocks=1``
+(the paper's sweep)
 
     p(z_dn = k)  propto  (D_dk + alpha) (W_kv + beta) / (T_k + V beta)
 
 with all counts read from the previous sweep's assignments (the read buffer).  With
-``doc_counts='live'`` (the default) the word-topic counts W and totals T are still those of the
-previous sweep, but the document's own counts are updated token by token, and W and T follow
+``sweep_blocks`` B > 1 the read buffer is refreshed after each of B blocks of documents, so
+W and T are those of the start of the token's block.  With ``doc_counts='live'`` (the
+default) the word-topic counts W and totals T are still those of the read buffer, but the
+document's own counts are updated token by token, and W and T follow
 the token's own entry (d, v): the previous topics of the entry's tokens up to and including
 this one are left out and the new topics of its earlier tokens are counted:
 
@@ -15,8 +18,9 @@ this one are left out and the new topics of its earlier tokens are counted:
 
 e the entry's change so far (e = -[k = z'] for its first token, z' the token's previous
 topic): the collapsed Gibbs conditional with the other documents' word-topic counts one sweep
-old (close to approximate distributed LDA, Newman et al. 2009).  Either way the documents are
-independent within a sweep.  The sampling kernel is :mod:`sparseclust._kernels._sampler`.
+(or one block) old (close to approximate distributed LDA, Newman et al. 2009).  Either way
+the documents are independent within a block.  The sampling kernel is
+:mod:`sparseclust._kernels._sampler`.
 
 The topics kept at the end (``topic_estimate='rao_blackwell'``, the default) are those of the
 Rao-Blackwellized counts of the last assignments (Papanikolaou et al. 2017): every token
@@ -115,7 +119,8 @@ class StochasticEMLDA(TopicModelBase):
 
     Model: phi_k ~ Dir_V(beta), pi_d ~ Dir_K(alpha), z_dn ~ Cat(pi_d), x_dn ~ Cat(phi_{z_dn}).
     Each sweep (an E-step, S-step and M-step in one, Zaheer & Kottur Sec. 3.3, Eq. 10) draws a
-    new topic for every token.  ``doc_counts='frozen'`` is the paper's sweep:
+    new topic for every token.  ``doc_counts='frozen'`` with ``sweep_blocks=1`` is the
+    paper's sweep:
 
         p(z_dn = k)  propto  (D_dk + alpha) (W_kv + beta) / (T_k + V beta),
 
@@ -210,7 +215,8 @@ class StochasticEMLDA(TopicModelBase):
         the topics with e_k > 0, and a draw of a topic with e_k < 0 is kept with probability
         [(W_kv + e_k + beta) / (T_k + e_k + V beta)] / [(W_kv + beta) / (T_k + V beta)], else
         redrawn: exact rejection sampling); 'frozen' = every count from the previous sweep,
-        the token's own topic included (Zaheer & Kottur's fully double-buffered sweep).
+        the token's own topic included (with ``sweep_blocks=1``, Zaheer & Kottur's fully
+        double-buffered sweep).
         Fold-in (:meth:`transform`, later minibatches) is not affected.
     init : {'random', 'sequential'}, default='random'
         The assignments the first sweep of ``fit`` (``algorithm='batch'``) starts from.
@@ -232,26 +238,28 @@ class StochasticEMLDA(TopicModelBase):
         long documents and at large K. It is not the default: over a full 100-sweep fit it
         can end in a different mode, below the uniform start's held-out score. A fit on a
         Dask collection starts uniformly.
-    sweep_blocks : 'auto' or int, default='auto'
+    sweep_blocks : int or 'auto', default='auto'
         Blocks of consecutive documents a sweep of ``fit`` (``algorithm='batch'``) is taken
         in: documents [D i // B, D (i + 1) // B) for i < B (at most D blocks). The draws of
         a block read the word-topic counts W and totals T of the assignments as they are when
         the block starts: after each block but the last, its tokens' counts move to their new
-        topics and the word tables are rebuilt. 1 is the paper's sweep, W and T one sweep old
-        for every document. More blocks bring a sweep closer to collapsed Gibbs sampling,
-        whose counts are never stale, and raise the held-out score reached in a given number
-        of sweeps; each block after the first costs a rebuild of the tables, which scans the
-        V x K counts, and the count moves of the block before it. 'auto': 4 blocks in the
-        sweeps that follow a sweep which changed the topics of at least half the tokens (the
-        first sweep, and those while the topics form, where a refresh gains most and the draws
-        cost most), 1 after; and 1 throughout when a sweep's sampling work, N min(K, N / D)
-        for N tokens in D documents (a draw reads up to the topics its document holds), is
-        less than 32 times the V K counts a refresh scans (short documents at large K), or
-        with ``sampler='metropolis'``, whose proposals mixed worse between refreshed tables
-        (doc/defaults.md).
-        The documents of a block still run in parallel and the result does not depend on the
-        number of threads. On a Dask collection each block is one round of the partitions,
-        with the counts summed over them, and 'auto' means 1.
+        topics and the word tables are rebuilt. 1: W and T one sweep old for every document
+        (the paper's sweep with ``doc_counts='frozen'``). More blocks bring a sweep closer to
+        collapsed Gibbs sampling, whose counts are never stale, and raise the held-out score
+        reached in a given number of sweeps; each block after the first costs a rebuild of
+        the tables, which scans the V x K counts (with the dense sampler only the totals are
+        refreshed), and the count moves of the block before it. 'auto': 4 blocks in every
+        sweep that follows a sweep which changed the topics of at least half the tokens (the
+        first sweep counts as one; in practice the first sweeps, while the topics form, where
+        a refresh gains most and the draws cost most), else 1; and 1 throughout when a
+        sweep's sampling work, N min(K, N / D) for N tokens in D documents (a draw reads up
+        to the topics its document holds), is less than 32 times the V K counts a refresh
+        scans (short documents at large K), or with ``sampler='metropolis'``, whose proposals
+        mixed worse between refreshed tables (doc/defaults.md). The documents of a block
+        still run in parallel and the result does not depend on the number of threads. On a
+        Dask collection each block is one round of the partitions, with the counts summed
+        over them, and 'auto' means 1. ``partial_fit``, online ``fit`` and :meth:`transform`
+        (fold-in with fixed topics) do not use it.
     topic_estimate : {'rao_blackwell', 'sample'}, default='rao_blackwell'
         The word-topic counts the fitted topics are made of: 'rao_blackwell' = every token's
         collapsed conditional given the others' topics, summed (see above; float32, one extra

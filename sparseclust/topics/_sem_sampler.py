@@ -112,9 +112,9 @@ class _Sampler:
 
     def set_weights_from_counts(self, W, beta, word_totals=None, topic_totals=None,
                                 joint=True):
-        """Word weights from integer counts W (V, K) (the read buffer of the next sweep, kept by
-        reference); returns log p(x | z, beta) (the topic part of the log joint), or None
-        without ``joint`` (the dense path then skips its scan of W).
+        """Word weights from integer counts W (V, K) (the read buffer of the next sweep or
+        block, kept by reference); returns log p(x | z, beta) (the topic part of the log
+        joint), or None without ``joint`` (the dense path then skips its scan of W).
 
         ``word_totals`` (V,): the tokens of every word (the row sums of W), which bound the
         number of its non-zero counts; ``topic_totals`` (K,): the column sums of W; each is
@@ -435,15 +435,16 @@ def _sparse_counts(lay, z, V, K, n_threads):
 
 
 #: the sampler of the latest whole-data counts W in this process (a Dask worker): its
-#: weights and word tables are built once per sweep for every partition the worker sweeps
+#: weights and word tables are built once per round (a sweep, or a block of one) for every
+#: partition the worker sweeps
 _SWEEP_SAMPLER = {"key": None, "sampler": None}
 _SWEEP_SAMPLER_LOCK = threading.Lock()
 
 
 def _sweep_sampler(W, word_totals, sampler_args, beta):
     """The sampler of the counts W for :func:`sweep_partition`, built by the first partition
-    of a sweep that this process runs and shared by the others (the sweep reads its tables
-    and W only, so threads may share it). It keeps W and the tables until the next sweep's
+    of a round that this process runs and shared by the others (the sweep reads its tables
+    and W only, so threads may share it). It keeps W and the tables until the next round's
     counts replace them or :func:`release_sweep_sampler` drops them."""
     key = (tuple(sampler_args), float(beta))
     with _SWEEP_SAMPLER_LOCK:
