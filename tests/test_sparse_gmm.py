@@ -2327,6 +2327,71 @@ def test_dp_fit_that_ends_at_or_above_its_start_warns_that_k_is_a_lower_bound():
         SparseGaussianMixture(n_components=2, covariance_type="diag", random_state=0).fit(X)
 
 
+def _start(m):
+    """The number of clusters a fit started from (its first pass's)."""
+    return m.trace_[0]["n_components"]
+
+
+@pytest.mark.parametrize("covariance_type", ["full", "diag", "spherical"])
+def test_dp_start_with_births_holds_at_most_one_cluster_per_four_nu0_samples(covariance_type):
+    """With the Dirichlet-process prior and births, a start seeded by init_params holds
+    min(n_components, max(1, n // (4 nu0))) clusters; without births, with the finite prior or
+    with a given start it holds n_components."""
+    X, y = _blobs(n_per=100, D=3, n_clusters=3, sep=8.0)
+    n = X.shape[0]
+    kw = dict(covariance_type=covariance_type, max_iter=3, tol=0, random_state=0)
+    dp = dict(kw, weight_concentration_prior_type="dirichlet_process")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for K, nu0 in ((40, None), (40, 6.0), (10, None), (40, 80.0), (40, 1000.0)):
+            m = SparseGaussianMixture(n_components=K, degrees_of_freedom_prior=nu0, **dp).fit(X)
+            assert _start(m) == min(K, max(1, n // int(4 * m.degrees_of_freedom_prior_)))
+        m = SparseGaussianMixture(n_components=40, init_params="random", **dp).fit(X)
+        assert _start(m) == n // int(4 * m.degrees_of_freedom_prior_) < 40
+        for extra in (dict(moves="merge+delete"), dict(init_params=y % 2),
+                      dict(weights_init=np.full(40, 1 / 40))):
+            assert _start(SparseGaussianMixture(n_components=40, **dp, **extra).fit(X)) == 40
+        assert _start(SparseGaussianMixture(n_components=40, **kw).fit(X)) == 40
+
+
+def test_dp_capped_start_is_the_fit_from_that_many_clusters_under_the_truncations_prior():
+    """The capped start is the fit from n // (4 nu0) clusters with the weight prior of the
+    truncation (gamma = 1 / n_components): the same parameters and objective, bit for bit."""
+    X, _ = _blobs(n_per=120, D=3, n_clusters=4, sep=6.0)
+    dp = dict(weight_concentration_prior_type="dirichlet_process", random_state=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = SparseGaussianMixture(n_components=100, **dp).fit(X)
+        S = X.shape[0] // int(4 * a.degrees_of_freedom_prior_)
+        assert _start(a) == S < 100
+        b = SparseGaussianMixture(n_components=S, weight_concentration_prior=1 / 100,
+                                  **dp).fit(X)
+    assert a.lower_bound_ == b.lower_bound_
+    assert np.array_equal(a.means_, b.means_)
+    assert np.array_equal(a.precisions_cholesky_, b.precisions_cholesky_)
+    assert np.array_equal(a.weights_, b.weights_)
+
+
+def test_dp_capped_start_that_grows_warns_with_the_start_used():
+    """A capped start that births grow warns with the start used, the truncation given and
+    the prior that sets the cap."""
+    from sparseclust import TruncationWarning
+
+    X, _ = _blobs(n_per=150, D=2, n_clusters=8, sep=10.0)
+    m = SparseGaussianMixture(n_components=30, covariance_type="diag",
+                              degrees_of_freedom_prior=100.0,
+                              weight_concentration_prior_type="dirichlet_process",
+                              random_state=0)
+    with pytest.warns(TruncationWarning) as record:
+        m.fit(X)
+    assert _start(m) == X.shape[0] // 400 == 3
+    assert m.n_components_ > 3
+    msg = str(record[0].message)
+    assert msg.startswith(f"SparseGaussianMixture started from 3 clusters (n_components=30) "
+                          f"and grew to {m.n_components_},")
+    assert "degrees_of_freedom_prior" in msg
+
+
 def test_births_per_round_grow_with_k(monkeypatch):
     """A round proposes births at up to max(max_births, ceil(birth_fraction * K)) clusters:
     4, or a quarter of the clusters."""
@@ -2340,7 +2405,7 @@ def test_births_per_round_grow_with_k(monkeypatch):
         return orig(size, max_candidates=max_candidates, **kw)
 
     monkeypatch.setattr(_dp_moves, "select_births", spy)
-    X, _ = _blobs(n_per=40, D=2, n_clusters=3, sep=8.0)
+    X, _ = _blobs(n_per=120, D=2, n_clusters=3, sep=8.0)
     for K in (2, 40):
         SparseGaussianMixture(n_components=K, covariance_type="diag", moves="birth",
                               weight_concentration_prior_type="dirichlet_process",

@@ -24,10 +24,10 @@ METHOD = """\
 - Score: each estimator's `score` on the report patches, the mean log-density per patch
   (a density of 64-dimensional data, so it can exceed zero).
 - "DP" is `weight_concentration_prior_type='dirichlet_process'` with the merge, delete and
-  birth moves on (the default `moves='all'`), started from `n_components` clusters; "learned
-  K" counts the clusters left. At each training size (patches drawn from the train images)
-  it is compared with the finite fits of a K grid and timed against one finite fit at the K
-  it learned.
+  birth moves on (the default `moves='all'`), started from `n_components` clusters or from
+  `n_samples // (4 nu0)` where fewer ("used"); "learned K" counts the clusters left. At each
+  training size (patches drawn from the train images) it is compared with the finite fits
+  of a K grid and timed against one finite fit at the K it learned.
 - `tol`: a fit with the default `tol` against a tightly converged fit (`tight_tol`,
   `tight_max_iter`) of the same seed; the gap is the tight fit's report score minus the
   default's, relative to the tight score's magnitude. Data: the patches above (K = 25);
@@ -158,6 +158,8 @@ def _one(method, K, seed, data, params, log, **fields):
                train=float(model.score(X)), **fields)
     if method == "dp":
         rec["learned_K"] = int(model.n_components_)
+        # the clusters the fit started from: n_components, or fewer where the data are few
+        rec["start_used"] = int(model.trace_[0]["n_components"])
     log(f"  {method:10s} n={len(X)} K={K} seed={seed} cpu={clock.cpu:.1f}s "
         f"report={rec['report']:.3f} {fields}")
     return rec
@@ -267,7 +269,9 @@ def _dp_table(result):
         for (method, K), group in _by(rs, lambda r: (r["method"], r["K"])).items():
             if method == "finite" and group[0].get("at_learned"):
                 continue
-            ks = (f"{K} → {', '.join(str(r['learned_K']) for r in group)}"
+            used = sorted({r.get("start_used", K) for r in group})
+            start = K if used == [K] else f"{K} (used {', '.join(map(str, used))})"
+            ks = (f"{start} → {', '.join(str(r['learned_K']) for r in group)}"
                   if method == "dp" else f"{K}{' (best)' if K == best else ''}")
             score = mean([r["report"] for r in group])
             delta = "" if best_score is None else signed(

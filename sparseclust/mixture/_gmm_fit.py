@@ -28,6 +28,10 @@ _MIXTURE_MOVES = ("merge", "delete", "birth", "sort")
 #: with moves, a cluster is live when it holds at least this many expected samples
 LIVE_MIN_SAMPLES = 1.0
 
+#: with the Dirichlet-process prior and birth moves, a fit seeded by ``init_params`` starts
+#: from at most one cluster per START_PRIOR_MULTIPLE * nu0 samples (``_start_size``)
+START_PRIOR_MULTIPLE = 4
+
 
 def _live_clusters(params, stats, prior):
     """Drop the clusters holding less than ``LIVE_MIN_SAMPLES`` expected samples after a fit
@@ -92,6 +96,22 @@ class _FittingMixin:
                                    auto_candidates=candidates and self.n_candidates == "auto",
                                    **kw)
         return _SparseGMMModel(prior, K, self._effective_L(K), dtype, **kw)
+
+    def _start_size(self, n, prior, moves):
+        """The number of clusters a fit from scratch starts from: ``n_components``, except
+        with the Dirichlet-process prior, birth moves and a start seeded by ``init_params``
+        ('kmeans++' or 'random'; no ``*_init`` array), where it is at most
+        ``max(1, n // (START_PRIOR_MULTIPLE * nu0))``: every starting cluster then holds on
+        average at least four times the nu0 pseudo-samples of its covariance prior, so its
+        data shape it more than the prior does. A smaller start does not bound the number
+        learned: births add clusters where the data support them, and the weight prior keeps
+        the truncation's concentration (``1 / n_components`` by default)."""
+        K = self.n_components
+        if "birth" not in moves or not isinstance(self.init_params, str) or any(
+                v is not None for v in (self.weights_init, self.means_init,
+                                        self.precisions_init)):
+            return K
+        return int(min(K, max(1, n // (START_PRIOR_MULTIPLE * prior.nu0))))
 
     def _active_moves(self):
         """The moves that act in this fit: only with the Dirichlet-process prior and the
@@ -167,7 +187,8 @@ class _FittingMixin:
             best = None
             for _ in range(n_init):
                 # a fresh model per initialization: moves change its number of components
-                K0 = self._stats["N"].shape[0] if warm else self.n_components
+                K0 = (self._stats["N"].shape[0] if warm
+                      else self._start_size(X.shape[0], prior, moves))
                 # on a Dask collection every visit computes all K weights: candidate sets are
                 # per-row state of each batch, cached in this process
                 model = self._make_model(prior, X.dtype, candidates=not dist, K=K0,
@@ -201,8 +222,13 @@ class _FittingMixin:
         self.converged_ = bool(best.converged)
         self.trace_ = best.trace
         if moves and not warm and not stopped:
-            warn_if_lower_bound("SparseGaussianMixture", best.trace, self.n_components,
-                                self.n_components_, "n_components", "clusters", stacklevel=4)
+            capped = K0 < self.n_components
+            warn_if_lower_bound(
+                "SparseGaussianMixture", best.trace, K0, self.n_components_, "n_components",
+                "clusters", stacklevel=4, capped_from=self.n_components if capped else None,
+                advice=(f"The start holds at most one cluster per {START_PRIOR_MULTIPLE} * "
+                        f"degrees_of_freedom_prior samples; a smaller "
+                        f"degrees_of_freedom_prior allows more." if capped else None))
         if self.algorithm == "stochastic":
             self._svi_state = best.state
         else:

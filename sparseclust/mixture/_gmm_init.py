@@ -214,7 +214,7 @@ class _InitMixin:
         own seed (drawn from ``random_state``); labels or responsibilities are split by
         partition."""
         n = X.shape[0]
-        K = self.n_components
+        K = model.n_components  # n_components, or the smaller start of ``_start_size``
         init = self.init_params
         local = isinstance(X, np.ndarray)
         if isinstance(init, str) and init == "kmeans++":
@@ -223,7 +223,7 @@ class _InitMixin:
                 return _nearest_stats(X, model, centers)
             return X.map_sum(_nearest_stats, None, (model, centers))
         if isinstance(init, str) and init == "random":
-            L = self._effective_L()
+            L = self._effective_L(K)
             if local:
                 return _random_stats(X, model, rng, L, self.n_threads)
             seeds = rng.randint(np.iinfo(np.int32).max, size=X.n_partitions)

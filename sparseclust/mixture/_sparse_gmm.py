@@ -64,7 +64,13 @@ class SparseGaussianMixture(_InitMixin, _FittingMixin, DensityMixin, SparseEstim
     Parameters
     ----------
     n_components : int, default=1
-        Number of mixture components ``K``.
+        Number of mixture components ``K``; with ``'dirichlet_process'`` the truncation. With
+        that prior and birth moves, a fit seeded by ``init_params`` (no ``*_init`` array)
+        starts from ``min(n_components, max(1, n_samples // (4 nu0)))`` clusters, ``nu0``
+        the ``degrees_of_freedom_prior_``: at least four times its pseudo-samples per
+        starting cluster, so that the data shape each cluster more than the prior does.
+        Births grow the start where the data support more clusters, and the weight prior
+        keeps the concentration ``1 / n_components`` by default.
     L : int or None, default=4
         Maximum number of non-zero responsibilities per sample. ``None`` means dense (``L = K``);
         values above ``K`` are clamped to ``K``. ``L = 1`` is hard assignment, which can end
@@ -99,9 +105,9 @@ class SparseGaussianMixture(_InitMixin, _FittingMixin, DensityMixin, SparseEstim
         HDPTopicModel uses, :mod:`sparseclust._stickbreak`). The ELBO's allocation terms are
         then ``sum_k N_k E[log pi_k] + E[log Beta(u_k | 1, gamma) - log q(u_k)]``. Only with
         this prior do the ``moves`` act, and the number of clusters is learned. A fit whose
-        merge or delete moves ran and which ends with at least ``n_components`` clusters
-        warns (:class:`~sparseclust.TruncationWarning`): births grow a small truncation only
-        part of the way, so the number learned is then a lower bound.
+        merge or delete moves ran and which ends with at least as many clusters as it
+        started from warns (:class:`~sparseclust.TruncationWarning`): births grow a small
+        start only part of the way, so the number learned is then a lower bound.
     weight_concentration_prior : float or None, default=None
         Dirichlet concentration per component ``alpha0`` (``'dirichlet_distribution'``) or the
         stick-breaking concentration ``gamma`` (``'dirichlet_process'``). ``None`` means
