@@ -85,7 +85,7 @@ class TruncationWarning(UserWarning):
 
 
 def warn_if_lower_bound(whom, trace, start, learned, param, noun, stacklevel=3, *,
-                        capped_from=None, advice=None):
+                        used=None, cap=None, advice=None):
     """Warn (:class:`TruncationWarning`) when a fit whose merge or delete moves ran ended with
     ``learned >= start`` components.
 
@@ -95,15 +95,16 @@ def warn_if_lower_bound(whom, trace, start, learned, param, noun, stacklevel=3, 
     it started from (or grew) therefore found a lower bound on the number the data support, and
     a larger start lets merges and deletes choose it. ``trace`` is the fit's per-pass trace:
     no warning when no round tried a merge or a delete (moves off, or a fit too short for
-    them), since the number was then not learned. ``capped_from``: the ``param`` the model
-    was given when it started from fewer components (``start``) than that; ``advice``
-    then replaces the advice to fit from a larger ``param``."""
+    them), since the number was then not learned. ``used``: the components the fit started
+    from when fewer than ``param`` (``start``), with ``cap`` saying why; the message then
+    names both, and ``advice`` replaces the advice to fit from a larger ``param``."""
     ran = any(e.get("merges_tried", 0) or e.get("deletes_tried", 0) for e in trace)
     if not ran or learned < start:
         return
-    grew = f"grew to {learned}" if learned > start else "kept all of them"
-    started = (f"started from {param}={start} {noun}" if capped_from is None
-               else f"started from {start} {noun} ({param}={capped_from})")
+    grew = (f"grew to {learned}" if learned > (start if used is None else used)
+            else "kept all of them")
+    started = (f"started from {param}={start} {noun}" if used is None
+               else f"started from {used} {noun} ({param}={start}, {cap})")
     if advice is None:
         advice = (f"Fit again from a larger {param} to let the merge and delete moves choose "
                   f"the number.")

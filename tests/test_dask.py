@@ -857,6 +857,19 @@ def test_gmm_dp_moves_equal_in_process(client, monkeypatch, algorithm):
     assert np.all(np.diff(lb) >= -1e-9 * np.abs(lb[1:])), lb
 
 
+def test_gmm_dp_kmeanspp_start_on_dask_holds_the_capped_number_of_clusters(client):
+    # the start of at most n // (4 nu0) clusters holds on a Dask collection as in-process
+    import sparseclust.mixture._sparse_gmm as sg
+
+    X = _blobs(0)
+    kw = dict(n_components=40, weight_concentration_prior_type="dirichlet_process",
+              max_iter=2, tol=0, random_state=0)
+    got = _fit(sg.SparseGaussianMixture(**kw), da.from_array(X, chunks=(150, 4)))
+    ref = _fit(sg.SparseGaussianMixture(**kw), X)
+    cap = int(X.shape[0] // (4 * ref.degrees_of_freedom_prior_))
+    assert got.trace_[0]["n_components"] == ref.trace_[0]["n_components"] == cap < 40
+
+
 def test_gmm_dp_birth_equals_in_process(client, monkeypatch):
     # a birth fits fresh clusters to its target's rows fetched from the partitions that
     # hold them: the same births, clusters and objective as in-process on the same batches

@@ -2345,9 +2345,9 @@ def test_dp_start_with_births_holds_at_most_one_cluster_per_four_nu0_samples(cov
         warnings.simplefilter("ignore")
         for K, nu0 in ((40, None), (40, 6.0), (10, None), (40, 80.0), (40, 1000.0)):
             m = SparseGaussianMixture(n_components=K, degrees_of_freedom_prior=nu0, **dp).fit(X)
-            assert _start(m) == min(K, max(1, n // int(4 * m.degrees_of_freedom_prior_)))
+            assert _start(m) == int(min(K, max(1, n // (4 * m.degrees_of_freedom_prior_))))
         m = SparseGaussianMixture(n_components=40, init_params="random", **dp).fit(X)
-        assert _start(m) == n // int(4 * m.degrees_of_freedom_prior_) < 40
+        assert _start(m) == int(n // (4 * m.degrees_of_freedom_prior_)) < 40
         for extra in (dict(moves="merge+delete"), dict(init_params=y % 2),
                       dict(weights_init=np.full(40, 1 / 40))):
             assert _start(SparseGaussianMixture(n_components=40, **dp, **extra).fit(X)) == 40
@@ -2362,7 +2362,7 @@ def test_dp_capped_start_is_the_fit_from_that_many_clusters_under_the_truncation
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         a = SparseGaussianMixture(n_components=100, **dp).fit(X)
-        S = X.shape[0] // int(4 * a.degrees_of_freedom_prior_)
+        S = int(X.shape[0] // (4 * a.degrees_of_freedom_prior_))
         assert _start(a) == S < 100
         b = SparseGaussianMixture(n_components=S, weight_concentration_prior=1 / 100,
                                   **dp).fit(X)
@@ -2372,24 +2372,68 @@ def test_dp_capped_start_is_the_fit_from_that_many_clusters_under_the_truncation
     assert np.array_equal(a.weights_, b.weights_)
 
 
-def test_dp_capped_start_that_grows_warns_with_the_start_used():
-    """A capped start that births grow warns with the start used, the truncation given and
-    the prior that sets the cap."""
+def test_dp_capped_start_warns_only_at_the_truncation_naming_the_start_used():
+    """A capped start that births grow to n_components or beyond warns, naming the start used,
+    the truncation and the cap, and pointing to a larger start through init_params; one
+    that stays below n_components does not warn."""
     from sparseclust import TruncationWarning
 
     X, _ = _blobs(n_per=150, D=2, n_clusters=8, sep=10.0)
-    m = SparseGaussianMixture(n_components=30, covariance_type="diag",
-                              degrees_of_freedom_prior=100.0,
-                              weight_concentration_prior_type="dirichlet_process",
-                              random_state=0)
+    kw = dict(covariance_type="diag", degrees_of_freedom_prior=100.0,
+              weight_concentration_prior_type="dirichlet_process", random_state=0)
     with pytest.warns(TruncationWarning) as record:
-        m.fit(X)
+        m = SparseGaussianMixture(n_components=5, **kw).fit(X)
     assert _start(m) == X.shape[0] // 400 == 3
-    assert m.n_components_ > 3
-    msg = str(record[0].message)
-    assert msg.startswith(f"SparseGaussianMixture started from 3 clusters (n_components=30) "
-                          f"and grew to {m.n_components_},")
-    assert "degrees_of_freedom_prior" in msg
+    assert m.n_components_ >= 5
+    assert [str(w.message) for w in record] == [
+        f"SparseGaussianMixture started from 3 clusters (n_components=5, at most one cluster "
+        f"per 4 * nu0 = 400 samples) and grew to {m.n_components_}, so the number it learned "
+        f"is a lower bound: births grow a small start only part of the way. Give init_params "
+        f"(labels) or means_init to start from more clusters."]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TruncationWarning)
+        m = SparseGaussianMixture(n_components=30, **kw).fit(X)
+    assert _start(m) == 3 < m.n_components_ < 30
+
+
+def test_dp_births_that_grow_a_small_start_restore_the_requested_l_and_candidates(
+        monkeypatch):
+    """L and n_candidates are clamped to the start's size while it is smaller, and come back
+    to the values asked for once births grow the model past them."""
+    X, _ = _blobs(n_per=150, D=2, n_clusters=8, sep=10.0)
+    models = []
+    run = SparseGaussianMixture._run_engine
+
+    def spy(self, model, *a, **k):
+        models.append(model)
+        return run(self, model, *a, **k)
+
+    monkeypatch.setattr(SparseGaussianMixture, "_run_engine", spy)
+    kw = dict(covariance_type="diag", weight_concentration_prior_type="dirichlet_process",
+              random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        m = SparseGaussianMixture(n_components=3, L=4, n_candidates=5, **kw).fit(X)
+        assert _start(m) == 3 and models[-1].n_components > 5
+        assert (models[-1].L, models[-1].n_candidates) == (4, 5)
+        SparseGaussianMixture(n_components=3, L=None, **kw).fit(X)
+        assert models[-1].L == models[-1].n_components > 3
+
+
+def test_uncapped_lower_bound_warning_message_is_unchanged():
+    """Without a cap the warning keeps its text: the start is n_components."""
+    from sparseclust import TruncationWarning
+
+    X, _ = _blobs(n_per=150, D=2, n_clusters=8, sep=10.0)
+    with pytest.warns(TruncationWarning) as record:
+        m = SparseGaussianMixture(n_components=2, covariance_type="diag",
+                                  weight_concentration_prior_type="dirichlet_process",
+                                  random_state=0).fit(X)
+    assert [str(w.message) for w in record] == [
+        f"SparseGaussianMixture started from n_components=2 clusters and grew to "
+        f"{m.n_components_}, so the number it learned is a lower bound: births grow a small "
+        f"start only part of the way. Fit again from a larger n_components to let the merge "
+        f"and delete moves choose the number."]
 
 
 def test_births_per_round_grow_with_k(monkeypatch):

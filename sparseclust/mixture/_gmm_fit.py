@@ -91,10 +91,13 @@ class _FittingMixin:
             refresh=self.candidate_refresh,
         )
         if moves:
-            return _DPMixtureModel(prior, K, None if self.L is None else self._effective_L(K),
+            # the requested L and candidates, unclamped: births that grow K get them back
+            wanted = (int(self.n_candidates) if candidates and self.n_candidates is not None
+                      and self.n_candidates != "auto" else None)
+            return _DPMixtureModel(prior, K, None if self.L is None else int(self.L),
                                    dtype, moves=moves,
                                    auto_candidates=candidates and self.n_candidates == "auto",
-                                   **kw)
+                                   candidates_requested=wanted, **kw)
         return _SparseGMMModel(prior, K, self._effective_L(K), dtype, **kw)
 
     def _start_size(self, n, prior, moves):
@@ -222,13 +225,17 @@ class _FittingMixin:
         self.converged_ = bool(best.converged)
         self.trace_ = best.trace
         if moves and not warm and not stopped:
+            # against the truncation the user gave; a start the data capped is named, with
+            # the way to a larger one (a larger n_components does not change it)
             capped = K0 < self.n_components
             warn_if_lower_bound(
-                "SparseGaussianMixture", best.trace, K0, self.n_components_, "n_components",
-                "clusters", stacklevel=4, capped_from=self.n_components if capped else None,
-                advice=(f"The start holds at most one cluster per {START_PRIOR_MULTIPLE} * "
-                        f"degrees_of_freedom_prior samples; a smaller "
-                        f"degrees_of_freedom_prior allows more." if capped else None))
+                "SparseGaussianMixture", best.trace, self.n_components, self.n_components_,
+                "n_components", "clusters", stacklevel=4,
+                used=K0 if capped else None,
+                cap=(f"at most one cluster per {START_PRIOR_MULTIPLE} * nu0 = "
+                     f"{START_PRIOR_MULTIPLE * prior.nu0:g} samples"),
+                advice=("Give init_params (labels) or means_init to start from more clusters."
+                        if capped else None))
         if self.algorithm == "stochastic":
             self._svi_state = best.state
         else:

@@ -209,10 +209,10 @@ class _InitMixin:
         """Whole-data statistics of the initial responsibilities of ``init_params``.
 
         On the partitions of a Dask collection: k-means++ seeds the centers from the first
-        partitions holding at least ``n_components`` rows, and every partition assigns its
-        rows to the nearest center; ``'random'`` draws each partition's weights from its
-        own seed (drawn from ``random_state``); labels or responsibilities are split by
-        partition."""
+        partitions holding at least as many rows as the start has clusters (``model``'s),
+        and every partition assigns its rows to the nearest center; ``'random'`` draws each
+        partition's weights from its own seed (drawn from ``random_state``); labels or
+        responsibilities are split by partition."""
         n = X.shape[0]
         K = model.n_components  # n_components, or the smaller start of ``_start_size``
         init = self.init_params

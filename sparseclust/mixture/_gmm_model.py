@@ -385,12 +385,16 @@ class _DPMixtureModel(MixtureMoves, _SparseGMMModel):
     """:class:`_SparseGMMModel` with the memoized merge / delete / sort moves of
     :class:`sparseclust.mixture._dp_moves.MixtureMoves` (Dirichlet-process prior)."""
 
-    def __init__(self, prior, n_components, L, dtype, *, moves, auto_candidates=False, **kw):
-        # L = None: dense responsibilities at every K, also after births grow K
+    def __init__(self, prior, n_components, L, dtype, *, moves, auto_candidates=False,
+                 candidates_requested=None, **kw):
+        # L and candidates_requested: the numbers asked for, clamped to K at every K, so that
+        # births that grow K past them get them back (L = None: dense at every K)
         _SparseGMMModel.__init__(self, prior, n_components,
-                                 n_components if L is None else L, dtype, **kw)
+                                 n_components if L is None else min(int(L), n_components),
+                                 dtype, **kw)
         self._L_requested = L
-        self._candidates_requested = self.n_candidates
+        self._candidates_requested = (self.n_candidates if candidates_requested is None
+                                      else int(candidates_requested))
         # 'auto' candidate sets: recomputed for the new K after a compaction (off when they
         # would cover every cluster)
         self._auto_candidates = bool(auto_candidates)

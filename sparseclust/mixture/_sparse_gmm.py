@@ -208,8 +208,8 @@ class SparseGaussianMixture(_InitMixin, _FittingMixin, DensityMixin, SparseEstim
         ``lower_bound_`` is the objective of the training truncation). The default ``'all'``
         changes nothing for the default ``'dirichlet_distribution'`` prior, where moves do
         not act (its ``K`` is the user's choice, and an empty cluster costs differently);
-        with the Dirichlet process the moves are the point of choosing it: a truncation
-        ``n_components`` is an upper bound and the number of clusters is learned. Moves need
+        with the Dirichlet process the moves are the point of choosing it: the number of
+        clusters is learned from the start ``n_components`` (see there). Moves need
         the cached batches of ``'memoized'`` or ``'batch'`` training; ``'stochastic'`` and
         :meth:`partial_fit` ignore them. With moves, ``tol`` ends training only after 4 move
         rounds without an accepted merge, delete or birth, so not before the eleventh pass
@@ -508,8 +508,8 @@ class SparseGaussianMixture(_InitMixin, _FittingMixin, DensityMixin, SparseEstim
             runs here, with the Dirichlet-process moves (their side results are reduced with
             the statistics; a delete re-infers its rows on the workers that hold them).
             There, every visit computes all K weights (``n_candidates`` does not apply),
-            k-means++ seeds from the first partitions holding ``n_components`` rows and
-            ``'random'`` draws per partition.
+            k-means++ seeds from the first partitions holding as many rows as the start has
+            clusters and ``'random'`` draws per partition.
         y : Ignored
         callback : callable or None, default=None
             Called after every pass as ``callback(info)``, as in :meth:`SparseLDA.fit`:
