@@ -30,7 +30,7 @@ INTRO = f"""\
 Six suites measure what the library claims, on the real data in `../shared/data`, against
 our own dense code and the peers (scikit-learn, gensim, tomotopy) in the same run. Every
 figure on this page comes from a result file in `benchmarks/results`, written by the runner
-from a clean commit; the page itself is generated from those files.
+from a clean commit, and the page is generated from those files.
 
 ```bash
 pip install -r requirements/bench.txt      # the peers and plotting, beside the package
@@ -48,7 +48,7 @@ and the seeds. Timings are process CPU seconds of one
 thread unless a column says otherwise: on shared 2-core machines, CPU time is what can be
 measured reliably. Models are initialised inside the clock. Where a seed matters, every
 method runs on the same seeds and the tables give means of scores and medians of times.
-Defaults are chosen on validation documents or patches; the tables report disjoint report
+Defaults are chosen on validation documents or patches; the tables report on disjoint
 sets.
 
 **Earlier studies** (kernel variants, superseded defaults): `git checkout {HISTORY_COMMIT} --

@@ -22,7 +22,7 @@ METHOD = """\
   weight prior; scikit-learn: its defaults (k-means initialisation, `tol=1e-3`,
   `max_iter=100`).
 - Score: each estimator's `score` on the report patches, the mean log-density per patch
-  (a density of 64-dimensional data, so it can exceed zero).
+  (a density in 64 dimensions, so it can exceed zero).
 - "DP" is `weight_concentration_prior_type='dirichlet_process'` with the merge, delete and
   birth moves on (the default `moves='all'`), started from `n_components` clusters or from
   `n_samples // (4 nu0)` where fewer ("used"); "learned K" counts the clusters left. At each
@@ -30,7 +30,7 @@ METHOD = """\
   of a K grid and timed against one finite fit at the K it learned.
 - `tol`: a fit with the default `tol` against a tightly converged fit (`tight_tol`,
   `tight_max_iter`) of the same seed; the gap is the tight fit's report score minus the
-  default's, relative to the tight score's magnitude. Data: the patches above (K = 25);
+  default's, relative to the tight score's size. Data: the patches above (K = 25);
   scikit-learn's bundled handwritten digits (1,797 × 64; a fixed random 60/20/20 split into
   fit, validation and report); IMDB reviews as 50-dimensional LSA features (TF-IDF of the
   fitted documents, `TruncatedSVD(50)`), fit / validation / report as in the topic suites."""
@@ -39,7 +39,7 @@ FULL = {
     "patches": dict(n_fit=50000, K=[25, 100], seeds=[0, 1],
                     methods=["sgmm", "sgmm-dense", "sklearn"], peer_max_K={"sklearn": 25}),
     "dp": dict(sizes=[10000, 50000, 200000], grid=[10, 25, 50, 100, 200], starts=[25, 200],
-               seeds=[0]),
+               seeds=[0, 1, 2]),
     "tol": dict(datasets={"patches": 25, "digits": 10, "imdb_lsa": 20}, seeds=[0, 1, 2],
                 tight_tol=1e-7, tight_max_iter=3000),
 }
