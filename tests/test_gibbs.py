@@ -632,13 +632,14 @@ def test_lazy_statistics_bits_follow_the_positive_entries():
 @pytest.mark.kernels
 @pytest.mark.parametrize("n_threads", [1, 2, 3])
 @pytest.mark.parametrize("n_words", [9, 700])
-def test_count_word_topics_equals_numpy_counts(n_threads, n_words):
+@pytest.mark.parametrize("K", [300, 5])
+def test_count_word_topics_equals_numpy_counts(n_threads, n_words, K):
     rng = np.random.RandomState(2)
-    K, S = 300, 3
+    S = 3
     indices = rng.randint(0, n_words, 40 * n_words // 9).astype(np.int32)
     cnt = rng.randint(0, 4, indices.size).astype(np.int32)
     n_tok = int(cnt.sum())
-    zsave = rng.randint(0, K, (S, n_tok)).astype(np.int32)
+    zsave = rng.randint(0, K, (n_tok, S)).astype(np.int32)
     jptr, topics, counts = _gibbs_tables.count_word_topics(indices, cnt, zsave, n_words, K,
                                                            n_threads)
     # the threads change nothing, not even the order of a word's topics
@@ -652,10 +653,14 @@ def test_count_word_topics_equals_numpy_counts(n_threads, n_words):
     ref = np.zeros((n_words, K), np.int64)
     tok_word = np.repeat(indices, cnt)
     for s in range(S):
-        np.add.at(ref, (tok_word, zsave[s]), 1)
+        np.add.at(ref, (tok_word, zsave[:, s]), 1)
     np.testing.assert_array_equal(got, ref)
+    # a word's topics in order of first draw: its tokens in entry order, each token's sweeps
+    for j in range(n_words):
+        seen = list(dict.fromkeys(zsave[tok_word == j].ravel().tolist()))
+        np.testing.assert_array_equal(topics[jptr[j]:jptr[j + 1]], seen)
     with pytest.raises(ValueError, match="topic out of range"):
-        _gibbs_tables.count_word_topics(indices, cnt, zsave, n_words, 10, n_threads)
+        _gibbs_tables.count_word_topics(indices, cnt, zsave, n_words, K // 2, n_threads)
 
 
 @pytest.mark.parametrize("split", [False, True])

@@ -445,7 +445,7 @@ def test_sample_sweep_allocation_failure(path, sampler_failures):
 
     def make():
         return dict(z=z0.copy(), acc=np.zeros((D, K)), Wout=np.zeros((V, K), np.int32),
-                    ll=np.full(D, -7.0), zsave=np.full((n_inner - n_burn, z0.size), -1, np.int32))
+                    ll=np.full(D, -7.0), zsave=np.full((z0.size, n_inner - n_burn), -1, np.int32))
 
     def run(b):
         changed = _sampler.sample_sweep(
@@ -632,7 +632,7 @@ def test_count_word_topics_allocation_failure(sampler_failures):
     n_words, K, S = 300, 12, 2
     indices = rng.integers(0, n_words, 900).astype(np.int32)
     cnt = rng.integers(0, 3, indices.size).astype(np.int32)
-    zsave = rng.integers(0, K, (S, int(cnt.sum()))).astype(np.int32)
+    zsave = rng.integers(0, K, (int(cnt.sum()), S)).astype(np.int32)
 
     def run(_):
         return _gibbs_tables.count_word_topics(indices, cnt, zsave, n_words, K, 2)

@@ -26,7 +26,7 @@ cdef struct _Args:
     const int64_t* gcol            # split: the global row of bits of each word
     const int32_t* wpre            # split: (V, nw) listed topics before each 64-topic word
     int nw                         # split: 64-bit words per row of bits
-    int32_t* zsave                 # (n_saved, n_tokens) the topics of every saved sweep, or NULL
+    int32_t* zsave                 # (n_tokens, n_saved) the topics of every saved sweep, or NULL
     int64_t n_tok
     const double* alpha
     const double* lg_alpha

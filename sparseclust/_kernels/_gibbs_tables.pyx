@@ -417,28 +417,33 @@ def split_word_tables(
 def count_word_topics(
     const int32_t[::1] indices,    # IN (nnz,) word of every entry, in [0, n_words)
     const int32_t[::1] cnt,        # IN (nnz,) tokens per entry (>= 0)
-    const int32_t[:, ::1] zsave,   # IN (S, n_tokens) topics of every saved sweep, entry order
+    const int32_t[:, ::1] zsave,   # IN (n_tokens, S) topics of every saved sweep, entry order
     int n_words,
     int K,
     int n_threads=1,
 ):
-    """The word-topic counts of the saved sweeps of :func:`sample_sweep` (``zsave``), word by
-    word: returns ``(jptr, topics, counts)`` with word j's topics (distinct, in order of first
-    draw) and their counts at jptr[j]:jptr[j + 1]. O(tokens x sweeps + words), with no (V, K)
-    table: the tokens are grouped by word (a counting sort), then the words are counted in
-    parallel, each by one thread in one (K,) array of that thread that is reset after each
-    word, into a region of the output its tokens bound (tokens x sweeps entries), and the
-    regions are packed in word order: the result does not depend on ``n_threads``."""
+    """The word-topic counts of the saved sweeps of :func:`sample_sweep` (``zsave``, a row of S
+    topics per token), word by word: returns ``(jptr, topics, counts)`` with word j's topics
+    (distinct, in order of first draw: token by token, each token's sweeps in order) and their
+    counts at jptr[j]:jptr[j + 1]. O(tokens x sweeps + words), with no (V, K) table: the
+    tokens are grouped by word (a counting sort), then the words are counted in parallel, each
+    by one thread in one (K,) array of that thread that is reset after each word, into a
+    region of the output of min(K, tokens x S) entries, and the regions are packed in word
+    order: the result does not depend on ``n_threads``. A token's S topics are one contiguous
+    row, so counting a word reads one row per token."""
     cdef Py_ssize_t m = indices.shape[0], j
-    cdef int64_t n_tok = zsave.shape[1], t, qq, o = 0, base, e
-    cdef int S = <int> zsave.shape[0], s, nl, c, r, k, v
+    cdef int64_t n_tok = zsave.shape[0], t, qq, o = 0, base, e
+    cdef int S = <int> zsave.shape[1], s, nl, c, r, k, v
     cdef int bad = 0, fails = 0
     cdef int32_t* mark
     cdef int32_t* lst
+    cdef const int32_t* zrow
     if cnt.shape[0] != m:
         raise ValueError("inconsistent shapes")
     start_ = np.zeros(n_words + 1, np.int64)
+    region_ = np.zeros(n_words + 1, np.int64)
     cdef int64_t[::1] start = start_
+    cdef int64_t[::1] region = region_
     t = 0
     for j in range(m):
         v = indices[j]
@@ -450,13 +455,16 @@ def count_word_topics(
             t += c
     if t != n_tok:
         raise ValueError("zsave does not hold the tokens of cnt")
+    for v in range(n_words):
+        # a word's distinct topics: at most K, and at most one per token and sweep
+        region[v + 1] = region[v] + min(<int64_t> K, start[v + 1] * S)
     np.cumsum(start_, out=start_)
     fill_ = start_[:n_words].copy()
     perm_ = np.empty(n_tok, np.int64)
     nlist_ = np.zeros(n_words, np.int32)
     jptr_ = np.zeros(n_words + 1, np.int64)
-    top_ = np.empty(n_tok * S, np.int32)
-    val_ = np.empty(n_tok * S, np.int32)
+    top_ = np.empty(region[n_words], np.int32)
+    val_ = np.empty(region[n_words], np.int32)
     cdef int64_t[::1] fill = fill_
     cdef int64_t[::1] perm = perm_
     cdef int32_t[::1] nlist = nlist_
@@ -471,7 +479,7 @@ def count_word_topics(
                 perm[fill[v]] = t
                 fill[v] += 1
                 t += 1
-    if n_words > 0 and K > 0:
+    if n_words > 0 and K > 0 and S > 0:
         with nogil, parallel(num_threads=n_threads):
             mark = <int32_t*> sc_thread_malloc(2 * <size_t> K * sizeof(int32_t))
             lst = mark + K if mark != NULL else NULL
@@ -483,9 +491,9 @@ def count_word_topics(
                     continue
                 nl = 0
                 for qq in range(start[v], start[v + 1]):
-                    t = perm[qq]
+                    zrow = &zsave[perm[qq], 0]
                     for s in range(S):
-                        k = zsave[s, t]
+                        k = zrow[s]
                         if k < 0 or k >= K:
                             bad += 1
                             continue
@@ -493,7 +501,7 @@ def count_word_topics(
                             lst[nl] = k
                             nl = nl + 1
                         mark[k] += 1
-                base = start[v] * S
+                base = region[v]
                 for r in range(nl):
                     k = lst[r]
                     top[base + r] = k
@@ -508,7 +516,7 @@ def count_word_topics(
     with nogil:
         # pack the regions in word order (o <= base: an ascending copy is safe)
         for v in range(n_words):
-            base = start[v] * S
+            base = region[v]
             for e in range(nlist[v]):
                 top[o + e] = top[base + e]
                 val[o + e] = val[base + e]

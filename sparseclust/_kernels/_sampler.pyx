@@ -558,9 +558,11 @@ cdef int64_t _doc(const _Args* a, zint_t* z, Py_ssize_t d, uint64_t key, int32_t
                 _nd_add(nd, act, pos, &na, z[t])
         if it >= a.n_burn:
             if a.zsave != NULL:
-                j = (it - a.n_burn) * a.n_tok
+                # token t's saved sweeps are the row t of zsave: a document writes one
+                # contiguous region of it
+                j = it - a.n_burn
                 for t in range(t0, t1):
-                    a.zsave[j + t] = z[t]
+                    a.zsave[t * (a.n_inner - a.n_burn) + j] = z[t]
             if a.acc != NULL:
                 for i in range(na):
                     k = act[i]
@@ -773,7 +775,7 @@ def sample_sweep(
     int n_threads,
     bint seq_init=False,           # LIVE only: the first inner sweep initialises z (see below)
     split=None,                    # LIVE sparse path: SplitTables instead of w, prob, alias, Q
-    zsave=None,                    # OUT int32 (n_inner - n_burn, n_tokens) or None
+    zsave=None,                    # OUT int32 (n_tokens, n_inner - n_burn) or None
 ):
     """One sampling sweep over all documents (see the module docstring).
 
@@ -798,8 +800,8 @@ def sample_sweep(
     table over alpha_k x_vk (mass Qw[v]). ``w``, ``prob``, ``alias`` and ``Q`` are then not
     read.
 
-    ``zsave`` receives the assignments of every saved inner sweep (row s: sweep n_burn + s),
-    in the token order of z: the word-topic counts without a (V, K) table
+    ``zsave`` receives the assignments of every saved inner sweep (row t: token t of z;
+    column s: sweep n_burn + s): the word-topic counts without a (V, K) table
     (:func:`count_word_topics`).
 
     Returns the number of tokens whose topic changed in the last inner sweep.
@@ -840,8 +842,8 @@ def sample_sweep(
     _check_tokens(indptr, indices, cnt, tokptr, z, V, K, not seq_init)  # z read on entry
     if zsave is not None:
         zs = zsave
-        if zs.shape[0] != max(n_inner - n_burn, 0) or zs.shape[1] != z.shape[0]:
-            raise ValueError("zsave must have shape (n_inner - n_burn, n_tokens)")
+        if zs.shape[1] != max(n_inner - n_burn, 0) or zs.shape[0] != z.shape[0]:
+            raise ValueError("zsave must have shape (n_tokens, n_inner - n_burn)")
         if zs.shape[0] > 0 and zs.shape[1] > 0:
             a.zsave = &zs[0, 0]
     held = _set_common(&a, indptr, indices, cnt, tokptr, z.shape[0], alpha, mode == 0, mode,

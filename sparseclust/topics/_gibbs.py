@@ -276,7 +276,7 @@ def gibbs_local_step(X, log_weights, alpha, *, n_burnin, n_samples, seed, sweep,
         e0, e1, t0, t1 = lay.indptr[a], lay.indptr[b], lay.tokptr[a], lay.tokptr[b]
         ind, cnt = indices[e0:e1], lay.cnt[e0:e1]
         n_blk = int(t1 - t0)
-        zsave = np.empty((int(n_samples), n_blk), np.int32)
+        zsave = np.empty((n_blk, int(n_samples)), np.int32)
         _sampler.sample_sweep(
             lay.indptr[a:b + 1] - e0, ind, cnt, lay.tokptr[a:b + 1] - t0, z[t0:t1], keys[a:b],
             w, alpha_v, prob, alias, Q, _sampler.LIVE, bool(dense), n_inner, n_burn,

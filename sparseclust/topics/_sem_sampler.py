@@ -430,7 +430,7 @@ def _sparse_counts(lay, z, V, K, n_threads):
     array built word by word from the tokens: no dense V x K array to fill and convert (for a
     partition of a large vocabulary that cost more than its sweep)."""
     jptr, topics, counts = _gibbs_tables.count_word_topics(
-        lay.indices, lay.cnt, z.astype(np.int32)[None, :], V, K, n_threads)
+        lay.indices, lay.cnt, z.astype(np.int32)[:, None], V, K, n_threads)
     return sp.csr_array((counts.astype(np.int64), topics, jptr), shape=(V, K))
 
 
