@@ -794,3 +794,35 @@ def test_init_array_errors(init, match):
         SparseLDA(n_components=4, init=init).fit(X)
     with pytest.raises(ValueError, match=match):
         SparseLDA(n_components=4, init=init).partial_fit(X)
+
+
+@pytest.mark.parametrize("params_class", ["lda", "counts"])
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_lda_objective_equals_its_direct_formula(params_class, n_threads):
+    """The global terms of the objective, from the parameters of the statistics (no E[log phi]
+    table), against the formula of Hughes & Sudderth (2016, App. C) on every (k, v), with
+    negative statistics (memoized subtraction leaves -1e-13; larger ones here, so that their
+    term counts)."""
+    from sparseclust.topics._lda_model import _CountParams
+
+    rng = np.random.RandomState(4)
+    K, V, tau = 7, 3000, 0.1  # V above one block of rows: several blocks of topics
+    S = rng.gamma(0.3, 5.0, (K, V)) * (rng.rand(K, V) < 0.4)
+    neg = rng.rand(K, V) < 0.05
+    S[neg] = -0.5 * rng.rand(int(neg.sum()))
+    cls = _LDAParams if params_class == "lda" else _CountParams
+    params = cls.from_stats(S, tau, n_threads)
+    model = _LDAModel(0.1, tau, 3, {}, n_threads)
+    got = model.elbo({"S": S, "elbo_local": -12.5}, params)
+    lam = tau + np.maximum(S, 0.0)
+    El = psi(lam) - psi(lam.sum(axis=1))[:, None]
+
+    def cdir(a):
+        return gammaln(a.sum(axis=-1)) - gammaln(a).sum(axis=-1)
+
+    direct = (-12.5 + np.sum(S * El) + K * cdir(np.full(V, tau)) - cdir(lam).sum()
+              + np.sum((tau - lam) * El))
+    assert got == pytest.approx(direct, rel=1e-12)
+    # a copy of the statistics takes the general path through the table: the same value
+    general = model.elbo({"S": S.copy(), "elbo_local": -12.5}, params)
+    assert got == pytest.approx(general, rel=1e-12)

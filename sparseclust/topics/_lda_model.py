@@ -417,36 +417,46 @@ class _LDAModel(VariationalModel):
         sum_d local terms + sum_kv S_kv E[log phi_kv]
         + sum_k [c_Dir(tau 1_V) - c_Dir(lambda_k) + sum_v (tau - lambda_kv) E[log phi_kv]]
 
-        with c_Dir(a) = log Gamma(sum a) - sum log Gamma(a) (Eq. 49).
+        with c_Dir(a) = log Gamma(sum a) - sum log Gamma(a) (Eq. 49). When the parameters are
+        those of these statistics, lambda = tau + max(S, 0), the two linear terms add up to
+        sum_kv min(S_kv, 0) E[log phi_kv], and where S_kv < 0 (memoized subtraction leaves
+        -1e-13 where a count is 0) lambda_kv = tau: the sum is
+        sum_k [psi(tau) - psi(sum_v lambda_kv)] sum_v min(S_kv, 0), with no E[log phi] table.
         """
-        El = params.Elogphi
-        K, V = El.shape
+        K, V = params.shape
         tau = self.tau
         S = stats["S"]
+        own = getattr(params, "_lam", None) is None and getattr(params, "_S", None) is S
         cdir_prior = gammaln(V * tau) - V * gammaln(tau)
         # by blocks of topics (no K x V temporaries), on the model's threads; the blocks' sums
         # are added in block order, as one thread adds them
         lg = np.empty(K)
         lsum = np.empty(K)
+        neg = np.empty(K)
 
         def block(ab):
             a, b = ab
             Sa = S[a:b].toarray() if sp.issparse(S) else S[a:b]
             lam = params.lam_rows(a, b)
-            data = float(np.sum(Sa * El[a:b]))
             lsum[a:b] = lam.sum(axis=1)
             lg[a:b] = _except_tau(gammaln, lam, tau).sum(axis=1)
+            if own:
+                neg[a:b] = np.minimum(Sa, 0.0).sum(axis=1)
+                return 0.0
+            El = params.Elogphi[a:b]
+            data = float(np.sum(Sa * El))
             lam *= -1.0
             lam += tau
-            return data, float(np.sum(lam * El[a:b]))
+            return data + float(np.sum(lam * El))
 
-        data = glob_lin = 0.0
-        for d, g in map_blocks(block, _row_blocks(K, V), self.n_threads):
-            data += d
-            glob_lin += g
+        lin = 0.0
+        for d in map_blocks(block, _row_blocks(K, V), self.n_threads):
+            lin += d
+        if own:
+            lin = float(np.dot(neg, psi(tau) - psi(lsum)))
         cdir_post = gammaln(lsum) - lg
-        glob = K * cdir_prior - float(cdir_post.sum()) + glob_lin
-        return float(stats["elbo_local"]) + data + glob
+        glob = K * cdir_prior - float(cdir_post.sum()) + lin
+        return float(stats["elbo_local"]) + glob
 
 
 class _GibbsLDAModel(_LDAModel):
