@@ -442,21 +442,22 @@ class _LDAModel(VariationalModel):
             lg[a:b] = _except_tau(gammaln, lam, tau).sum(axis=1)
             if own:
                 neg[a:b] = np.minimum(Sa, 0.0).sum(axis=1)
-                return 0.0
+                return 0.0, 0.0
             El = params.Elogphi[a:b]
             data = float(np.sum(Sa * El))
             lam *= -1.0
             lam += tau
-            return data + float(np.sum(lam * El))
+            return data, float(np.sum(lam * El))
 
-        lin = 0.0
-        for d in map_blocks(block, _row_blocks(K, V), self.n_threads):
-            lin += d
-        if own:
-            lin = float(np.dot(neg, psi(tau) - psi(lsum)))
+        data = glob_lin = 0.0
+        for d, g in map_blocks(block, _row_blocks(K, V), self.n_threads):
+            data += d
+            glob_lin += g
+        if own:  # data stays 0: both linear terms are in glob_lin
+            glob_lin = float(np.dot(neg, psi(tau) - psi(lsum)))
         cdir_post = gammaln(lsum) - lg
-        glob = K * cdir_prior - float(cdir_post.sum()) + lin
-        return float(stats["elbo_local"]) + glob
+        glob = K * cdir_prior - float(cdir_post.sum()) + glob_lin
+        return float(stats["elbo_local"]) + data + glob
 
 
 class _GibbsLDAModel(_LDAModel):
