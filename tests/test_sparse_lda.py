@@ -798,15 +798,18 @@ def test_init_array_errors(init, match):
 
 @pytest.mark.parametrize("params_class", ["lda", "counts"])
 @pytest.mark.parametrize("n_threads", [1, 2])
-def test_lda_objective_equals_its_direct_formula(params_class, n_threads):
+def test_lda_objective_equals_its_direct_formula(params_class, n_threads, monkeypatch):
     """The global terms of the objective, from the parameters of the statistics (no E[log phi]
     table), against the formula of Hughes & Sudderth (2016, App. C) on every (k, v), with
     negative statistics (memoized subtraction leaves -1e-13; larger ones here, so that their
     term counts)."""
+    from sparseclust.topics import _lda_model
     from sparseclust.topics._lda_model import _CountParams
 
     rng = np.random.RandomState(4)
-    K, V, tau = 7, 3000, 0.1  # V above one block of rows: several blocks of topics
+    K, V, tau = 7, 3000, 0.1
+    monkeypatch.setattr(_lda_model, "_ROW_BLOCK_ELEMS", 2 * V)  # blocks of 2 topics
+    assert len(_lda_model._row_blocks(K, V)) == 4
     S = rng.gamma(0.3, 5.0, (K, V)) * (rng.rand(K, V) < 0.4)
     neg = rng.rand(K, V) < 0.05
     S[neg] = -0.5 * rng.rand(int(neg.sum()))
